@@ -1,0 +1,67 @@
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/tensor/tensor.h"
+
+namespace strata {
+
+class Node;
+
+// Where a gradient goes: output `input_nr` of `node` (null node: no gradient needed).
+struct Edge {
+  std::shared_ptr<Node> node;
+  uint32_t input_nr = 0;
+};
+
+// What the engine needs to know of a forward output without keeping it alive.
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::Float32;
+  Device device;
+};
+
+// One recorded operation. apply() maps the gradients of its forward outputs to the
+// gradients of its forward inputs, in next_edges() order.
+class Node {
+ public:
+  Node();
+  virtual ~Node() = default;
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
+  virtual std::string_view name() const = 0;
+  // Drops saved tensors after backward (unless retain_graph); a later apply() must fail.
+  virtual void release() {}
+
+  const std::vector<Edge>& next_edges() const { return next_edges_; }
+  std::vector<Edge>& mutable_next_edges() { return next_edges_; }
+  const std::vector<TensorMeta>& output_meta() const { return output_meta_; }
+  std::vector<TensorMeta>& mutable_output_meta() { return output_meta_; }
+  // Creation order; the engine runs later nodes first, like PyTorch.
+  uint64_t sequence_nr() const { return sequence_nr_; }
+
+ protected:
+  std::vector<Edge> next_edges_;
+  std::vector<TensorMeta> output_meta_;
+  uint64_t sequence_nr_;
+};
+
+// Per-tensor autograd state.
+struct AutogradMeta {
+  bool requires_grad = false;
+  std::shared_ptr<Node> grad_fn;  // null for leaves
+  uint32_t output_nr = 0;         // which output of grad_fn this tensor is
+  Tensor grad;                    // accumulated gradient (leaves)
+  std::weak_ptr<Node> grad_accumulator;  // the AccumulateGrad node of a leaf
+  std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
+};
+
+namespace autograd {
+// The edge a gradient for `t` must flow into (creates a leaf's AccumulateGrad on demand).
+Edge gradient_edge(const Tensor& t);
+}  // namespace autograd
+
+}  // namespace strata

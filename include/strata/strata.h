@@ -1,0 +1,15 @@
+#pragma once
+// The umbrella header: everything a training program needs.
+#include "strata/autograd/engine.h"
+#include "strata/autograd/function.h"
+#include "strata/autograd/grad_mode.h"
+#include "strata/autograd/node.h"
+#include "strata/core/device.h"
+#include "strata/core/dtype.h"
+#include "strata/core/error.h"
+#include "strata/core/random.h"
+#include "strata/core/shape.h"
+#include "strata/tensor/allocator.h"
+#include "strata/tensor/factory.h"
+#include "strata/tensor/ops.h"
+#include "strata/tensor/tensor.h"

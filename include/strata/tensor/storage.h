@@ -1,0 +1,38 @@
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include "strata/core/device.h"
+
+namespace strata {
+
+// A block of memory on one device, shared by every tensor that views it.
+class Storage {
+ public:
+  using Deleter = std::function<void(void*)>;
+  // Allocates from the device's caching allocator.
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
+  // Wraps memory the caller owns; `deleter` (may be empty: not owned) runs when the last
+  // tensor viewing it goes away.
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device, Deleter deleter);
+
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  Storage(void* data, size_t nbytes, Device device, Deleter deleter, bool from_allocator)
+      : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)), from_allocator_(from_allocator) {}
+  void* data_;
+  size_t nbytes_;
+  Device device_;
+  Deleter deleter_;
+  bool from_allocator_;
+};
+
+}  // namespace strata

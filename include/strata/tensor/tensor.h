@@ -1,0 +1,118 @@
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/core/device.h"
+#include "strata/core/dtype.h"
+#include "strata/core/error.h"
+#include "strata/core/shape.h"
+#include "strata/tensor/storage.h"
+
+namespace strata {
+
+class Node;
+struct AutogradMeta;
+class Tensor;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Shape shape;
+  Strides strides;
+  DType dtype = DType::Float32;
+  std::shared_ptr<AutogradMeta> autograd;  // null until autograd needs it
+};
+
+// A cheap shared handle to a strided view of a Storage. Copies share the data and the
+// autograd identity, like torch::Tensor. A default-constructed Tensor is "undefined".
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // --- metadata ---
+  const Shape& shape() const { return checked().shape; }
+  const Strides& strides() const { return checked().strides; }
+  int64_t dim() const { return static_cast<int64_t>(checked().shape.size()); }
+  int64_t size(int64_t d) const;  // negative d counts from the end
+  int64_t stride(int64_t d) const;
+  int64_t numel() const { return checked().shape.numel(); }
+  int64_t offset() const { return checked().offset; }
+  DType dtype() const { return checked().dtype; }
+  Device device() const { return checked().storage->device(); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const { return checked().storage; }
+
+  // Pointer to the first element; T must match dtype().
+  template <class T>
+  T* data() const {
+    STRATA_CHECK(dtype() == dtype_v<T>, "data<", dtype_name(dtype_v<T>), ">() called on a ", dtype(), " tensor of shape ",
+                 shape());
+    return static_cast<T*>(raw_data());
+  }
+  void* raw_data() const;
+
+  // The single value of a one-element tensor, converted to double.
+  double item() const;
+  // A copy of the elements as T (converted), in logical (row-major) order.
+  template <class T>
+  std::vector<T> to_vector() const;
+
+  // --- views and copies (differentiable) ---
+  Tensor view(const Shape& shape) const;     // shares storage; needs compatible strides
+  Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;  // narrow + drop the dimension
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor permute(const std::vector<int64_t>& order) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor expand(const Shape& shape) const;  // broadcast view (stride 0)
+  Tensor contiguous() const;                // *this when already contiguous
+  Tensor clone() const;                     // always a fresh contiguous copy
+  Tensor to(DType dtype) const;             // *this when the dtype matches
+  Tensor to(Device device) const;
+
+  // --- autograd ---
+  bool requires_grad() const;
+  // Marks a leaf as a parameter-like tensor whose .grad() is accumulated.
+  Tensor& set_requires_grad(bool requires_grad);
+  bool is_leaf() const;
+  const std::shared_ptr<Node>& grad_fn() const;
+  Tensor grad() const;             // undefined until a backward reaches this leaf
+  void set_grad(const Tensor& grad);  // e.g. a view into a DDP bucket
+  // Shares the data but not the autograd history.
+  Tensor detach() const;
+  // Runs backward from this tensor. `grad` may be omitted for a one-element tensor.
+  void backward(const Tensor& grad = {}, bool retain_graph = false) const;
+  // Called with the leaf after its .grad() has been accumulated in a backward pass.
+  void register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook);
+
+  // --- in place, not recorded by autograd (optimizers, initialisers) ---
+  Tensor& zero_();
+  Tensor& fill_(double value);
+  Tensor& copy_(const Tensor& src);  // same shape; converts dtype
+
+  std::string to_string() const;  // values (abbreviated when large), shape, dtype
+
+ private:
+  TensorImpl& checked() const {
+    STRATA_CHECK(impl_ != nullptr, "operation on an undefined tensor");
+    return *impl_;
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+}  // namespace strata

@@ -1,0 +1,122 @@
+#include "strata/tensor/allocator.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "strata/core/error.h"
+#include "strata/tensor/storage.h"
+
+namespace strata {
+namespace cpu_allocator {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+struct State {
+  std::mutex mutex;
+  std::map<size_t, std::vector<void*>> free_lists;  // rounded size -> blocks
+  AllocatorStats stats;
+};
+
+State& state() {
+  static State* s = new State();  // never destroyed: storages may outlive static destructors
+  return *s;
+}
+
+}  // namespace
+
+size_t rounded_size(size_t nbytes) {
+  if (nbytes == 0) nbytes = 1;
+  // Up to 1 MiB: multiples of 512 bytes. Above: 8 steps per power of two, so reuse across
+  // slightly different sizes wastes at most 12.5%.
+  if (nbytes <= (size_t{1} << 20)) return (nbytes + 511) & ~size_t{511};
+  size_t pow2 = size_t{1} << (63 - __builtin_clzll(nbytes));
+  size_t step = pow2 / 8;
+  return (nbytes + step - 1) / step * step;
+}
+
+void* allocate(size_t nbytes) {
+  size_t size = rounded_size(nbytes);
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    ++s.stats.requests;
+    s.stats.in_use_bytes += size;
+    s.stats.peak_in_use_bytes = std::max(s.stats.peak_in_use_bytes, s.stats.in_use_bytes);
+    auto it = s.free_lists.find(size);
+    if (it != s.free_lists.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      s.stats.cached_bytes -= size;
+      return p;
+    }
+    ++s.stats.system_allocs;
+  }
+  void* p = std::aligned_alloc(kAlignment, size);
+  if (p == nullptr) {
+    empty_cache();
+    p = std::aligned_alloc(kAlignment, size);
+  }
+  if (p == nullptr) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.stats.in_use_bytes -= size;
+  }
+  STRATA_CHECK(p != nullptr, "out of CPU memory allocating ", nbytes, " bytes");
+  return p;
+}
+
+void deallocate(void* ptr, size_t nbytes) {
+  if (ptr == nullptr) return;
+  size_t size = rounded_size(nbytes);
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.stats.in_use_bytes -= size;
+  s.stats.cached_bytes += size;
+  s.free_lists[size].push_back(ptr);
+}
+
+AllocatorStats stats() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.stats;
+}
+
+void reset_peak() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.stats.peak_in_use_bytes = s.stats.in_use_bytes;
+}
+
+void empty_cache() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  for (auto& [size, blocks] : s.free_lists)
+    for (void* p : blocks) std::free(p);
+  s.free_lists.clear();
+  s.stats.cached_bytes = 0;
+}
+
+}  // namespace cpu_allocator
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
+  STRATA_CHECK(device.is_cpu(), "cannot allocate ", nbytes, " bytes on ", device,
+               ": CUDA tensors are not supported by this build of strata yet");
+  void* p = cpu_allocator::allocate(nbytes);
+  return std::shared_ptr<Storage>(new Storage(p, nbytes, device, {}, true));
+}
+
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device, Deleter deleter) {
+  return std::shared_ptr<Storage>(new Storage(data, nbytes, device, std::move(deleter), false));
+}
+
+Storage::~Storage() {
+  if (from_allocator_) {
+    cpu_allocator::deallocate(data_, nbytes_);
+  } else if (deleter_) {
+    deleter_(data_);
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,10 @@
+#pragma once
+#include "strata/tensor/tensor.h"
+
+namespace strata::cpu {
+// dst[i] = convert(src[i]) over the logical index space; shapes must be equal, strides
+// arbitrary (src may be a broadcast view), dtypes may differ.
+void copy_strided(const Tensor& dst, const Tensor& src);
+// dst[i] = value for every element of a (possibly strided) dst.
+void fill(const Tensor& dst, double value);
+}  // namespace strata::cpu

@@ -1,0 +1,58 @@
+#pragma once
+// A plain switch from a runtime dtype to a template argument:
+//   dispatch_floating(t.dtype(), "gelu", [&]<class T>() { ...T... });
+#include <cstdint>
+
+#include "strata/core/dtype.h"
+#include "strata/core/error.h"
+
+namespace strata::detail {
+
+template <class F>
+decltype(auto) dispatch_all(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    case DType::BFloat16: return f.template operator()<bfloat16>();
+    case DType::Float16: return f.template operator()<float16>();
+    case DType::Int32: return f.template operator()<int32_t>();
+    case DType::Int64: return f.template operator()<int64_t>();
+  }
+  STRATA_FAIL("unknown dtype ", static_cast<int>(dtype));
+}
+
+// float32 and float64: the dtypes every differentiable CPU op computes in.
+template <class F>
+decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    default: break;
+  }
+  STRATA_FAIL(op, ": dtype ", dtype, " is not supported on CPU (float32 or float64; convert with .to())");
+}
+
+// float32, float64, int32, int64: arithmetic without a 16-bit storage type.
+template <class F>
+decltype(auto) dispatch_arith(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f.template operator()<float>();
+    case DType::Float64: return f.template operator()<double>();
+    case DType::Int32: return f.template operator()<int32_t>();
+    case DType::Int64: return f.template operator()<int64_t>();
+    default: break;
+  }
+  STRATA_FAIL(op, ": dtype ", dtype, " is not supported on CPU (convert 16-bit tensors with .to(DType::Float32))");
+}
+
+// Value conversion between storage types (16-bit floats go through float).
+template <class To, class From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<To, bfloat16> || std::is_same_v<To, float16>) {
+    return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+}  // namespace strata::detail
