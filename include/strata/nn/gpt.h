@@ -1,0 +1,88 @@
+#pragma once
+// A GPT-2 style decoder: learned positions, pre-LayerNorm blocks, GELU MLP, causal
+// self-attention, final LayerNorm and a head tied to the token embedding. Parameter names
+// match the Hugging Face GPT-2 checkpoint (without its "transformer." prefix); Linear
+// weights are [out, in] here, where HF's Conv1D stores [in, out] (the exporter transposes).
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "strata/nn/layers.h"
+
+namespace strata::nn {
+
+struct GPTConfig {
+  int64_t vocab_size = 256;
+  int64_t context = 128;  // n_positions
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 256;
+  double dropout = 0.0;
+  uint64_t seed = 1337;  // parameter initialisation
+  DType dtype = DType::Float32;
+};
+
+class CausalSelfAttention : public Module {
+ public:
+  CausalSelfAttention(const GPTConfig& config, Generator& gen);
+  Tensor forward(const Tensor& x);  // [B, T, C] -> [B, T, C]
+  std::shared_ptr<Linear> c_attn;   // C -> 3C (q, k, v)
+  std::shared_ptr<Linear> c_proj;   // C -> C
+  std::shared_ptr<Dropout> resid_dropout;
+  int64_t n_head;
+};
+
+class MLP : public Module {
+ public:
+  MLP(const GPTConfig& config, Generator& gen);
+  Tensor forward(const Tensor& x);
+  std::shared_ptr<Linear> c_fc;    // C -> 4C
+  std::shared_ptr<Linear> c_proj;  // 4C -> C
+  std::shared_ptr<Dropout> dropout;
+};
+
+class Block : public Module {
+ public:
+  Block(const GPTConfig& config, Generator& gen);
+  Tensor forward(const Tensor& x);
+  std::shared_ptr<LayerNorm> ln_1;
+  std::shared_ptr<CausalSelfAttention> attn;
+  std::shared_ptr<LayerNorm> ln_2;
+  std::shared_ptr<MLP> mlp;
+};
+
+// An ordered list of blocks named "0", "1", ...
+class BlockList : public Module {
+ public:
+  void append(std::shared_ptr<Block> block);
+  size_t size() const { return blocks_.size(); }
+  Block& operator[](size_t i) { return *blocks_[i]; }
+
+ private:
+  std::vector<std::shared_ptr<Block>> blocks_;
+};
+
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTConfig& config);
+  // tokens int64 [B, T] (T <= context) -> logits [B, T, vocab]
+  Tensor forward(const Tensor& tokens);
+  // Mean next-token cross-entropy over targets != -100; targets int64 [B, T].
+  Tensor loss(const Tensor& tokens, const Tensor& targets);
+  const GPTConfig& config() const { return config_; }
+  // Training FLOPs of one step on `tokens` tokens of length `seq_len`: 6 x (non-embedding
+  // params + the tied head) x tokens, plus attention (as in the PaLM appendix, causal half
+  // not subtracted).
+  double flops_per_step(int64_t batch, int64_t seq_len) const;
+
+  std::shared_ptr<Embedding> wte;
+  std::shared_ptr<Embedding> wpe;
+  std::shared_ptr<Dropout> drop;
+  std::shared_ptr<BlockList> h;
+  std::shared_ptr<LayerNorm> ln_f;
+
+ private:
+  GPTConfig config_;
+};
+
+}  // namespace strata::nn

@@ -1,0 +1,85 @@
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/tensor/state_dict.h"
+#include "strata/tensor/tensor.h"
+
+namespace strata::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// A tree of parameters, buffers and child modules with hierarchical names
+// ("h.0.attn.c_attn.weight"), like torch.nn.Module. Forward functions are ordinary member
+// functions with whatever signature fits the module.
+class Module {
+ public:
+  using ForwardHook = std::function<void(Module&)>;
+
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Recursive, in registration order: own entries first, then each child's.
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  NamedTensors named_buffers() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  int64_t num_parameters() const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Parameters and buffers by name (detached: saving must not keep the graph alive).
+  StateDict state_dict() const;
+  // Copies values in place, so tensors held elsewhere (optimizers) stay valid. With strict,
+  // missing or unexpected names are errors; shapes and dtypes must always match.
+  void load_state_dict(const StateDict& state, bool strict = true);
+  void zero_grad(bool set_to_none = false);
+
+  // Called around forward by modules that run them (ZeRO-3 gathers parameters here).
+  void register_forward_pre_hook(ForwardHook hook) { pre_hooks_.push_back(std::move(hook)); }
+  void register_forward_hook(ForwardHook hook) { post_hooks_.push_back(std::move(hook)); }
+
+ protected:
+  // Registers a parameter (marked requires_grad) and returns the handle to keep as a member.
+  Tensor register_parameter(std::string name, Tensor value);
+  Tensor register_buffer(std::string name, Tensor value);
+  template <class M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
+    check_new_name(name);
+    children_.emplace_back(std::move(name), module);
+    return module;
+  }
+
+  // RAII: runs the pre-hooks now and the forward hooks when it goes out of scope.
+  class HookScope {
+   public:
+    explicit HookScope(Module& m);
+    ~HookScope() noexcept(false);
+    HookScope(const HookScope&) = delete;
+    HookScope& operator=(const HookScope&) = delete;
+
+   private:
+    Module& module_;
+  };
+  HookScope forward_hooks() { return HookScope(*this); }
+
+ private:
+  void check_new_name(const std::string& name) const;
+  void collect(const std::string& prefix, bool buffers, NamedTensors& out) const;
+
+  NamedTensors params_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<ForwardHook> pre_hooks_;
+  std::vector<ForwardHook> post_hooks_;
+  bool training_ = true;
+};
+
+}  // namespace strata::nn

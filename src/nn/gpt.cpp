@@ -1,0 +1,108 @@
+#include "strata/nn/gpt.h"
+
+#include <cmath>
+
+#include "strata/tensor/factory.h"
+#include "strata/tensor/ops.h"
+
+namespace strata::nn {
+
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen) : n_head(config.n_head) {
+  STRATA_CHECK(config.n_embd % config.n_head == 0, "CausalSelfAttention: n_embd ", config.n_embd,
+               " is not divisible by n_head ", config.n_head);
+  // GPT-2 scales the init of projections into the residual stream by 1/sqrt(2 n_layer).
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+  c_attn = register_module("c_attn", std::make_shared<Linear>(config.n_embd, 3 * config.n_embd, true,
+                                                              InitOptions{.dtype = config.dtype, .gen = &gen}));
+  c_proj = register_module("c_proj", std::make_shared<Linear>(config.n_embd, config.n_embd, true,
+                                                              InitOptions{proj_std, config.dtype, &gen}));
+  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout));
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  const int64_t D = C / n_head;
+  // [B, T, 3C] -> [3, B, H, T, D] as a view; attention reads the strided q, k, v directly.
+  Tensor qkv = c_attn->forward(x).view({B, T, 3, n_head, D}).permute({2, 0, 3, 1, 4});
+  Tensor y = causal_attention(qkv.select(0, 0), qkv.select(0, 1), qkv.select(0, 2));  // [B, H, T, D]
+  y = y.permute({0, 2, 1, 3}).reshape({B, T, C});
+  return resid_dropout->forward(c_proj->forward(y));
+}
+
+MLP::MLP(const GPTConfig& config, Generator& gen) {
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+  c_fc = register_module("c_fc", std::make_shared<Linear>(config.n_embd, 4 * config.n_embd, true,
+                                                          InitOptions{.dtype = config.dtype, .gen = &gen}));
+  c_proj = register_module("c_proj", std::make_shared<Linear>(4 * config.n_embd, config.n_embd, true,
+                                                              InitOptions{proj_std, config.dtype, &gen}));
+  dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout));
+}
+
+Tensor MLP::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  return dropout->forward(c_proj->forward(gelu(c_fc->forward(x))));
+}
+
+Block::Block(const GPTConfig& config, Generator& gen) {
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.dtype));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(config, gen));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.dtype));
+  mlp = register_module("mlp", std::make_shared<MLP>(config, gen));
+}
+
+Tensor Block::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  Tensor h = add(x, attn->forward(ln_1->forward(x)));
+  return add(h, mlp->forward(ln_2->forward(h)));
+}
+
+void BlockList::append(std::shared_ptr<Block> block) {
+  register_module(std::to_string(blocks_.size()), block);
+  blocks_.push_back(std::move(block));
+}
+
+GPT::GPT(const GPTConfig& config) : config_(config) {
+  STRATA_CHECK(config.vocab_size > 0 && config.context > 0 && config.n_layer > 0 && config.n_head > 0 &&
+                   config.n_embd > 0,
+               "GPT: every size in the config must be positive (vocab ", config.vocab_size, ", context ",
+               config.context, ", layers ", config.n_layer, ", heads ", config.n_head, ", width ", config.n_embd, ")");
+  Generator gen(config.seed);
+  InitOptions init{.dtype = config.dtype, .gen = &gen};
+  wte = register_module("wte", std::make_shared<Embedding>(config.vocab_size, config.n_embd, init));
+  wpe = register_module("wpe", std::make_shared<Embedding>(config.context, config.n_embd, init));
+  drop = register_module("drop", std::make_shared<Dropout>(config.dropout));
+  h = register_module("h", std::make_shared<BlockList>());
+  for (int64_t i = 0; i < config.n_layer; ++i) h->append(std::make_shared<Block>(config, gen));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.dtype));
+}
+
+Tensor GPT::forward(const Tensor& tokens) {
+  auto hooks = forward_hooks();
+  STRATA_CHECK(tokens.dim() == 2, "GPT: tokens must be [batch, time], got shape ", tokens.shape());
+  const int64_t T = tokens.size(1);
+  STRATA_CHECK(T <= config_.context, "GPT: sequence length ", T, " exceeds the context of ", config_.context);
+  Tensor positions = arange(0, T);
+  Tensor x = drop->forward(add(wte->forward(tokens), wpe->forward(positions)));
+  for (size_t i = 0; i < h->size(); ++i) x = (*h)[i].forward(x);
+  x = ln_f->forward(x);
+  return linear(x, wte->weight);  // tied head
+}
+
+Tensor GPT::loss(const Tensor& tokens, const Tensor& targets) {
+  STRATA_CHECK(targets.shape() == tokens.shape(), "GPT::loss: targets shape ", targets.shape(),
+               " differs from tokens shape ", tokens.shape());
+  Tensor logits = forward(tokens);
+  const int64_t N = tokens.numel();
+  return cross_entropy(logits.view({N, config_.vocab_size}), targets.reshape({N}));
+}
+
+double GPT::flops_per_step(int64_t batch, int64_t seq_len) const {
+  const double tokens = static_cast<double>(batch * seq_len);
+  const double params = static_cast<double>(num_parameters());
+  const double attention = 12.0 * static_cast<double>(config_.n_layer) * static_cast<double>(batch) *
+                           static_cast<double>(seq_len * seq_len) * static_cast<double>(config_.n_embd);
+  return 6.0 * params * tokens + attention;
+}
+
+}  // namespace strata::nn

@@ -1,0 +1,48 @@
+#include "strata/nn/layers.h"
+
+#include "strata/tensor/factory.h"
+#include "strata/tensor/ops.h"
+
+namespace strata::nn {
+namespace {
+Tensor normal_init(const Shape& shape, const InitOptions& init) {
+  Tensor t = randn(shape, {.dtype = init.dtype}, init.gen);
+  mul_(t, init.std);
+  return t;
+}
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, InitOptions init) {
+  STRATA_CHECK(in_features > 0 && out_features > 0, "Linear: invalid sizes in=", in_features, " out=", out_features);
+  weight = register_parameter("weight", normal_init({out_features, in_features}, init));
+  if (with_bias) bias = register_parameter("bias", zeros({out_features}, {.dtype = init.dtype}));
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  return linear(x, weight, bias);
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitOptions init) {
+  STRATA_CHECK(num_embeddings > 0 && dim > 0, "Embedding: invalid sizes ", num_embeddings, "x", dim);
+  weight = register_parameter("weight", normal_init({num_embeddings, dim}, init));
+}
+
+Tensor Embedding::forward(const Tensor& indices) {
+  auto hooks = forward_hooks();
+  return embedding(indices, weight);
+}
+
+LayerNorm::LayerNorm(int64_t dim, double eps_, DType dtype) : eps(eps_) {
+  weight = register_parameter("weight", ones({dim}, {.dtype = dtype}));
+  bias = register_parameter("bias", zeros({dim}, {.dtype = dtype}));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  return layer_norm(x, weight, bias, eps);
+}
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+
+}  // namespace strata::nn
