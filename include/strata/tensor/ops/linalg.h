@@ -1,14 +1,22 @@
 #pragma once
 // Matrix products through BLAS sgemm/dgemm with transpose flags (no materialised
-// transposes). Differentiable.
+// transposes). Differentiable; CPU, float32 and float64.
 #include "strata/tensor/tensor.h"
 
 namespace strata {
 
-// [.., n, k] x [k, m] -> [.., n, m]; [b.., n, k] x [b.., k, m] -> [b.., n, m] (batch dims
-// equal); [n, k] x [k, m]. Inputs may be transposed views.
+// [n, k] x [k, m] -> [n, m].
+// [b.., n, k] x [k, m] -> [b.., n, m]: one GEMM over all b.. * n rows when a's rows can be
+//   addressed with one stride (e.g. a contiguous), else one GEMM per batch entry.
+// [b.., n, k] x [b.., k, m] -> [b.., n, m] (batch dims equal; no further broadcasting), and
+// [n, k] x [b.., k, m] -> [b.., n, m]: one GEMM per batch entry, run in parallel over the
+//   batch when each product is small.
+// A 1-D operand is a row vector on the left and a column vector on the right, and that
+// dimension is dropped from the result (as torch.matmul). Operands whose last two dims have
+// strides (ld, 1) or (1, ld) (transposed views included) are read in place.
 Tensor matmul(const Tensor& a, const Tensor& b);
-// x [.., in] , weight [out, in], bias [out] (may be undefined) -> [.., out]  (like torch).
+// x [.., in] , weight [out, in], bias [out] (may be undefined) -> [.., out]  (like torch):
+// y = x W^T + b as one GEMM over all rows; backward is one GEMM each for dx and dW.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
 }  // namespace strata

@@ -1,0 +1,239 @@
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <string>
+
+#include "gradcheck.h"
+#include "strata/strata.h"
+
+using namespace strata;
+using strata::testing::expect_gradients_match;
+using strata::testing::leaf64;
+using V = const std::vector<Tensor>&;
+
+namespace {
+
+Tensor rnd(const Shape& shape, DType dtype, uint64_t seed) {
+  Generator gen(seed);
+  return randn(shape, {.dtype = dtype}, &gen);
+}
+
+// Reference product by plain loops over the logical values: a [batch.., n, k] or [n, k],
+// b [batch.., k, m] or [k, m]; a matrix operand is shared by every batch entry.
+Tensor naive_matmul(const Tensor& a, const Tensor& b) {
+  const int64_t n = a.size(-2), k = a.size(-1), m = b.size(-1);
+  const Shape& big = a.dim() >= b.dim() ? a.shape() : b.shape();
+  Shape out_shape(big.begin(), big.end() - 2);
+  const int64_t batch = out_shape.numel();
+  out_shape.push_back(n);
+  out_shape.push_back(m);
+  std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+  std::vector<double> out(static_cast<size_t>(out_shape.numel()), 0.0);
+  for (int64_t z = 0; z < batch; ++z) {
+    const int64_t za = a.dim() == 2 ? 0 : z, zb = b.dim() == 2 ? 0 : z;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += va[static_cast<size_t>((za * n + i) * k + p)] * vb[static_cast<size_t>((zb * k + p) * m + j)];
+        out[static_cast<size_t>((z * n + i) * m + j)] = acc;
+      }
+  }
+  return from_vector(out, out_shape);
+}
+
+// Largest |x - ref| relative to the largest |ref|.
+double rel_err(const Tensor& x, const Tensor& ref) {
+  double scale = 0;
+  for (double v : ref.to_vector<double>()) scale = std::max(scale, std::fabs(v));
+  return max_abs_diff(x, ref) / std::max(scale, 1e-300);
+}
+
+void expect_matmul_matches(const Tensor& a, const Tensor& b, const std::string& what) {
+  Tensor out = matmul(a, b);
+  Tensor ref = naive_matmul(a, b);
+  ASSERT_EQ(out.shape(), ref.shape()) << what;
+  EXPECT_EQ(out.dtype(), a.dtype()) << what;
+  const double tol = a.dtype() == DType::Float64 ? 1e-12 : 1e-5;
+  EXPECT_LT(rel_err(out, ref), tol) << what << " a " << a.shape() << " b " << b.shape();
+}
+
+template <class F>
+void expect_error_mentions(F&& f, const std::vector<std::string>& needles) {
+  try {
+    f();
+    FAIL() << "expected strata::Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    for (const auto& s : needles) EXPECT_NE(msg.find(s), std::string::npos) << "'" << s << "' not in: " << msg;
+  }
+}
+
+}  // namespace
+
+TEST(Matmul, HandComputed) {
+  Tensor a = from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = from_vector<float>({7, 8, 9, 10, 11, 12}, {3, 2});
+  EXPECT_EQ(matmul(a, b).to_vector<float>(), (std::vector<float>{58, 64, 139, 154}));
+  // a^T b^T through transposed views: [3, 2] x [2, 3].
+  EXPECT_EQ(matmul(a.transpose(0, 1), b.transpose(0, 1)).to_vector<float>(),
+            (std::vector<float>{39, 49, 59, 54, 68, 82, 69, 87, 105}));
+}
+
+TEST(Matmul, MatchesNaiveLoops) {
+  for (DType dt : {DType::Float64, DType::Float32}) {
+    uint64_t s = 1;
+    auto r = [&](const Shape& shape) { return rnd(shape, dt, s++); };
+    expect_matmul_matches(r({3, 5}), r({5, 4}), "2-D");
+    expect_matmul_matches(r({1, 5}), r({5, 1}), "row x column");
+    expect_matmul_matches(r({2, 3, 5}), r({5, 4}), "flattened 3-D x 2-D");
+    expect_matmul_matches(r({2, 3, 4, 5}), r({2, 3, 5, 6}), "batched 4-D");
+    expect_matmul_matches(r({3, 5}), r({2, 5, 4}), "matrix x batch");
+    // Transposed views go to BLAS with the transpose flag.
+    expect_matmul_matches(r({5, 3}).transpose(0, 1), r({5, 4}), "a^T");
+    expect_matmul_matches(r({3, 5}), r({4, 5}).transpose(-1, -2), "b^T");
+    expect_matmul_matches(r({2, 5, 3}).transpose(-1, -2), r({4, 5}).transpose(-1, -2), "flattened a^T b^T");
+    expect_matmul_matches(r({2, 3, 5, 4}).transpose(-1, -2), r({2, 3, 6, 5}).transpose(-1, -2), "batched a^T b^T");
+    expect_matmul_matches(r({5, 2, 3}).permute({1, 2, 0}), r({5, 4}), "rows of stride 1 merged across the batch");
+    expect_matmul_matches(r({3, 2, 5}).transpose(0, 1), r({5, 4}), "batch dims that do not merge");
+    expect_matmul_matches(r({3, 8}).narrow(1, 2, 5), r({5, 7}).narrow(1, 1, 4), "row stride larger than width");
+    // Layouts BLAS cannot read (element stride 2, broadcast rows) are copied first.
+    expect_matmul_matches(r({3, 5, 2}).select(2, 1), r({5, 4}), "column stride 2");
+    expect_matmul_matches(r({3, 5}), r({1, 4}).expand({5, 4}), "broadcast rows");
+    expect_matmul_matches(r({2, 1, 5}).expand({2, 3, 5}), r({5, 4}), "broadcast batch rows");
+  }
+}
+
+TEST(Matmul, VectorsAndEmpty) {
+  Tensor v = from_vector<double>({1, 2, 3}, {3});
+  Tensor m = from_vector<double>({1, 0, 0, 1, 1, 1}, {3, 2});
+  Tensor d = matmul(v, v);
+  EXPECT_EQ(d.dim(), 0);
+  EXPECT_EQ(d.item(), 14.0);
+  EXPECT_EQ(matmul(v, m).to_vector<double>(), (std::vector<double>{4, 5}));
+  EXPECT_EQ(matmul(m.transpose(0, 1), v).to_vector<double>(), (std::vector<double>{4, 5}));
+  // Empty sizes: k == 0 gives zeros, n == 0 gives an empty result.
+  Tensor z = matmul(zeros({2, 3, 0}), zeros({0, 4}));
+  EXPECT_EQ(z.shape(), Shape({2, 3, 4}));
+  EXPECT_EQ(sum(z).item(), 0.0);
+  EXPECT_EQ(matmul(zeros({0, 3}), zeros({3, 4})).shape(), Shape({0, 4}));
+  EXPECT_EQ(matmul(zeros({0, 2, 3}), zeros({0, 3, 4})).shape(), Shape({0, 2, 4}));
+}
+
+TEST(Matmul, ParallelBatchOfSmallProducts) {
+  // Many small products run over OpenMP threads, each calling BLAS from inside the
+  // parallel region; the result must not depend on that.
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(4);
+  Tensor a = rnd({64, 8, 16}, DType::Float32, 1), b = rnd({64, 16, 12}, DType::Float32, 2);
+  Tensor ref = naive_matmul(a, b);
+  for (int rep = 0; rep < 5; ++rep) EXPECT_LT(rel_err(matmul(a, b), ref), 1e-5);
+  Tensor at = rnd({64, 16, 8}, DType::Float64, 3).transpose(-1, -2);
+  EXPECT_LT(rel_err(matmul(at, b.to(DType::Float64)), naive_matmul(at, b.to(DType::Float64))), 1e-12);
+  omp_set_num_threads(saved);
+}
+
+TEST(Matmul, Float32AgreesWithFloat64) {
+  Tensor a = rnd({4, 33, 96}, DType::Float64, 7), b = rnd({96, 80}, DType::Float64, 8);
+  Tensor w = rnd({80, 96}, DType::Float64, 9), bias = rnd({80}, DType::Float64, 10);
+  Tensor a32 = a.to(DType::Float32), b32 = b.to(DType::Float32), w32 = w.to(DType::Float32);
+  EXPECT_LT(rel_err(matmul(a32, b32), matmul(a, b)), 1e-5);
+  EXPECT_LT(rel_err(matmul(a32.transpose(0, 1), b32), matmul(a.transpose(0, 1), b)), 1e-5);
+  EXPECT_LT(rel_err(linear(a32, w32, bias.to(DType::Float32)), linear(a, w, bias)), 1e-5);
+}
+
+TEST(Matmul, Errors) {
+  Tensor a = ones({2, 3}), b = ones({4, 5});
+  expect_error_mentions([&] { matmul(a, b); }, {"matmul", "inner", "[2, 3]", "[4, 5]"});
+  expect_error_mentions([&] { matmul(ones({2, 2, 3}), ones({3, 3, 4})); }, {"matmul", "batch", "[2, 2, 3]", "[3, 3, 4]"});
+  expect_error_mentions([&] { matmul(ones({2, 2, 3}), ones({1, 2, 3, 4})); }, {"matmul", "batch"});
+  expect_error_mentions([&] { matmul(a, ones({3, 2}, {.dtype = DType::Float64})); }, {"matmul", "dtype", "float"});
+  expect_error_mentions([&] { matmul(scalar_tensor(1.0), a); }, {"matmul", "dimension"});
+  expect_error_mentions([&] { matmul(a, scalar_tensor(1.0)); }, {"matmul", "dimension"});
+  expect_error_mentions([&] { matmul(ones({2, 3}, {.dtype = DType::Int64}), ones({3, 2}, {.dtype = DType::Int64})); },
+                        {"matmul", "int64"});
+  expect_error_mentions([&] { matmul(Tensor(), a); }, {"matmul", "undefined"});
+  EXPECT_THROW(matmul(ones({3}), ones({4})), Error);
+}
+
+TEST(Linear, MatchesMatmulPlusBias) {
+  for (DType dt : {DType::Float64, DType::Float32}) {
+    const double tol = dt == DType::Float64 ? 1e-12 : 1e-5;
+    Tensor x = rnd({2, 3, 4}, dt, 1), w = rnd({5, 4}, dt, 2), b = rnd({5}, dt, 3);
+    Tensor ref = naive_matmul(x, w.transpose(0, 1)) + b.to(DType::Float64);
+    Tensor y = linear(x, w, b);
+    EXPECT_EQ(y.shape(), Shape({2, 3, 5}));
+    EXPECT_LT(rel_err(y, ref), tol);
+    EXPECT_LT(rel_err(linear(x, w), naive_matmul(x, w.transpose(0, 1))), tol);
+    // A transposed input, a weight that is itself a transposed view, a vector input.
+    Tensor xt = rnd({4, 6}, dt, 4).transpose(0, 1);
+    Tensor wt = rnd({4, 5}, dt, 5).transpose(0, 1);
+    EXPECT_LT(rel_err(linear(xt, wt, b), naive_matmul(xt, wt.transpose(0, 1)) + b.to(DType::Float64)), tol);
+    Tensor v = rnd({4}, dt, 6);
+    Tensor yv = linear(v, w, b);
+    EXPECT_EQ(yv.shape(), Shape({5}));
+    EXPECT_LT(rel_err(yv, (naive_matmul(v.view({1, 4}), w.transpose(0, 1)) + b.to(DType::Float64)).view({5})), tol);
+  }
+  // Hand-computed: y = x W^T + b.
+  Tensor x = from_vector<float>({1, 2}, {1, 2});
+  Tensor w = from_vector<float>({1, 0, 0, 1, 1, 1}, {3, 2});
+  Tensor b = from_vector<float>({10, 20, 30}, {3});
+  EXPECT_EQ(linear(x, w, b).to_vector<float>(), (std::vector<float>{11, 22, 33}));
+}
+
+TEST(Linear, Errors) {
+  Tensor x = ones({2, 4}), w = ones({3, 4});
+  expect_error_mentions([&] { linear(x, ones({3, 5})); }, {"linear", "[2, 4]", "[3, 5]"});
+  expect_error_mentions([&] { linear(x, ones({4})); }, {"linear", "weight"});
+  expect_error_mentions([&] { linear(x, w, ones({4})); }, {"linear", "bias", "[4]"});
+  expect_error_mentions([&] { linear(x, w, ones({3}, {.dtype = DType::Float64})); }, {"linear", "dtype"});
+  expect_error_mentions([&] { linear(x, ones({3, 4}, {.dtype = DType::Float64})); }, {"linear", "dtype"});
+  expect_error_mentions([&] { linear(scalar_tensor(1.0), w); }, {"linear", "dimension"});
+}
+
+TEST(Gradcheck, Matmul) {
+  expect_gradients_match([](V in) { return matmul(in[0], in[1]); }, {leaf64({3, 4}, 1), leaf64({4, 5}, 2)});
+  expect_gradients_match([](V in) { return matmul(in[0], in[1]); }, {leaf64({2, 3, 4}, 3), leaf64({4, 5}, 4)});
+  expect_gradients_match([](V in) { return matmul(in[0], in[1]); }, {leaf64({2, 2, 3, 4}, 5), leaf64({2, 2, 4, 3}, 6)});
+  expect_gradients_match([](V in) { return matmul(in[0], in[1]); }, {leaf64({3, 4}, 7), leaf64({2, 4, 5}, 8)});
+  // Transposed operands (and so transposed gradients flowing back into the views).
+  expect_gradients_match([](V in) { return matmul(in[0].transpose(-1, -2), in[1].transpose(0, 1)); },
+                         {leaf64({2, 4, 3}, 9), leaf64({5, 4}, 10)});
+  expect_gradients_match([](V in) { return matmul(in[0].transpose(-1, -2), in[1].transpose(-1, -2)); },
+                         {leaf64({2, 4, 3}, 11), leaf64({2, 5, 4}, 12)});
+  // Batch dims that do not merge: a loop forward, the batch sum for b's gradient.
+  expect_gradients_match([](V in) { return matmul(in[0].transpose(0, 1), in[1]); },
+                         {leaf64({3, 2, 4}, 13), leaf64({4, 5}, 14)});
+  // A transposed incoming gradient, and vector operands.
+  expect_gradients_match([](V in) { return matmul(in[0], in[1]).transpose(-1, -2); },
+                         {leaf64({2, 3, 4}, 15), leaf64({4, 5}, 16)});
+  expect_gradients_match([](V in) { return matmul(in[0], in[1]); }, {leaf64({4}, 17), leaf64({2, 4, 3}, 18)});
+  expect_gradients_match([](V in) { return matmul(in[0], in[1]); }, {leaf64({3, 4}, 19), leaf64({4}, 20)});
+  expect_gradients_match([](V in) { return matmul(in[0], in[1]); }, {leaf64({4}, 21), leaf64({4}, 22)});
+}
+
+TEST(Gradcheck, Linear) {
+  expect_gradients_match([](V in) { return linear(in[0], in[1], in[2]); },
+                         {leaf64({2, 3, 4}, 1), leaf64({5, 4}, 2), leaf64({5}, 3)});
+  expect_gradients_match([](V in) { return linear(in[0], in[1]); }, {leaf64({3, 4}, 4), leaf64({2, 4}, 5)});
+  expect_gradients_match([](V in) { return linear(in[0], in[1], in[2]); },
+                         {leaf64({4}, 6), leaf64({3, 4}, 7), leaf64({3}, 8)});
+  // Rows that do not merge (a batched loop, and a batch sum for dW), and a transposed input.
+  expect_gradients_match([](V in) { return linear(in[0].transpose(0, 1), in[1], in[2]); },
+                         {leaf64({2, 3, 4}, 9), leaf64({5, 4}, 10), leaf64({5}, 11)});
+  expect_gradients_match([](V in) { return linear(in[0].transpose(0, 1), in[1].transpose(0, 1)); },
+                         {leaf64({4, 3}, 12), leaf64({4, 5}, 13)});
+}
+
+TEST(Linear, SkipsGradientsNotNeeded) {
+  Tensor x = rnd({3, 4}, DType::Float64, 1);  // no grad
+  Tensor w = leaf64({2, 4}, 2), b = rnd({2}, DType::Float64, 3);
+  sum(linear(x, w, b)).backward();
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_FALSE(x.grad().defined());
+  // dW = dy^T x with dy = ones: each row of dW is the column sums of x.
+  Tensor expect = sum(x, {0}).view({1, 4}).expand({2, 4});
+  EXPECT_LT(max_abs_diff(w.grad(), expect), 1e-12);
+  EXPECT_FALSE(linear(x, w.detach(), b).requires_grad());
+}
