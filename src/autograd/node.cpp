@@ -48,6 +48,21 @@ void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }
 
 Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1)) {}
 
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> stack;
+  for (Edge& e : next_edges_)
+    if (e.node) stack.push_back(std::move(e.node));
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    if (n.use_count() == 1) {  // we hold the last reference: take its edges before it dies
+      for (Edge& e : n->next_edges_)
+        if (e.node) stack.push_back(std::move(e.node));
+      n->next_edges_.clear();
+    }
+  }
+}
+
 namespace autograd {
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {

@@ -3,12 +3,13 @@
 //
 //   Tensor out = ...forward...;
 //   if (autograd::needs_grad({a, b}))
-//     autograd::record("MulBackward", {a, b}, {out}, [a, b](autograd::BackwardContext& ctx) {
+//     autograd::record("MulBackward", {a, b}, {out}, [a = a.detach(), b = b.detach()](autograd::BackwardContext& ctx) {
 //       return std::vector<Tensor>{mul(ctx.grad(0), b), mul(ctx.grad(0), a)};
 //     });
 //
-// Capture inputs by value. Capture outputs only as out.detach(): the output owns the node,
-// so capturing it whole would make a reference cycle.
+// Capture saved tensors as t.detach(): the backward needs their values, not their history.
+// Capturing an output whole would make a reference cycle (the output owns the node), and
+// capturing an input whole keeps its graph alive and makes teardown recursive.
 #include <functional>
 #include <initializer_list>
 #include <string>

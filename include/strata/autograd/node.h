@@ -30,7 +30,9 @@ struct TensorMeta {
 class Node {
  public:
   Node();
-  virtual ~Node() = default;
+  // Tears down the chain of nodes it solely owns iteratively: a 10,000-op graph must not
+  // recurse 10,000 destructors deep.
+  virtual ~Node();
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
   virtual std::string_view name() const = 0;
   // Drops saved tensors after backward (unless retain_graph); a later apply() must fail.
