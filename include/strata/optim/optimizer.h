@@ -1,4 +1,5 @@
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@ struct ParamGroup {
 
 class Optimizer {
  public:
+  // Checks that every parameter is a defined, contiguous float32/float64 tensor, that no
+  // tensor appears twice, and that lr and weight_decay are finite and >= 0.
   explicit Optimizer(std::vector<ParamGroup> groups);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
@@ -33,15 +36,39 @@ class Optimizer {
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   // Sets every group's lr to its initial_lr times `factor` (what schedulers call).
   void scale_lr(double factor);
+  // Number of step() calls so far (restored by load_state_dict).
+  int64_t step_count() const { return step_count_; }
+  // Number of parameters over all groups (the range of the flat index below).
+  int64_t num_params() const;
 
   // Keys: "step", per parameter "state.<flat index>.<name>" (flat index counts params across
-  // groups in order), and "group.<g>.lr". load_state_dict checks names and shapes and says
-  // which entry is missing or mismatched.
+  // groups in order), and "group.<g>.lr". Scalars are one-element tensors: int64 for steps,
+  // float64 for lr. Entries are copies, and a load restores them bit for bit, so a resumed
+  // run continues exactly. A parameter without state (never had a gradient) has no
+  // "state.<i>.*" keys. load_state_dict checks every key, shape and dtype, throws naming the
+  // missing, mismatched or unexpected entry, and changes nothing unless all are valid.
   virtual StateDict state_dict() const = 0;
   virtual void load_state_dict(const StateDict& state) = 0;
 
  protected:
+  // Calls f(flat_index, group, param) for every parameter, in flat-index order.
+  template <class F>
+  void for_each_param(F&& f) const {
+    int64_t index = 0;
+    for (const ParamGroup& group : groups_)
+      for (const Tensor& param : group.params) f(index++, group, param);
+  }
+  // Throws when parameters were added to or removed from param_groups() after construction
+  // (per-parameter state is sized then; adding groups later is not supported).
+  void check_param_count(size_t expected, const char* who) const;
+  // Adds "step" and "group.<g>.lr" to `out`.
+  void save_common_state(StateDict& out) const;
+
   std::vector<ParamGroup> groups_;
+  int64_t step_count_ = 0;
 };
+
+// "state.<index>.<name>", the key of one parameter's optimizer state entry.
+std::string param_state_key(int64_t index, const std::string& name);
 
 }  // namespace strata::optim

@@ -1,0 +1,109 @@
+#include "strata/optim/sgd.h"
+
+#include <cmath>
+
+#include "../../kernels/common/sgd.h"
+#include "../tensor/dispatch.h"
+#include "state_reader.h"
+#include "strata/autograd/grad_mode.h"
+#include "strata/tensor/factory.h"
+
+namespace strata::optim {
+namespace {
+
+constexpr int64_t kParallelThreshold = 32768;
+
+std::vector<ParamGroup> single_group(std::vector<Tensor> params, const SGDOptions& options) {
+  std::vector<ParamGroup> groups(1);
+  groups[0].params = std::move(params);
+  groups[0].lr = options.lr;
+  groups[0].weight_decay = options.weight_decay;
+  return groups;
+}
+
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions options) : SGD(single_group(std::move(params), options), options) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options) : Optimizer(std::move(groups)), options_(options) {
+  STRATA_CHECK(std::isfinite(options_.momentum) && options_.momentum >= 0, "SGD: invalid momentum ",
+               options_.momentum);
+  STRATA_CHECK(std::isfinite(options_.dampening), "SGD: invalid dampening ", options_.dampening);
+  STRATA_CHECK(!options_.nesterov || (options_.momentum > 0 && options_.dampening == 0),
+               "SGD: nesterov needs momentum > 0 and dampening == 0 (momentum ", options_.momentum, ", dampening ",
+               options_.dampening, ")");
+  momentum_buffers_.resize(static_cast<size_t>(num_params()));
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  check_param_count(momentum_buffers_.size(), "SGD.step");
+  const bool use_momentum = options_.momentum != 0.0;
+  for_each_param([&](int64_t index, const ParamGroup& group, const Tensor& param) {
+    Tensor grad = param.grad();
+    if (!grad.defined()) return;
+    STRATA_CHECK(param.device().is_cpu(), "SGD.step: parameter ", index, " is on ", param.device(),
+                 "; only the CPU step exists so far");
+    grad = grad.contiguous();
+    Tensor& buffer = momentum_buffers_[static_cast<size_t>(index)];
+    const bool init_buffer = use_momentum && !buffer.defined();
+    // Zero-filled: the branch-free kernel reads the buffer before discarding it on this step.
+    if (init_buffer) buffer = zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()});
+    detail::dispatch_floating(param.dtype(), "SGD.step", [&]<class T>() {
+      const strata_kernels::SgdScalars<T> s{
+          .neg_lr = static_cast<T>(-group.lr),
+          .weight_decay = static_cast<T>(group.weight_decay),
+          .momentum = static_cast<T>(options_.momentum),
+          .one_minus_dampening = static_cast<T>(1.0 - options_.dampening),
+          .nesterov = options_.nesterov,
+          .init_buffer = init_buffer,
+      };
+      T* p = param.data<T>();
+      const T* g = grad.data<T>();
+      const int64_t n = param.numel();
+      // firstprivate: with a shared `s` GCC cannot prove the stores to p[i] leave it unchanged,
+      // and that alone stops vectorisation.
+      if (use_momentum) {
+        T* buf = buffer.data<T>();
+#pragma omp parallel for simd firstprivate(s) if (n > kParallelThreshold)
+        for (int64_t i = 0; i < n; ++i) strata_kernels::sgd_momentum_update(p[i], buf[i], g[i], s);
+      } else {
+#pragma omp parallel for simd firstprivate(s) if (n > kParallelThreshold)
+        for (int64_t i = 0; i < n; ++i) strata_kernels::sgd_update(p[i], g[i], s);
+      }
+    });
+  });
+  ++step_count_;
+}
+
+StateDict SGD::state_dict() const {
+  NoGradGuard no_grad;  // the saved copies carry no autograd history
+  StateDict out;
+  save_common_state(out);
+  for (size_t i = 0; i < momentum_buffers_.size(); ++i) {
+    if (momentum_buffers_[i].defined())
+      out[param_state_key(static_cast<int64_t>(i), "momentum_buffer")] = momentum_buffers_[i].clone();
+  }
+  return out;
+}
+
+void SGD::load_state_dict(const StateDict& state) {
+  NoGradGuard no_grad;
+  check_param_count(momentum_buffers_.size(), "SGD.load_state_dict");
+  detail::StateReader reader(state, "SGD.load_state_dict");
+  const detail::CommonState common = detail::read_common_state(reader, groups_);
+  std::vector<Tensor> buffers(momentum_buffers_.size());
+  for_each_param([&](int64_t index, const ParamGroup&, const Tensor& param) {
+    const std::string key = param_state_key(index, "momentum_buffer");
+    // A parameter that never had a gradient has no buffer; any other entry is checked below.
+    if (options_.momentum != 0.0 && reader.contains(key))
+      buffers[static_cast<size_t>(index)] = reader.tensor_like(key, param);
+  });
+  reader.check_all_used();
+  // Everything is valid: only now change the optimizer.
+  detail::apply_common_state(common, groups_, step_count_);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    momentum_buffers_[i] = buffers[i].defined() ? buffers[i].clone() : Tensor();
+}
+
+}  // namespace strata::optim
