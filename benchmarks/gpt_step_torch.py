@@ -1,0 +1,90 @@
+"""PyTorch peer for benchmarks/gpt_step: one training step (forward, backward, AdamW) of the
+same GPT (vocab 256, context 128, 4 layers, width 256, 4 heads, batch 8) on CPU.
+
+Prints one line: `torch_ms_median=<ms> threads=<torch threads>`. Thread settings come from
+the command line (torch.set_num_threads) and the environment (OPENBLAS_NUM_THREADS,
+OMP_NUM_THREADS), which the runner sets.
+"""
+import argparse
+import math
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, c, h):
+        super().__init__()
+        self.h = h
+        self.ln_1 = nn.LayerNorm(c)
+        self.c_attn = nn.Linear(c, 3 * c)
+        self.c_proj = nn.Linear(c, c)
+        self.ln_2 = nn.LayerNorm(c)
+        self.c_fc = nn.Linear(c, 4 * c)
+        self.mlp_proj = nn.Linear(4 * c, c)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = [t.view(B, T, self.h, C // self.h).transpose(1, 2) for t in (q, k, v)]
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.h))
+        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.c_proj(y)
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, ctx, layers, c, heads):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, c)
+        self.wpe = nn.Embedding(ctx, c)
+        self.h = nn.ModuleList([Block(c, heads) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(c)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for b in self.h:
+            x = b(x)
+        logits = F.linear(self.ln_f(x), self.wte.weight)
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model = GPT(a.vocab, a.context, a.layers, a.width, a.heads)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    idx = torch.randint(0, a.vocab, (a.batch, a.context))
+    tgt = torch.randint(0, a.vocab, (a.batch, a.context))
+    times = []
+    for i in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        loss = model(idx, tgt)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        t1 = time.perf_counter()
+        if i >= a.warmup:
+            times.append((t1 - t0) * 1e3)
+    print(f"torch_ms_median={statistics.median(times):.2f} threads={torch.get_num_threads()}")
+
+
+if __name__ == "__main__":
+    main()
