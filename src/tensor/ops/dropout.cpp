@@ -1,0 +1,28 @@
+// dropout (kernel in src/tensor/cpu/dropout).
+#include "../cpu/dropout.h"
+
+#include <cmath>
+
+#include "nn_common.h"
+#include "strata/autograd/function.h"
+#include "strata/tensor/ops/nn_functional.h"
+
+namespace strata {
+
+Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
+  detail::check_nn_input(x, "dropout", "input");
+  STRATA_CHECK(p >= 0.0 && p < 1.0, "dropout: probability p must be in [0, 1), got ", p);
+  if (!train || p == 0.0) return x;
+  Generator& g = gen != nullptr ? *gen : default_generator();
+  const uint64_t seed = g.seed(), offset = g.next_offset();
+  Tensor out = cpu::dropout_apply(detail::contiguous_data(x), p, seed, offset);
+  if (autograd::needs_grad({x})) {
+    // The mask is regenerated from (seed, offset) rather than stored.
+    autograd::record("DropoutBackward", {x}, {out}, [p, seed, offset](autograd::BackwardContext& ctx) {
+      return std::vector<Tensor>{cpu::dropout_apply(detail::contiguous_data(ctx.grad()), p, seed, offset)};
+    });
+  }
+  return out;
+}
+
+}  // namespace strata
