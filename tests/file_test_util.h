@@ -79,10 +79,16 @@ inline std::string shell_quote(const std::string& s) {
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-// Runs a script from tests/unit with /usr/bin/python3; returns its exit status and fills
+// Whether /usr/bin/python3 can import `module` (Debian's torch lives only there).
+inline bool python_has_module(const std::string& module) {
+  std::string cmd = std::string(kPython) + " -c 'import " + module + "' >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+// Runs a script (path relative to tests/) with /usr/bin/python3; returns its exit status and fills
 // `output` with its stdout and stderr.
 inline int run_python_script(const std::string& script, const std::vector<std::string>& args, std::string* output) {
-  std::string cmd = std::string(kPython) + " " + shell_quote(std::string(STRATA_TEST_SOURCE_DIR) + "/unit/" + script);
+  std::string cmd = std::string(kPython) + " " + shell_quote(std::string(STRATA_TEST_SOURCE_DIR) + "/" + script);
   for (const std::string& a : args) {
     cmd += ' ';
     cmd += shell_quote(a);

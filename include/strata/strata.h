@@ -34,3 +34,4 @@
 #include "strata/tensor/tensor.h"
 #include "strata/train/metrics.h"
 #include "strata/train/progress.h"
+#include "strata/train/training_state.h"
