@@ -35,6 +35,7 @@ struct Options {
   std::string metrics = "runs/train_gpt/metrics.jsonl";
   std::string save;
   int64_t save_every = 0;
+  int64_t stop_at = 0;  // 0: run to --steps
   std::string resume;
   std::string export_hf;
 };
@@ -91,7 +92,8 @@ int run(const Options& o) {
     train::save_training_state(o.save, {model, optimizer, sampler}, completed);
   };
 
-  for (int64_t step = start; step < o.steps; ++step) {
+  const int64_t end = o.stop_at > 0 ? std::min(o.stop_at, o.steps) : o.steps;
+  for (int64_t step = start; step < end; ++step) {
     std::vector<int64_t> indices = sampler.next();
     Batch batch = task.make_batch(indices);
     Tensor loss = model.loss(batch.inputs, batch.targets);
@@ -112,7 +114,12 @@ int run(const Options& o) {
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 != o.steps)
       evaluate(model, task, o.eval_examples, metrics, step + 1);
   }
-  save(o.steps);
+  save(end);
+  if (end < o.steps) {
+    std::printf("stopped at step %lld of %lld (--stop-at)\n", static_cast<long long>(end),
+                static_cast<long long>(o.steps));
+    return 0;
+  }
   const double accuracy = evaluate(model, task, o.eval_examples, metrics, o.steps);
   if (!o.export_hf.empty()) {
     std::filesystem::create_directories(o.export_hf);
@@ -149,6 +156,7 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", o.metrics, "JSONL metrics file ('' to disable)")->capture_default_str();
   app.add_option("--save", o.save, "training-state file written atomically");
   app.add_option("--save-every", o.save_every, "save every N steps (and at the end)");
+  app.add_option("--stop-at", o.stop_at, "stop after this step, keeping the schedule of --steps (for jobs in time slices)");
   app.add_option("--resume", o.resume, "training-state file to continue from");
   app.add_option("--export-hf", o.export_hf, "directory for model.safetensors + config.json (HF GPT-2)");
   CLI11_PARSE(app, argc, argv);
