@@ -17,9 +17,9 @@ using namespace strata;
 namespace {
 
 struct Options {
-  int64_t steps = 1000;
+  int64_t steps = 1200;
   int64_t batch = 64;
-  double lr = 2e-3;
+  double lr = 1e-3;
   double min_lr_ratio = 0.1;
   int64_t warmup = 50;
   double weight_decay = 0.1;
