@@ -22,6 +22,10 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 echo "install_deps: installing ${missing[*]}"
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install_deps: apt-get not found; on this system install the equivalents of: ${missing[*]}" >&2
+  exit 1
+fi
 
 if [ "$(id -u)" = 0 ]; then
   as_root=()
@@ -31,8 +35,10 @@ else
   echo "install_deps: need root or sudo to install ${missing[*]}" >&2
   exit 1
 fi
+# Waits for the dpkg lock instead of failing (a fresh machine often runs unattended upgrades).
 apt_get() {
-  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o Dpkg::Use-Pty=0 "$@"
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get -o Dpkg::Use-Pty=0 -o DPkg::Lock::Timeout=600 "$@"
 }
 
 # A mirror can fail for a moment; try the index update a few times.

@@ -2,7 +2,7 @@
 # Builds the unit tests with AddressSanitizer + UndefinedBehaviorSanitizer (in build-asan/,
 # CPU only, -O1 with assertions on) and runs them. Arguments go to ctest.
 # Environment, besides those in scripts/common.sh: STRATA_ASAN_BUILD_DIR (default build-asan),
-# STRATA_TEST_TIMEOUT (seconds per test, default 900).
+# STRATA_TEST_TIMEOUT (seconds per test, default 600).
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -28,4 +28,4 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 strata_log "ASAN_OPTIONS=$ASAN_OPTIONS UBSAN_OPTIONS=$UBSAN_OPTIONS"
 ctest --test-dir "$build_dir" -L unit --output-on-failure --no-tests=error \
-  --timeout "${STRATA_TEST_TIMEOUT:-900}" "$@"
+  --timeout "${STRATA_TEST_TIMEOUT:-600}" "$@"

@@ -2,7 +2,7 @@
 # Installs the dependencies, builds strata (Release, in build/) and runs its tests with ctest.
 # Arguments go to ctest, e.g. `scripts/run_tests.sh -L unit` or `-R install_consumer`.
 # Environment, besides those in scripts/common.sh:
-#   STRATA_TEST_TIMEOUT  seconds per test unless the test sets its own (default 900)
+#   STRATA_TEST_TIMEOUT  seconds per test unless the test sets its own (default 600)
 #   STRATA_TEST_JOBS     tests run at once (default 1: tests use the cores themselves)
 # Tests labelled gpu are skipped when no GPU is visible.
 set -euo pipefail
@@ -22,7 +22,7 @@ strata_log "build took $((SECONDS - start)) s"
 
 strata_section "test"
 ctest_args=(--test-dir "$STRATA_BUILD_DIR" --output-on-failure --no-tests=error
-            --timeout "${STRATA_TEST_TIMEOUT:-900}" -j "${STRATA_TEST_JOBS:-1}")
+            --timeout "${STRATA_TEST_TIMEOUT:-600}" -j "${STRATA_TEST_JOBS:-1}")
 if ! strata_has_gpu; then
   strata_log "no GPU visible (nvidia-smi -L failed): skipping tests labelled gpu"
   ctest_args+=(-LE gpu)
