@@ -7,7 +7,7 @@
 set -euo pipefail
 
 required=(build-essential cmake g++ libopenblas-openmp-dev libopenmpi-dev openmpi-bin
-          libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev)
+          libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev)
 # Only the reference tests (comparisons with PyTorch) use these; they skip without them.
 optional=(python3-torch python3-numpy)
 
