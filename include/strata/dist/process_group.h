@@ -1,0 +1,70 @@
+#pragma once
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/dist/types.h"
+#include "strata/dist/work.h"
+#include "strata/tensor/tensor.h"
+
+namespace strata::dist {
+
+// A set of ranks that run collectives together. Every call is asynchronous: it checks its
+// arguments on the calling thread (throwing strata::Error on bad input), enqueues the op and
+// returns a Work. Ops run in issue order, and every rank of the group must issue the same
+// ops in the same order. Tensors must be contiguous and stay alive and untouched until the
+// Work completes.
+//
+// Sizes: all_reduce and broadcast take the same numel on every rank. For all_gather and
+// reduce_scatter a "total" of M elements is split into N chunks, chunk r =
+// [r*c, min((r+1)*c, M)) with c = ceil(M/N) (so the last chunks may be shorter or empty):
+// all_gather(out [M], in [chunk r]) and reduce_scatter(out [chunk r], in [M]).
+// all_to_all(out, in): in and out have N*k elements; block j of `in` goes to rank j, block i
+// of `out` comes from rank i.
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Human-readable: "world", "dp(ranks 0,2)", ... used in error messages.
+  const std::string& name() const { return name_; }
+  // The global (world) rank of each member, by group rank.
+  const std::vector<int>& global_ranks() const { return global_ranks_; }
+
+  virtual WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual WorkPtr broadcast(Tensor& tensor, int root) = 0;
+  virtual WorkPtr all_gather(Tensor& out, const Tensor& in) = 0;
+  virtual WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual WorkPtr all_to_all(Tensor& out, const Tensor& in) = 0;
+  virtual WorkPtr send(const Tensor& tensor, int dst) = 0;
+  virtual WorkPtr recv(Tensor& tensor, int src) = 0;
+  virtual WorkPtr barrier() = 0;
+
+  // A new group of the listed ranks of this group (group ranks, ascending, including this
+  // rank's); collective over this group: every member calls it with its own list.
+  virtual std::unique_ptr<ProcessGroup> split(std::span<const int> ranks, const std::string& name) = 0;
+
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Per-op call and byte counts since construction or the last reset.
+  virtual CommStats stats() const = 0;
+  virtual void reset_stats() = 0;
+
+  // Chunk r of a total of `total` elements split over this group (see the class comment).
+  int64_t chunk_begin(int64_t total, int r) const;
+  int64_t chunk_size(int64_t total, int r) const;
+
+ protected:
+  ProcessGroup(int rank, int size, std::string name, std::vector<int> global_ranks)
+      : rank_(rank), size_(size), name_(std::move(name)), global_ranks_(std::move(global_ranks)) {}
+  int rank_;
+  int size_;
+  std::string name_;
+  std::vector<int> global_ranks_;
+  std::chrono::milliseconds timeout_ = kDefaultTimeout;
+};
+
+}  // namespace strata::dist
