@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < warmup + steps; ++i) {
     auto t0 = Clock::now();
     Tensor loss = model.loss(tokens, targets);
-    optimizer.zero_grad();
+    optimizer.zero_grad(/*set_to_none=*/true);  // as the PyTorch peer does
     loss.backward();
     optimizer.step();
     double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();

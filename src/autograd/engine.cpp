@@ -52,7 +52,14 @@ void backward(std::span<const Tensor> roots, std::span<const Tensor> grads, bool
     std::vector<Tensor>& buf = buffers[edge.node.get()];
     if (buf.empty()) buf.resize(edge.node->output_meta().size());
     Tensor& slot = buf[edge.input_nr];
-    slot = slot.defined() ? add(slot, g) : std::move(g);
+    if (!slot.defined()) {
+      slot = std::move(g);
+    } else if (slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 && slot.is_contiguous() &&
+               g.shape() == slot.shape()) {
+      add_(slot, g);  // the buffer owns the only reference: sum in place, no allocation
+    } else {
+      slot = add(slot, g);
+    }
   };
 
   std::vector<std::shared_ptr<Node>> root_nodes;

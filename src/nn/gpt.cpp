@@ -23,10 +23,13 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   auto hooks = forward_hooks();
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   const int64_t D = C / n_head;
-  // [B, T, 3C] -> [3, B, H, T, D] as a view; attention reads the strided q, k, v directly.
-  Tensor qkv = c_attn->forward(x).view({B, T, 3, n_head, D}).permute({2, 0, 3, 1, 4});
-  Tensor y = causal_attention(qkv.select(0, 0), qkv.select(0, 1), qkv.select(0, 2));  // [B, H, T, D]
-  y = y.permute({0, 2, 1, 3}).reshape({B, T, C});
+  // [B, T, 3C] -> q, k, v as strided [B, H, T, D] views that attention reads in place.
+  // split (not three selects) so that backward assembles the qkv gradient in one pass.
+  std::vector<Tensor> qkv = split(c_attn->forward(x).view({B, T, 3, n_head, D}), 1, 2);
+  auto heads = [](const Tensor& t) { return t.squeeze(2).transpose(1, 2); };
+  Tensor y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));  // [B, H, T, D]
+  // Attention writes its output in [B, T, H, D] memory order: merging heads is a view.
+  y = y.transpose(1, 2).reshape({B, T, C});
   return resid_dropout->forward(c_proj->forward(y));
 }
 

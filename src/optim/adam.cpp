@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "../../kernels/common/adam.h"
+#include "../tensor/cpu/multiversion.h"
 #include "../tensor/dispatch.h"
 #include "state_reader.h"
 #include "strata/autograd/grad_mode.h"
@@ -24,6 +25,16 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params, double lr, doub
 AdamOptions to_adam(const AdamWOptions& o) {
   return {.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
           .decoupled_weight_decay = true};
+}
+
+// One pass over a parameter: compiled per ISA level (AVX-512/AVX2/baseline) because the
+// per-element sqrt and division dominate once the loop is vectorised.
+template <class T>
+STRATA_MULTIVERSION void adam_kernel(T* p, T* m, T* v, const T* g, int64_t n, strata_kernels::AdamScalars<T> s) {
+  // firstprivate: with a shared `s` GCC cannot prove the stores to p[i] leave it unchanged,
+  // and that alone stops vectorisation.
+#pragma omp parallel for simd firstprivate(s) if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) strata_kernels::adam_update(p[i], m[i], v[i], g[i], s);
 }
 
 }  // namespace
@@ -62,11 +73,7 @@ void Adam::step() {
       T* m = st.exp_avg.data<T>();
       T* v = st.exp_avg_sq.data<T>();
       const T* g = grad.data<T>();
-      const int64_t n = param.numel();
-      // firstprivate: with a shared `s` GCC cannot prove the stores to p[i] leave it unchanged,
-      // and that alone stops vectorisation.
-#pragma omp parallel for simd firstprivate(s) if (n > kParallelThreshold)
-      for (int64_t i = 0; i < n; ++i) strata_kernels::adam_update(p[i], m[i], v[i], g[i], s);
+      adam_kernel(p, m, v, g, param.numel(), s);
     });
   });
   ++step_count_;
