@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   }
   const double ms = median(times);
   const double flops = model.flops_per_step(B, T);
-  const double gemm = sgemm_rate(1024, 5);
+  const double gemm = sgemm_rate(1024, 15);
   AllocatorStats stats = cpu_allocator::stats();
   std::printf("strata_ms_median=%.2f threads=%d gflop_per_step=%.2f gflops=%.1f sgemm_gflops=%.1f loss=%.4f "
               "system_allocs=%llu\n",

@@ -2,6 +2,8 @@
 # Times one GPT training step in strata and in PyTorch (CPU) in the same run, at 1 and 2
 # threads, and prints both medians, the ratio, and strata's GFLOP/s against the sgemm rate.
 #   benchmarks/run_gpt_step.sh [build-dir] [steps]
+# The 2 vCPUs here are shared and noisy: compare only the ratios printed by one run, and
+# prefer the median over a few runs.
 set -euo pipefail
 build=${1:-build}
 steps=${2:-20}
