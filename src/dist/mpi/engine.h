@@ -106,6 +106,8 @@ class Engine {
 
   void submit(std::unique_ptr<Op> op);
   bool debug_collectives() const { return debug_; }
+  // Adds a group to the side channel's polling (worker only: called by make_group).
+  void register_group(const std::shared_ptr<GroupState>& g) { groups_.push_back(g); }
   std::mutex& mutex() { return mu_; }
 
  private:
@@ -137,10 +139,6 @@ class Engine {
   std::thread worker_;
   bool debug_ = false;
   bool we_initialised_mpi_ = false;
-  friend struct EngineAccess;
-
- public:
-  void register_group(const std::shared_ptr<GroupState>& g) { groups_.push_back(g); }  // worker only
 };
 
 // Builds a GroupState for `comm` (takes ownership), with its watch communicator (worker only).
