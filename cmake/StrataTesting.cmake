@@ -17,15 +17,30 @@ function(strata_add_unit_test name)
   set_tests_properties(${name} PROPERTIES LABELS unit ENVIRONMENT "OMP_NUM_THREADS=2;OPENBLAS_NUM_THREADS=1")
 endfunction()
 
-# strata_add_dist_test(name NP n src...): a gtest binary run under mpirun -np n, label `dist`.
+# strata_add_dist_test(name NP n src... [ENV var=value...] [MPIEXEC_ARGS arg...]
+#                      [EXPECT_LINES regex count]): a gtest binary run under
+# mpirun -np n, label `dist`. The binary is built once per name: a second call with the same
+# name and another NP (sources may be omitted) registers the same binary again.
+# EXPECT_LINES: the test passes when exactly `count` output lines match `regex`, whatever
+# mpirun's exit status (for fault tests in which a rank dies).
 function(strata_add_dist_test name)
-  cmake_parse_arguments(ARG "" "NP" "" ${ARGN})
-  add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
-  target_link_libraries(${name} PRIVATE strata::strata GTest::gtest)
-  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
-  target_compile_options(${name} PRIVATE ${STRATA_WARNINGS})
-  add_test(NAME ${name}_np${ARG_NP}
-    COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe -np ${ARG_NP} $<TARGET_FILE:${name}>)
-  set_tests_properties(${name}_np${ARG_NP} PROPERTIES LABELS dist PROCESSORS ${ARG_NP}
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+  cmake_parse_arguments(ARG "" "NP" "ENV;MPIEXEC_ARGS;EXPECT_LINES" ${ARGN})
+  if(NOT TARGET ${name})
+    add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
+    target_link_libraries(${name} PRIVATE strata::strata GTest::gtest)
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/dist)
+    target_compile_options(${name} PRIVATE ${STRATA_WARNINGS})
+  endif()
+  set(cmd ${MPIEXEC_EXECUTABLE} --oversubscribe ${ARG_MPIEXEC_ARGS} -np ${ARG_NP} $<TARGET_FILE:${name}>)
+  if(ARG_EXPECT_LINES)
+    list(GET ARG_EXPECT_LINES 0 regex)
+    list(GET ARG_EXPECT_LINES 1 count)
+    string(REPLACE ";" "|" cmd_string "${cmd}")
+    add_test(NAME ${name}_np${ARG_NP} COMMAND ${CMAKE_COMMAND} "-DCOMMAND=${cmd_string}" "-DREGEX=${regex}"
+             "-DCOUNT=${count}" -P ${PROJECT_SOURCE_DIR}/cmake/StrataExpectLines.cmake)
+  else()
+    add_test(NAME ${name}_np${ARG_NP} COMMAND ${cmd})
+  endif()
+  set_tests_properties(${name}_np${ARG_NP} PROPERTIES LABELS dist PROCESSORS ${ARG_NP} TIMEOUT 120
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;${ARG_ENV}")
 endfunction()

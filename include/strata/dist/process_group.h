@@ -22,7 +22,16 @@ namespace strata::dist {
 // [r*c, min((r+1)*c, M)) with c = ceil(M/N) (so the last chunks may be shorter or empty):
 // all_gather(out [M], in [chunk r]) and reduce_scatter(out [chunk r], in [M]).
 // all_to_all(out, in): in and out have N*k elements; block j of `in` goes to rank j, block i
-// of `out` comes from rank i.
+// of `out` comes from rank i. `in` may be `out`'s own chunk (in-place all_gather); other
+// overlaps are staged through a copy.
+//
+// dtypes: float32, float64, bfloat16, float16, int32, int64. ReduceOp::Avg is a sum divided
+// by N and needs a floating dtype (integer Avg is rejected rather than truncated).
+//
+// Faults: every op has the group's timeout, counted from its issue. An op that does not
+// complete in time fails (Work::wait throws) with a message naming the op, its sequence
+// number in the group, the group and the ranks that have not reached it; the group is
+// unusable afterwards (later calls throw, saying why). Issue a group's ops from one thread.
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
@@ -43,7 +52,9 @@ class ProcessGroup {
   virtual WorkPtr barrier() = 0;
 
   // A new group of the listed ranks of this group (group ranks, ascending, including this
-  // rank's); collective over this group: every member calls it with its own list.
+  // rank's); collective over this group: every member calls it with its own list, and the
+  // lists must partition the group (checked on every rank before MPI is entered). An empty
+  // name gives "split(ranks 0,2)". The new group inherits this group's timeout.
   virtual std::unique_ptr<ProcessGroup> split(std::span<const int> ranks, const std::string& name) = 0;
 
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }

@@ -16,7 +16,8 @@ class Work {
   virtual void wait() = 0;
   // Blocks the host until the op completes or `timeout` expires; on expiry throws
   // strata::Error naming the op, its sequence number, the group and the ranks that have
-  // not reached it.
+  // not reached it. The op itself stays pending (only the group's own timeout, enforced by
+  // the backend's watchdog, fails it and makes the group unusable).
   virtual void synchronize(std::chrono::milliseconds timeout) = 0;
   // Blocks with the group's own timeout.
   virtual void synchronize() = 0;

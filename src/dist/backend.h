@@ -1,0 +1,22 @@
+#pragma once
+// The seam between init.cpp (no MPI headers) and the backends.
+#include <memory>
+
+#include "strata/dist/process_group.h"
+
+namespace strata::dist::detail {
+
+struct Backend {
+  std::unique_ptr<ProcessGroup> world;
+  int local_rank = 0;
+  int local_size = 1;
+};
+
+#ifdef STRATA_HAS_MPI
+Backend start_mpi();  // src/dist/mpi/runtime.cpp
+void stop_mpi();
+#endif
+// A world of one process without MPI (src/dist/local/process_group_local.cpp).
+std::unique_ptr<ProcessGroup> make_local_world();
+
+}  // namespace strata::dist::detail

@@ -1,0 +1,452 @@
+#include "dist/mpi/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <sstream>
+
+#include "strata/core/error.h"
+
+namespace strata::dist::mpi {
+namespace {
+
+constexpr int kTagEntered = 7;
+
+Engine* g_engine = nullptr;            // owned; leaked at finalize on purpose (see finalize)
+std::atomic<int> g_state{0};           // 0 not started, 1 running, 2 finalized
+
+std::string mpi_error_string(int rc) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(buf, static_cast<size_t>(len));
+}
+
+std::string join(const std::vector<int>& v) {
+  std::ostringstream os;
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  return os.str();
+}
+
+}  // namespace
+
+void check_mpi(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) STRATA_FAIL("MPI call failed: ", call, ": ", mpi_error_string(rc));
+}
+
+std::string GroupState::describe_ranks(const std::vector<int>& members) const {
+  std::vector<int> world;
+  bool same = true;
+  for (int m : members) {
+    world.push_back(global_ranks[static_cast<size_t>(m)]);
+    same = same && world.back() == m;
+  }
+  if (same) return "ranks " + join(members);
+  return "group ranks " + join(members) + " (world ranks " + join(world) + ")";
+}
+
+std::vector<int> GroupState::missing(int64_t seq) const {
+  std::lock_guard<std::mutex> lk(mu);
+  std::vector<int> out;
+  for (int r = 0; r < size; ++r)
+    if (entered[static_cast<size_t>(r)] < seq) out.push_back(r);
+  return out;
+}
+
+std::string Op::title() const {
+  std::ostringstream os;
+  os << kind;
+  if (seq >= 0) os << " #" << seq;
+  if (!detail.empty()) os << " (" << detail << ")";
+  if (group) os << " in group '" << group->name << "'";
+  return os.str();
+}
+
+std::shared_ptr<GroupState> make_group(MPI_Comm comm, std::string name, std::vector<int> global_ranks) {
+  auto g = std::make_shared<GroupState>();
+  g->name = std::move(name);
+  g->comm = comm;
+  STRATA_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  STRATA_MPI(MPI_Comm_rank(comm, &g->rank));
+  STRATA_MPI(MPI_Comm_size(comm, &g->size));
+  STRATA_MPI(MPI_Comm_dup(comm, &g->watch));
+  STRATA_MPI(MPI_Comm_set_errhandler(g->watch, MPI_ERRORS_RETURN));
+  g->global_ranks = std::move(global_ranks);
+  g->entered.assign(static_cast<size_t>(g->size), -1);
+  if (Engine* e = Engine::get()) e->register_group(g);
+  return g;
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+Engine* Engine::get() { return g_state.load() == 1 ? g_engine : nullptr; }
+bool Engine::finalized() { return g_state.load() == 2; }
+
+InitResult Engine::start() {
+  STRATA_CHECK(g_state.load() != 2, "dist::init: the distributed runtime was already finalized (MPI cannot be "
+                                     "initialised twice in one process)");
+  STRATA_CHECK(g_state.load() == 0, "dist::init: already initialised");
+  auto* engine = new Engine();
+  engine->debug_ = [] {
+    const char* v = std::getenv("STRATA_DEBUG_COLLECTIVES");
+    return v != nullptr && std::string(v) != "0" && std::string(v) != "";
+  }();
+  InitResult result;
+  std::string error;
+  std::mutex m;
+  std::condition_variable cv;
+  bool ready = false;
+  g_engine = engine;
+  g_state.store(1);  // make_group registers with the engine during start
+  engine->worker_ = std::thread([&] { engine->run(&result, &error, &m, &cv, &ready); });
+  std::unique_lock<std::mutex> lk(m);
+  cv.wait(lk, [&] { return ready; });
+  lk.unlock();
+  if (!error.empty()) {
+    engine->worker_.join();
+    g_state.store(0);
+    g_engine = nullptr;
+    delete engine;
+    STRATA_FAIL(error);
+  }
+  return result;
+}
+
+void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std::condition_variable* cv,
+                 bool* ready) {
+  bool ok = false;
+  try {
+    int initialised = 0;
+    STRATA_MPI(MPI_Initialized(&initialised));
+    int provided = 0;
+    if (!initialised) {
+      // Every MPI call of this process happens on this thread, which also initialises MPI:
+      // FUNNELED is enough. Ask for SERIALIZED so that an application calling MPI itself
+      // (between our calls, never concurrently) stays within the standard.
+      STRATA_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+      we_initialised_mpi_ = true;
+      STRATA_CHECK(provided >= MPI_THREAD_FUNNELED, "dist::init: MPI provides thread level ", provided,
+                   " but strata needs at least MPI_THREAD_FUNNELED (", MPI_THREAD_FUNNELED, ")");
+    } else {
+      // The application initialised MPI on another thread; we call it from our worker.
+      STRATA_MPI(MPI_Query_thread(&provided));
+      STRATA_CHECK(provided >= MPI_THREAD_SERIALIZED, "dist::init: MPI was initialised by the application with "
+                   "thread level ", provided, "; strata calls MPI from its own worker thread and needs "
+                   "MPI_THREAD_SERIALIZED (", MPI_THREAD_SERIALIZED, ") or MPI_THREAD_MULTIPLE");
+    }
+    STRATA_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    MPI_Comm world;
+    STRATA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+    int size = 0;
+    STRATA_MPI(MPI_Comm_size(world, &size));
+    std::vector<int> ranks(static_cast<size_t>(size));
+    for (int i = 0; i < size; ++i) ranks[static_cast<size_t>(i)] = i;
+    result->world = make_group(world, "world", ranks);
+    MPI_Comm node;
+    STRATA_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    STRATA_MPI(MPI_Comm_rank(node, &result->local_rank));
+    STRATA_MPI(MPI_Comm_size(node, &result->local_size));
+    STRATA_MPI(MPI_Comm_free(&node));
+    ok = true;
+  } catch (const std::exception& e) {
+    *init_error = e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lk(*m);
+    *ready = true;
+  }
+  cv->notify_all();
+  if (!ok) {
+    if (we_initialised_mpi_) MPI_Finalize();
+    return;
+  }
+  loop();
+  // Communicators with requests that will never complete (timed-out ops) are left to
+  // MPI_Finalize. Every live rank reaches this point, so the finalize handshake completes;
+  // a dead rank makes it hang or fail, which is why fault paths exit without finalize.
+  groups_.clear();
+  if (we_initialised_mpi_) MPI_Finalize();
+}
+
+void Engine::finalize() {
+  if (g_state.load() != 1) {
+    return;
+  }
+  Engine* e = g_engine;
+  {
+    std::lock_guard<std::mutex> lk(e->mu_);
+    e->stop_ = true;
+  }
+  e->cv_.notify_all();
+  if (e->worker_.joinable()) e->worker_.join();
+  g_state.store(2);
+  // The engine stays allocated: a late Work handle or group facade may still reach it
+  // through a stale pointer; every entry point checks g_state first.
+}
+
+void Engine::submit(std::unique_ptr<Op> op) {
+  std::shared_ptr<WorkState> work = op->work;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    STRATA_CHECK(!stop_, op->kind, ": the distributed runtime is shutting down (dist::finalize was called)");
+    if (op->sequenced && op->group) {
+      op->seq = op->group->next_seq++;
+    }
+    if (op->timeout.count() > 0) op->deadline = Clock::now() + op->timeout;
+    if (work) {
+      work->title = op->title();
+      work->group = op->group;
+      work->seq = op->seq;
+    }
+    incoming_.push_back(std::move(op));
+  }
+  cv_.notify_all();
+}
+
+// ---------------------------------------------------------------- worker
+
+void Engine::loop() {
+  int idle_spins = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      while (!incoming_.empty()) {
+        queue_.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+      if (queue_.empty() && active_.empty()) {
+        if (stop_) break;
+        // Idle: wake now and then to take in the peers' side-channel notifications.
+        cv_.wait_for(lk, std::chrono::milliseconds(2));
+        lk.unlock();
+        drain_watch();
+        continue;
+      }
+    }
+    bool progressed = false;
+    try {
+      progressed = step(Clock::now());
+      drain_watch();
+    } catch (const std::exception& e) {
+      // step() catches per-op failures; anything here is an engine bug. Fail everything
+      // rather than hang the callers.
+      for (auto& op : active_) fail(*op, std::string("internal error: ") + e.what(), true);
+      for (auto& op : queue_) fail(*op, std::string("internal error: ") + e.what(), true);
+      active_.clear();
+      queue_.clear();
+    }
+    if (progressed) {
+      idle_spins = 0;
+    } else if (++idle_spins < 64) {
+      std::this_thread::yield();
+    } else {
+      // Waiting on the network or on a slow peer: do not burn a shared core.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+bool Engine::step(Clock::time_point now) {
+  bool progressed = false;
+  // Start queued ops in issue order, but only once every started op has posted its last
+  // stage: a multi-stage op (debug signature check, split) must not be overtaken.
+  auto all_final = [&] {
+    return std::all_of(active_.begin(), active_.end(),
+                       [](const std::unique_ptr<Op>& o) { return o->next_stage >= o->stages.size(); });
+  };
+  while (!queue_.empty() && all_final()) {
+    std::unique_ptr<Op> op = std::move(queue_.front());
+    queue_.pop_front();
+    progressed = true;
+    if (op->group && op->sequenced) {
+      std::string broken;
+      {
+        std::lock_guard<std::mutex> lk(op->group->mu);
+        broken = op->group->broken;
+      }
+      if (!broken.empty()) {
+        fail(*op, "the group is unusable after an earlier failure: " + broken, false);
+        continue;
+      }
+      publish_entered(*op);
+    }
+    try {
+      start_stage(*op);
+    } catch (const std::exception& e) {
+      // A stage that throws before posting requests leaves MPI consistent on this rank;
+      // the peers will time out, so the group is marked unusable.
+      fail(*op, e.what(), op->requests.empty() ? false : true);
+      if (!op->requests.empty()) zombies_.push_back(std::move(op));
+      continue;
+    }
+    active_.push_back(std::move(op));
+  }
+
+  for (size_t i = 0; i < active_.size();) {
+    Op& op = *active_[i];
+    int flag = 1;
+    if (!op.requests.empty()) {
+      op.statuses.resize(op.requests.size());
+      int rc = MPI_Testall(static_cast<int>(op.requests.size()), op.requests.data(), &flag, op.statuses.data());
+      if (rc != MPI_SUCCESS) {
+        int code = rc;
+        if (rc == MPI_ERR_IN_STATUS)
+          for (auto& st : op.statuses)
+            if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) code = st.MPI_ERROR;
+        std::string why = "MPI reported an error: " + mpi_error_string(code);
+        if (op.group && op.seq >= 0) {
+          std::vector<int> missing = op.group->missing(op.seq);
+          if (!missing.empty()) why += "; " + op.group->describe_ranks(missing) + " had not reached it";
+        }
+        fail(op, why, true);
+        zombies_.push_back(std::move(active_[i]));
+        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+        progressed = true;
+        continue;
+      }
+    }
+    if (flag) {
+      progressed = true;
+      op.requests.clear();  // all completed (MPI_REQUEST_NULL)
+      bool finished = false;
+      try {
+        if (op.next_stage < op.stages.size()) {
+          start_stage(op);
+        } else {
+          if (op.finish) op.finish(op);
+          complete(op);
+          finished = true;
+        }
+      } catch (const std::exception& e) {
+        fail(op, e.what(), !op.requests.empty());
+        if (!op.requests.empty()) {
+          zombies_.push_back(std::move(active_[i]));
+        }
+        finished = true;
+      }
+      if (finished) {
+        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+    } else if (now > op.deadline) {
+      std::string why = "timed out after " + std::to_string(op.timeout.count()) + " ms";
+      if (op.group && op.seq >= 0) {
+        drain_watch();  // the freshest view of who entered
+        std::vector<int> missing = op.group->missing(op.seq);
+        if (missing.empty())
+          why += "; every rank had entered it (one may have died or stopped inside it)";
+        else
+          why += "; " + op.group->describe_ranks(missing) + " of " + std::to_string(op.group->size) +
+                 " had not reached it";
+      }
+      fail(op, why, true);
+      // Its requests can never be cancelled: keep the buffers they write to alive.
+      zombies_.push_back(std::move(active_[i]));
+      active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+      progressed = true;
+      continue;
+    }
+    ++i;
+  }
+
+  // A queued op can expire while it waits behind an earlier op (of another group).
+  for (size_t i = 0; i < queue_.size();) {
+    Op& op = *queue_[i];
+    if (now > op.deadline) {
+      fail(op, "timed out after " + std::to_string(op.timeout.count()) +
+                   " ms before this rank could start it (an earlier op is still running)",
+           true);
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      progressed = true;
+      continue;
+    }
+    ++i;
+  }
+  return progressed;
+}
+
+void Engine::start_stage(Op& op) {
+  auto& stage = op.stages[op.next_stage++];
+  stage(op);
+}
+
+void Engine::fail(Op& op, const std::string& why_in, bool break_group) {
+  // The message carries the rank once: drop the prefix of an error thrown on this worker.
+  std::string why = why_in;
+  if (why.rfind("[rank ", 0) == 0 && why.find("] ") != std::string::npos) why = why.substr(why.find("] ") + 2);
+  std::string msg = op.title() + ": " + why;
+  if (break_group && op.group) {
+    std::lock_guard<std::mutex> lk(op.group->mu);
+    if (op.group->broken.empty()) op.group->broken = msg;
+  }
+  if (op.work) {
+    {
+      std::lock_guard<std::mutex> lk(op.work->mu);
+      op.work->done = true;
+      op.work->error = msg;
+    }
+    op.work->cv.notify_all();
+  }
+}
+
+void Engine::complete(Op& op) {
+  if (!op.work) return;
+  {
+    std::lock_guard<std::mutex> lk(op.work->mu);
+    op.work->done = true;
+  }
+  op.work->cv.notify_all();
+}
+
+void Engine::publish_entered(Op& op) {
+  GroupState& g = *op.group;
+  {
+    std::lock_guard<std::mutex> lk(g.mu);
+    g.entered[static_cast<size_t>(g.rank)] = op.seq;
+  }
+  if (g.watch == MPI_COMM_NULL) return;
+  for (int peer = 0; peer < g.size; ++peer) {
+    if (peer == g.rank) continue;
+    SideSend s{std::make_unique<int64_t>(op.seq), MPI_REQUEST_NULL};
+    // Best effort: a failed notification only makes a later timeout message less precise.
+    if (MPI_Isend(s.value.get(), 1, MPI_INT64_T, peer, kTagEntered, g.watch, &s.request) == MPI_SUCCESS)
+      side_sends_.push_back(std::move(s));
+  }
+}
+
+void Engine::drain_watch() {
+  for (size_t i = 0; i < groups_.size();) {
+    std::shared_ptr<GroupState> g = groups_[i].lock();
+    if (!g || g->watch == MPI_COMM_NULL) {
+      if (!g) {
+        groups_.erase(groups_.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      ++i;
+      continue;
+    }
+    for (;;) {
+      int flag = 0;
+      MPI_Status st;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kTagEntered, g->watch, &flag, &st) != MPI_SUCCESS || !flag) break;
+      int64_t seq = -1;
+      if (MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, kTagEntered, g->watch, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        break;
+      std::lock_guard<std::mutex> lk(g->mu);
+      auto& e = g->entered[static_cast<size_t>(st.MPI_SOURCE)];
+      e = std::max(e, seq);
+    }
+    ++i;
+  }
+  // Retire completed notifications (in order; a dead peer's may stay pending).
+  for (size_t n = 0; n < side_sends_.size() && n < 256;) {
+    int flag = 0;
+    if (MPI_Test(&side_sends_[n].request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) {
+      ++n;
+      continue;
+    }
+    side_sends_.erase(side_sends_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+}
+
+}  // namespace strata::dist::mpi
