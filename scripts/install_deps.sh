@@ -8,8 +8,10 @@ set -euo pipefail
 
 required=(build-essential cmake g++ libopenblas-openmp-dev libopenmpi-dev openmpi-bin
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev)
-# Only the reference tests (comparisons with PyTorch) use these; they skip without them.
-optional=(python3-torch python3-numpy)
+# Only the reference tests (comparisons with PyTorch) use the first two, and only the Slurm
+# test (tests/slurm: a private one-node cluster running srun --mpi=pmix) the others; those
+# tests skip without them.
+optional=(python3-torch python3-numpy slurmctld slurmd slurm-client munge)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
@@ -51,7 +53,7 @@ done
 to_install=()
 for p in "${missing[@]}"; do
   if [[ " ${optional[*]} " == *" $p "* ]] && ! apt-cache show "$p" >/dev/null 2>&1; then
-    echo "install_deps: warning: optional package $p is not available here; reference tests will skip" >&2
+    echo "install_deps: warning: optional package $p is not available here; tests that need it will skip" >&2
   else
     to_install+=("$p")
   fi

@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# Starts a private one-node Slurm cluster on this machine (its own munged, slurmctld and
+# slurmd, all state, sockets and logs in a temporary directory, on free ports), runs
+#   srun --mpi=pmix -n <ranks> <binary> [args...]
+# on it, checks the result and stops everything again (also on failure or interrupt).
+# Nothing outside the temporary directory is changed, so it runs beside a real munge or
+# Slurm installation without touching it.
+#
+#   tests/slurm/run_slurm_test.sh [--ranks N] [--expect REGEX] [--srun-arg ARG]... binary [args...]
+#     --ranks N      tasks to start (default 2); more tasks than CPUs are overcommitted
+#     --expect REGEX the output must contain a line matching REGEX (grep -E) from every rank,
+#                    i.e. at least N matching lines
+#     --srun-arg ARG an extra srun argument (repeatable), e.g. --srun-arg=--cpus-per-task=1
+#
+# Exit status: 0 passed, 1 failed, 77 skipped (ctest: SKIP_RETURN_CODE 77): not root, Slurm
+# or munge not installed and not installable, or the daemons cannot start here.
+# Environment: STRATA_SLURM_KEEP=1 keeps the temporary directory (logs, slurm.conf);
+# STRATA_SLURM_TIMEOUT seconds for the srun step (default 120); STRATA_SLURM_REQUIRED=1
+# turns every skip into a failure (CI, where Slurm must work).
+set -euo pipefail
+
+ranks=2
+expect=""
+srun_extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ranks) ranks=$2; shift 2 ;;
+    --ranks=*) ranks=${1#*=}; shift ;;
+    --expect) expect=$2; shift 2 ;;
+    --expect=*) expect=${1#*=}; shift ;;
+    --srun-arg) srun_extra+=("$2"); shift 2 ;;
+    --srun-arg=*) srun_extra+=("${1#*=}"); shift ;;
+    --) shift; break ;;
+    -*) echo "run_slurm_test: unknown option $1" >&2; exit 1 ;;
+    *) break ;;
+  esac
+done
+if [ $# -lt 1 ]; then
+  echo "usage: $0 [--ranks N] [--expect REGEX] [--srun-arg ARG]... binary [args...]" >&2
+  exit 1
+fi
+binary=$(realpath "$1"); shift
+[ -x "$binary" ] || { echo "run_slurm_test: $binary is not an executable" >&2; exit 1; }
+[[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "run_slurm_test: --ranks needs a positive integer, got '$ranks'" >&2; exit 1; }
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+start=$SECONDS
+log() { printf '[slurm-test %3ds] %s\n' $((SECONDS - start)) "$*"; }
+# CI sets STRATA_SLURM_REQUIRED=1: there a skip would hide a broken test, so it fails.
+skip() {
+  if [ "${STRATA_SLURM_REQUIRED:-0}" = 1 ]; then log "FAIL (STRATA_SLURM_REQUIRED=1): $*"; exit 1; fi
+  log "SKIP: $*"; exit 77
+}
+fail() { log "FAIL: $*"; exit 1; }
+
+# --- 1. root, packages -----------------------------------------------------------------
+# slurmd must be root to start job steps (it switches to the job's user); a private cluster
+# as another user is not supported by Slurm.
+[ "$(id -u)" = 0 ] || skip "needs root to run slurmd (running as uid $(id -u))"
+# The daemons live in sbin, which a non-login shell's PATH may lack.
+PATH=$PATH:/usr/sbin:/sbin
+need=(munged mungekey slurmctld slurmd srun sinfo scontrol)
+have_all() { for c in "${need[@]}"; do command -v "$c" >/dev/null 2>&1 || return 1; done; }
+if ! have_all; then
+  # install_deps.sh returns at once when everything is there; it installs what is missing.
+  log "Slurm or munge missing: running scripts/install_deps.sh"
+  "$repo/scripts/install_deps.sh" || skip "scripts/install_deps.sh could not install Slurm and munge"
+  have_all || skip "still missing one of: ${need[*]} (packages slurmctld slurmd slurm-client munge)"
+fi
+
+# --- 2. temporary directory and cleanup -------------------------------------------------
+work=$(mktemp -d "${TMPDIR:-/tmp}/strata-slurm.XXXXXX")
+# munged insists that everyone may traverse its socket's directory.
+chmod 755 "$work"
+munge_pid="" ctld_pid="" slurmd_pid=""
+alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
+# Stops one process started here: TERM, up to 10 s, then KILL.
+stop() {
+  alive "$1" || return 0
+  kill "$1" 2>/dev/null || true
+  for _ in $(seq 100); do alive "$1" || return 0; sleep 0.1; done
+  kill -KILL "$1" 2>/dev/null || true
+}
+# slurmd starts each job step in a slurmstepd that is not its child; ours are the ones that
+# hold a file in $work open (slurmd's log).
+our_stepds() {
+  local p fd
+  for p in $(pgrep -x slurmstepd || true); do
+    for fd in /proc/"$p"/fd/*; do
+      if [[ "$(readlink "$fd" 2>/dev/null)" == "$work/"* ]]; then echo "$p"; break; fi
+    done
+  done
+  return 0
+}
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  # Jobs first, while slurmd, slurmctld and munged can still talk to each other; a step
+  # whose slurmd is gone never finishes.
+  if alive "$ctld_pid"; then
+    squeue -h -o %A 2>/dev/null | xargs -r scancel 2>/dev/null || true
+    for _ in $(seq 100); do
+      [ -z "$(squeue -h 2>/dev/null)" ] && [ -z "$(our_stepds)" ] && break
+      sleep 0.1
+    done
+  fi
+  stop "$slurmd_pid"
+  stop "$ctld_pid"
+  local p
+  for p in $(our_stepds); do kill -KILL "$p" 2>/dev/null || true; done
+  stop "$munge_pid"
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
+    for f in "$work"/log/{slurmctld,slurmd,munged}.log; do
+      [ -s "$f" ] || continue
+      echo "---- last lines of $f ----"
+      tail -n 20 "$f"
+    done
+  fi
+  if [ "${STRATA_SLURM_KEEP:-0}" = 1 ]; then
+    log "kept $work"
+  else
+    rm -rf "$work"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+mkdir -p "$work"/{munge,log,state,spool,tmp}
+chmod 755 "$work/munge"
+
+# --- 3. munge: a private key and daemon on a private socket ------------------------------
+socket="$work/munge/munge.sock"
+mungekey --create --keyfile="$work/munge/munge.key" >/dev/null 2>&1 \
+  || skip "mungekey could not create a key"
+chmod 600 "$work/munge/munge.key"
+munged --foreground --socket="$socket" --key-file="$work/munge/munge.key" \
+  --pid-file="$work/munge/munged.pid" --log-file="$work/log/munged.log" \
+  --seed-file="$work/munge/munged.seed" >"$work/log/munged.out.log" 2>&1 &
+munge_pid=$!
+for _ in $(seq 100); do [ -S "$socket" ] && break; alive "$munge_pid" || break; sleep 0.1; done
+if ! munge -S "$socket" -n 2>/dev/null | unmunge -S "$socket" >/dev/null 2>&1; then
+  tail -n 5 "$work/log/munged.log" "$work/log/munged.out.log" 2>/dev/null || true
+  skip "munged did not start (see its log above)"
+fi
+log "munged up (socket $socket)"
+
+# --- 4. slurm.conf ----------------------------------------------------------------------
+port_free() {
+  if command -v ss >/dev/null 2>&1; then
+    [ -z "$(ss -Htan "( sport = :$1 )" 2>/dev/null)" ]
+  else
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 1; fi
+  fi
+}
+# Two free ports for slurmctld and slurmd, away from Slurm's defaults (6817, 6818).
+ports=()
+for p in $(seq $((16817 + RANDOM % 2000)) 19999); do
+  port_free "$p" && ports+=("$p")
+  [ ${#ports[@]} = 2 ] && break
+done
+[ ${#ports[@]} = 2 ] || skip "found no two free TCP ports"
+
+node=$(hostname -s)
+# (nproc alone would report OMP_NUM_THREADS, which tests set to 1.)
+cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+# What slurmd measures; the node is drained when slurm.conf claims more memory than that.
+mem=$(slurmd -C 2>/dev/null | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
+[ -n "$mem" ] || mem=$(awk '/^MemTotal:/ {print int($2 / 1024)}' /proc/meminfo)
+conf="$work/slurm.conf"
+cat >"$conf" <<EOF
+# Written by tests/slurm/run_slurm_test.sh: a private one-node cluster.
+ClusterName=strata-test
+SlurmctldHost=$node(127.0.0.1)
+SlurmctldPort=${ports[0]}
+SlurmdPort=${ports[1]}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$socket
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+# Where the PMIx plugin puts its per-step directories (else /tmp).
+TmpFS=$work/tmp
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldLogFile=$work/log/slurmctld.log
+SlurmdLogFile=$work/log/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+# No cgroups: works in containers and leaves the host's cgroup tree alone.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SwitchType=switch/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=pmix
+ReturnToService=2
+MailProg=/bin/true
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+KillWait=5
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+PartitionName=test Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+EOF
+# Inside a real Slurm allocation srun would try to join that job: forget it.
+for v in $(compgen -e); do
+  case "$v" in SLURM_*|SRUN_*|SBATCH_*|SALLOC_*) unset "$v" ;; esac
+done
+export SLURM_CONF=$conf
+log "slurm.conf: node $node, $cpus CPUs, ${mem} MiB, ports ${ports[*]}"
+
+# --- 5. slurmctld and slurmd in the foreground (-D), as children of this script ----------
+slurmctld -D -c -f "$conf" >"$work/log/slurmctld.out.log" 2>&1 &
+ctld_pid=$!
+slurmd -D -f "$conf" -N "$node" >"$work/log/slurmd.out.log" 2>&1 &
+slurmd_pid=$!
+
+state=""
+for _ in $(seq 120); do
+  alive "$ctld_pid" || { tail -n 15 "$work/log/slurmctld.log" "$work/log/slurmctld.out.log" 2>/dev/null || true
+                         skip "slurmctld exited during start-up (log above)"; }
+  alive "$slurmd_pid" || { tail -n 15 "$work/log/slurmd.log" "$work/log/slurmd.out.log" 2>/dev/null || true
+                           skip "slurmd exited during start-up (log above)"; }
+  state=$(sinfo -h -N -n "$node" -o '%t' 2>/dev/null | head -1 || true)
+  [ "$state" = idle ] && break
+  sleep 0.5
+done
+[ "$state" = idle ] || { scontrol show node "$node" 2>&1 | sed 's/^/  /' || true
+                         fail "node $node not idle after 60 s (state '${state:-none}')"; }
+log "cluster up: node $node idle"
+
+# --- 6. the job step --------------------------------------------------------------------
+srun_args=(--mpi=pmix -n "$ranks" -N 1 --kill-on-bad-exit=1 --job-name=strata-slurm-test)
+# More tasks than CPUs only fit when the step overcommits them.
+[ "$ranks" -le "$cpus" ] || srun_args+=(--overcommit)
+srun_args+=("${srun_extra[@]}")
+log "srun ${srun_args[*]} $binary $*"
+out="$work/srun.out"
+step_start=$SECONDS
+set +e
+timeout -k 10 "${STRATA_SLURM_TIMEOUT:-120}" srun "${srun_args[@]}" "$binary" "$@" >"$out" 2>&1
+rc=$?
+set -e
+sed 's/^/  | /' "$out"
+log "srun exited with $rc after $((SECONDS - step_start)) s"
+[ "$rc" != 124 ] || fail "srun did not finish in ${STRATA_SLURM_TIMEOUT:-120} s"
+[ "$rc" = 0 ] || fail "srun exited with $rc"
+if [ -n "$expect" ]; then
+  matched=$(grep -cE -- "$expect" "$out" || true)
+  [ "$matched" -ge "$ranks" ] || fail "expected a line matching '$expect' from each of $ranks ranks, found $matched"
+fi
+log "PASSED (total $((SECONDS - start)) s)"
