@@ -5,23 +5,13 @@
 #include <cmath>
 
 #include "file_test_util.h"
+#include "test_util.h"
 #include "strata/strata.h"
 
 using namespace strata;
+using strata::testing::rel_err;
 
 namespace {
-
-// max |a - b| / max |b|: relative to the tensor's scale, so entries near zero do not
-// dominate.
-double relative_error(const Tensor& a, const Tensor& b) {
-  std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < va.size(); ++i) {
-    diff = std::max(diff, std::fabs(va[i] - vb[i]));
-    scale = std::max(scale, std::fabs(vb[i]));
-  }
-  return scale == 0 ? diff : diff / scale;
-}
 
 // relative_error over the entries whose reference gradient is not at rounding-noise level.
 // The key part of c_attn.bias has an exactly zero gradient in exact arithmetic (softmax
@@ -80,7 +70,7 @@ TEST(Reference, GptMatchesPyTorch) {
   EXPECT_NEAR(loss.item(), ref_loss, 1e-5 * std::fabs(ref_loss));
   for (auto& [name, p] : model.named_parameters()) {
     ASSERT_TRUE(p.grad().defined()) << name;
-    EXPECT_LT(relative_error(p.grad(), ref.at("grad." + name)), 1e-4) << "gradient of " << name;
+    EXPECT_LT(rel_err(p.grad(), ref.at("grad." + name)), 1e-4) << "gradient of " << name;
   }
   for (int64_t s = 0; s < steps; ++s) {
     if (s > 0) {

@@ -11,24 +11,15 @@
 #include "strata/checkpoint/checkpoint.h"
 #include "strata/checkpoint/checksum.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 using namespace strata;
+using strata::testing::error_of;
 using strata::testing::read_bytes;
 using strata::testing::TempDir;
 using strata::testing::write_bytes;
 
 namespace {
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected strata::Error";
-  return {};
-}
 
 // What a train loop would save: model parameters, optimizer state, scalars.
 StateDict training_state(uint64_t seed, int64_t width = 8) {

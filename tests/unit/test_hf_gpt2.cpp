@@ -7,24 +7,15 @@
 #include "strata/checkpoint/hf_gpt2.h"
 #include "strata/checkpoint/safetensors.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 using namespace strata;
+using strata::testing::error_of;
 using strata::testing::read_bytes;
 using strata::testing::TempDir;
 using strata::testing::write_bytes;
 
 namespace {
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected strata::Error";
-  return {};
-}
 
 const Gpt2Config kTiny{.vocab_size = 11, .n_positions = 8, .n_embd = 8, .n_layer = 2, .n_head = 2, .dropout = 0.0};
 

@@ -6,8 +6,10 @@
 
 #include "gradcheck.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 using namespace strata;
+using strata::testing::rel_err;
 using strata::testing::expect_gradients_match;
 using strata::testing::leaf64;
 using V = const std::vector<Tensor>&;
@@ -41,13 +43,6 @@ Tensor naive_matmul(const Tensor& a, const Tensor& b) {
       }
   }
   return from_vector(out, out_shape);
-}
-
-// Largest |x - ref| relative to the largest |ref|.
-double rel_err(const Tensor& x, const Tensor& ref) {
-  double scale = 0;
-  for (double v : ref.to_vector<double>()) scale = std::max(scale, std::fabs(v));
-  return max_abs_diff(x, ref) / std::max(scale, 1e-300);
 }
 
 void expect_matmul_matches(const Tensor& a, const Tensor& b, const std::string& what) {

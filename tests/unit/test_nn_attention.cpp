@@ -8,24 +8,16 @@
 
 #include "gradcheck.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 using namespace strata;
+using strata::testing::rand64;
+using strata::testing::rel_err;
 using strata::testing::expect_gradients_match;
 using strata::testing::leaf64;
 using V = const std::vector<Tensor>&;
 
 namespace {
-
-Tensor rand64(const Shape& shape, uint64_t seed) {
-  Generator g(seed);
-  return randn(shape, {.dtype = DType::Float64}, &g);
-}
-
-double rel_err(const Tensor& a, const Tensor& b) {
-  double scale = 0;
-  for (double x : b.to_vector<double>()) scale = std::max(scale, std::fabs(x));
-  return max_abs_diff(a.to(DType::Float64), b) / std::max(scale, 1e-300);
-}
 
 // softmax_j<=i(q_i . k_j / sqrt(D)) v_j per (b, h), in double.
 std::vector<double> attention_ref(const Tensor& q, const Tensor& k, const Tensor& v) {

@@ -10,41 +10,16 @@
 #include "../../kernels/common/fast_math.h"
 #include "gradcheck.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 using namespace strata;
+using strata::testing::error_of;
+using strata::testing::expect_contains;
+using strata::testing::rand64;
+using strata::testing::rel_err;
 using strata::testing::expect_gradients_match;
 using strata::testing::leaf64;
 using V = const std::vector<Tensor>&;
-
-namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-void expect_contains(const std::string& msg, const std::string& part) {
-  EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
-}
-
-Tensor rand64(const Shape& shape, uint64_t seed) {
-  Generator g(seed);
-  return randn(shape, {.dtype = DType::Float64}, &g);
-}
-
-// max |a - b| / max |b|: relative error in the norm sense.
-double rel_err(const Tensor& a, const Tensor& b) {
-  std::vector<double> vb = b.to_vector<double>();
-  double scale = 0;
-  for (double x : vb) scale = std::max(scale, std::fabs(x));
-  return max_abs_diff(a.to(DType::Float64), b) / std::max(scale, 1e-300);
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------- fast exp
 

@@ -7,37 +7,18 @@
 
 #include "gradcheck.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 using namespace strata;
+using strata::testing::error_of;
+using strata::testing::expect_contains;
+using strata::testing::rand64;
+using strata::testing::rel_err;
 using strata::testing::expect_gradients_match;
 using strata::testing::leaf64;
 using V = const std::vector<Tensor>&;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-void expect_contains(const std::string& msg, const std::string& part) {
-  EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
-}
-
-Tensor rand64(const Shape& shape, uint64_t seed) {
-  Generator g(seed);
-  return randn(shape, {.dtype = DType::Float64}, &g);
-}
-
-double rel_err(const Tensor& a, const Tensor& b) {
-  double scale = 0;
-  for (double x : b.to_vector<double>()) scale = std::max(scale, std::fabs(x));
-  return max_abs_diff(a.to(DType::Float64), b) / std::max(scale, 1e-300);
-}
 
 // Softmax (or log-softmax) of x along dim, by the textbook formula, in double.
 std::vector<double> softmax_ref(const Tensor& x, int64_t dim, bool log) {

@@ -11,8 +11,10 @@
 #include "strata/checkpoint/checksum.h"
 #include "strata/checkpoint/safetensors.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 using namespace strata;
+using strata::testing::error_of;
 using strata::testing::read_bytes;
 using strata::testing::TempDir;
 using strata::testing::write_bytes;
@@ -20,16 +22,6 @@ using strata::testing::write_bytes;
 namespace {
 
 // The message of the strata::Error `f` throws (fails the test when it throws nothing).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected strata::Error";
-  return {};
-}
 
 void expect_same_tensor(const Tensor& a, const Tensor& b, const std::string& name) {
   ASSERT_TRUE(a.defined() && b.defined()) << name;

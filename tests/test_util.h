@@ -1,0 +1,46 @@
+#pragma once
+// Small helpers shared by the unit tests.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "strata/strata.h"
+
+namespace strata::testing {
+
+// The message of the strata::Error that `f` throws (a test failure when it throws none).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected strata::Error";
+  return "<no error>";
+}
+
+inline void expect_contains(const std::string& msg, const std::string& part) {
+  EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg;
+}
+
+// A float64 tensor with normal entries (no grad).
+inline Tensor rand64(const Shape& shape, uint64_t seed) {
+  Generator g(seed);
+  return randn(shape, {.dtype = DType::Float64}, &g);
+}
+
+// max |a - b| / max |b|: relative error at the scale of the reference.
+inline double rel_err(const Tensor& a, const Tensor& ref) {
+  std::vector<double> va = a.to_vector<double>(), vb = ref.to_vector<double>();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    diff = std::max(diff, std::fabs(va[i] - vb[i]));
+    scale = std::max(scale, std::fabs(vb[i]));
+  }
+  return scale == 0 ? diff : diff / scale;
+}
+
+}  // namespace strata::testing
