@@ -2,13 +2,13 @@
 # The main job: installs the dependencies, builds strata and trains a GPT on the built-in
 # synthetic task. Arguments go to train_gpt (see examples/train_gpt).
 # Environment, besides those in scripts/common.sh:
-#   STRATA_NP        number of ranks (default 1 until DDP lands, see docs/status.md;
-#                    more than 1 would train independent copies today)
+#   STRATA_NP        number of ranks (default 2): data parallel with DistributedDataParallel;
+#                    --batch is per rank, so the global batch is STRATA_NP x --batch
 #   OMP_NUM_THREADS  threads per rank (default: cores / ranks, at least 1)
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-np=${STRATA_NP:-1}
+np=${STRATA_NP:-2}
 
 strata_section "dependencies"
 "$STRATA_ROOT/scripts/install_deps.sh"

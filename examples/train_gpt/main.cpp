@@ -5,11 +5,21 @@
 //   train_gpt --save runs/a.ckpt --save-every 200 # keep a resumable training state
 //   train_gpt --resume runs/a.ckpt               # continue exactly where it stopped
 //   train_gpt --export-hf runs/hf                # weights for Python tools (safetensors)
+//   mpirun -np 2 train_gpt --batch 32            # data parallel: 2 ranks x 32 sequences
+//
+// Under mpirun every rank builds the same model, DistributedDataParallel averages the
+// gradients, and the BatchSampler gives each rank its slice of every global batch (so N
+// ranks with --batch B train like one process with --batch N*B). Every rank evaluates (the
+// models are identical, so the results are); only rank 0 prints and writes metrics,
+// checkpoints and exports. A training state holds the full model and optimizer, identical on
+// every rank: rank 0 writes it, every rank reads it on --resume.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 
+#include "strata/dist/init.h"
+#include "strata/parallel/ddp.h"
 #include "strata/strata.h"
 
 using namespace strata;
@@ -40,11 +50,14 @@ struct Options {
   std::string export_hf;
 };
 
+bool g_lead = true;  // rank 0: the one that prints and writes files
+
 double evaluate(nn::GPT& model, const SyntheticTask& task, int64_t examples, train::MetricsWriter& metrics,
                 int64_t step) {
   model.eval();
   EvalResult r = task.evaluate([&](const Tensor& tokens) { return model.forward(tokens); }, examples);
   model.train();
+  if (!g_lead) return r.accuracy;
   std::printf("eval  step %lld | exact-match accuracy %.2f%% on %lld held-out problems (chance %.4f%%) | "
               "per-token %.2f%%\n",
               static_cast<long long>(step), 100 * r.accuracy, static_cast<long long>(r.examples), 100 * r.chance,
@@ -56,37 +69,45 @@ double evaluate(nn::GPT& model, const SyntheticTask& task, int64_t examples, tra
 }
 
 int run(const Options& o) {
+  dist::ProcessGroup& world = dist::init();
+  g_lead = world.rank() == 0;
   SyntheticTask task({.digits = o.digits, .seed = o.seed});
   nn::GPTConfig config{.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = o.layers,
                        .n_head = o.heads, .n_embd = o.width, .dropout = 0.0, .seed = o.seed};
   nn::GPT model(config);
+  std::unique_ptr<DistributedDataParallel> ddp;
+  if (world.size() > 1) ddp = std::make_unique<DistributedDataParallel>(model, world);
   manual_seed(o.seed);
   optim::AdamW optimizer(optim::weight_decay_groups(model.named_parameters(), o.lr, o.weight_decay),
                          {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay});
   optim::CosineSchedule schedule(optimizer,
                                  {.warmup_steps = o.warmup, .total_steps = o.steps, .min_lr_ratio = o.min_lr_ratio});
   // An index space far larger than any run: every step sees fresh problems.
-  BatchSampler sampler({.dataset_size = int64_t{1} << 40, .batch_size = o.batch, .seed = o.seed});
+  BatchSampler sampler({.dataset_size = int64_t{1} << 40, .batch_size = o.batch, .seed = o.seed,
+                        .rank = world.rank(), .world_size = world.size()});
 
   int64_t start = 0;
   if (!o.resume.empty()) {
     start = train::load_training_state(o.resume, {model, optimizer, sampler});
     schedule.set_last_step(start);
-    std::printf("resumed from %s at step %lld\n", o.resume.c_str(), static_cast<long long>(start));
+    if (g_lead) std::printf("resumed from %s at step %lld\n", o.resume.c_str(), static_cast<long long>(start));
   }
-  if (!o.metrics.empty()) std::filesystem::create_directories(std::filesystem::path(o.metrics).parent_path());
-  train::MetricsWriter metrics(o.metrics, /*append=*/start > 0);
-  const int64_t tokens_per_step = o.batch * task.sequence_length();
-  train::Progress progress(o.steps, tokens_per_step, model.flops_per_step(o.batch, task.sequence_length()));
-  std::printf("GPT: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocab %lld); "
-              "task: %d-digit addition; batch %lld\n",
+  const std::string metrics_path = g_lead ? o.metrics : "";
+  if (!metrics_path.empty()) std::filesystem::create_directories(std::filesystem::path(metrics_path).parent_path());
+  train::MetricsWriter metrics(metrics_path, /*append=*/start > 0);
+  const int64_t global_batch = o.batch * world.size();
+  const int64_t tokens_per_step = global_batch * task.sequence_length();
+  train::Progress progress(o.steps, tokens_per_step, model.flops_per_step(global_batch, task.sequence_length()));
+  if (g_lead)
+    std::printf("GPT: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocab %lld); "
+              "task: %d-digit addition; batch %lld x %d rank(s)\n",
               static_cast<long long>(model.num_parameters()), static_cast<long long>(o.layers),
               static_cast<long long>(o.heads), static_cast<long long>(o.width),
               static_cast<long long>(config.context), static_cast<long long>(config.vocab_size), o.digits,
-              static_cast<long long>(o.batch));
+              static_cast<long long>(o.batch), world.size());
 
   auto save = [&](int64_t completed) {
-    if (o.save.empty()) return;
+    if (o.save.empty() || !g_lead) return;
     std::filesystem::path dir = std::filesystem::path(o.save).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir);
     train::save_training_state(o.save, {model, optimizer, sampler}, completed);
@@ -103,8 +124,11 @@ int run(const Options& o) {
     optimizer.step();
     optimizer.zero_grad();
     schedule.step();
-    const double loss_value = loss.item();
-    if ((step + 1) % o.log_every == 0 || step + 1 == o.steps) {
+    // The global batch's loss: the mean of the ranks' means (equal batches).
+    Tensor global_loss = loss.detach().clone();
+    if (world.size() > 1) world.all_reduce(global_loss, dist::ReduceOp::Avg)->wait();
+    const double loss_value = global_loss.item();
+    if (g_lead && ((step + 1) % o.log_every == 0 || step + 1 == o.steps)) {
       std::printf("%s\n", progress.line(step, loss_value, lr).c_str());
       std::fflush(stdout);
     }
@@ -116,12 +140,13 @@ int run(const Options& o) {
   }
   save(end);
   if (end < o.steps) {
-    std::printf("stopped at step %lld of %lld (--stop-at)\n", static_cast<long long>(end),
+    if (g_lead)
+      std::printf("stopped at step %lld of %lld (--stop-at)\n", static_cast<long long>(end),
                 static_cast<long long>(o.steps));
     return 0;
   }
   const double accuracy = evaluate(model, task, o.eval_examples, metrics, o.steps);
-  if (!o.export_hf.empty()) {
+  if (!o.export_hf.empty() && g_lead) {
     std::filesystem::create_directories(o.export_hf);
     export_gpt2_safetensors(o.export_hf, model.state_dict(),
                             {.vocab_size = config.vocab_size, .n_positions = config.context,
@@ -129,7 +154,7 @@ int run(const Options& o) {
                              .dropout = config.dropout});
     std::printf("exported Hugging Face GPT-2 weights to %s\n", o.export_hf.c_str());
   }
-  std::printf("final exact-match accuracy: %.2f%%\n", 100 * accuracy);
+  if (g_lead) std::printf("final exact-match accuracy: %.2f%%\n", 100 * accuracy);
   return 0;
 }
 
@@ -139,7 +164,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"Train a GPT on strata's built-in synthetic task (reversed multi-digit addition)"};
   app.add_option("--steps", o.steps, "training steps")->capture_default_str();
-  app.add_option("--batch", o.batch, "sequences per step")->capture_default_str();
+  app.add_option("--batch", o.batch, "sequences per step and rank")->capture_default_str();
   app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->capture_default_str();
   app.add_option("--min-lr-ratio", o.min_lr_ratio, "final lr / peak lr (cosine)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str();

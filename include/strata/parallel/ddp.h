@@ -1,0 +1,109 @@
+#pragma once
+// Data parallelism: every rank holds the whole model, runs forward and backward on its own
+// slice of the global batch, and DistributedDataParallel averages the gradients across the
+// ranks while backward is still running.
+//
+//   auto& world = dist::init();
+//   nn::GPT model(config);                       // same construction on every rank
+//   DistributedDataParallel ddp(model, world);   // broadcasts rank 0's weights
+//   optim::AdamW opt(model.parameters(), ...);
+//   loss = model.loss(x, y); loss.backward();    // gradients are averaged when it returns
+//   opt.step(); opt.zero_grad();                 // zero_grad keeps the bucket views
+//
+// Gradients live in buckets: one contiguous tensor per bucket (one dtype each), filled in
+// reverse registration order (the order backward usually produces them), the first bucket
+// capped at first_bucket_cap_bytes, the others at bucket_cap_bytes. Each parameter's .grad()
+// is a view into its bucket, so AccumulateGrad accumulates in place and no copy is made.
+// When a bucket's last gradient has been accumulated, its all_reduce starts asynchronously
+// and overlaps the rest of backward. Buckets start in index order on every rank (a bucket
+// that is complete early waits for the ones before it), so the ranks issue the same
+// collectives in the same order. At the end of backward (a final callback) DDP waits for
+// every bucket. After the first synchronised backward the buckets are rebuilt in the order
+// in which rank 0's gradients actually became ready (broadcast, so every rank agrees).
+//
+// The module's forward is called directly (DDP does not wrap it); DDP acts only through the
+// gradient hooks, so any forward signature works.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/dist/process_group.h"
+#include "strata/nn/module.h"
+
+namespace strata {
+
+// Starts the reduction of one bucket. It must leave the SUM over the ranks in `bucket` once
+// the returned Work's wait() has returned; DDP divides by the group size afterwards when
+// averaging. The bucket stays alive and untouched until then.
+using CommHook = std::function<dist::WorkPtr(Tensor& bucket, dist::ProcessGroup& group)>;
+
+namespace ddp_hooks {
+// Convert the bucket to bfloat16 / float16, all_reduce (the MPI backend sums 16-bit values in
+// float32 and rounds once), convert back into the bucket. Halves the bytes on the wire (NCCL;
+// the CPU backend widens 16-bit reductions to float32 on the wire, see docs/distributed.md).
+CommHook bf16_compress();
+CommHook fp16_compress();
+}  // namespace ddp_hooks
+
+struct DDPOptions {
+  int64_t bucket_cap_bytes = int64_t{25} << 20;
+  int64_t first_bucket_cap_bytes = int64_t{1} << 20;
+  // A parameter that receives no gradient in a backward pass is reduced with whatever its
+  // .grad() holds (zero after zero_grad). Without it such a pass fails on every rank, naming
+  // the parameter(s).
+  bool find_unused_parameters = false;
+  bool average = true;  // false: gradients are summed over the ranks
+  // Re-bucket once, after the first synchronised backward, in rank 0's gradient-ready order.
+  bool rebuild_buckets = true;
+};
+
+class DistributedDataParallel {
+ public:
+  // Collective: every rank of `group` must construct it with a module of the same parameter
+  // names, shapes and dtypes in the same order (checked; a mismatch throws on every rank,
+  // naming the first differing parameter and the ranks involved). Rank 0's parameters and
+  // buffers are broadcast to the others. The module must outlive this object.
+  DistributedDataParallel(nn::Module& module, dist::ProcessGroup& group, DDPOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  nn::Module& module() { return module_; }
+  dist::ProcessGroup& group() { return group_; }
+  const DDPOptions& options() const;
+
+  // RAII: while alive, backward passes only accumulate gradients locally (no communication);
+  // the next synchronised backward reduces the accumulated sum.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  // Replaces the all_reduce of each bucket (see CommHook); an empty function restores it.
+  void register_comm_hook(CommHook hook);
+
+  // Introspection (tests, benchmarks): parameter names per bucket in launch order, and the
+  // bytes of each bucket.
+  std::vector<std::vector<std::string>> bucket_parameter_names() const;
+  std::vector<int64_t> bucket_bytes() const;
+  bool buckets_rebuilt() const;
+
+  struct State;  // shared with the gradient hooks, which may outlive this object
+
+ private:
+  nn::Module& module_;
+  dist::ProcessGroup& group_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace strata
