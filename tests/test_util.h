@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "strata/strata.h"
 
@@ -20,6 +21,13 @@ std::string error_of(F&& f) {
   }
   ADD_FAILURE() << "expected strata::Error";
   return "<no error>";
+}
+
+// Expects `f` to throw a strata::Error whose message contains every needle.
+template <class F>
+void expect_error_mentions(F&& f, const std::vector<std::string>& needles) {
+  const std::string msg = error_of(f);
+  for (const auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
 }
 
 inline void expect_contains(const std::string& msg, const std::string& part) {

@@ -9,6 +9,7 @@
 #include "test_util.h"
 
 using namespace strata;
+using strata::testing::expect_error_mentions;
 using strata::testing::rel_err;
 using strata::testing::expect_gradients_match;
 using strata::testing::leaf64;
@@ -52,17 +53,6 @@ void expect_matmul_matches(const Tensor& a, const Tensor& b, const std::string& 
   EXPECT_EQ(out.dtype(), a.dtype()) << what;
   const double tol = a.dtype() == DType::Float64 ? 1e-12 : 1e-5;
   EXPECT_LT(rel_err(out, ref), tol) << what << " a " << a.shape() << " b " << b.shape();
-}
-
-template <class F>
-void expect_error_mentions(F&& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    FAIL() << "expected strata::Error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& s : needles) EXPECT_NE(msg.find(s), std::string::npos) << "'" << s << "' not in: " << msg;
-  }
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 
 #include "gradcheck.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 using namespace strata;
+using strata::testing::expect_error_mentions;
 using strata::testing::expect_gradients_match;
 using strata::testing::leaf64;
 using V = const std::vector<Tensor>&;
@@ -20,17 +22,6 @@ std::vector<Shape> shapes_of(const std::vector<Tensor>& ts) {
   std::vector<Shape> s;
   for (const Tensor& t : ts) s.push_back(t.shape());
   return s;
-}
-
-template <class F>
-void expect_error_mentions(F&& f, const std::vector<std::string>& needles) {
-  try {
-    f();
-    FAIL() << "expected strata::Error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& s : needles) EXPECT_NE(msg.find(s), std::string::npos) << "'" << s << "' not in: " << msg;
-  }
 }
 
 }  // namespace
