@@ -32,6 +32,16 @@ inline Batch rank_slice(const Batch& b, int rank, int64_t per_rank) {
 }
 
 inline optim::AdamWOptions adamw() { return {.lr = 1e-2, .weight_decay = 0.1}; }
+inline optim::SGDOptions sgd() { return {.lr = 0.5, .momentum = 0.9, .weight_decay = 0.01}; }
+
+// The optimizer of an equivalence run. SGD keeps the update proportional to the gradient, so
+// float32 rounding stays at rounding size; AdamW divides by sqrt(v), which turns rounding
+// noise in (near-)zero gradient entries into full steps of either sign.
+enum class Opt { AdamW, SGD };
+inline std::unique_ptr<optim::Optimizer> make_optimizer(Opt which, const nn::Module& model) {
+  if (which == Opt::SGD) return std::make_unique<optim::SGD>(model.parameters(), sgd());
+  return std::make_unique<optim::AdamW>(model.parameters(), adamw());
+}
 
 // The largest relative difference ||a - b|| / ||b|| (L2, per parameter tensor) over all
 // parameters (names match). Per tensor rather than per element: AdamW divides by sqrt(v), so
@@ -60,13 +70,13 @@ inline double max_relative_difference(const nn::Module& a, const nn::Module& b, 
 }
 
 // Reference: one process, one backward per step on the whole global batch of `global` rows.
-inline void train_reference(nn::GPT& model, int steps, int64_t global) {
-  optim::AdamW opt(model.parameters(), adamw());
+inline void train_reference(nn::GPT& model, int steps, int64_t global, Opt which = Opt::AdamW) {
+  auto opt = make_optimizer(which, model);
   for (int s = 0; s < steps; ++s) {
     Batch b = global_batch(s, global, model.config());
     model.loss(b.inputs, b.targets).backward();
-    opt.step();
-    opt.zero_grad();
+    opt->step();
+    opt->zero_grad();
   }
 }
 

@@ -11,21 +11,21 @@ constexpr int64_t kPerRank = 2;
 // Small caps so that the tiny GPT (~30 KB of float32 gradients) spreads over several buckets.
 DDPOptions small_buckets() { return {.bucket_cap_bytes = 8 << 10, .first_bucket_cap_bytes = 2 << 10}; }
 
-void check_equivalence(DType dtype, DDPOptions options, CommHook hook, double tolerance) {
+void check_equivalence(DType dtype, DDPOptions options, CommHook hook, double tolerance, Opt which = Opt::AdamW) {
   auto& world = dist::world();
   const int n = world.size();
   nn::GPT model(tiny_gpt(dtype));
   DistributedDataParallel ddp(model, world, options);
   if (hook) ddp.register_comm_hook(hook);
-  optim::AdamW opt(model.parameters(), adamw());
+  auto opt = make_optimizer(which, model);
   for (int s = 0; s < kSteps; ++s) {
     Batch mine = rank_slice(global_batch(s, n * kPerRank, model.config()), world.rank(), kPerRank);
     model.loss(mine.inputs, mine.targets).backward();
-    opt.step();
-    opt.zero_grad();
+    opt->step();
+    opt->zero_grad();
   }
   nn::GPT reference(tiny_gpt(dtype));
-  train_reference(reference, kSteps, n * kPerRank);
+  train_reference(reference, kSteps, n * kPerRank, which);
   bool bitwise = false;
   const double diff = max_relative_difference(model, reference, &bitwise);
   EXPECT_LE(diff, tolerance) << "N=" << n << " dtype " << dtype;
@@ -44,6 +44,13 @@ constexpr double kFloat32Tolerance = 2e-3;
 constexpr double kFloat64Tolerance = 1e-11;  // measured up to 1.7e-12 (N = 4)
 TEST(DDP, MatchesOneProcessWithTheGlobalBatchFloat32) {
   check_equivalence(DType::Float32, small_buckets(), {}, kFloat32Tolerance);
+}
+// With SGD (momentum, weight decay) float32 meets the 1e-5.
+TEST(DDP, MatchesOneProcessFloat32WithSgdAt1e5) {
+  check_equivalence(DType::Float32, small_buckets(), {}, 1e-5, Opt::SGD);
+}
+TEST(DDP, MatchesOneProcessFloat64WithSgd) {
+  check_equivalence(DType::Float64, small_buckets(), {}, 1e-12, Opt::SGD);
 }
 TEST(DDP, MatchesOneProcessWithTheGlobalBatchFloat64) {
   check_equivalence(DType::Float64, small_buckets(), {}, kFloat64Tolerance);
