@@ -1,5 +1,7 @@
 // DistributedDataParallel under mpirun -np N: N ranks with batch B train exactly like one
 // process with batch N*B (each rank computes that reference itself).
+#include <algorithm>
+
 #include "ddp_test_util.h"
 
 namespace strata::test {
@@ -103,6 +105,28 @@ TEST(DDP, NoSyncAccumulatesMicroBatches) {
 
 // Exactly one all_reduce per bucket per step, whose bytes are the gradient bytes, plus the
 // 8-byte unused-parameter flag; the bucket rebuild's one broadcast (parameter order) in step 1.
+// Overlap: the first bucket's all_reduce must start during backward, before the gradient of
+// wpe.weight (used only at the input, so the last to be accumulated) exists.
+TEST(DDP, FirstBucketStartsBeforeBackwardReachesTheInput) {
+  auto& world = dist::world();
+  nn::GPT model(tiny_gpt(DType::Float32));
+  DistributedDataParallel ddp(model, world, small_buckets());
+  std::vector<std::string> events;
+  ddp.register_comm_hook([&](Tensor& bucket, dist::ProcessGroup& group) {
+    events.push_back("bucket");
+    return group.all_reduce(bucket);
+  });
+  model.wpe->weight.register_post_accumulate_grad_hook([&](Tensor&) { events.push_back("wpe"); });
+  Batch mine = rank_slice(global_batch(0, world.size() * kPerRank, model.config()), world.rank(), kPerRank);
+  model.loss(mine.inputs, mine.targets).backward();
+  ASSERT_GE(ddp.bucket_bytes().size(), 3u);
+  ASSERT_EQ(static_cast<size_t>(std::count(events.begin(), events.end(), "bucket")), ddp.bucket_bytes().size());
+  const auto wpe = std::find(events.begin(), events.end(), "wpe");
+  ASSERT_NE(wpe, events.end());
+  EXPECT_EQ(events.front(), "bucket") << "no bucket was launched before the input's gradient was ready";
+  EXPECT_GE(std::count(events.begin(), wpe, "bucket"), 2) << "buckets waited for the end of backward";
+}
+
 TEST(DDP, CommunicationVolume) {
   auto& world = dist::world();
   nn::GPT model(tiny_gpt(DType::Float32));
