@@ -51,4 +51,10 @@ inline double rel_err(const Tensor& a, const Tensor& ref) {
   return scale == 0 ? diff : diff / scale;
 }
 
+// Element-wise |a - b| <= tol * (1 + |b|), stopping at the first mismatch.
+inline void expect_near_vec(const std::vector<double>& a, const std::vector<double>& b, double tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i]))) << "element " << i;
+}
+
 }  // namespace strata::testing

@@ -11,6 +11,7 @@
 #include "test_util.h"
 
 using namespace strata;
+using strata::testing::expect_near_vec;
 using strata::testing::rand64;
 using strata::testing::rel_err;
 using strata::testing::expect_gradients_match;
@@ -42,11 +43,6 @@ std::vector<double> attention_ref(const Tensor& q, const Tensor& k, const Tensor
     }
   }
   return out;
-}
-
-void expect_near_vec(const std::vector<double>& a, const std::vector<double>& b, double tol) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i]))) << "element " << i;
 }
 
 }  // namespace

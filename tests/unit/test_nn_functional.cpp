@@ -13,6 +13,7 @@
 #include "test_util.h"
 
 using namespace strata;
+using strata::testing::expect_near_vec;
 using strata::testing::error_of;
 using strata::testing::expect_contains;
 using strata::testing::rand64;
@@ -117,11 +118,6 @@ std::vector<double> layer_norm_ref(const Tensor& x, const Tensor& w, const Tenso
     for (int64_t j = 0; j < d; ++j) out[r * d + j] = (vx[r * d + j] - mean) / std::sqrt(var + eps) * vw[j] + vb[j];
   }
   return out;
-}
-
-void expect_near_vec(const std::vector<double>& a, const std::vector<double>& b, double tol) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i]))) << "element " << i;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "test_util.h"
 
 using namespace strata;
+using strata::testing::expect_near_vec;
 using strata::testing::error_of;
 using strata::testing::expect_contains;
 using strata::testing::rand64;
@@ -39,11 +40,6 @@ std::vector<double> softmax_ref(const Tensor& x, int64_t dim, bool log) {
         out[at(j)] = log ? v[at(j)] - m - std::log(z) : std::exp(v[at(j)] - m) / z;
     }
   return out;
-}
-
-void expect_near_vec(const std::vector<double>& a, const std::vector<double>& b, double tol) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i]))) << "element " << i;
 }
 
 }  // namespace
