@@ -29,7 +29,7 @@ size_t rounded_size(size_t nbytes);
 // synchronises the device). A freed block is reused by later work on the same (default)
 // stream, which runs after any earlier use of it; tensors used on another stream (NCCL's
 // comm stream) are kept alive by their Work until that stream is done with them. In a build
-// without CUDA, stats() is empty and the rest throws.
+// without CUDA, stats() is empty and the rest do nothing.
 namespace cuda_allocator {
 AllocatorStats stats(int device = 0);
 void reset_peak(int device = 0);

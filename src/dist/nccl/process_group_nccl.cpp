@@ -190,7 +190,11 @@ void GroupState::watch() {
   (void)cudaSetDevice(device);
   std::unique_lock<std::mutex> lk(mu);
   while (true) {
-    cv.wait_for(lk, std::chrono::milliseconds(2), [&] { return stop && pending.empty(); });
+    if (pending.empty()) {
+      cv.wait(lk, [&] { return stop || !pending.empty(); });  // idle: no polling
+    } else {
+      cv.wait_for(lk, std::chrono::milliseconds(2));
+    }
     if (stop && pending.empty()) return;
     // Completed ops, oldest first (the comm stream finishes them in issue order).
     while (!pending.empty()) {
@@ -305,6 +309,7 @@ WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
     }
     g.pending.push_back(w);
   }
+  g.cv.notify_all();
   return std::make_unique<WorkNCCL>(std::move(w), state_);
 }
 
