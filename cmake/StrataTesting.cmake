@@ -18,13 +18,13 @@ function(strata_add_unit_test name)
 endfunction()
 
 # strata_add_dist_test(name NP n src... [ENV var=value...] [MPIEXEC_ARGS arg...]
-#                      [EXPECT_LINES regex count]): a gtest binary run under
-# mpirun -np n, label `dist`. The binary is built once per name: a second call with the same
+#                      [EXPECT_LINES regex count] [LABELS label...]): a gtest binary run under
+# mpirun -np n, label `dist` (plus LABELS, e.g. gpu). The binary is built once per name: a second call with the same
 # name and another NP (sources may be omitted) registers the same binary again.
 # EXPECT_LINES: the test passes when exactly `count` output lines match `regex`, whatever
 # mpirun's exit status (for fault tests in which a rank dies).
 function(strata_add_dist_test name)
-  cmake_parse_arguments(ARG "" "NP" "ENV;MPIEXEC_ARGS;EXPECT_LINES" ${ARGN})
+  cmake_parse_arguments(ARG "" "NP" "ENV;MPIEXEC_ARGS;EXPECT_LINES;LABELS" ${ARGN})
   if(NOT TARGET ${name})
     add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
     target_link_libraries(${name} PRIVATE strata::strata GTest::gtest)
@@ -41,6 +41,6 @@ function(strata_add_dist_test name)
   else()
     add_test(NAME ${name}_np${ARG_NP} COMMAND ${cmd})
   endif()
-  set_tests_properties(${name}_np${ARG_NP} PROPERTIES LABELS dist PROCESSORS ${ARG_NP} TIMEOUT 120
+  set_tests_properties(${name}_np${ARG_NP} PROPERTIES LABELS "dist;${ARG_LABELS}" PROCESSORS ${ARG_NP} TIMEOUT 120
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;${ARG_ENV}")
 endfunction()

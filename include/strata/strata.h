@@ -32,6 +32,7 @@
 #include "strata/nn/module.h"
 #include "strata/parallel/ddp.h"
 #include "strata/tensor/allocator.h"
+#include "strata/tensor/cuda.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops.h"
 #include "strata/tensor/state_dict.h"

@@ -1,6 +1,7 @@
 #pragma once
 // The seam between init.cpp (no MPI headers) and the backends.
 #include <memory>
+#include <string>
 
 #include "strata/dist/process_group.h"
 
@@ -15,6 +16,9 @@ struct Backend {
 #ifdef STRATA_HAS_MPI
 Backend start_mpi();  // src/dist/mpi/runtime.cpp
 void stop_mpi();
+#endif
+#ifdef STRATA_HAS_NCCL
+std::unique_ptr<ProcessGroup> make_nccl_group(ProcessGroup& bootstrap, const std::string& name);  // src/dist/nccl
 #endif
 // A world of one process without MPI (src/dist/local/process_group_local.cpp).
 std::unique_ptr<ProcessGroup> make_local_world();

@@ -7,6 +7,7 @@
 
 #include "dist/backend.h"
 #include "strata/core/error.h"
+#include "strata/tensor/cuda.h"
 
 namespace strata::dist {
 namespace {
@@ -75,8 +76,9 @@ ProcessGroup& init(const InitOptions& options) {
     std::atexit(finalize_at_exit);
     registered = true;
   }
-  // CUDA device selection (options.select_gpu) belongs to the NCCL backend, not built yet.
-  (void)options.select_gpu;
+  // One GPU per local rank (ranks beyond the GPU count share them round robin: fine for
+  // the MPI group's host staging, refused by new_nccl_group).
+  if (options.select_gpu && cuda::device_count() > 0) cuda::set_device(g_local_rank % cuda::device_count());
   return *g_world;
 }
 
@@ -100,6 +102,25 @@ int local_rank() {
 int local_size() {
   world();
   return g_local_size;
+}
+
+std::unique_ptr<ProcessGroup> new_nccl_group(ProcessGroup& bootstrap, const std::string& name) {
+#ifdef STRATA_HAS_NCCL
+  return detail::make_nccl_group(bootstrap, name);
+#else
+  (void)name;
+  STRATA_FAIL("new_nccl_group over group '", bootstrap.name(), "': strata was built without NCCL (configure with "
+              "-DSTRATA_WITH_CUDA=ON -DSTRATA_WITH_NCCL=ON where CUDA and NCCL are installed); the MPI group takes "
+              "CUDA tensors by staging them through the host");
+#endif
+}
+
+bool nccl_is_built() {
+#ifdef STRATA_HAS_NCCL
+  return true;
+#else
+  return false;
+#endif
 }
 
 void finalize() {

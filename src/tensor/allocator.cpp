@@ -7,6 +7,7 @@
 
 #include "strata/core/error.h"
 #include "strata/tensor/storage.h"
+#include "tensor/cuda/cuda_backend.h"
 
 namespace strata {
 namespace cpu_allocator {
@@ -101,9 +102,7 @@ void empty_cache() {
 }  // namespace cpu_allocator
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
-  STRATA_CHECK(device.is_cpu(), "cannot allocate ", nbytes, " bytes on ", device,
-               ": CUDA tensors are not supported by this build of strata yet");
-  void* p = cpu_allocator::allocate(nbytes);
+  void* p = device.is_cpu() ? cpu_allocator::allocate(nbytes) : cuda_detail::allocate(nbytes, device.index);
   return std::shared_ptr<Storage>(new Storage(p, nbytes, device, {}, true));
 }
 
@@ -113,7 +112,11 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
 
 Storage::~Storage() {
   if (from_allocator_) {
-    cpu_allocator::deallocate(data_, nbytes_);
+    if (device_.is_cpu()) {
+      cpu_allocator::deallocate(data_, nbytes_);
+    } else {
+      cuda_detail::deallocate(data_, nbytes_, device_.index);
+    }
   } else if (deleter_) {
     deleter_(data_);
   }

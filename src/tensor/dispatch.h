@@ -5,8 +5,32 @@
 
 #include "strata/core/dtype.h"
 #include "strata/core/error.h"
+#include "strata/tensor/tensor.h"
 
 namespace strata::detail {
+
+// The CPU op running on this thread (set by dispatch_floating/dispatch_arith), so that the
+// host-pointer accessors (Tensor::raw_data, data<T>) can name the op when a CUDA tensor
+// reaches CPU code. Null outside a named dispatch.
+const char* current_cpu_op();
+class CpuOpScope {
+ public:
+  explicit CpuOpScope(const char* op);
+  ~CpuOpScope();
+  CpuOpScope(const CpuOpScope&) = delete;
+  CpuOpScope& operator=(const CpuOpScope&) = delete;
+
+ private:
+  const char* previous_;
+};
+
+// CPU kernels read and write host memory: a tensor on another device fails here, naming
+// the op and the device, before anything is allocated or dereferenced.
+inline void require_cpu(const char* op, const Tensor& t, const char* what = "input") {
+  if (t.defined() && !t.device().is_cpu()) [[unlikely]]
+    STRATA_FAIL(op, ": ", what, " of shape ", t.shape(), " is on ", t.device(),
+                "; this op runs only on CPU tensors so far (move it with .to(Device::cpu()))");
+}
 
 template <class F>
 decltype(auto) dispatch_all(DType dtype, F&& f) {
@@ -24,6 +48,7 @@ decltype(auto) dispatch_all(DType dtype, F&& f) {
 // float32 and float64: the dtypes every differentiable CPU op computes in.
 template <class F>
 decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
+  CpuOpScope scope(op);
   switch (dtype) {
     case DType::Float32: return f.template operator()<float>();
     case DType::Float64: return f.template operator()<double>();
@@ -35,6 +60,7 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
 // float32, float64, int32, int64: arithmetic without a 16-bit storage type.
 template <class F>
 decltype(auto) dispatch_arith(DType dtype, const char* op, F&& f) {
+  CpuOpScope scope(op);
   switch (dtype) {
     case DType::Float32: return f.template operator()<float>();
     case DType::Float64: return f.template operator()<double>();

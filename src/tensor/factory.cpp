@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "../../kernels/common/philox.h"
-#include "cpu/copy.h"
+#include "device_copy.h"
 #include "dispatch.h"
 
 namespace strata {
@@ -13,6 +13,11 @@ namespace {
 Tensor finish(Tensor t, const TensorOptions& options) {
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
+}
+
+// Generators without a device kernel yet fill a host tensor and move it.
+Tensor moved(Tensor host, const TensorOptions& options) {
+  return finish(host.to(options.device), options);
 }
 
 }  // namespace
@@ -29,7 +34,11 @@ Tensor empty(const Shape& shape, TensorOptions options) {
 
 Tensor zeros(const Shape& shape, TensorOptions options) {
   Tensor t = empty(shape, {.dtype = options.dtype, .device = options.device});
-  std::memset(t.raw_data(), 0, t.nbytes());  // all-zero bits are 0 in every dtype
+  if (t.device().is_cpu()) {
+    std::memset(t.raw_data(), 0, t.nbytes());  // all-zero bits are 0 in every dtype
+  } else {
+    detail::fill_any(t, 0.0);
+  }
   return finish(t, options);
 }
 
@@ -37,11 +46,12 @@ Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0,
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
   Tensor t = empty(shape, {.dtype = options.dtype, .device = options.device});
-  cpu::fill(t, value);
+  detail::fill_any(t, value);
   return finish(t, options);
 }
 
 Tensor arange(int64_t start, int64_t end, int64_t step, TensorOptions options) {
+  if (!options.device.is_cpu()) return moved(arange(start, end, step, {.dtype = options.dtype}), options);
   STRATA_CHECK(step != 0, "arange: step must be nonzero");
   int64_t n = step > 0 ? (end - start + step - 1) / step : (start - end - step - 1) / (-step);
   if (n < 0) n = 0;
@@ -54,6 +64,7 @@ Tensor arange(int64_t start, int64_t end, int64_t step, TensorOptions options) {
 }
 
 Tensor randn(const Shape& shape, TensorOptions options, Generator* gen) {
+  if (!options.device.is_cpu()) return moved(randn(shape, {.dtype = options.dtype}, gen), options);
   Generator& g = gen ? *gen : default_generator();
   const uint64_t seed = g.seed(), offset = g.next_offset();
   Tensor t = empty(shape, {.dtype = options.dtype, .device = options.device});
@@ -68,6 +79,7 @@ Tensor randn(const Shape& shape, TensorOptions options, Generator* gen) {
 }
 
 Tensor rand(const Shape& shape, TensorOptions options, Generator* gen) {
+  if (!options.device.is_cpu()) return moved(rand(shape, {.dtype = options.dtype}, gen), options);
   Generator& g = gen ? *gen : default_generator();
   const uint64_t seed = g.seed(), offset = g.next_offset();
   Tensor t = empty(shape, {.dtype = options.dtype, .device = options.device});
@@ -83,6 +95,7 @@ Tensor rand(const Shape& shape, TensorOptions options, Generator* gen) {
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options, Generator* gen) {
+  if (!options.device.is_cpu()) return moved(randint(low, high, shape, {.dtype = options.dtype}, gen), options);
   STRATA_CHECK(high > low, "randint: empty range [", low, ", ", high, ")");
   Generator& g = gen ? *gen : default_generator();
   const uint64_t seed = g.seed(), offset = g.next_offset();
@@ -119,7 +132,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
                " values for shape ", shape, " (", shape.numel(), " elements)");
   Tensor src = from_blob(const_cast<T*>(values.data()), shape, dtype_v<T>);
   Tensor t = empty(shape, {.dtype = options.dtype, .device = options.device});
-  cpu::copy_strided(t, src);
+  detail::copy_any(t, src);
   return finish(t, options);
 }
 template Tensor from_vector(const std::vector<float>&, const Shape&, TensorOptions);

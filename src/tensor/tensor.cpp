@@ -1,6 +1,8 @@
 #include "strata/tensor/tensor.h"
 
 #include "cpu/copy.h"
+#include "cuda/cuda_backend.h"
+#include "device_copy.h"
 #include "dispatch.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
@@ -21,20 +23,55 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-void* Tensor::raw_data() const {
+namespace detail {
+namespace {
+thread_local const char* t_cpu_op = nullptr;
+}
+const char* current_cpu_op() { return t_cpu_op; }
+CpuOpScope::CpuOpScope(const char* op) : previous_(t_cpu_op) { t_cpu_op = op; }
+CpuOpScope::~CpuOpScope() { t_cpu_op = previous_; }
+
+void copy_any(const Tensor& dst, const Tensor& src) {
+  if (dst.device().is_cpu() && src.device().is_cpu()) {
+    cpu::copy_strided(dst, src);
+  } else {
+    cuda_detail::copy(dst, src);
+  }
+}
+
+void fill_any(const Tensor& dst, double value) {
+  switch (dst.device().type) {
+    case DeviceType::CPU: cpu::fill(dst, value); return;
+    case DeviceType::CUDA: cuda_detail::fill(dst, value); return;
+  }
+}
+}  // namespace detail
+
+void* Tensor::data_ptr() const {
   const TensorImpl& t = checked();
   return static_cast<char*>(t.storage->data()) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
 }
 
+void* Tensor::raw_data() const {
+  const TensorImpl& t = checked();
+  if (!t.storage->device().is_cpu()) [[unlikely]] {
+    const char* op = detail::current_cpu_op();
+    STRATA_FAIL(op ? op : "a CPU op", ": ", t.dtype, " tensor of shape ", t.shape, " is on ", t.storage->device(),
+                ", and this code reads host memory; it has no ", t.storage->device().is_cuda() ? "CUDA" : "device",
+                " path yet (move the tensor with .to(Device::cpu()))");
+  }
+  return data_ptr();
+}
+
 double Tensor::item() const {
   STRATA_CHECK(numel() == 1, "item(): tensor of shape ", shape(), " has ", numel(), " elements, expected 1");
-  STRATA_CHECK(device().is_cpu(), "item(): tensor is on ", device());
+  if (!device().is_cpu()) return to(Device::cpu()).item();
   return detail::dispatch_all(dtype(), [&]<class T>() { return detail::convert<double>(*static_cast<T*>(raw_data())); });
 }
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  Tensor c = contiguous();
+  Tensor c = device().is_cpu() ? contiguous() : to(Device::cpu());
   std::vector<T> out(static_cast<size_t>(numel()));
   detail::dispatch_all(dtype(), [&]<class S>() {
     const S* s = static_cast<const S*>(c.raw_data());
@@ -56,7 +93,7 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), {.dtype = dtype(), .device = device()});
-  cpu::copy_strided(out, *this);
+  detail::copy_any(out, *this);
   if (autograd::needs_grad({*this})) {
     autograd::record("CloneBackward", {*this}, {out}, [](autograd::BackwardContext& ctx) {
       return std::vector<Tensor>{ctx.grad(0)};
@@ -68,7 +105,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor out = empty(shape(), {.dtype = target, .device = device()});
-  cpu::copy_strided(out, *this);
+  detail::copy_any(out, *this);
   if (is_floating(target) && autograd::needs_grad({*this})) {
     DType source = dtype();
     autograd::record("ToDTypeBackward", {*this}, {out}, [source](autograd::BackwardContext& ctx) {
@@ -80,7 +117,15 @@ Tensor Tensor::to(DType target) const {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
-  STRATA_FAIL("to(", target, "): moving tensors between devices needs a CUDA build of strata");
+  Tensor out = empty(shape(), {.dtype = dtype(), .device = target});
+  detail::copy_any(out, *this);
+  if (autograd::needs_grad({*this})) {
+    Device source = device();
+    autograd::record("ToDeviceBackward", {*this}, {out}, [source](autograd::BackwardContext& ctx) {
+      return std::vector<Tensor>{ctx.grad(0).to(source)};
+    });
+  }
+  return out;
 }
 
 Tensor& Tensor::zero_() { return fill_(0.0); }
@@ -88,7 +133,7 @@ Tensor& Tensor::zero_() { return fill_(0.0); }
 Tensor& Tensor::fill_(double value) {
   STRATA_CHECK(!(grad_enabled() && requires_grad()),
                "fill_: in-place write to a tensor that requires grad; wrap it in NoGradGuard");
-  cpu::fill(*this, value);
+  detail::fill_any(*this, value);
   return *this;
 }
 
@@ -97,7 +142,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
                "copy_: in-place write to a tensor that requires grad; wrap it in NoGradGuard");
   STRATA_CHECK(src.shape() == shape(), "copy_: source shape ", src.shape(), " differs from destination shape ",
                shape());
-  cpu::copy_strided(*this, src);
+  detail::copy_any(*this, src);
   return *this;
 }
 

@@ -9,10 +9,12 @@
 namespace strata::dist {
 
 struct InitOptions {
-  // Timeout of the world group's ops (groups split from it inherit it). (NCCL groups for
-  // CUDA tensors will be created with new_nccl_group, bootstrapped over this one.)
+  // Timeout of the world group's ops (groups split from it, and NCCL groups made over it,
+  // inherit it).
   std::chrono::milliseconds timeout = kDefaultTimeout;
-  bool select_gpu = true;  // cudaSetDevice(local_rank % device count) in CUDA builds (not yet: NCCL work)
+  // Where GPUs are visible: makes cuda:(local_rank % device count) the calling thread's
+  // current device, the device new_nccl_group and Device-less CUDA code then use.
+  bool select_gpu = true;
 };
 
 // Initialises MPI once and returns the world group. Every MPI call of the process (the
@@ -28,6 +30,18 @@ bool is_initialized();
 ProcessGroup& world();  // throws when not initialised (or after finalize)
 int local_rank();       // OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, or a shared-memory split
 int local_size();
+// An NCCL group of every rank of `bootstrap` (the world, or a group split from it) for
+// CUDA tensors on the calling thread's current device (see InitOptions::select_gpu).
+// Collective over `bootstrap`: rank 0 creates NCCL's unique id and `bootstrap` broadcasts
+// it. NCCL allows one rank per GPU: ranks sharing a GPU are named and refused. Sub-groups:
+// split() on the result (ncclCommSplit). The group inherits bootstrap's timeout; its name
+// is `name`, or "nccl(<bootstrap's name>)". Throws "strata was built without NCCL" in
+// builds without it, and names the device where no GPU is usable. See docs/distributed.md
+// for the stream semantics of wait() and synchronize().
+std::unique_ptr<ProcessGroup> new_nccl_group(ProcessGroup& bootstrap, const std::string& name = "");
+// True when strata was built with NCCL (new_nccl_group can work where a GPU is visible).
+bool nccl_is_built();
+
 // Waits for outstanding work, destroys groups and finalises MPI. Safe to call twice; runs
 // at exit when the program did not call it. Using a group afterwards raises strata::Error.
 void finalize();

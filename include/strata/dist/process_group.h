@@ -28,10 +28,25 @@ namespace strata::dist {
 // dtypes: float32, float64, bfloat16, float16, int32, int64. ReduceOp::Avg is a sum divided
 // by N and needs a floating dtype (integer Avg is rejected rather than truncated).
 //
+// Devices: the MPI and local groups take CPU tensors, and CUDA tensors by staging them
+// through host memory (the result reaches the CUDA tensor when the Work is waited on or
+// reports completion). NCCL groups (dist::new_nccl_group) take CUDA tensors on their device.
+//
 // Faults: every op has the group's timeout, counted from its issue. An op that does not
 // complete in time fails (Work::wait throws) with a message naming the op, its sequence
 // number in the group, the group and the ranks that have not reached it; the group is
 // unusable afterwards (later calls throw, saying why). Issue a group's ops from one thread.
+// One send or receive of a batch (ProcessGroup::batch_send_recv).
+struct P2POp {
+  enum class Kind : uint8_t { Send, Recv };
+  Kind kind = Kind::Send;
+  Tensor tensor;  // send: the data; recv: where it lands (same size as the matching send)
+  int peer = 0;   // group rank of the destination (send) or source (recv)
+
+  static P2POp send(const Tensor& tensor, int dst) { return {Kind::Send, tensor, dst}; }
+  static P2POp recv(const Tensor& tensor, int src) { return {Kind::Recv, tensor, src}; }
+};
+
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
@@ -50,6 +65,11 @@ class ProcessGroup {
   virtual WorkPtr send(const Tensor& tensor, int dst) = 0;
   virtual WorkPtr recv(Tensor& tensor, int src) = 0;
   virtual WorkPtr barrier() = 0;
+  // Several sends and receives issued together; the one Work completes when all of them
+  // have. Order inside a batch does not matter (no deadlock when two ranks both send first):
+  // MPI progresses the ops together, NCCL fuses them into one group call. Each op is checked
+  // and counted in stats() as a send or recv. The default issues them one by one.
+  virtual WorkPtr batch_send_recv(std::span<const P2POp> ops);
 
   // A new group of the listed ranks of this group (group ranks, ascending, including this
   // rank's); collective over this group: every member calls it with its own list, and the

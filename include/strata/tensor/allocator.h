@@ -24,4 +24,17 @@ void empty_cache();  // returns every cached block to the system
 size_t rounded_size(size_t nbytes);
 }  // namespace cpu_allocator
 
+// The CUDA caching allocator: device blocks (cudaMalloc) in size-bucketed free lists, one
+// cache per device, so a repeated step makes no cudaMalloc/cudaFree (each of which
+// synchronises the device). A freed block is reused by later work on the same (default)
+// stream, which runs after any earlier use of it; tensors used on another stream (NCCL's
+// comm stream) are kept alive by their Work until that stream is done with them. In a build
+// without CUDA, stats() is empty and the rest do nothing.
+namespace cuda_allocator {
+AllocatorStats stats(int device = 0);
+void reset_peak(int device = 0);
+void empty_cache();  // cudaFree of every cached block on every device
+size_t rounded_size(size_t nbytes);  // 512-byte multiples, then 8 steps per power of two
+}  // namespace cuda_allocator
+
 }  // namespace strata

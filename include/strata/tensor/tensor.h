@@ -52,7 +52,9 @@ class Tensor {
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return checked().storage; }
 
-  // Pointer to the first element; T must match dtype().
+  // Host pointer to the first element, for CPU code; T must match dtype(). Both throw for a
+  // tensor on another device (naming the CPU op that asked, when known), so CPU code never
+  // dereferences device memory.
   template <class T>
   T* data() const {
     STRATA_CHECK(dtype() == dtype_v<T>, "data<", dtype_name(dtype_v<T>), ">() called on a ", dtype(), " tensor of shape ",
@@ -60,6 +62,9 @@ class Tensor {
     return static_cast<T*>(raw_data());
   }
   void* raw_data() const;
+  // Pointer to the first element on whatever device holds it (a device pointer for CUDA
+  // tensors): for device-aware code (CUDA kernels, NCCL), never for host loops.
+  void* data_ptr() const;
 
   // The single value of a one-element tensor, converted to double.
   double item() const;
@@ -81,6 +86,8 @@ class Tensor {
   Tensor contiguous() const;                // *this when already contiguous
   Tensor clone() const;                     // always a fresh contiguous copy
   Tensor to(DType dtype) const;             // *this when the dtype matches
+  // A copy on `device` (*this when already there); differentiable. Host <-> CUDA copies
+  // return when the data has arrived.
   Tensor to(Device device) const;
 
   // --- autograd ---
@@ -101,7 +108,7 @@ class Tensor {
   // --- in place, not recorded by autograd (optimizers, initialisers) ---
   Tensor& zero_();
   Tensor& fill_(double value);
-  Tensor& copy_(const Tensor& src);  // same shape; converts dtype
+  Tensor& copy_(const Tensor& src);  // same shape; converts dtype; any devices
 
   std::string to_string() const;  // values (abbreviated when large), shape, dtype
 

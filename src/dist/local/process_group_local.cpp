@@ -1,11 +1,13 @@
 // A world of one process without MPI (builds with STRATA_WITH_MPI=OFF, or when a singleton
 // MPI start fails without a launcher). Every op completes on the calling thread: all_reduce
 // and broadcast leave the tensor as it is, all_gather/reduce_scatter/all_to_all copy, and
-// send/recv (which would need a peer) are rejected.
+// send/recv (which would need a peer) are rejected. CUDA tensors are accepted (copies run on
+// the device).
 #include <cstring>
 #include <mutex>
 
 #include "dist/backend.h"
+#include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
 #include "strata/dist/init.h"
 
@@ -75,8 +77,7 @@ class ProcessGroupLocal final : public ProcessGroup {
   }
   void check(const Tensor& t, const char* op) const {
     alive(op);
-    STRATA_CHECK(t.defined() && t.device().is_cpu() && t.is_contiguous(), op,
-                 ": the tensor must be a defined, contiguous CPU tensor");
+    STRATA_CHECK(t.defined() && t.is_contiguous(), op, ": the tensor must be a defined, contiguous tensor");
   }
   WorkPtr count(OpType type, uint64_t bytes) {
     std::lock_guard<std::mutex> lk(mu_);
@@ -90,7 +91,13 @@ class ProcessGroupLocal final : public ProcessGroup {
     STRATA_CHECK(out.dtype() == in.dtype() && out.numel() == in.numel(), op, ": out (", out.dtype(), ", ",
                  out.numel(), " elements) and in (", in.dtype(), ", ", in.numel(), " elements) must match in a "
                  "world of one");
-    if (out.numel() > 0 && out.raw_data() != in.raw_data()) std::memmove(out.raw_data(), in.raw_data(), in.nbytes());
+    if (out.numel() == 0 || out.data_ptr() == in.data_ptr()) return count(type, in.nbytes());
+    if (out.device().is_cpu() && in.device().is_cpu()) {
+      std::memmove(out.raw_data(), in.raw_data(), in.nbytes());
+    } else {  // CUDA tensors (or mixed): a device copy
+      NoGradGuard no_grad;
+      out.view({out.numel()}).copy_(in.view({in.numel()}));
+    }
     return count(type, in.nbytes());
   }
   mutable std::mutex mu_;

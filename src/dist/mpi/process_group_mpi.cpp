@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "dist/host_staging.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {
@@ -118,7 +119,7 @@ int mpi_count(int64_t n, const char* op) {
 void check_tensor(const Tensor& t, const char* op, const char* what) {
   STRATA_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
   STRATA_CHECK(t.device().is_cpu(), op, ": ", what, " is on ", t.device(),
-               "; the MPI process group takes CPU tensors");
+               "; the MPI process group takes CPU tensors (CUDA tensors are staged through the host)");
   STRATA_CHECK(t.is_contiguous(), op, ": ", what, " of shape ", t.shape(),
                " is not contiguous; pass .contiguous() (and copy the result back)");
 }
@@ -256,6 +257,8 @@ WorkPtr ProcessGroupMPI::submit(std::unique_ptr<Op> op, std::optional<OpType> ty
 }
 
 WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
+  // CUDA tensors: the same op on host copies (dist/host_staging.h).
+  if (staging::needs(tensor)) return staging::all_reduce(*this, tensor, rop);
   engine("all_reduce");
   check_tensor(tensor, "all_reduce", "tensor");
   DType d = tensor.dtype();
@@ -292,6 +295,7 @@ WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
 }
 
 WorkPtr ProcessGroupMPI::broadcast(Tensor& tensor, int root) {
+  if (staging::needs(tensor)) return staging::broadcast(*this, tensor, root);
   Engine& e = engine("broadcast");
   check_tensor(tensor, "broadcast", "tensor");
   STRATA_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is out of range for group '", name_,
@@ -309,6 +313,7 @@ WorkPtr ProcessGroupMPI::broadcast(Tensor& tensor, int root) {
 }
 
 WorkPtr ProcessGroupMPI::all_gather(Tensor& out, const Tensor& in) {
+  if (staging::needs(out, in)) return staging::all_gather(*this, out, in);
   Engine& e = engine("all_gather");
   check_tensor(out, "all_gather", "out");
   check_tensor(in, "all_gather", "in");
@@ -343,6 +348,7 @@ WorkPtr ProcessGroupMPI::all_gather(Tensor& out, const Tensor& in) {
 }
 
 WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp rop) {
+  if (staging::needs(out, in)) return staging::reduce_scatter(*this, out, in, rop);
   Engine& e = engine("reduce_scatter");
   check_tensor(out, "reduce_scatter", "out");
   check_tensor(in, "reduce_scatter", "in");
@@ -392,6 +398,7 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp 
 }
 
 WorkPtr ProcessGroupMPI::all_to_all(Tensor& out, const Tensor& in) {
+  if (staging::needs(out, in)) return staging::all_to_all(*this, out, in);
   Engine& e = engine("all_to_all");
   check_tensor(out, "all_to_all", "out");
   check_tensor(in, "all_to_all", "in");
@@ -418,6 +425,7 @@ constexpr int kTagP2P = 11;
 }
 
 WorkPtr ProcessGroupMPI::send(const Tensor& tensor, int dst) {
+  if (staging::needs(tensor)) return staging::send(*this, tensor, dst);
   engine("send");
   check_tensor(tensor, "send", "tensor");
   STRATA_CHECK(dst >= 0 && dst < size_, "send: destination rank ", dst, " is out of range for group '", name_,
@@ -433,6 +441,7 @@ WorkPtr ProcessGroupMPI::send(const Tensor& tensor, int dst) {
 }
 
 WorkPtr ProcessGroupMPI::recv(Tensor& tensor, int src) {
+  if (staging::needs(tensor)) return staging::recv(*this, tensor, src);
   engine("recv");
   check_tensor(tensor, "recv", "tensor");
   STRATA_CHECK(src >= 0 && src < size_, "recv: source rank ", src, " is out of range for group '", name_,

@@ -103,6 +103,9 @@ bool attention_blas_layout(const Tensor& t) {
 }
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& probs) {
+  detail::require_cpu("attention", q, "q");
+  detail::require_cpu("attention", k, "k");
+  detail::require_cpu("attention", v, "v");
   const int64_t batch = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t bh_count = batch * heads;
   if (bh_count == 0 || t == 0 || d == 0) return;
@@ -134,6 +137,10 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& probs, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  detail::require_cpu("attention_backward", grad_out, "grad_out");
+  detail::require_cpu("attention_backward", q, "q");
+  detail::require_cpu("attention_backward", k, "k");
+  detail::require_cpu("attention_backward", v, "v");
   const int64_t batch = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t bh_count = batch * heads;
   if (bh_count == 0 || t == 0 || d == 0) return;

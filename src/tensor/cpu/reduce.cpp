@@ -6,6 +6,7 @@
 namespace strata::cpu {
 
 Tensor sum_keepdim(const Tensor& x_in, const std::vector<bool>& reduced) {
+  detail::require_cpu("sum", x_in, "x");
   const size_t nd = x_in.shape().size();
   Shape out_shape = x_in.shape();
   for (size_t d = 0; d < nd; ++d)
@@ -58,6 +59,7 @@ Tensor sum_keepdim(const Tensor& x_in, const std::vector<bool>& reduced) {
 }
 
 void max_keepdim(const Tensor& x_in, int64_t dim, Tensor* values, Tensor* indices) {
+  detail::require_cpu("max", x_in, "x");
   Tensor x = x_in.contiguous();
   Shape out_shape = x.shape();
   const int64_t n = out_shape[static_cast<size_t>(dim)];

@@ -1,0 +1,19 @@
+#pragma once
+// CUDA devices as seen from the library (no CUDA headers here). In a build without CUDA every
+// query answers "none" and every call that needs a GPU throws "strata was built without CUDA".
+//
+// Streams: strata's CUDA work (copies, kernels) runs on the device's default stream, the
+// "current stream" that NCCL work orders itself against (docs/distributed.md).
+namespace strata::cuda {
+
+bool is_built();         // strata was compiled with CUDA
+int device_count();      // visible GPUs; 0 without a GPU, a driver, or a CUDA build
+bool is_available();     // device_count() > 0
+// The calling thread's current device (CUDA keeps it per host thread). set_device throws
+// naming the device when it does not exist.
+void set_device(int index);
+int current_device();
+// Blocks until every stream of `device` (-1: the current one) is idle.
+void synchronize(int device = -1);
+
+}  // namespace strata::cuda

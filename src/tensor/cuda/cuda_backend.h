@@ -1,0 +1,24 @@
+#pragma once
+// The seam between device-generic tensor code (which never includes CUDA headers) and
+// src/tensor/cuda/*.cpp. A build without CUDA compiles src/tensor/cuda_unavailable.cpp
+// instead, whose definitions throw "strata was built without CUDA".
+#include <cstddef>
+
+#include "strata/tensor/tensor.h"
+
+namespace strata::cuda_detail {
+
+// Throws naming `device` and `what` when the device cannot be used: no CUDA build, no GPU
+// or driver, or an index past the last GPU.
+void check_device(Device device, const char* what);
+void* allocate(size_t nbytes, int device);
+void deallocate(void* ptr, size_t nbytes, int device);
+// dst = src element by element (shapes equal, dtypes may differ), at least one on CUDA.
+// Synchronous for the host: when dst is on the CPU it holds the values on return.
+void copy(const Tensor& dst, const Tensor& src);
+// dst (on CUDA) = value, converted to dst's dtype.
+void fill(const Tensor& dst, double value);
+// The stream strata's CUDA work of the calling thread runs on (a cudaStream_t).
+void* current_stream(int device);
+
+}  // namespace strata::cuda_detail

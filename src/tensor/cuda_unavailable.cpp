@@ -1,0 +1,44 @@
+// A build without CUDA: the CUDA seam (tensor/cuda/cuda_backend.h) and the public queries
+// (strata/tensor/cuda.h) answer "no devices" and refuse CUDA work with one clear message.
+#include "strata/core/error.h"
+#include "strata/tensor/allocator.h"
+#include "strata/tensor/cuda.h"
+#include "tensor/cuda/cuda_backend.h"
+
+namespace strata {
+namespace {
+
+[[noreturn]] void no_cuda(const char* what, Device device) {
+  STRATA_FAIL(what, ": ", device, " is not available: strata was built without CUDA (configure with "
+              "-DSTRATA_WITH_CUDA=ON where the CUDA toolkit is installed)");
+}
+
+}  // namespace
+
+namespace cuda {
+bool is_built() { return false; }
+int device_count() { return 0; }
+bool is_available() { return false; }
+void set_device(int index) { no_cuda("cuda::set_device", Device::cuda(index)); }
+int current_device() { no_cuda("cuda::current_device", Device::cuda(0)); }
+void synchronize(int device) { no_cuda("cuda::synchronize", Device::cuda(device < 0 ? 0 : device)); }
+}  // namespace cuda
+
+namespace cuda_allocator {
+AllocatorStats stats(int) { return {}; }
+void reset_peak(int) {}
+void empty_cache() {}
+size_t rounded_size(size_t nbytes) { return cpu_allocator::rounded_size(nbytes); }
+}  // namespace cuda_allocator
+
+namespace cuda_detail {
+void check_device(Device device, const char* what) { no_cuda(what, device); }
+void* allocate(size_t, int device) { no_cuda("Storage::allocate", Device::cuda(device)); }
+void deallocate(void*, size_t, int) {}
+void copy(const Tensor& dst, const Tensor& src) {
+  no_cuda("copy", dst.device().is_cuda() ? dst.device() : src.device());
+}
+void fill(const Tensor& dst, double) { no_cuda("fill", dst.device()); }
+void* current_stream(int) { return nullptr; }
+}  // namespace cuda_detail
+}  // namespace strata

@@ -1,0 +1,135 @@
+// CUDA tensors on a real GPU (label gpu): storage, copies between devices, dtype conversion,
+// fill, the caching allocator. Skips where no GPU is visible.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+using testing::expect_error_mentions;
+
+const std::vector<DType> kDtypes{DType::Float32, DType::Float64, DType::BFloat16,
+                                 DType::Float16, DType::Int32,   DType::Int64};
+
+class CudaTensor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::is_built()) GTEST_SKIP() << "strata was built without CUDA";
+    if (!cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  }
+  const Device gpu = Device::cuda(0);
+};
+
+TEST_F(CudaTensor, RoundTripEveryDtype) {
+  const std::vector<double> v{1.5, -2, 3, 0, 7, 100};
+  for (DType d : kDtypes) {
+    Tensor host = from_vector(v, {2, 3}).to(d);
+    Tensor dev = host.to(gpu);
+    EXPECT_EQ(dev.device(), gpu);
+    EXPECT_EQ(dev.dtype(), d);
+    EXPECT_EQ(dev.shape(), host.shape());
+    Tensor back = dev.to(Device::cpu());
+    EXPECT_TRUE(back.device().is_cpu());
+    EXPECT_EQ(back.to_vector<double>(), host.to_vector<double>()) << d;
+    EXPECT_EQ(dev.to_vector<double>(), host.to_vector<double>()) << d;  // to_vector moves to the host itself
+  }
+}
+
+TEST_F(CudaTensor, StridedViewsAndConversions) {
+  Tensor x = arange(0, 12, 1, {.dtype = DType::Float32}).view({3, 4});
+  Tensor xt = x.transpose(0, 1);
+  EXPECT_EQ(xt.to(gpu).to_vector<float>(), xt.contiguous().to_vector<float>());  // strided host source
+  Tensor d = x.to(gpu);
+  Tensor dt = d.transpose(0, 1);  // strided device source
+  EXPECT_FALSE(dt.is_contiguous());
+  EXPECT_EQ(dt.to(Device::cpu()).to_vector<float>(), xt.contiguous().to_vector<float>());
+  EXPECT_EQ(dt.contiguous().to_vector<float>(), xt.contiguous().to_vector<float>());
+  EXPECT_EQ(d.narrow(1, 1, 2).to_vector<float>(), x.narrow(1, 1, 2).contiguous().to_vector<float>());
+  // float32 <-> bfloat16/float16 on the device round exactly as on the CPU.
+  Tensor r = randn({1000}, {.dtype = DType::Float32});
+  for (DType h : {DType::BFloat16, DType::Float16}) {
+    Tensor on_gpu = r.to(gpu).to(h);
+    EXPECT_EQ(on_gpu.device(), gpu);
+    EXPECT_EQ(on_gpu.to(DType::Float32).to_vector<float>(), r.to(h).to(DType::Float32).to_vector<float>()) << h;
+  }
+  // Other conversions (staged through the host).
+  EXPECT_EQ(d.to(DType::Float64).to_vector<double>(), x.to(DType::Float64).to_vector<double>());
+  EXPECT_EQ(d.to(DType::Int32).to_vector<int32_t>(), x.to(DType::Int32).to_vector<int32_t>());
+}
+
+TEST_F(CudaTensor, FillZerosFull) {
+  for (DType d : kDtypes) {
+    EXPECT_EQ(zeros({5}, {.dtype = d, .device = gpu}).to_vector<double>(), std::vector<double>(5, 0.0)) << d;
+    EXPECT_EQ(ones({5}, {.dtype = d, .device = gpu}).to_vector<double>(), std::vector<double>(5, 1.0)) << d;
+    EXPECT_EQ(full({3}, -3, {.dtype = d, .device = gpu}).to_vector<double>(), std::vector<double>(3, -3.0)) << d;
+  }
+  // fill_ on a strided view leaves the other elements alone.
+  Tensor m = zeros({3, 4}, {.device = gpu});
+  m.narrow(1, 2, 1).fill_(5.0);
+  std::vector<float> expect(12, 0.0f);
+  for (int r = 0; r < 3; ++r) expect[static_cast<size_t>(r * 4 + 2)] = 5.0f;
+  EXPECT_EQ(m.to_vector<float>(), expect);
+  m.zero_();
+  EXPECT_EQ(m.to_vector<float>(), std::vector<float>(12, 0.0f));
+}
+
+TEST_F(CudaTensor, CopyBetweenDevices) {
+  Tensor src = from_vector<float>({1, 2, 3, 4}, {4});
+  Tensor dev = zeros({4}, {.dtype = DType::Float64, .device = gpu});
+  dev.copy_(src);  // host -> device with conversion
+  EXPECT_EQ(dev.to_vector<double>(), (std::vector<double>{1, 2, 3, 4}));
+  Tensor dev2 = empty({4}, {.dtype = DType::Float64, .device = gpu});
+  dev2.copy_(dev);  // device -> device
+  Tensor host = zeros({4}, {.dtype = DType::Int64});
+  host.copy_(dev2);  // device -> host with conversion
+  EXPECT_EQ(host.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(scalar_tensor(2.5, {.device = gpu}).item(), 2.5);
+}
+
+TEST_F(CudaTensor, CachingAllocatorReusesBlocks) {
+  cuda::synchronize();
+  cuda_allocator::empty_cache();
+  AllocatorStats s0 = cuda_allocator::stats(0);
+  { Tensor a = empty({1000}, {.device = gpu}); }
+  AllocatorStats s1 = cuda_allocator::stats(0);
+  EXPECT_EQ(s1.requests, s0.requests + 1);
+  EXPECT_EQ(s1.system_allocs, s0.system_allocs + 1);
+  EXPECT_EQ(s1.in_use_bytes, s0.in_use_bytes);
+  EXPECT_EQ(s1.cached_bytes, s0.cached_bytes + cuda_allocator::rounded_size(4000));
+  { Tensor b = empty({1000}, {.device = gpu}); }  // served from the cache
+  AllocatorStats s2 = cuda_allocator::stats(0);
+  EXPECT_EQ(s2.requests, s1.requests + 1);
+  EXPECT_EQ(s2.system_allocs, s1.system_allocs);
+  EXPECT_GE(s2.peak_in_use_bytes, cuda_allocator::rounded_size(4000));
+  cuda_allocator::empty_cache();
+  EXPECT_EQ(cuda_allocator::stats(0).cached_bytes, 0u);
+}
+
+TEST_F(CudaTensor, ErrorsNameOpAndDevice) {
+  Tensor a = ones({4}, {.device = gpu});
+  expect_error_mentions([&] { (void)add(a, a); }, {"add", "cuda:0"});
+  expect_error_mentions([&] { (void)a.data<float>(); }, {"cuda:0", "host memory"});
+  const int n = cuda::device_count();
+  expect_error_mentions([&] { (void)zeros({1}, {.device = Device::cuda(n)}); },
+                        {"cuda:" + std::to_string(n), "does not exist"});
+}
+
+TEST_F(CudaTensor, GeneratorsMatchTheCpu) {
+  Generator g1(7), g2(7);
+  EXPECT_EQ(randn({64}, {.device = gpu}, &g1).to_vector<float>(), randn({64}, {}, &g2).to_vector<float>());
+  EXPECT_EQ(arange(0, 5, 1, {.dtype = DType::Int64, .device = gpu}).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
+TEST_F(CudaTensor, ToDeviceIsDifferentiable) {
+  Tensor x = ones({3}, {.requires_grad = true});
+  Tensor y = x.to(gpu).to(Device::cpu());
+  sum(mul(y, 2.0)).backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_TRUE(x.grad().device().is_cpu());
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 2, 2}));
+}
+
+}  // namespace
+}  // namespace strata

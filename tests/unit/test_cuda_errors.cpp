@@ -1,0 +1,145 @@
+// CUDA tensors where no GPU code exists or no GPU is present: every path must throw a
+// strata::Error naming the op and the device, never dereference a device pointer on the
+// host. Runs without a GPU: the "CUDA" tensors wrap a dummy pointer that is never read.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "strata/dist/init.h"
+#include "test_util.h"
+
+namespace strata {
+namespace {
+
+using testing::error_of;
+using testing::expect_contains;
+using testing::expect_error_mentions;
+
+// A float32 tensor on cuda:0 over a host block nobody may read through it: if a CPU loop
+// did read it, the values would be garbage but the test would not crash, so the assertions
+// on the thrown error are what catches a missing check.
+struct FakeCuda {
+  std::vector<float> backing = std::vector<float>(64, 1.0f);
+  Tensor make(const Shape& shape, DType dtype = DType::Float32) {
+    return from_blob(backing.data(), shape, dtype, {}, Device::cuda(0));
+  }
+};
+
+TEST(CudaErrors, CpuOpsNameTheOpAndTheDevice) {
+  FakeCuda f;
+  Tensor a = f.make({2, 3});
+  Tensor c = ones({2, 3});
+  expect_error_mentions([&] { (void)add(a, a); }, {"add", "cuda:0", "CPU"});
+  expect_error_mentions([&] { (void)mul(a, 2.0); }, {"mul", "cuda:0"});
+  expect_error_mentions([&] { (void)exp(a); }, {"exp", "cuda:0"});
+  expect_error_mentions([&] { (void)sum(a); }, {"sum", "cuda:0"});
+  expect_error_mentions([&] { (void)max(a, 1); }, {"max", "cuda:0"});
+  expect_error_mentions([&] { (void)gelu(a); }, {"gelu", "cuda:0"});
+  expect_error_mentions([&] { (void)relu(a); }, {"relu", "cuda:0"});
+  expect_error_mentions([&] { (void)softmax(a, -1); }, {"softmax", "cuda:0"});
+  expect_error_mentions([&] { (void)matmul(a, f.make({3, 2})); }, {"matmul", "cuda:0"});
+  expect_error_mentions([&] { (void)layer_norm(a, Tensor(), Tensor()); }, {"layer_norm", "cuda:0"});
+  expect_error_mentions([&] { (void)dropout(a, 0.5, true); }, {"dropout", "cuda:0"});
+  Tensor idx = from_blob(f.backing.data(), {2}, DType::Int64, {}, Device::cuda(0));
+  expect_error_mentions([&] { (void)embedding(idx, c); }, {"embedding", "cuda:0"});
+  // Mixed devices.
+  expect_error_mentions([&] { (void)add(c, a); }, {"add", "cuda:0"});
+}
+
+TEST(CudaErrors, HostAccessorsRefuseDeviceMemory) {
+  FakeCuda f;
+  Tensor a = f.make({4});
+  expect_error_mentions([&] { (void)a.data<float>(); }, {"cuda:0", "host memory", ".to(Device::cpu())"});
+  expect_error_mentions([&] { (void)a.raw_data(); }, {"cuda:0", "host memory"});
+  // The device-agnostic pointer is allowed: it is what CUDA and NCCL code use.
+  EXPECT_EQ(a.data_ptr(), static_cast<void*>(f.backing.data()));
+}
+
+// Where there is no usable GPU (a build without CUDA, or no GPU on this machine) every path
+// that needs one says so, naming the device; nothing crashes.
+TEST(CudaErrors, NoGpuMessages) {
+  if (cuda::is_available()) GTEST_SKIP() << "a GPU is visible: the no-GPU messages cannot be observed";
+  const std::string why = cuda::is_built() ? "no usable CUDA device" : "strata was built without CUDA";
+  EXPECT_EQ(cuda::device_count(), 0);
+  expect_error_mentions([] { (void)zeros({2}, {.device = Device::cuda(0)}); }, {"cuda:0", why});
+  expect_error_mentions([] { (void)Storage::allocate(16, Device::cuda(1)); }, {"cuda:1", why});
+  expect_error_mentions([] { (void)ones({2}).to(Device::cuda(0)); }, {"cuda:0", why});
+  expect_error_mentions([] { cuda::set_device(0); }, {"cuda:0", why});
+  FakeCuda f;
+  Tensor a = f.make({3});
+  expect_error_mentions([&] { (void)a.to(Device::cpu()); }, {"cuda:0", why});
+  expect_error_mentions([&] { (void)a.to_vector<float>(); }, {"cuda:0", why});
+  expect_error_mentions([&] { (void)a.item(); }, {"item", "3 elements"});
+  expect_error_mentions([&] { a.fill_(1.0); }, {"cuda:0", why});
+  expect_error_mentions([&] { ones({3}).copy_(a); }, {"cuda:0", why});
+  EXPECT_EQ(f.backing[0], 1.0f);  // untouched
+  AllocatorStats s = cuda_allocator::stats(0);
+  EXPECT_EQ(s.requests, 0u);
+  EXPECT_EQ(s.in_use_bytes, 0u);
+}
+
+TEST(CudaErrors, AllocatorRounding) {
+  EXPECT_EQ(cuda_allocator::rounded_size(1), 512u);
+  EXPECT_EQ(cuda_allocator::rounded_size(513), 1024u);
+  EXPECT_EQ(cuda_allocator::rounded_size((size_t{1} << 21) + 1), (size_t{1} << 21) + (size_t{1} << 18));
+}
+
+// A group of one whose ops record what was issued (no MPI needed).
+class RecordingGroup final : public dist::ProcessGroup {
+ public:
+  RecordingGroup() : ProcessGroup(0, 1, "recording", {0}) {}
+  std::vector<std::string> log;
+  dist::WorkPtr all_reduce(Tensor&, dist::ReduceOp) override { return done("all_reduce"); }
+  dist::WorkPtr broadcast(Tensor&, int) override { return done("broadcast"); }
+  dist::WorkPtr all_gather(Tensor& out, const Tensor& in) override {
+    out.copy_(in);
+    return done("all_gather");
+  }
+  dist::WorkPtr reduce_scatter(Tensor&, const Tensor&, dist::ReduceOp) override { return done("reduce_scatter"); }
+  dist::WorkPtr all_to_all(Tensor&, const Tensor&) override { return done("all_to_all"); }
+  dist::WorkPtr send(const Tensor& t, int dst) override { return done("send " + std::to_string(t.numel()) + " to " + std::to_string(dst)); }
+  dist::WorkPtr recv(Tensor& t, int src) override { return done("recv " + std::to_string(t.numel()) + " from " + std::to_string(src)); }
+  dist::WorkPtr barrier() override { return done("barrier"); }
+  std::unique_ptr<ProcessGroup> split(std::span<const int>, const std::string&) override { return nullptr; }
+  dist::CommStats stats() const override { return {}; }
+  void reset_stats() override {}
+
+ private:
+  struct Done final : dist::Work {
+    bool is_completed() override { return true; }
+    void wait() override {}
+    void synchronize(std::chrono::milliseconds) override {}
+    void synchronize() override {}
+  };
+  dist::WorkPtr done(std::string what) {
+    log.push_back(std::move(what));
+    return std::make_unique<Done>();
+  }
+};
+
+TEST(CudaErrors, NcclGroupWithoutNcclOrGpu) {
+  RecordingGroup g;
+  if (!dist::nccl_is_built()) {
+    expect_error_mentions([&] { (void)dist::new_nccl_group(g); }, {"recording", "strata was built without NCCL"});
+  } else if (!cuda::is_available()) {
+    expect_error_mentions([&] { (void)dist::new_nccl_group(g); }, {"cuda:0", "no usable CUDA device"});
+  } else {
+    GTEST_SKIP() << "NCCL and a GPU are present: tests/gpu covers new_nccl_group";
+  }
+  EXPECT_TRUE(g.log.empty());  // failed before any collective
+}
+
+TEST(CudaErrors, DefaultBatchSendRecvIssuesEveryOp) {
+  RecordingGroup g;
+  Tensor a = ones({3}), b = zeros({5});
+  std::vector<dist::P2POp> ops{dist::P2POp::send(a, 0), dist::P2POp::recv(b, 0)};
+  dist::WorkPtr w = g.batch_send_recv(ops);
+  EXPECT_TRUE(w->is_completed());
+  w->wait();
+  ASSERT_EQ(g.log.size(), 2u);
+  EXPECT_EQ(g.log[0], "send 3 to 0");
+  EXPECT_EQ(g.log[1], "recv 5 from 0");
+}
+
+}  // namespace
+}  // namespace strata
