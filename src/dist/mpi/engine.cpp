@@ -212,7 +212,14 @@ void Engine::submit(std::unique_ptr<Op> op) {
 // ---------------------------------------------------------------- worker
 
 void Engine::loop() {
-  int idle_spins = 0;
+  // Polling policy (measured in docs/performance.md): after the last progress the worker
+  // keeps polling, yielding the core between polls, for spin_ (100 us); then it sleeps
+  // between polls, 50 us at first, growing to 1 ms, so that an op waiting on a slow or absent peer
+  // costs a few percent of a core. Idle (nothing queued or started), it blocks on the
+  // condition variable: spinning there would take the core from the ranks' compute (2
+  // ranks on 2 cores), and from a caller thread spinning on its own MPI calls.
+  Clock::time_point last_progress = Clock::now();
+  std::chrono::microseconds nap{50};
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(mu_);
@@ -226,6 +233,7 @@ void Engine::loop() {
         // itself between our ops (MPI_THREAD_SERIALIZED). The peers' side-channel
         // notifications wait in MPI's queue; the next op drains them before it can need them.
         cv_.wait(lk);
+        last_progress = Clock::now();
         continue;
       }
     }
@@ -241,13 +249,17 @@ void Engine::loop() {
       active_.clear();
       queue_.clear();
     }
+    const Clock::time_point now = Clock::now();
     if (progressed) {
-      idle_spins = 0;
-    } else if (++idle_spins < 64) {
+      last_progress = now;
+      nap = std::chrono::microseconds(50);
+    } else if (now - last_progress < spin_) {
       std::this_thread::yield();
     } else {
-      // Waiting on the network or on a slow peer: do not burn a shared core.
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Waiting on the network or on a slow peer: do not burn a shared core. The naps
+      // grow to 1 ms while nothing happens (a late peer costs ~1% of a core).
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
     }
   }
 }

@@ -152,6 +152,7 @@ class Engine {
   std::deque<SideSend> side_sends_;
   std::thread worker_;
   bool debug_ = false;
+  std::chrono::microseconds spin_{100};  // see loop()
   bool we_initialised_mpi_ = false;
 };
 
