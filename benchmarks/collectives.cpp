@@ -15,11 +15,17 @@
 // Built with STRATA_BENCH_RAW_ONLY (CMake does so while src/dist/mpi/ does not exist yet)
 // it times only the raw MPI half.
 //
+// --late-peer-ms T (strata only) then measures what the MPI worker costs while it waits:
+// rank 0 enters a 4 MiB all_reduce that the last rank joins T ms late, and prints the CPU
+// time rank 0's process used meanwhile (its main thread sleeps in wait()).
+//
 //   bench_collectives [--min-bytes B] [--max-bytes B] [--factor F] [--iters N] [--warmup N]
 //                     [--ops all_reduce,all_gather,reduce_scatter] [--raw-only]
+//                     [--late-peer-ms T]
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +33,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <time.h>
 
 #ifndef STRATA_BENCH_RAW_ONLY
 #include "strata/dist/init.h"
@@ -59,6 +68,7 @@ struct Options {
   int iters = 0;  // 0: by size (see iterations_for)
   int warmup = 3;
   bool strata = true;
+  int late_peer_ms = 0;
   std::vector<Op> ops = {Op::AllReduce, Op::AllGather, Op::ReduceScatter};
 };
 
@@ -85,6 +95,7 @@ std::string parse(int argc, char** argv, Options& o) {
     else if (k == "--factor" && is_int && x >= 2) o.factor = x;
     else if (k == "--iters" && is_int && x > 0) o.iters = static_cast<int>(x);
     else if (k == "--warmup" && is_int && x >= 0) o.warmup = static_cast<int>(x);
+    else if (k == "--late-peer-ms" && is_int && x >= 0) o.late_peer_ms = static_cast<int>(x);
     else if (k == "--ops") {
       o.ops.clear();
       size_t start = 0;
@@ -232,6 +243,12 @@ void verify(const char* half, Op op, const float* out, const Layout& s, int n, i
   }
 }
 
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 std::string human_bytes(int64_t b) {
   char buf[32];
   if (b >= (1 << 20) && b % (1 << 20) == 0) std::snprintf(buf, sizeof buf, "%lldM", static_cast<long long>(b >> 20));
@@ -342,6 +359,20 @@ int main(int argc, char** argv) {
       }
     }
   }
+
+#ifndef STRATA_BENCH_RAW_ONLY
+  if (run_strata && o.late_peer_ms > 0 && n > 1) {
+    strata::Tensor t = strata::zeros({1 << 20});
+    world.barrier()->wait();
+    if (r == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(o.late_peer_ms));
+    const double cpu0 = process_cpu_seconds(), t0 = MPI_Wtime();
+    world.all_reduce(t)->wait();
+    const double cpu = process_cpu_seconds() - cpu0, wall = MPI_Wtime() - t0;
+    if (r == 0)
+      std::printf("# late peer: rank 0 waited %.1f ms for a 4 MiB all_reduce (last rank %d ms late) and used "
+                  "%.1f ms of CPU (%.1f%% of one core)\n", wall * 1e3, o.late_peer_ms, cpu * 1e3, 100 * cpu / wall);
+  }
+#endif
 
 #ifdef STRATA_BENCH_RAW_ONLY
   MPI_Finalize();

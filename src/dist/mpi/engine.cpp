@@ -71,6 +71,12 @@ std::shared_ptr<GroupState> make_group(MPI_Comm comm, std::string name, std::vec
   STRATA_MPI(MPI_Comm_size(comm, &g->size));
   STRATA_MPI(MPI_Comm_dup(comm, &g->watch));
   STRATA_MPI(MPI_Comm_set_errhandler(g->watch, MPI_ERRORS_RETURN));
+  STRATA_MPI(MPI_Comm_dup(comm, &g->ring));
+  STRATA_MPI(MPI_Comm_set_errhandler(g->ring, MPI_ERRORS_RETURN));
+  int* tag_ub = nullptr;
+  int has_tag_ub = 0;
+  STRATA_MPI(MPI_Comm_get_attr(g->ring, MPI_TAG_UB, &tag_ub, &has_tag_ub));
+  if (has_tag_ub && tag_ub) g->tag_ub = *tag_ub;
   g->global_ranks = std::move(global_ranks);
   g->entered.assign(static_cast<size_t>(g->size), -1);
   if (Engine* e = Engine::get()) e->register_group(g);
@@ -206,7 +212,14 @@ void Engine::submit(std::unique_ptr<Op> op) {
 // ---------------------------------------------------------------- worker
 
 void Engine::loop() {
-  int idle_spins = 0;
+  // Polling policy (measured in docs/performance.md): after the last progress the worker
+  // keeps polling, yielding the core between polls, for spin_ (100 us); then it sleeps
+  // between polls, 50 us at first, growing to 1 ms, so that an op waiting on a slow or absent peer
+  // costs a few percent of a core. Idle (nothing queued or started), it blocks on the
+  // condition variable: spinning there would take the core from the ranks' compute (2
+  // ranks on 2 cores), and from a caller thread spinning on its own MPI calls.
+  Clock::time_point last_progress = Clock::now();
+  std::chrono::microseconds nap{50};
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(mu_);
@@ -216,10 +229,11 @@ void Engine::loop() {
       }
       if (queue_.empty() && active_.empty()) {
         if (stop_) break;
-        // Idle: wake now and then to take in the peers' side-channel notifications.
-        cv_.wait_for(lk, std::chrono::milliseconds(2));
-        lk.unlock();
-        drain_watch();
+        // Idle: no MPI call at all until the next op, so that the application may call MPI
+        // itself between our ops (MPI_THREAD_SERIALIZED). The peers' side-channel
+        // notifications wait in MPI's queue; the next op drains them before it can need them.
+        cv_.wait(lk);
+        last_progress = Clock::now();
         continue;
       }
     }
@@ -235,13 +249,17 @@ void Engine::loop() {
       active_.clear();
       queue_.clear();
     }
+    const Clock::time_point now = Clock::now();
     if (progressed) {
-      idle_spins = 0;
-    } else if (++idle_spins < 64) {
+      last_progress = now;
+      nap = std::chrono::microseconds(50);
+    } else if (now - last_progress < spin_) {
       std::this_thread::yield();
     } else {
-      // Waiting on the network or on a slow peer: do not burn a shared core.
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Waiting on the network or on a slow peer: do not burn a shared core. The naps
+      // grow to 1 ms while nothing happens (a late peer costs ~1% of a core).
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
     }
   }
 }
@@ -306,45 +324,53 @@ bool Engine::step(Clock::time_point now) {
       }
     }
     if (flag) {
-      progressed = true;
       op.requests.clear();  // all completed (MPI_REQUEST_NULL)
       bool finished = false;
+      bool polled = false;
       try {
         if (op.next_stage < op.stages.size()) {
           start_stage(op);
+          progressed = true;
         } else {
-          if (op.finish) op.finish(op);
-          complete(op);
-          finished = true;
+          PollResult r = PollResult::Done;
+          if (op.poll) {
+            polled = true;
+            r = op.poll(op);
+          }
+          if (r == PollResult::Done) {
+            if (op.finish) op.finish(op);
+            complete(op);
+            finished = true;
+          }
+          if (r != PollResult::Waiting) progressed = true;
         }
       } catch (const std::exception& e) {
-        fail(op, e.what(), !op.requests.empty());
-        if (!op.requests.empty()) {
-          zombies_.push_back(std::move(active_[i]));
+        std::string why = e.what();
+        // A poll-driven op may have requests posted that will now never be waited for.
+        const bool pending = polled || !op.requests.empty();
+        if (polled && op.group && op.seq >= 0) {
+          std::vector<int> missing = op.group->missing(op.seq);
+          if (!missing.empty()) why += "; " + op.group->describe_ranks(missing) + " had not reached it";
         }
+        fail(op, why, pending);
+        if (pending) zombies_.push_back(std::move(active_[i]));
         finished = true;
+        progressed = true;
       }
       if (finished) {
         active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
         continue;
       }
-    } else if (now > op.deadline) {
-      std::string why = "timed out after " + std::to_string(op.timeout.count()) + " ms";
-      if (op.group && op.seq >= 0) {
-        drain_watch();  // the freshest view of who entered
-        std::vector<int> missing = op.group->missing(op.seq);
-        if (missing.empty())
-          why += "; every rank had entered it (one may have died or stopped inside it)";
-        else
-          why += "; " + op.group->describe_ranks(missing) + " of " + std::to_string(op.group->size) +
-                 " had not reached it";
+    }
+    if (!flag || op.poll) {
+      if (now > op.deadline) {
+        time_out(op);
+        // Its requests can never be cancelled: keep the buffers they write to alive.
+        zombies_.push_back(std::move(active_[i]));
+        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+        progressed = true;
+        continue;
       }
-      fail(op, why, true);
-      // Its requests can never be cancelled: keep the buffers they write to alive.
-      zombies_.push_back(std::move(active_[i]));
-      active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
-      progressed = true;
-      continue;
     }
     ++i;
   }
@@ -368,6 +394,20 @@ bool Engine::step(Clock::time_point now) {
 void Engine::start_stage(Op& op) {
   auto& stage = op.stages[op.next_stage++];
   stage(op);
+}
+
+void Engine::time_out(Op& op) {
+  std::string why = "timed out after " + std::to_string(op.timeout.count()) + " ms";
+  if (op.group && op.seq >= 0) {
+    drain_watch();  // the freshest view of who entered
+    std::vector<int> missing = op.group->missing(op.seq);
+    if (missing.empty())
+      why += "; every rank had entered it (one may have died or stopped inside it)";
+    else
+      why += "; " + op.group->describe_ranks(missing) + " of " + std::to_string(op.group->size) +
+             " had not reached it";
+  }
+  fail(op, why, true);
 }
 
 void Engine::fail(Op& op, const std::string& why_in, bool break_group) {

@@ -37,6 +37,10 @@ struct GroupState {
   std::vector<int> global_ranks;
   MPI_Comm comm = MPI_COMM_NULL;   // collectives and point-to-point
   MPI_Comm watch = MPI_COMM_NULL;  // side channel: "I entered op #seq" notifications
+  // Our own collectives' point-to-point traffic (ring.h): a communicator of its own, so
+  // that it can never match the user's send/recv; the tag is the op's sequence number.
+  MPI_Comm ring = MPI_COMM_NULL;
+  int tag_ub = 32767;  // MPI_TAG_UB of `ring`
   int64_t next_seq = 0;            // issue side (under the engine lock)
 
   mutable std::mutex mu;       // guards the fields below
@@ -62,10 +66,18 @@ struct WorkState {
   int64_t seq = -1;
 };
 
+// What an op's `poll` reports to the worker loop.
+enum class PollResult { Waiting, Progressed, Done };
+
 // One enqueued op. `stages` are started one after the other (each may post MPI requests);
 // `finish` runs on the worker when the last stage's requests completed. Both may throw
 // strata::Error, which fails the op without breaking the group (every rank sees the same
 // data when they throw from a check on gathered values).
+// An op whose last stage sets `poll` drives its own requests instead (the ring, ring.h):
+// once the stages' requests completed, the worker calls poll on every pass until it
+// returns Done, then runs `finish`; the deadline applies as for any op. poll keeps its
+// requests in its own state; if it throws, the op fails and breaks the group (its
+// requests may still be posted), and the op is kept alive for good, like a timed-out one.
 struct Op {
   std::string kind;  // "all_reduce", "split", ...
   bool sequenced = true;  // false for bookkeeping ops (freeing a communicator)
@@ -77,6 +89,7 @@ struct Op {
   std::shared_ptr<WorkState> work;
   std::vector<std::function<void(Op&)>> stages;
   std::function<void(Op&)> finish;
+  std::function<PollResult(Op&)> poll;
   // Worker-side state.
   size_t next_stage = 0;
   std::vector<MPI_Request> requests;
@@ -116,6 +129,7 @@ class Engine {
   void loop();
   bool step(Clock::time_point now);
   void start_stage(Op& op);
+  void time_out(Op& op);
   void fail(Op& op, const std::string& why, bool break_group);
   void complete(Op& op);
   void publish_entered(Op& op);
@@ -138,6 +152,7 @@ class Engine {
   std::deque<SideSend> side_sends_;
   std::thread worker_;
   bool debug_ = false;
+  std::chrono::microseconds spin_{100};  // see loop()
   bool we_initialised_mpi_ = false;
 };
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "dist/host_staging.h"
+#include "dist/mpi/ring.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {
@@ -213,6 +214,7 @@ ProcessGroupMPI::~ProcessGroupMPI() {
   op->stages.push_back([](Op& o) {
     // MPI lets pending requests on a freed communicator complete normally.
     if (o.group->watch != MPI_COMM_NULL) MPI_Comm_free(&o.group->watch);
+    if (o.group->ring != MPI_COMM_NULL) MPI_Comm_free(&o.group->ring);
     if (o.group->comm != MPI_COMM_NULL) MPI_Comm_free(&o.group->comm);
   });
   try {
@@ -269,7 +271,9 @@ WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
   auto op = make_op("all_reduce", describe(d, n, std::string(reduce_op_name(rop)).c_str()));
   auto tmp = std::make_shared<std::vector<float>>();
   int size = size_;
-  op->stages.push_back([tensor, rop, tmp, count, d](Op& o) {
+  // Large buffers take our ring (ring.h); the choice depends only on what every rank passes.
+  const bool ring = use_ring(n * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))), size_);
+  op->stages.push_back([tensor, rop, tmp, count, d, ring](Op& o) {
     void* buf = tensor.raw_data();
     MPI_Datatype type = wire_type(d);
     if (is_16bit(d)) {
@@ -278,6 +282,7 @@ WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
       buf = tmp->data();
       type = MPI_FLOAT;
     }
+    if (ring) return start_ring(o, {RingKind::AllReduce, type, rop, count, buf, buf});
     STRATA_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, mpi_op(rop), o.group->comm, &o.add_request()));
   });
   op->finish = [tensor, rop, tmp, count, d, size](Op&) {
@@ -336,8 +341,10 @@ WorkPtr ProcessGroupMPI::all_gather(Tensor& out, const Tensor& in) {
   // Any other overlap: send from a copy (MPI forbids aliased send and receive buffers).
   Tensor src = (!in_place && overlap(out, in)) ? in.clone() : in;
   auto op = make_op("all_gather", describe(d, m, "total"));
-  op->stages.push_back([out, src, counts, displs, d, in_place, mine](Op& o) {
+  const bool ring = use_ring(m * static_cast<int64_t>(esize), size_);
+  op->stages.push_back([out, src, counts, displs, d, in_place, mine, m, ring](Op& o) {
     MPI_Datatype t = wire_type(d);
+    if (ring) return start_ring(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
     const void* sbuf = in_place ? MPI_IN_PLACE : src.raw_data();
     STRATA_MPI(MPI_Iallgatherv(sbuf, static_cast<int>(mine), t, out.raw_data(), counts->data(), displs->data(), t,
                                o.group->comm, &o.add_request()));
@@ -369,7 +376,8 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp 
   auto tmp_out = std::make_shared<std::vector<float>>();
   int size = size_;
   auto op = make_op("reduce_scatter", describe(d, m, (std::string(reduce_op_name(rop)) + ", total").c_str()));
-  op->stages.push_back([out, src, counts, rop, d, m, mine, tmp_in, tmp_out](Op& o) {
+  const bool ring = use_ring(m * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))), size_);
+  op->stages.push_back([out, src, counts, rop, d, m, mine, tmp_in, tmp_out, ring](Op& o) {
     const void* sbuf = src.raw_data();
     void* rbuf = out.raw_data();
     MPI_Datatype t = wire_type(d);
@@ -381,6 +389,7 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp 
       rbuf = tmp_out->data();
       t = MPI_FLOAT;
     }
+    if (ring) return start_ring(o, {RingKind::ReduceScatter, t, rop, m, sbuf, rbuf});
     STRATA_MPI(MPI_Ireduce_scatter(sbuf, rbuf, counts->data(), t, mpi_op(rop), o.group->comm, &o.add_request()));
   });
   op->finish = [out, rop, d, mine, tmp_out, size](Op&) {

@@ -2,8 +2,10 @@
 // ProcessGroup over MPI for CPU tensors. Arguments are checked on the calling thread; the
 // op itself runs on the engine's worker (see engine.h) with non-blocking MPI.
 //
-// 16-bit floats (bfloat16, float16): reductions convert to float32, reduce with MPI's
-// built-in float ops and round back once (one rounding, independent of MPI's reduction
+// Large all_reduce / reduce_scatter / all_gather run as our own ring (ring.h).
+//
+// 16-bit floats (bfloat16, float16): reductions convert to float32, reduce in float32 (MPI's
+// built-in ops or the ring's loop) and round back once (one rounding, independent of MPI's reduction
 // tree, at the cost of twice the bytes on the wire); ops that only move data (broadcast,
 // all_gather, all_to_all, send/recv) send the 2-byte values as they are.
 #include <memory>
