@@ -9,7 +9,8 @@ weights are stepped in turn: DDP as shipped (overlap), and the same DDP under no
 (compute only). Bucket caps as strata's run: --bucket-mb (bucket_cap_mb) and PyTorch's fixed
 1 MiB first bucket.
 
-Prints one line: `torch_ddp_ms=<ms> torch_compute_ms=<ms> torch_buckets_mb=<mb> threads=1`.
+Prints one line: `torch_ddp_ms=<ms> torch_compute_ms=<ms> torch_exposed_paired_ms=<ms> ...`
+(the last: median over steps of DDP minus compute only).
 """
 import argparse
 import os
@@ -61,7 +62,8 @@ def worker(rank, world, a, port, out):
     t = torch.tensor(times, dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     if rank == 0:
-        out.put((statistics.median(t[0].tolist()), statistics.median(t[1].tolist())))
+        paired = (t[0] - t[1]).tolist()  # per step: DDP minus compute only, same machine state
+        out.put((statistics.median(t[0].tolist()), statistics.median(t[1].tolist()), statistics.median(paired)))
     dist.destroy_process_group()
 
 
@@ -84,12 +86,13 @@ def main():
     procs = [ctx.Process(target=worker, args=(r, 2, a, port, out)) for r in range(2)]
     for p in procs:
         p.start()
-    ddp_ms, compute_ms = out.get()
+    ddp_ms, compute_ms, exposed_ms = out.get()
     for p in procs:
         p.join()
         if p.exitcode != 0:
             sys.exit(f"rank process exited with {p.exitcode}")
-    print(f"torch_ddp_ms={ddp_ms:.2f} torch_compute_ms={compute_ms:.2f} torch_buckets_mb={a.bucket_mb:g} threads=1")
+    print(f"torch_ddp_ms={ddp_ms:.2f} torch_compute_ms={compute_ms:.2f} torch_exposed_paired_ms={exposed_ms:.2f} "
+          f"torch_buckets_mb={a.bucket_mb:g} threads=1")
 
 
 if __name__ == "__main__":
