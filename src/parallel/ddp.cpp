@@ -201,7 +201,7 @@ void DistributedDataParallel::State::on_ready(int index) {
   p.ready = true;
   if (!rebuilt) ready_order.push_back(index);
   --buckets[p.bucket].pending;
-  launch_in_order(false);
+  if (options.overlap) launch_in_order(false);
 }
 
 void DistributedDataParallel::State::launch_in_order(bool force) {
@@ -222,38 +222,26 @@ void DistributedDataParallel::State::finalize() {
   for (size_t i = 0; i < params.size(); ++i)
     if (!params[i].ready) unused.push_back(static_cast<int>(i));
   for (int i : unused) {
-    repoint(params[i]);
-    if (!rebuilt) ready_order.push_back(i);
+    Param& p = params[i];
     if (options.find_unused_parameters) {
-      params[i].ready = true;
-      --buckets[params[i].bucket].pending;
+      repoint(p);  // reduced with what its .grad() holds (zero after zero_grad)
+    } else {
+      // An error (below), detected locally: the slot contributes zero, and every remaining
+      // bucket is still reduced so that all ranks issue the same collectives.
+      NoGradGuard no_grad;
+      p.view.zero_();
+      p.tensor.set_grad(p.view);
     }
+    if (!rebuilt) ready_order.push_back(i);
+    p.ready = true;
+    --buckets[p.bucket].pending;
   }
-  // Without find_unused_parameters an unused parameter is an error, but every bucket is
-  // still reduced (in order) so that all ranks issue the same collectives; a small flag then
-  // tells every rank whether any rank had one: the first such parameter's index.
+  // Every bucket not launched yet (all of them without overlap), in order.
   launch_in_order(/*force=*/true);
-  Tensor flag;
-  dist::WorkPtr flag_work;
-  if (!options.find_unused_parameters) {
-    const int64_t n = static_cast<int64_t>(params.size());
-    flag = full({1}, unused.empty() ? 0.0 : static_cast<double>(n - unused.front()), {.dtype = DType::Int64});
-    flag_work = group->all_reduce(flag, dist::ReduceOp::Max);
-  }
   std::string comm_error;
   for (Bucket& b : buckets) {
     try {
       b.work->wait();
-    } catch (const Error& e) {
-      if (comm_error.empty()) comm_error = e.what();
-    }
-  }
-  int64_t first_unused = -1;
-  if (flag_work) {
-    try {
-      flag_work->wait();
-      const int64_t v = static_cast<int64_t>(flag.item());
-      if (v > 0) first_unused = static_cast<int64_t>(params.size()) - v;
     } catch (const Error& e) {
       if (comm_error.empty()) comm_error = e.what();
     }
@@ -265,21 +253,23 @@ void DistributedDataParallel::State::finalize() {
   const bool first_pass = !rebuilt;
   reset_pass();
   STRATA_CHECK(comm_error.empty(), "DistributedDataParallel: gradient reduction failed: ", comm_error);
-  if (first_unused >= 0) {
+  // The rebuild's broadcast comes before the unused-parameter error so that a rank that
+  // throws has issued exactly the collectives of the ranks that do not.
+  if (first_pass && options.rebuild_buckets) rebuild();
+  if (!unused.empty() && !options.find_unused_parameters) {
     std::ostringstream os;
-    os << "DistributedDataParallel: parameter '" << params[first_unused].name
-       << "' received no gradient in this backward pass on at least one rank";
-    if (!unused.empty()) {
-      os << " (on this rank, rank " << group->rank() << ", " << unused.size() << " parameter(s) had none:";
+    os << "DistributedDataParallel: parameter '" << params[unused.front()].name
+       << "' received no gradient in this backward pass on rank " << group->rank();
+    if (unused.size() > 1) {
+      os << " (" << unused.size() << " parameters had none:";
       for (size_t k = 0; k < unused.size() && k < 8; ++k) os << " '" << params[unused[k]].name << "'";
       if (unused.size() > 8) os << " ...";
       os << ")";
     }
-    os << "; its gradient was not averaged. If parameters are legitimately unused, pass "
-          "find_unused_parameters = true";
+    os << "; it was reduced as zero, so the ranks' gradients for it are not the average. If parameters "
+          "are legitimately unused, pass find_unused_parameters = true";
     throw Error(os.str());
   }
-  if (first_pass && options.rebuild_buckets) rebuild();
 }
 
 // Buckets in the order rank 0's gradients became ready, so that early buckets complete early.

@@ -13,7 +13,14 @@ constexpr int64_t kPerRank = 2;
 // Small caps so that the tiny GPT (~30 KB of float32 gradients) spreads over several buckets.
 DDPOptions small_buckets() { return {.bucket_cap_bytes = 8 << 10, .first_bucket_cap_bytes = 2 << 10}; }
 
-void check_equivalence(DType dtype, DDPOptions options, CommHook hook, double tolerance, Opt which = Opt::AdamW) {
+// How the trained weights are compared with the single-process reference.
+enum class Rule {
+  L2,                // largest per-tensor relative L2 difference
+  EntryOutsideNoise  // largest max|a-b| / max|b| per tensor, rounding-noise gradient entries left out
+};
+
+void check_equivalence(DType dtype, DDPOptions options, CommHook hook, double tolerance, Opt which = Opt::AdamW,
+                       Rule rule = Rule::L2) {
   auto& world = dist::world();
   const int n = world.size();
   nn::GPT model(tiny_gpt(dtype));
@@ -27,10 +34,22 @@ void check_equivalence(DType dtype, DDPOptions options, CommHook hook, double to
     opt->zero_grad();
   }
   nn::GPT reference(tiny_gpt(dtype));
-  train_reference(reference, kSteps, n * kPerRank, which);
+  NoiseMask noise;
+  train_reference(reference, kSteps, n * kPerRank, which, &noise);
   bool bitwise = false;
-  const double diff = max_relative_difference(model, reference, &bitwise);
-  EXPECT_LE(diff, tolerance) << "N=" << n << " dtype " << dtype;
+  const double l2 = max_relative_difference(model, reference, &bitwise);
+  if (rule == Rule::L2) {
+    EXPECT_LE(l2, tolerance) << "N=" << n << " dtype " << dtype;
+  } else {
+    int64_t excluded = 0;
+    const double diff = max_entry_error_outside_noise(model, reference, noise, &excluded);
+    EXPECT_LE(diff, tolerance) << "N=" << n << " dtype " << dtype << " (" << excluded << " entries at noise level)";
+    // The key biases (n_embd per layer) plus entries whose gradient happens to be tiny at one
+    // of the steps (measured 153-194 of 25,984 on 1-4 ranks).
+    const nn::GPTConfig c = model.config();
+    EXPECT_GE(excluded, c.n_layer * c.n_embd) << "the key biases' gradients should be at noise level";
+    EXPECT_LE(excluded, c.n_layer * c.n_embd + model.num_parameters() / 100) << "N=" << n;
+  }
   if (n == 1 && !hook) {
     EXPECT_TRUE(bitwise) << "one rank must match bit for bit";
   }
@@ -38,18 +57,30 @@ void check_equivalence(DType dtype, DDPOptions options, CommHook hook, double to
   EXPECT_TRUE(ddp.buckets_rebuilt());
 }
 
-// Float32: the averaged gradients differ from the one-process gradient by rounding (~1e-7),
-// but AdamW divides by sqrt(v), which turns rounding noise in near-zero gradient elements into
-// steps of ~lr; after 5 steps the per-tensor L2 difference is a few 1e-4. Float64 shows
-// that the computation itself is the same (1e-11).
-constexpr double kFloat32Tolerance = 2e-3;
+// Float32 with AdamW: the averaged gradients differ from the one-process gradient by
+// rounding (~1e-7). AdamW divides by sqrt(v), which turns rounding noise in entries whose
+// true gradient is zero (the key part of c_attn.bias) into steps of ~lr of either sign, so
+// those entries (bounded in number) are left out; every other entry meets 1e-5 relative to
+// its tensor's largest magnitude (measured up to 4.5e-6, N = 3). This runs at lr 1e-3: at
+// 1e-2 the left-out entries move by up to 5e-2 in five steps (the weights' own scale is
+// 0.02) and perturb the rest of the model, up to 2e-4 on N = 3. Float64 shows that the
+// computation itself is the same at lr 1e-2.
+constexpr double kFloat32Tolerance = 1e-5;
 constexpr double kFloat64Tolerance = 1e-11;  // measured up to 1.7e-12 (N = 4)
 TEST(DDP, MatchesOneProcessWithTheGlobalBatchFloat32) {
-  check_equivalence(DType::Float32, small_buckets(), {}, kFloat32Tolerance);
+  check_equivalence(DType::Float32, small_buckets(), {}, kFloat32Tolerance, Opt::AdamWSmallLr,
+                    Rule::EntryOutsideNoise);
 }
-// With SGD (momentum, weight decay) float32 meets the 1e-5.
+// With SGD (momentum, weight decay) float32 meets the 1e-5 on every tensor (L2).
 TEST(DDP, MatchesOneProcessFloat32WithSgdAt1e5) {
   check_equivalence(DType::Float32, small_buckets(), {}, 1e-5, Opt::SGD);
+}
+// Without overlap every bucket is reduced from the final callback: the same collectives on
+// the same buckets, so the same result.
+TEST(DDP, WithoutOverlapMatchesFloat32) {
+  DDPOptions options = small_buckets();
+  options.overlap = false;
+  check_equivalence(DType::Float32, options, {}, kFloat32Tolerance, Opt::AdamWSmallLr, Rule::EntryOutsideNoise);
 }
 TEST(DDP, MatchesOneProcessFloat64WithSgd) {
   check_equivalence(DType::Float64, small_buckets(), {}, 1e-12, Opt::SGD);
@@ -95,16 +126,16 @@ TEST(DDP, NoSyncAccumulatesMicroBatches) {
     }
     nn::GPT reference(tiny_gpt(dtype));
     train_reference(reference, kSteps, 2 * n * kPerRank);
-    EXPECT_LE(max_relative_difference(model, reference), dtype == DType::Float32 ? kFloat32Tolerance : kFloat64Tolerance);
+    // Float32: per-tensor L2 at lr 1e-2 (measured ~4e-4); the entry rule reaches 3e-5 here
+    // on N = 3 (a layer-norm bias, zero-initialised, so its scale is only a few steps of lr).
+    EXPECT_LE(max_relative_difference(model, reference), dtype == DType::Float32 ? 2e-3 : kFloat64Tolerance);
     // One reduction per bucket per step, none for the no_sync passes.
     auto stats = world.stats();
     const size_t buckets = ddp.bucket_bytes().size();
-    EXPECT_EQ(stats[dist::OpType::AllReduce].calls, static_cast<uint64_t>((kSteps - 1) * (buckets + 1)));
+    EXPECT_EQ(stats[dist::OpType::AllReduce].calls, static_cast<uint64_t>((kSteps - 1) * buckets));
   }
 }
 
-// Exactly one all_reduce per bucket per step, whose bytes are the gradient bytes, plus the
-// 8-byte unused-parameter flag; the bucket rebuild's one broadcast (parameter order) in step 1.
 // Overlap: the first bucket's all_reduce must start during backward, before the gradient of
 // wpe.weight (used only at the input, so the last to be accumulated) exists.
 TEST(DDP, FirstBucketStartsBeforeBackwardReachesTheInput) {
@@ -127,6 +158,39 @@ TEST(DDP, FirstBucketStartsBeforeBackwardReachesTheInput) {
   EXPECT_GE(std::count(events.begin(), wpe, "bucket"), 2) << "buckets waited for the end of backward";
 }
 
+// overlap = false: no bucket starts before the end of backward, and the result is the same,
+// bit for bit, as with overlap.
+TEST(DDP, WithoutOverlapBucketsStartAfterBackwardWithTheSameResult) {
+  auto& world = dist::world();
+  std::vector<std::vector<double>> grads[2];
+  for (bool overlap : {true, false}) {
+    nn::GPT model(tiny_gpt(DType::Float32));
+    DDPOptions options = small_buckets();
+    options.overlap = overlap;
+    DistributedDataParallel ddp(model, world, options);
+    std::vector<std::string> events;
+    ddp.register_comm_hook([&](Tensor& bucket, dist::ProcessGroup& group) {
+      events.push_back("bucket");
+      return group.all_reduce(bucket);
+    });
+    model.wpe->weight.register_post_accumulate_grad_hook([&](Tensor&) { events.push_back("wpe"); });
+    for (int s = 0; s < 2; ++s) {  // before and after the rebuild
+      events.clear();
+      model.zero_grad();
+      Batch mine = rank_slice(global_batch(s, world.size() * kPerRank, model.config()), world.rank(), kPerRank);
+      model.loss(mine.inputs, mine.targets).backward();
+      ASSERT_EQ(static_cast<size_t>(std::count(events.begin(), events.end(), "bucket")), ddp.bucket_bytes().size());
+      if (!overlap) {
+        EXPECT_EQ(events.front(), "wpe") << "a bucket started before the end of backward (step " << s << ")";
+      }
+    }
+    for (const Tensor& p : model.parameters()) grads[overlap ? 0 : 1].push_back(p.grad().to_vector<double>());
+  }
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
+// Per step exactly one all_reduce per bucket, whose bytes are the gradient bytes, and
+// nothing more; the bucket rebuild's one broadcast (parameter order) in step 0.
 TEST(DDP, CommunicationVolume) {
   auto& world = dist::world();
   nn::GPT model(tiny_gpt(DType::Float32));
@@ -146,8 +210,8 @@ TEST(DDP, CommunicationVolume) {
     uint64_t bucket_bytes = 0;
     for (int64_t b : ddp.bucket_bytes()) bucket_bytes += b;
     EXPECT_EQ(bucket_bytes, grad_bytes);
-    EXPECT_EQ(stats[dist::OpType::AllReduce].calls, buckets + 1) << "step " << s;
-    EXPECT_EQ(stats[dist::OpType::AllReduce].bytes, grad_bytes + 8) << "step " << s;
+    EXPECT_EQ(stats[dist::OpType::AllReduce].calls, buckets) << "step " << s;
+    EXPECT_EQ(stats[dist::OpType::AllReduce].bytes, grad_bytes) << "step " << s;
     const uint64_t broadcasts = s == 0 && world.size() > 1 ? 1 : 0;
     EXPECT_EQ(stats[dist::OpType::Broadcast].calls, broadcasts) << "step " << s;
     EXPECT_EQ(stats[dist::OpType::Broadcast].bytes, broadcasts * num_params * 8) << "step " << s;

@@ -51,12 +51,25 @@ struct DDPOptions {
   int64_t bucket_cap_bytes = int64_t{25} << 20;
   int64_t first_bucket_cap_bytes = int64_t{1} << 20;
   // A parameter that receives no gradient in a backward pass is reduced with whatever its
-  // .grad() holds (zero after zero_grad). Without it such a pass fails on every rank, naming
-  // the parameter(s).
+  // .grad() holds (zero after zero_grad). Neither setting adds communication: per
+  // synchronised backward the only collectives are one all_reduce per bucket.
+  // Without it, a rank on which parameters received no gradient notices at the end of
+  // backward, still reduces every remaining bucket (those parameters contribute zero, so
+  // the ranks stay in step), and then throws, naming them. When every rank skips them,
+  // every rank throws. When only some do, the other ranks return normally (those
+  // parameters' gradients averaged with zeros from the skipping ranks); if the throwing
+  // ranks then stop, the others fail at their next collective after the group's timeout,
+  // naming the ranks that did not reach it (PyTorch's DDP behaves alike). A rank that
+  // catches the error and carries on stays in step with the others.
   bool find_unused_parameters = false;
   bool average = true;  // false: gradients are summed over the ranks
   // Re-bucket once, after the first synchronised backward, in rank 0's gradient-ready order.
   bool rebuild_buckets = true;
+  // (Last, so that existing designated initialisers keep their order.)
+  // true: each bucket's all_reduce starts during backward as soon as its gradients are
+  // ready. false: every bucket is reduced after backward, from the final callback (the same
+  // collectives and results, no overlap; for measuring what overlap hides).
+  bool overlap = true;
 };
 
 class DistributedDataParallel {
