@@ -23,6 +23,9 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::raw_data() const {
   const TensorImpl& t = checked();
+  STRATA_CHECK(!t.storage->released(), "the memory of this tensor (shape ", t.shape,
+               ") was released: a ZeRO-3 parameter used outside its unit's forward and backward (gather the "
+               "parameters first, e.g. ZeroOptimizer::gathered_parameters())");
   return static_cast<char*>(t.storage->data()) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
 }
 
