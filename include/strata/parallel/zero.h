@@ -43,6 +43,7 @@
 #include <variant>
 #include <vector>
 
+#include "strata/checkpoint/safetensors.h"
 #include "strata/dist/process_group.h"
 #include "strata/nn/module.h"
 #include "strata/optim/adam.h"
@@ -113,6 +114,22 @@ class ZeroOptimizer {
   // The buckets (stage 3: units) in launch order: their parameter names and padded bytes.
   std::vector<std::vector<std::string>> bucket_parameter_names() const;
   std::vector<int64_t> bucket_bytes() const;
+
+  // Collective: writes a sharded checkpoint directory. Each rank writes shard_<rank>.safetensors
+  // (a strata checkpoint file, checksummed): "master.<b>", its master weights of bucket b
+  // (its shard, or the whole bucket at stage 0, padding included), and "optim.<key>", the
+  // inner optimizer's state. Rank 0 writes index.json: format, stage, world size, dtypes,
+  // every bucket's global offset and entries (name, shape, offset), every shard's file and
+  // global ranges, the optimizer's step count and `metadata`. Everything goes to
+  // "<dir>.tmp" first, which is renamed to `dir` once every rank has written its shard, so
+  // `dir` is never half written. The directory must be visible to every rank. Gradients are
+  // not saved (save after step() and zero_grad()); module buffers are the caller's.
+  void save(const std::string& dir, const Metadata& metadata = {});
+  // Collective: restores the master weights, the parameters and the optimizer state that
+  // save() wrote, and returns its metadata. The stage, world size, dtypes and layout must be
+  // the ones of this run (resharding is not supported yet); a mismatch throws naming what
+  // was found and what was expected.
+  Metadata load(const std::string& dir);
 
   // Collective: a copy of every parameter's full value, by name (stage 3 gathers them).
   StateDict full_parameters();
