@@ -6,13 +6,16 @@
 //   train_gpt --resume runs/a.ckpt               # continue exactly where it stopped
 //   train_gpt --export-hf runs/hf                # weights for Python tools (safetensors)
 //   mpirun -np 2 train_gpt --batch 32            # data parallel: 2 ranks x 32 sequences
+//   mpirun -np 2 train_gpt --zero 2              # the same with ZeRO stage 2 (0-3)
 //
 // Under mpirun every rank builds the same model, DistributedDataParallel averages the
 // gradients, and the BatchSampler gives each rank its slice of every global batch (so N
 // ranks with --batch B train like one process with --batch N*B). Every rank evaluates (the
 // models are identical, so the results are); only rank 0 prints and writes metrics,
 // checkpoints and exports. A training state holds the full model and optimizer, identical on
-// every rank: rank 0 writes it, every rank reads it on --resume.
+// every rank: rank 0 writes it, every rank reads it on --resume. With --zero STAGE a
+// ZeroOptimizer replaces DDP + AdamW (same loop; stage 0 is DDP); --save/--resume are not
+// wired to its sharded checkpoints yet.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +23,7 @@
 
 #include "strata/dist/init.h"
 #include "strata/parallel/ddp.h"
+#include "strata/parallel/zero.h"
 #include "strata/strata.h"
 
 using namespace strata;
@@ -48,12 +52,14 @@ struct Options {
   int64_t stop_at = 0;  // 0: run to --steps
   std::string resume;
   std::string export_hf;
+  int zero = -1;  // ZeRO stage; -1: DDP (or one process) with a plain AdamW
 };
 
 bool g_lead = true;  // rank 0: the one that prints and writes files
 
 double evaluate(nn::GPT& model, const SyntheticTask& task, int64_t examples, train::MetricsWriter& metrics,
                 int64_t step) {
+  // ZeRO-3 gathers each block as evaluation reaches it (module hooks), like training does.
   model.eval();
   EvalResult r = task.evaluate([&](const Tensor& tokens) { return model.forward(tokens); }, examples);
   model.train();
@@ -75,11 +81,24 @@ int run(const Options& o) {
   nn::GPTConfig config{.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = o.layers,
                        .n_head = o.heads, .n_embd = o.width, .dropout = 0.0, .seed = o.seed};
   nn::GPT model(config);
+  const optim::AdamWOptions adamw{.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay};
   std::unique_ptr<DistributedDataParallel> ddp;
-  if (world.size() > 1) ddp = std::make_unique<DistributedDataParallel>(model, world);
+  std::unique_ptr<ZeroOptimizer> zero;
+  std::unique_ptr<optim::AdamW> plain;
+  if (o.zero >= 0) {
+    STRATA_CHECK(o.save.empty() && o.resume.empty(),
+                 "--save/--resume are not supported with --zero yet (ZeRO writes sharded checkpoints)");
+    ZeroOptions zo;
+    zo.stage = o.zero;
+    zero = std::make_unique<ZeroOptimizer>(model, adamw, world, zo,
+                                           optim::weight_decay_groups(model.named_parameters(), o.lr, o.weight_decay));
+  } else {
+    if (world.size() > 1) ddp = std::make_unique<DistributedDataParallel>(model, world);
+    plain = std::make_unique<optim::AdamW>(optim::weight_decay_groups(model.named_parameters(), o.lr, o.weight_decay),
+                                           adamw);
+  }
+  optim::Optimizer& optimizer = zero ? zero->optimizer() : *plain;
   manual_seed(o.seed);
-  optim::AdamW optimizer(optim::weight_decay_groups(model.named_parameters(), o.lr, o.weight_decay),
-                         {.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay});
   optim::CosineSchedule schedule(optimizer,
                                  {.warmup_steps = o.warmup, .total_steps = o.steps, .min_lr_ratio = o.min_lr_ratio});
   // An index space far larger than any run: every step sees fresh problems.
@@ -119,10 +138,16 @@ int run(const Options& o) {
     Batch batch = task.make_batch(indices);
     Tensor loss = model.loss(batch.inputs, batch.targets);
     loss.backward();
-    const double grad_norm = o.clip > 0 ? optim::clip_grad_norm(model.parameters(), o.clip) : 0.0;
+    double grad_norm = 0.0;
+    if (o.clip > 0) grad_norm = zero ? zero->clip_grad_norm(o.clip) : optim::clip_grad_norm(model.parameters(), o.clip);
     const double lr = optimizer.param_groups()[0].lr;
-    optimizer.step();
-    optimizer.zero_grad();
+    if (zero) {
+      zero->step();
+      zero->zero_grad();
+    } else {
+      optimizer.step();
+      optimizer.zero_grad();
+    }
     schedule.step();
     // The global batch's loss: the mean of the ranks' means (equal batches).
     Tensor global_loss = loss.detach().clone();
@@ -146,9 +171,11 @@ int run(const Options& o) {
     return 0;
   }
   const double accuracy = evaluate(model, task, o.eval_examples, metrics, o.steps);
+  // ZeRO-3 holds only shards: gather the full weights (a collective) for the export.
+  StateDict weights = zero && !o.export_hf.empty() ? zero->full_parameters() : model.state_dict();
   if (!o.export_hf.empty() && g_lead) {
     std::filesystem::create_directories(o.export_hf);
-    export_gpt2_safetensors(o.export_hf, model.state_dict(),
+    export_gpt2_safetensors(o.export_hf, weights,
                             {.vocab_size = config.vocab_size, .n_positions = config.context,
                              .n_embd = config.n_embd, .n_layer = config.n_layer, .n_head = config.n_head,
                              .dropout = config.dropout});
@@ -183,6 +210,7 @@ int main(int argc, char** argv) {
   app.add_option("--save-every", o.save_every, "save every N steps (and at the end)");
   app.add_option("--stop-at", o.stop_at, "stop after this step, keeping the schedule of --steps (for jobs in time slices)");
   app.add_option("--resume", o.resume, "training-state file to continue from");
+  app.add_option("--zero", o.zero, "ZeRO stage 0-3 (0: DDP) instead of DDP + AdamW (-1: off)")->capture_default_str();
   app.add_option("--export-hf", o.export_hf, "directory for model.safetensors + config.json (HF GPT-2)");
   CLI11_PARSE(app, argc, argv);
   try {

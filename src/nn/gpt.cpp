@@ -57,7 +57,7 @@ Block::Block(const GPTConfig& config, Generator& gen) {
 Tensor Block::forward(const Tensor& x) {
   auto hooks = forward_hooks();
   Tensor h = add(x, attn->forward(ln_1->forward(x)));
-  return add(h, mlp->forward(ln_2->forward(h)));
+  return hooks.output(add(h, mlp->forward(ln_2->forward(h))));
 }
 
 void BlockList::append(std::shared_ptr<Block> block) {
@@ -89,7 +89,7 @@ Tensor GPT::forward(const Tensor& tokens) {
   Tensor x = drop->forward(add(wte->forward(tokens), wpe->forward(positions)));
   for (size_t i = 0; i < h->size(); ++i) x = (*h)[i].forward(x);
   x = ln_f->forward(x);
-  return linear(x, wte->weight);  // tied head
+  return hooks.output(linear(x, wte->weight));  // tied head
 }
 
 Tensor GPT::loss(const Tensor& tokens, const Tensor& targets) {

@@ -119,6 +119,11 @@ Module::HookScope::HookScope(Module& m) : module_(m) {
   for (auto& hook : module_.pre_hooks_) hook(module_);
 }
 
+Tensor Module::HookScope::output(Tensor y) {
+  for (auto& hook : module_.output_hooks_) y = hook(module_, y);
+  return y;
+}
+
 Module::HookScope::~HookScope() noexcept(false) {
   if (std::uncaught_exceptions() > 0) return;  // forward failed: don't run hooks on top
   for (auto& hook : module_.post_hooks_) hook(module_);

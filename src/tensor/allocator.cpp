@@ -110,7 +110,22 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
   return std::shared_ptr<Storage>(new Storage(data, nbytes, device, std::move(deleter), false));
 }
 
+void Storage::release() {
+  STRATA_CHECK(from_allocator_, "Storage::release: only storage from Storage::allocate can be released");
+  if (released_) return;
+  cpu_allocator::deallocate(data_, nbytes_);
+  data_ = nullptr;
+  released_ = true;
+}
+
+void Storage::reallocate() {
+  if (!released_) return;
+  data_ = cpu_allocator::allocate(nbytes_);
+  released_ = false;
+}
+
 Storage::~Storage() {
+  if (released_) return;
   if (from_allocator_) {
     if (device_.is_cpu()) {
       cpu_allocator::deallocate(data_, nbytes_);

@@ -49,6 +49,9 @@ void fill_any(const Tensor& dst, double value) {
 
 void* Tensor::data_ptr() const {
   const TensorImpl& t = checked();
+  STRATA_CHECK(!t.storage->released(), "the memory of this tensor (shape ", t.shape,
+               ") was released: a ZeRO-3 parameter used outside its unit's forward and backward (gather the "
+               "parameters first, e.g. ZeroOptimizer::gathered_parameters())");
   return static_cast<char*>(t.storage->data()) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
 }
 

@@ -18,6 +18,10 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 class Module {
  public:
   using ForwardHook = std::function<void(Module&)>;
+  // Sees a forward's output and returns the tensor the forward returns instead (e.g. the
+  // output passed through an identity autograd node whose backward runs first, before any of
+  // the module's own backward: ZeRO-3 gathers the module's parameters there).
+  using ForwardOutputHook = std::function<Tensor(Module&, const Tensor&)>;
 
   Module() = default;
   virtual ~Module() = default;
@@ -45,6 +49,8 @@ class Module {
   // Called around forward by modules that run them (ZeRO-3 gathers parameters here).
   void register_forward_pre_hook(ForwardHook hook) { pre_hooks_.push_back(std::move(hook)); }
   void register_forward_hook(ForwardHook hook) { post_hooks_.push_back(std::move(hook)); }
+  // Run by modules whose forward returns through HookScope::output() (nn::Block does).
+  void register_forward_output_hook(ForwardOutputHook hook) { output_hooks_.push_back(std::move(hook)); }
 
  protected:
   // Registers a parameter (marked requires_grad) and returns the handle to keep as a member.
@@ -64,6 +70,8 @@ class Module {
     ~HookScope() noexcept(false);
     HookScope(const HookScope&) = delete;
     HookScope& operator=(const HookScope&) = delete;
+    // Runs the output hooks on the forward's result: `return hooks.output(y);`.
+    Tensor output(Tensor y);
 
    private:
     Module& module_;
@@ -79,6 +87,7 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::vector<ForwardHook> pre_hooks_;
   std::vector<ForwardHook> post_hooks_;
+  std::vector<ForwardOutputHook> output_hooks_;
   bool training_ = true;
 };
 

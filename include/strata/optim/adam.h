@@ -44,6 +44,7 @@ class Adam : public Optimizer {
   void step() override;
   StateDict state_dict() const override;
   void load_state_dict(const StateDict& state) override;
+  bool is_elementwise() const override { return true; }
 
   const AdamOptions& options() const { return options_; }
 

@@ -36,6 +36,10 @@ class Optimizer {
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   // Sets every group's lr to its initial_lr times `factor` (what schedulers call).
   void scale_lr(double factor);
+  // True when step() updates each element from that element's own value, gradient and state
+  // only (no per-tensor norms, shapes or cross-element terms), so the optimizer gives the
+  // same result on any slicing of the parameters: what ZeRO needs to shard its state.
+  virtual bool is_elementwise() const { return false; }
   // Number of step() calls so far (restored by load_state_dict).
   int64_t step_count() const { return step_count_; }
   // Number of parameters over all groups (the range of the flat index below).

@@ -29,6 +29,7 @@ class SGD : public Optimizer {
   void step() override;
   StateDict state_dict() const override;
   void load_state_dict(const StateDict& state) override;
+  bool is_elementwise() const override { return true; }
 
   const SGDOptions& options() const { return options_; }
 

@@ -25,6 +25,15 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // Frees the memory but keeps this object, so every tensor viewing it (including the
+  // detached copies autograd saves for backward) sees the memory again after reallocate().
+  // ZeRO-3 frees a unit's gathered parameters between uses this way. While released, reading
+  // a tensor of this storage throws (Tensor::raw_data checks). Only for allocate()d storage.
+  void release();
+  // Fresh memory of nbytes() bytes (contents undefined); no-op unless released.
+  void reallocate();
+  bool released() const { return released_; }
+
  private:
   Storage(void* data, size_t nbytes, Device device, Deleter deleter, bool from_allocator)
       : data_(data), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)), from_allocator_(from_allocator) {}
@@ -33,6 +42,7 @@ class Storage {
   Device device_;
   Deleter deleter_;
   bool from_allocator_;
+  bool released_ = false;
 };
 
 }  // namespace strata

@@ -1,0 +1,163 @@
+#pragma once
+// ZeRO (Rajbhandari et al. 2020): data parallelism whose model states are sharded over the
+// data-parallel group, behind one API whatever the stage:
+//
+//   auto& world = dist::init();
+//   nn::GPT model(config);                                   // same construction on every rank
+//   ZeroOptimizer zero(model, optim::AdamWOptions{...}, world, {.stage = 2});
+//   optim::CosineSchedule sched(zero.optimizer(), {...});    // schedules the inner optimizer
+//   for (...) {
+//     model.loss(x, y).backward();                           // gradients reduced while it runs
+//     zero.clip_grad_norm(1.0);                              // global norm across shards
+//     zero.step();
+//     zero.zero_grad();
+//     sched.step();
+//   }
+//
+// Stage 0: DDP (all_reduce of gradient buckets, every rank updates everything).
+// Stage 1: every rank keeps master weights and optimizer state only for its shard; gradients
+//          are reduce-scattered (bucket by bucket, during backward) and the updated shards
+//          all-gathered after step().
+// Stage 2: as 1, and each rank keeps only its gradient shard (a bucket's full gradient lives
+//          only until its reduce-scatter completes).
+// Stage 3: as 2, and parameters are sharded too: each unit (an nn::Block by default; the
+//          remaining parameters form the root unit) is all-gathered before its forward and
+//          again before its backward, freed after each, and the next unit is prefetched.
+//
+// Layout. Parameters are packed into buckets (FlatBuffer: contiguous, one dtype, padded to a
+// multiple of the group size N); rank r owns chunk r of every bucket. Stages 0-2 form buckets
+// like DDP (reverse registration order, bucket_cap_bytes); stage 3 makes one bucket per unit.
+// The model's parameters become views into the buckets (their values are kept).
+//
+// Mixed precision. The parameters' dtype is the compute dtype; when it differs from
+// master_dtype (bf16 parameters, fp32 master), each rank keeps master weights for its shard
+// in master_dtype, the optimizer updates those, and the parameters are their rounded copy.
+//
+// The inner optimizer (SGD, Adam, AdamW, or a factory) is built over this rank's shard:
+// one 1-D tensor per (parameter, shard) overlap, in groups mirroring the parameter groups.
+// Stages 1-3 need an optimizer whose update is elementwise (Optimizer::is_elementwise).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "strata/checkpoint/safetensors.h"
+#include "strata/dist/process_group.h"
+#include "strata/nn/module.h"
+#include "strata/optim/adam.h"
+#include "strata/optim/optimizer.h"
+#include "strata/optim/sgd.h"
+
+namespace strata {
+
+// Builds the inner optimizer over the shard's parameter groups.
+using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<optim::ParamGroup> groups)>;
+using InnerOptimizer = std::variant<optim::SGDOptions, optim::AdamOptions, optim::AdamWOptions, OptimizerFactory>;
+
+struct ZeroOptions {
+  int stage = 1;                        // 0 (DDP), 1, 2 or 3
+  DType master_dtype = DType::Float32;  // master weights and optimizer state
+  // Stages 0-2: bucket size (bytes of parameters per bucket; a larger parameter gets its own).
+  int64_t bucket_cap_bytes = int64_t{25} << 20;
+  // Stage 3: whether a module (by its name in the model, "h.0") is a unit. Default: every
+  // nn::Block. A unit's forward should return through HookScope::output() so that its
+  // parameters can be freed between forward and backward; otherwise they stay gathered
+  // until its gradients are reduced.
+  std::function<bool(const std::string& name, const nn::Module& module)> is_unit;
+  bool prefetch = true;  // stage 3: gather the next unit while the current one computes
+};
+
+// Bytes held by this rank for the model states, by kind. Persistent memory only: stage 3's
+// gathered units and stage 2/3's in-flight gradient buckets are transient (peak figures below).
+struct ZeroMemory {
+  int64_t parameters = 0;       // compute parameters (full, or the shard at stage 3)
+  int64_t gradients = 0;        // compute-dtype gradients (full, or the shard at stages 2-3)
+  int64_t master = 0;           // master weights (0 when they are the parameters themselves)
+  int64_t optimizer_state = 0;  // the inner optimizer's state (e.g. Adam's exp_avg, exp_avg_sq)
+  int64_t padding_elements = 0; // elements added to make every bucket divide by N
+  int64_t total() const { return parameters + gradients + master + optimizer_state; }
+};
+
+class ZeroOptimizer {
+ public:
+  // Collective over `group`: every rank must pass a module with the same parameter names,
+  // shapes and dtypes (checked); rank 0's parameters and buffers are broadcast. `groups`
+  // (optional) splits the module's parameters into groups with their own lr and weight
+  // decay (e.g. optim::weight_decay_groups); empty: one group with every trainable
+  // parameter and the lr / weight_decay of the options (a factory's group gets lr 1e-3, no
+  // decay). The module must outlive this object.
+  ZeroOptimizer(nn::Module& module, InnerOptimizer inner, dist::ProcessGroup& group, ZeroOptions options = {},
+                std::vector<optim::ParamGroup> groups = {});
+  ~ZeroOptimizer();
+  ZeroOptimizer(const ZeroOptimizer&) = delete;
+  ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
+
+  // Zeroes the gradients (the buckets, or this rank's gradient shard).
+  void zero_grad();
+  // Updates this rank's shard with the inner optimizer, then refreshes the parameters
+  // (stages 1-2: all_gather; stage 3: the shard, gathered at the next use).
+  void step();
+  // Clips the global L2 norm of the (reduced) gradients to max_norm, like
+  // optim::clip_grad_norm; the norm is summed across shards (one all_reduce of 8 bytes at
+  // stages 1-3). Call it between backward and step(). Returns the norm before clipping.
+  double clip_grad_norm(double max_norm);
+
+  // The inner optimizer (schedulers scale its groups' lr; param_groups()[g].lr is the lr).
+  optim::Optimizer& optimizer();
+  int stage() const;
+  dist::ProcessGroup& group() { return group_; }
+  nn::Module& module() { return module_; }
+  const ZeroOptions& options() const;
+  ZeroMemory memory() const;
+  // The buckets (stage 3: units) in launch order: their parameter names and padded bytes.
+  std::vector<std::vector<std::string>> bucket_parameter_names() const;
+  std::vector<int64_t> bucket_bytes() const;
+
+  // Collective: writes a sharded checkpoint directory. Each rank writes shard_<rank>.safetensors
+  // (a strata checkpoint file, checksummed): "master.<b>", its master weights of bucket b
+  // (its shard, or the whole bucket at stage 0, padding included), and "optim.<key>", the
+  // inner optimizer's state. Rank 0 writes index.json: format, stage, world size, dtypes,
+  // every bucket's global offset and entries (name, shape, offset), every shard's file and
+  // global ranges, the optimizer's step count and `metadata`. Everything goes to
+  // "<dir>.tmp" first, which is renamed to `dir` once every rank has written its shard, so
+  // `dir` is never half written. The directory must be visible to every rank. Gradients are
+  // not saved (save after step() and zero_grad()); module buffers are the caller's.
+  void save(const std::string& dir, const Metadata& metadata = {});
+  // Collective: restores the master weights, the parameters and the optimizer state that
+  // save() wrote, and returns its metadata. The stage, world size, dtypes and layout must be
+  // the ones of this run (resharding is not supported yet); a mismatch throws naming what
+  // was found and what was expected.
+  Metadata load(const std::string& dir);
+
+  // Collective: a copy of every parameter's full value, by name (stage 3 gathers them).
+  StateDict full_parameters();
+  // RAII, collective: at stage 3 gathers every unit so that the module's parameters can be
+  // read (evaluation, export) and frees them again at the end; a no-op at stages 0-2.
+  class GatheredParameters {
+   public:
+    explicit GatheredParameters(ZeroOptimizer& zero);
+    ~GatheredParameters();
+    GatheredParameters(const GatheredParameters&) = delete;
+    GatheredParameters& operator=(const GatheredParameters&) = delete;
+
+   private:
+    ZeroOptimizer& zero_;
+  };
+  [[nodiscard]] GatheredParameters gathered_parameters() { return GatheredParameters(*this); }
+
+  struct State;  // shared with the autograd hooks, which may outlive this object
+
+ private:
+  nn::Module& module_;
+  dist::ProcessGroup& group_;
+  std::shared_ptr<State> state_;
+};
+
+// Bytes a ring implementation moves per rank for the ops in `stats` on a group of n ranks:
+// all_reduce 2(n-1)/n x its bytes, reduce_scatter (n-1)/n x its input, all_gather (n-1) x its
+// contribution, broadcast its bytes. Stages 1-2 move what DDP moves; stage 3 1.5x.
+double ring_wire_bytes(const dist::CommStats& stats, int n);
+
+}  // namespace strata

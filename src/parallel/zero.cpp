@@ -1,0 +1,606 @@
+// ZeroOptimizer: buckets and shards, gradient hooks (all_reduce or reduce_scatter launched as
+// soon as a bucket's gradients are complete), the end-of-backward flush, step and clipping.
+// Stage 3's gather / free / prefetch of units lives in zero_stage3.cpp.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "../tensor/dispatch.h"
+#include "strata/autograd/engine.h"
+#include "strata/autograd/grad_mode.h"
+#include "strata/core/error.h"
+#include "strata/nn/gpt.h"
+#include "strata/tensor/factory.h"
+#include "strata/tensor/ops/elementwise.h"
+#include "zero_state.h"
+
+namespace strata {
+namespace {
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// dst += src for any floating dtype (16-bit values are summed in float and rounded once).
+void accumulate_into(const Tensor& dst, const Tensor& src) {
+  if (dst.dtype() == DType::Float32 || dst.dtype() == DType::Float64) {
+    Tensor d = dst;
+    add_(d, src);
+    return;
+  }
+  Tensor s = src.contiguous();
+  detail::dispatch_all(dst.dtype(), [&]<class T>() {
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>) {
+      T* d = static_cast<T*>(dst.raw_data());
+      const T* x = static_cast<const T*>(s.raw_data());
+      const int64_t n = dst.numel();
+      for (int64_t i = 0; i < n; ++i)
+        d[i] = detail::convert<T>(detail::convert<float>(d[i]) + detail::convert<float>(x[i]));
+    } else {
+      STRATA_FAIL("ZeroOptimizer: gradients of dtype ", dst.dtype(), " cannot be accumulated");
+    }
+  });
+}
+
+bool arithmetic(DType d) { return d == DType::Float32 || d == DType::Float64; }
+
+// Every rank must hold the same parameters; on a mismatch every rank throws naming the first
+// differing parameter as this rank sees it and the ranks that differ from rank 0.
+void check_same_parameters(dist::ProcessGroup& group, const std::vector<ZeroOptimizer::State::Param>& params) {
+  const int n = group.size();
+  if (n == 1) return;
+  std::vector<int64_t> each;
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& p : params) {
+    std::ostringstream os;
+    os << p.name << " " << p.tensor.shape() << " " << p.tensor.dtype();
+    each.push_back(static_cast<int64_t>(fnv1a(os.str())));
+    h = (h ^ static_cast<uint64_t>(each.back())) * 1099511628211ull;
+  }
+  Tensor mine = from_vector(std::vector<int64_t>{static_cast<int64_t>(h), static_cast<int64_t>(each.size())}, {2});
+  Tensor all = empty({2 * n}, {.dtype = DType::Int64});
+  group.all_gather(all, mine)->wait();
+  const int64_t* a = all.data<int64_t>();
+  int64_t most = 0;
+  bool same = true;
+  for (int r = 0; r < n; ++r) {
+    same = same && a[2 * r] == a[0] && a[2 * r + 1] == a[1];
+    most = std::max(most, a[2 * r + 1]);
+  }
+  if (same) return;
+  Tensor hashes = zeros({most}, {.dtype = DType::Int64});
+  for (size_t i = 0; i < each.size(); ++i) hashes.data<int64_t>()[i] = each[i];
+  Tensor all_hashes = empty({most * n}, {.dtype = DType::Int64});
+  group.all_gather(all_hashes, hashes)->wait();
+  const int64_t* ah = all_hashes.data<int64_t>();
+  int64_t first = most;
+  std::vector<int> differ;
+  for (int64_t i = 0; i < most && first == most; ++i)
+    for (int r = 1; r < n; ++r)
+      if (ah[r * most + i] != ah[i]) first = i;
+  for (int r = 1; r < n; ++r)
+    if (first < most && ah[r * most + first] != ah[first]) differ.push_back(r);
+  std::ostringstream os;
+  os << "ZeroOptimizer: the ranks of group '" << group.name() << "' hold different parameters: parameter #" << first
+     << " is ";
+  if (first < static_cast<int64_t>(params.size())) {
+    const Tensor& t = params[static_cast<size_t>(first)].tensor;
+    os << "'" << params[static_cast<size_t>(first)].name << "' " << t.shape() << " " << t.dtype();
+  } else {
+    os << "absent";
+  }
+  os << " on this rank (" << group.rank() << "); ranks differing from rank 0:";
+  for (int r : differ) os << " " << r;
+  os << " (parameter counts by rank:";
+  for (int r = 0; r < n; ++r) os << " " << a[2 * r + 1];
+  os << ")";
+  throw Error(os.str());
+}
+
+// The groups the caller gave, mapped to parameter indices; or one group of everything.
+std::vector<int> assign_groups(const std::vector<ZeroOptimizer::State::Param>& params,
+                               const std::vector<optim::ParamGroup>& groups) {
+  std::vector<int> out(params.size(), 0);
+  if (groups.empty()) return out;
+  std::unordered_map<const TensorImpl*, size_t> index;
+  for (size_t i = 0; i < params.size(); ++i) index[params[i].tensor.impl()] = i;
+  std::vector<bool> seen(params.size(), false);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t k = 0; k < groups[g].params.size(); ++k) {
+      const Tensor& t = groups[g].params[k];
+      auto it = t.defined() ? index.find(t.impl()) : index.end();
+      STRATA_CHECK(it != index.end(), "ZeroOptimizer: parameter ", k, " of group ", g,
+                   " is not a trainable parameter of the module");
+      STRATA_CHECK(!seen[it->second], "ZeroOptimizer: parameter '", params[it->second].name,
+                   "' appears in more than one group (or twice in group ", g, ")");
+      seen[it->second] = true;
+      out[it->second] = static_cast<int>(g);
+    }
+  }
+  for (size_t i = 0; i < params.size(); ++i)
+    STRATA_CHECK(seen[i], "ZeroOptimizer: parameter '", params[i].name,
+                 "' is in none of the parameter groups given; every trainable parameter must be in one");
+  return out;
+}
+
+std::unique_ptr<optim::Optimizer> make_inner(const InnerOptimizer& inner, std::vector<optim::ParamGroup> groups,
+                                             bool user_groups) {
+  auto defaults = [&](double lr, double wd) {
+    if (user_groups) return;
+    groups[0].lr = lr;
+    groups[0].weight_decay = wd;
+    groups[0].initial_lr = 0.0;
+  };
+  if (auto* o = std::get_if<optim::SGDOptions>(&inner)) {
+    defaults(o->lr, o->weight_decay);
+    return std::make_unique<optim::SGD>(std::move(groups), *o);
+  }
+  if (auto* o = std::get_if<optim::AdamOptions>(&inner)) {
+    defaults(o->lr, o->weight_decay);
+    return std::make_unique<optim::Adam>(std::move(groups), *o);
+  }
+  if (auto* o = std::get_if<optim::AdamWOptions>(&inner)) {
+    defaults(o->lr, o->weight_decay);
+    return std::make_unique<optim::AdamW>(std::move(groups), *o);
+  }
+  const auto& factory = std::get<OptimizerFactory>(inner);
+  STRATA_CHECK(factory != nullptr, "ZeroOptimizer: the optimizer factory is empty");
+  auto out = factory(std::move(groups));
+  STRATA_CHECK(out != nullptr, "ZeroOptimizer: the optimizer factory returned null");
+  return out;
+}
+
+}  // namespace
+
+// --- construction ---
+
+ZeroOptimizer::ZeroOptimizer(nn::Module& module, InnerOptimizer inner, dist::ProcessGroup& group, ZeroOptions options,
+                             std::vector<optim::ParamGroup> groups)
+    : module_(module), group_(group), state_(std::make_shared<State>()) {
+  State& s = *state_;
+  STRATA_CHECK(options.stage >= 0 && options.stage <= 3, "ZeroOptimizer: stage ", options.stage,
+               " is not a ZeRO stage; expected 0 (DDP), 1 (optimizer state), 2 (+ gradients) or 3 (+ parameters)");
+  STRATA_CHECK(options.master_dtype == DType::Float32 || options.master_dtype == DType::Float64,
+               "ZeroOptimizer: master_dtype ", options.master_dtype, " is not float32 or float64");
+  STRATA_CHECK(options.bucket_cap_bytes > 0, "ZeroOptimizer: bucket_cap_bytes must be positive, got ",
+               options.bucket_cap_bytes);
+  s.group = &group;
+  s.options = options;
+  s.rank = group.rank();
+  s.world = group.size();
+
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& [name, t] : module.named_parameters()) {
+    if (!t.requires_grad() || !seen.insert(t.impl()).second) continue;
+    STRATA_CHECK(t.is_contiguous(), "ZeroOptimizer: parameter '", name, "' is not contiguous");
+    STRATA_CHECK(t.device().is_cpu(), "ZeroOptimizer: parameter '", name, "' is on ", t.device(),
+                 "; only CPU tensors are supported so far");
+    if (!s.params.empty()) {
+      STRATA_CHECK(t.dtype() == s.param_dtype, "ZeroOptimizer: parameter '", name, "' is ", t.dtype(), " but '",
+                   s.params.front().name, "' is ", s.param_dtype, "; all parameters must share one dtype");
+    }
+    s.param_dtype = t.dtype();
+    s.params.push_back({.name = name, .tensor = t});
+  }
+  STRATA_CHECK(!s.params.empty(), "ZeroOptimizer: the module has no trainable parameters");
+  check_same_parameters(group, s.params);
+  const std::vector<int> param_group = assign_groups(s.params, groups);
+  for (size_t i = 0; i < s.params.size(); ++i) s.params[i].group = param_group[i];
+  s.num_groups = groups.empty() ? 1 : static_cast<int>(groups.size());
+
+  // Buckets: stage 3 one per unit (units in reverse registration order, the root last, which
+  // is the order backward completes them); otherwise by size in reverse registration order.
+  std::vector<std::vector<int>> members;
+  std::vector<const nn::Module*> unit_of_bucket;
+  if (options.stage == 3) {
+    std::function<bool(const std::string&, const nn::Module&)> is_unit = options.is_unit;
+    if (!is_unit) is_unit = [](const std::string&, const nn::Module& m) { return dynamic_cast<const nn::Block*>(&m) != nullptr; };
+    std::unordered_map<const TensorImpl*, int> index;
+    for (size_t i = 0; i < s.params.size(); ++i) index[s.params[i].tensor.impl()] = static_cast<int>(i);
+    std::vector<bool> taken(s.params.size(), false);
+    std::vector<std::pair<const nn::Module*, std::vector<int>>> units;
+    // Depth-first over the tree; the outermost unit claims a subtree.
+    std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>> stack;
+    auto children = module.named_children();
+    for (auto it = children.rbegin(); it != children.rend(); ++it) stack.push_back(*it);
+    while (!stack.empty()) {
+      auto [name, child] = stack.back();
+      stack.pop_back();
+      if (is_unit(name, *child)) {
+        std::vector<int> mine;
+        for (auto& [pname, t] : child->named_parameters()) {
+          auto it = index.find(t.impl());
+          if (it == index.end() || taken[it->second]) continue;
+          taken[it->second] = true;
+          mine.push_back(it->second);
+        }
+        if (!mine.empty()) units.emplace_back(child.get(), std::move(mine));
+        continue;
+      }
+      auto grand = child->named_children();
+      for (auto it = grand.rbegin(); it != grand.rend(); ++it) stack.emplace_back(name + "." + it->first, it->second);
+    }
+    for (auto it = units.rbegin(); it != units.rend(); ++it) {
+      members.push_back(it->second);
+      unit_of_bucket.push_back(it->first);
+    }
+    std::vector<int> root;
+    for (size_t i = 0; i < s.params.size(); ++i)
+      if (!taken[i]) root.push_back(static_cast<int>(i));
+    if (!root.empty()) {
+      members.push_back(root);
+      unit_of_bucket.push_back(nullptr);
+      s.root_bucket = static_cast<int>(members.size()) - 1;
+    }
+  } else {
+    const int64_t elem = static_cast<int64_t>(dtype_size(s.param_dtype));
+    int64_t have = 0;
+    for (int i = static_cast<int>(s.params.size()) - 1; i >= 0; --i) {
+      const int64_t bytes = s.params[i].tensor.numel() * elem;
+      if (members.empty() || (have > 0 && have + bytes > options.bucket_cap_bytes)) {
+        members.emplace_back();
+        unit_of_bucket.push_back(nullptr);
+        have = 0;
+      }
+      members.back().push_back(i);
+      have += bytes;
+    }
+  }
+
+  // Pack, then broadcast rank 0's values (one broadcast per bucket, plus the buffers).
+  NoGradGuard no_grad;
+  const bool sharded = options.stage >= 1;
+  int64_t global = 0;
+  s.buckets.resize(members.size());
+  for (size_t bi = 0; bi < members.size(); ++bi) {
+    State::Bucket& b = s.buckets[bi];
+    b.params = members[bi];
+    b.unit = unit_of_bucket[bi];
+    std::vector<std::pair<std::string, Shape>> entries;
+    for (int i : b.params) entries.emplace_back(s.params[i].name, s.params[i].tensor.shape());
+    b.param = std::make_unique<FlatBuffer>(s.param_dtype, entries, s.world, global);
+    b.grad = std::make_unique<FlatBuffer>(s.param_dtype, entries, s.world, global);
+    global += b.param->numel();
+    b.param->allocate();
+    for (size_t e = 0; e < b.params.size(); ++e) {
+      State::Param& p = s.params[b.params[e]];
+      p.bucket = static_cast<int>(bi);
+      p.entry = e;
+      b.param->view(e).copy_(p.tensor);
+      // The parameter now lives in the bucket: same TensorImpl (modules, optimizers and
+      // autograd keep their handles), new storage.
+      TensorImpl* impl = p.tensor.impl();
+      impl->storage = b.param->data().storage();
+      impl->offset = b.param->data().offset() + b.param->entries()[e].offset;
+    }
+  }
+  if (s.world > 1) {
+    std::vector<dist::WorkPtr> works;
+    std::vector<Tensor> tensors;
+    for (auto& b : s.buckets) tensors.push_back(b.param->data());
+    for (auto& [name, t] : module.named_buffers()) {
+      STRATA_CHECK(t.is_contiguous(), "ZeroOptimizer: buffer '", name, "' is not contiguous");
+      tensors.push_back(t);
+    }
+    for (Tensor& t : tensors) works.push_back(group.broadcast(t, 0));
+    for (auto& w : works) w->wait();
+  }
+
+  // Shards, master weights, pieces and the inner optimizer's groups.
+  std::vector<optim::ParamGroup> inner_groups(static_cast<size_t>(s.num_groups));
+  for (size_t g = 0; g < groups.size(); ++g) {
+    inner_groups[g].lr = groups[g].lr;
+    inner_groups[g].weight_decay = groups[g].weight_decay;
+    inner_groups[g].initial_lr = groups[g].initial_lr;
+  }
+  const bool separate = s.param_dtype != options.master_dtype;
+  for (State::Bucket& b : s.buckets) {
+    b.own_begin = sharded ? b.param->shard_begin(s.rank) : 0;
+    b.own_numel = sharded ? b.param->shard_numel() : b.param->numel();
+    if (options.stage == 3) {
+      b.param_shard = b.param->data().narrow(0, b.own_begin, b.own_numel).clone();
+      b.param->release();
+    } else {
+      b.param_shard = b.param->data().narrow(0, b.own_begin, b.own_numel);
+    }
+    if (options.stage <= 1) {
+      b.grad->allocate();
+      b.grad_shard = b.grad->data().narrow(0, b.own_begin, b.own_numel);
+      if (arithmetic(s.param_dtype)) {
+        for (size_t e = 0; e < b.params.size(); ++e) s.params[b.params[e]].tensor.set_grad(b.grad->view(e));
+      }
+    } else {
+      b.grad_shard = zeros({b.own_numel}, {.dtype = s.param_dtype});
+    }
+    b.master_separate = separate;
+    b.master = separate ? b.param_shard.to(options.master_dtype) : b.param_shard;
+    // Pieces: stage 0 whole parameters in their shapes; otherwise 1-D overlaps with the shard.
+    if (!sharded) {
+      for (size_t e = 0; e < b.params.size(); ++e) {
+        const auto& entry = b.param->entries()[e];
+        b.pieces.push_back(b.master.narrow(0, entry.offset, entry.numel).view(entry.shape));
+        b.piece_begin.push_back(entry.offset);
+        inner_groups[static_cast<size_t>(s.params[b.params[e]].group)].params.push_back(b.pieces.back());
+      }
+    } else {
+      for (const FlatBuffer::Piece& pc : b.param->pieces(s.rank)) {
+        b.pieces.push_back(b.master.narrow(0, pc.shard_offset, pc.numel));
+        b.piece_begin.push_back(pc.shard_offset);
+        inner_groups[static_cast<size_t>(s.params[b.params[pc.entry]].group)].params.push_back(b.pieces.back());
+      }
+    }
+  }
+  s.inner = make_inner(inner, std::move(inner_groups), !groups.empty());
+  STRATA_CHECK(options.stage == 0 || s.inner->is_elementwise(), "ZeroOptimizer: stage ", options.stage,
+               " shards the optimizer state, which needs an optimizer whose update is elementwise "
+               "(Optimizer::is_elementwise(): SGD, Adam, AdamW); the optimizer given is not. Use stage 0 for it");
+
+  // Hooks: one per parameter, plus stage 3's module hooks.
+  std::weak_ptr<State> weak = state_;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    s.params[i].tensor.register_post_accumulate_grad_hook([weak, i](Tensor&) {
+      if (auto st = weak.lock()) st->on_ready(static_cast<int>(i));
+    });
+  }
+  for (auto& b : s.buckets) b.pending = static_cast<int>(b.params.size());
+  if (options.stage == 3) s.install_stage3_hooks(module);
+}
+
+ZeroOptimizer::~ZeroOptimizer() = default;
+
+// --- gradients ---
+
+void ZeroOptimizer::State::on_ready(int index) {
+  NoGradGuard no_grad;
+  Param& p = params[static_cast<size_t>(index)];
+  Bucket& b = buckets[static_cast<size_t>(p.bucket)];
+  STRATA_CHECK(!(options.stage == 1 && reduced_in_place), "ZeroOptimizer: a second backward pass without zero_grad() "
+               "at stage 1 (the gradient buckets were reduced in place by the first; stages 0, 2 and 3 accumulate)");
+  if (!pass_active) {
+    pass_active = true;
+    autograd::queue_final_callback([self = shared_from_this()] { self->finalize(); });
+  }
+  STRATA_CHECK(!p.ready, "ZeroOptimizer: parameter '", p.name,
+               "' was marked ready twice in one backward pass (is it registered twice?)");
+  p.ready = true;
+  Tensor g = p.tensor.grad();
+  if (options.stage <= 1) {
+    Tensor view = b.grad->view(p.entry);
+    if (arithmetic(param_dtype)) {
+      // Not the bucket view (set to none or replaced): it holds the whole gradient.
+      if (g.defined() && !(g.raw_data() == view.raw_data() && g.is_contiguous())) view.copy_(g);
+      p.tensor.set_grad(view);
+    } else if (g.defined()) {
+      accumulate_into(view, g);  // 16-bit: AccumulateGrad cannot add in place, so ZeRO does
+      p.tensor.set_grad(Tensor());
+    }
+  } else {
+    if (b.grad->released() || !b.grad->allocated()) {
+      if (!b.grad->allocated()) {
+        b.grad->allocate();
+      } else {
+        b.grad->reallocate();
+        b.grad->data().zero_();
+      }
+    }
+    if (g.defined()) b.grad->view(p.entry).copy_(g);
+    p.tensor.set_grad(Tensor());  // only the shard is kept
+  }
+  --b.pending;
+  launch_in_order(false);
+}
+
+void ZeroOptimizer::State::launch_in_order(bool force) {
+  while (next_launch < buckets.size() && (force || buckets[next_launch].pending == 0)) {
+    launch(buckets[next_launch]);
+    ++next_launch;
+  }
+}
+
+void ZeroOptimizer::State::launch(Bucket& b) {
+  if (options.stage == 0) {
+    Tensor full = b.grad->data();
+    b.work = group->all_reduce(full, dist::ReduceOp::Avg);
+  } else if (options.stage == 1) {
+    b.work = group->reduce_scatter(b.grad_shard, b.grad->data(), dist::ReduceOp::Avg);
+  } else {
+    if (!b.grad->allocated() || b.grad->released()) {  // no gradient reached this bucket
+      if (!b.grad->allocated()) b.grad->allocate();
+      b.grad->reallocate();
+      b.grad->data().zero_();
+    }
+    b.reduce_out = b.shard_clean ? b.grad_shard : empty({b.own_numel}, {.dtype = param_dtype});
+    b.work = group->reduce_scatter(b.reduce_out, b.grad->data(), dist::ReduceOp::Avg);
+  }
+  b.launched = true;
+}
+
+void ZeroOptimizer::State::finalize() {
+  NoGradGuard no_grad;
+  // A parameter that received no gradient counts as zero (its slot is zero after zero_grad).
+  for (Param& p : params) {
+    if (p.ready) continue;
+    p.ready = true;
+    if (options.stage <= 1 && arithmetic(param_dtype)) {
+      Tensor view = buckets[static_cast<size_t>(p.bucket)].grad->view(p.entry);
+      Tensor g = p.tensor.grad();
+      if (g.defined() && !(g.raw_data() == view.raw_data())) view.copy_(g);
+      p.tensor.set_grad(view);
+    }
+    --buckets[static_cast<size_t>(p.bucket)].pending;
+  }
+  launch_in_order(true);
+  std::string error;
+  for (Bucket& b : buckets) {
+    try {
+      if (b.work) b.work->wait();
+    } catch (const Error& e) {
+      if (error.empty()) error = e.what();
+    }
+  }
+  for (Bucket& b : buckets) {
+    b.work.reset();
+    b.launched = false;
+    b.pending = static_cast<int>(b.params.size());
+    if (options.stage >= 2) {
+      if (error.empty() && !b.reduce_out.is_same(b.grad_shard) && b.reduce_out.defined())
+        accumulate_into(b.grad_shard, b.reduce_out);
+      b.reduce_out = Tensor();
+      b.shard_clean = false;
+      if (b.grad->allocated() && !b.grad->released()) b.grad->release();
+    }
+  }
+  for (Param& p : params) p.ready = false;
+  next_launch = 0;
+  pass_active = false;
+  if (options.stage == 1) reduced_in_place = true;
+  if (options.stage == 3 && !pinned) {
+    for (size_t b = 0; b < buckets.size(); ++b) release_unit(static_cast<int>(b));
+  }
+  STRATA_CHECK(error.empty(), "ZeroOptimizer: gradient reduction failed: ", error);
+  drop_master_grads();
+  prepare_master_grads();
+}
+
+// The inner optimizer reads the gradient of each piece from master_grad (a view of the
+// gradient shard, or its conversion to the master dtype).
+void ZeroOptimizer::State::prepare_master_grads() {
+  NoGradGuard no_grad;
+  for (Bucket& b : buckets) {
+    b.master_grad = b.master_separate ? b.grad_shard.to(options.master_dtype) : b.grad_shard;
+    for (size_t k = 0; k < b.pieces.size(); ++k) {
+      Tensor& piece = b.pieces[k];
+      piece.set_grad(b.master_grad.narrow(0, b.piece_begin[k], piece.numel()).view(piece.shape()));
+    }
+  }
+  grads_prepared = true;
+}
+
+void ZeroOptimizer::State::drop_master_grads() {
+  for (Bucket& b : buckets) {
+    for (Tensor& piece : b.pieces) piece.set_grad(Tensor());
+    b.master_grad = Tensor();
+  }
+  grads_prepared = false;
+}
+
+// --- the public API ---
+
+void ZeroOptimizer::zero_grad() {
+  NoGradGuard no_grad;
+  State& s = *state_;
+  STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::zero_grad: called during backward");
+  for (State::Bucket& b : s.buckets) {
+    if (s.options.stage <= 1) {
+      b.grad->data().zero_();
+    } else {
+      b.grad_shard.zero_();
+      b.shard_clean = true;
+    }
+  }
+  if (s.options.stage >= 2 || !arithmetic(s.param_dtype)) {
+    for (auto& p : s.params) p.tensor.set_grad(Tensor());
+  }
+  s.reduced_in_place = false;
+  s.drop_master_grads();
+}
+
+void ZeroOptimizer::step() {
+  NoGradGuard no_grad;
+  State& s = *state_;
+  STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::step: called during backward");
+  if (!s.grads_prepared) s.prepare_master_grads();
+  s.inner->step();
+  for (State::Bucket& b : s.buckets) {
+    if (b.master_separate) b.param_shard.copy_(b.master);
+  }
+  if (s.options.stage == 1 || s.options.stage == 2) {
+    std::vector<dist::WorkPtr> works;
+    for (State::Bucket& b : s.buckets) {
+      Tensor full = b.param->data();
+      works.push_back(s.group->all_gather(full, b.param_shard));
+    }
+    for (auto& w : works) w->wait();
+  }
+  s.drop_master_grads();
+}
+
+double ZeroOptimizer::clip_grad_norm(double max_norm) {
+  NoGradGuard no_grad;
+  State& s = *state_;
+  STRATA_CHECK(std::isfinite(max_norm) && max_norm > 0, "ZeroOptimizer::clip_grad_norm: max_norm ", max_norm,
+               " must be finite and > 0");
+  if (!s.grads_prepared) s.prepare_master_grads();
+  double sum = 0.0;
+  for (State::Bucket& b : s.buckets) {
+    detail::dispatch_floating(b.master_grad.dtype(), "clip_grad_norm", [&]<class T>() {
+      const T* g = b.master_grad.data<T>();
+      const int64_t n = b.master_grad.numel();
+      double part = 0.0;
+#pragma omp parallel for reduction(+ : part) schedule(static) if (n > 32768)
+      for (int64_t i = 0; i < n; ++i) part += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+      sum += part;
+    });
+  }
+  if (s.options.stage >= 1 && s.world > 1) {
+    Tensor t = full({1}, sum, {.dtype = DType::Float64});
+    s.group->all_reduce(t, dist::ReduceOp::Sum)->wait();
+    sum = t.item();
+  }
+  const double norm = std::sqrt(sum);
+  if (!std::isfinite(norm)) return norm;
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    for (State::Bucket& b : s.buckets) mul_(b.master_grad, coef);
+  }
+  return norm;
+}
+
+optim::Optimizer& ZeroOptimizer::optimizer() { return *state_->inner; }
+int ZeroOptimizer::stage() const { return state_->options.stage; }
+const ZeroOptions& ZeroOptimizer::options() const { return state_->options; }
+
+ZeroMemory ZeroOptimizer::memory() const {
+  const State& s = *state_;
+  ZeroMemory m;
+  for (const State::Bucket& b : s.buckets) {
+    m.parameters += static_cast<int64_t>(s.options.stage == 3 ? b.param_shard.nbytes() : b.param->nbytes());
+    m.gradients += static_cast<int64_t>(s.options.stage <= 1 ? b.grad->nbytes() : b.grad_shard.nbytes());
+    if (b.master_separate) m.master += static_cast<int64_t>(b.master.nbytes());
+    m.padding_elements += b.param->padding();
+  }
+  for (const auto& [key, t] : s.inner->state_dict())
+    if (key.rfind("state.", 0) == 0) m.optimizer_state += static_cast<int64_t>(t.nbytes());
+  return m;
+}
+
+std::vector<std::vector<std::string>> ZeroOptimizer::bucket_parameter_names() const {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& b : state_->buckets) {
+    out.emplace_back();
+    for (int i : b.params) out.back().push_back(state_->params[static_cast<size_t>(i)].name);
+  }
+  return out;
+}
+
+std::vector<int64_t> ZeroOptimizer::bucket_bytes() const {
+  std::vector<int64_t> out;
+  for (const auto& b : state_->buckets) out.push_back(static_cast<int64_t>(b.param->nbytes()));
+  return out;
+}
+
+double ring_wire_bytes(const dist::CommStats& stats, int n) {
+  auto bytes = [&](dist::OpType op) {
+    auto it = stats.find(op);
+    return it == stats.end() ? 0.0 : static_cast<double>(it->second.bytes);
+  };
+  const double f = static_cast<double>(n - 1) / n;
+  return 2 * f * bytes(dist::OpType::AllReduce) + f * bytes(dist::OpType::ReduceScatter) +
+         (n - 1) * bytes(dist::OpType::AllGather) + bytes(dist::OpType::Broadcast);
+}
+
+}  // namespace strata
