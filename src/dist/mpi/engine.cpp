@@ -224,9 +224,11 @@ void Engine::submit(std::unique_ptr<Op> op) {
     }
     incoming_.push_back(std::move(op));
     outstanding_.fetch_add(1);
-    // A lingering worker (see loop()) looks for new ops by itself; waking it costs ~20 us
-    // of a shared core per op, which a caller that waits at once does not need.
-    wake = worker_deep_asleep_;
+    // A lingering worker (see loop()) looks for new ops by itself within linger_nap_;
+    // waking it costs ~20 us of a shared core per op, which a caller that waits at once
+    // (and drives) does not need. When callers never drive, the worker is the only one
+    // that progresses: wake it.
+    wake = worker_deep_asleep_ || (!callers_drive_ && worker_asleep_);
     start_here = callers_drive_ && !caller_driving_.load() && callers_wanting_ == 0;
   }
   if (wake) cv_.notify_all();
