@@ -28,6 +28,17 @@ std::string join(const std::vector<int>& v) {
   return os.str();
 }
 
+// STRATA_MPI_CALLER_SPIN_US: how long a waiting caller keeps driving without progress
+// before it hands back to the worker and sleeps (0: callers never drive).
+std::chrono::microseconds env_micros(const char* name, std::chrono::microseconds fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long long x = std::strtoll(v, &end, 10);
+  STRATA_CHECK(end != nullptr && *end == '\0' && x >= 0, name, "='", v, "' is not a non-negative count of microseconds");
+  return std::chrono::microseconds(x);
+}
+
 }  // namespace
 
 void check_mpi(int rc, const char* call) {
@@ -97,6 +108,8 @@ InitResult Engine::start() {
     const char* v = std::getenv("STRATA_DEBUG_COLLECTIVES");
     return v != nullptr && std::string(v) != "0" && std::string(v) != "";
   }();
+  engine->caller_spin_ = env_micros("STRATA_MPI_CALLER_SPIN_US", engine->caller_spin_);
+  engine->callers_drive_ = engine->caller_spin_.count() > 0;
   InitResult result;
   std::string error;
   std::mutex m;
@@ -126,13 +139,14 @@ void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std
     STRATA_MPI(MPI_Initialized(&initialised));
     int provided = 0;
     if (!initialised) {
-      // Every MPI call of this process happens on this thread, which also initialises MPI:
-      // FUNNELED is enough. Ask for SERIALIZED so that an application calling MPI itself
-      // (between our calls, never concurrently) stays within the standard.
+      // SERIALIZED: waiting callers drive MPI themselves (engine.h), one thread at a time, and
+      // an application may call MPI between our ops. With FUNNELED only, every MPI call
+      // stays on this thread, which initialises MPI.
       STRATA_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
       we_initialised_mpi_ = true;
       STRATA_CHECK(provided >= MPI_THREAD_FUNNELED, "dist::init: MPI provides thread level ", provided,
                    " but strata needs at least MPI_THREAD_FUNNELED (", MPI_THREAD_FUNNELED, ")");
+      if (provided < MPI_THREAD_SERIALIZED) callers_drive_ = false;
     } else {
       // The application initialised MPI on another thread; we call it from our worker.
       STRATA_MPI(MPI_Query_thread(&provided));
@@ -167,6 +181,9 @@ void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std
     return;
   }
   loop();
+  // No caller may be inside MPI (or enter it) once we finalise.
+  std::lock_guard<std::mutex> progress(progress_mu_);
+  mpi_finalized_ = true;
   // Communicators with requests that will never complete (timed-out ops) are left to
   // MPI_Finalize. Every live rank reaches this point, so the finalize handshake completes;
   // a dead rank makes it hang or fail, which is why fault paths exit without finalize.
@@ -192,6 +209,7 @@ void Engine::finalize() {
 
 void Engine::submit(std::unique_ptr<Op> op) {
   std::shared_ptr<WorkState> work = op->work;
+  bool wake = false, start_here = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
     STRATA_CHECK(!stop_, op->kind, ": the distributed runtime is shutting down (dist::finalize was called)");
@@ -205,8 +223,88 @@ void Engine::submit(std::unique_ptr<Op> op) {
       work->seq = op->seq;
     }
     incoming_.push_back(std::move(op));
+    outstanding_.fetch_add(1);
+    // A lingering worker (see loop()) looks for new ops by itself within linger_nap_;
+    // waking it costs ~20 us of a shared core per op, which a caller that waits at once
+    // (and drives) does not need. When callers never drive, the worker is the only one
+    // that progresses: wake it.
+    wake = worker_deep_asleep_ || (!callers_drive_ && worker_asleep_);
+    start_here = callers_drive_ && !caller_driving_.load() && callers_wanting_ == 0;
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_all();
+  // Start the op right away on this thread (issue order holds: the progress lock
+  // serialises passes and each pass takes in every submitted op in order).
+  if (start_here && progress_mu_.try_lock()) {
+    pass(Clock::now());
+    progress_mu_.unlock();
+  }
+}
+
+// ---------------------------------------------------------------- waiting callers
+
+void Engine::wait(WorkState& work, Clock::time_point until) {
+  while (!work.done_flag.load()) {
+    if (Clock::now() >= until) return;
+    // Driving ends early when another caller drives, the worker would not let go, or
+    // nothing moved for caller_spin_: then sleep until the op is published (the worker
+    // enforces its deadline).
+    if (callers_drive_ && drive(work, until)) continue;
+    std::unique_lock<std::mutex> lk(work.mu);
+    if (until == Clock::time_point::max())
+      work.cv.wait(lk, [&] { return work.done; });
+    else
+      work.cv.wait_until(lk, until, [&] { return work.done; });
+    return;
+  }
+}
+
+bool Engine::drive(WorkState& work, Clock::time_point until) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (caller_driving_.load() || stop_) return false;
+    ++callers_wanting_;  // the worker lets go after its current pass and sleeps
+  }
+  bool got = false;
+  const Clock::time_point give_up = Clock::now() + std::chrono::milliseconds(2);
+  while (!(got = progress_mu_.try_lock())) {
+    if (work.done_flag.load() || caller_driving_.load() || Clock::now() > give_up) break;
+    std::this_thread::yield();
+  }
+  bool wake_worker = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    --callers_wanting_;
+    if (got) caller_driving_.store(true);
+    wake_worker = !got && worker_asleep_ && callers_wanting_ == 0 && !caller_driving_.load();
+  }
+  if (!got) {
+    if (wake_worker) cv_.notify_all();
+    return false;
+  }
+  bool stalled = false;
+  if (!mpi_finalized_) {
+    Clock::time_point last_progress = Clock::now();
+    while (!work.done_flag.load()) {
+      const Clock::time_point now = Clock::now();
+      if (now >= until) break;
+      if (pass(now)) {
+        last_progress = now;
+      } else if (now - last_progress > caller_spin_) {
+        stalled = true;
+        break;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+  progress_mu_.unlock();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    caller_driving_.store(false);
+    wake_worker = worker_asleep_ && (outstanding_.load() > 0 || stop_);
+  }
+  if (wake_worker) cv_.notify_all();
+  return !stalled && !mpi_finalized_;
 }
 
 // ---------------------------------------------------------------- worker
@@ -215,41 +313,51 @@ void Engine::loop() {
   // Polling policy (measured in docs/performance.md): after the last progress the worker
   // keeps polling, yielding the core between polls, for spin_ (100 us); then it sleeps
   // between polls, 50 us at first, growing to 1 ms, so that an op waiting on a slow or absent peer
-  // costs a few percent of a core. Idle (nothing queued or started), it blocks on the
-  // condition variable: spinning there would take the core from the ranks' compute (2
-  // ranks on 2 cores), and from a caller thread spinning on its own MPI calls.
+  // costs a few percent of a core. Idle (nothing outstanding) or while a caller drives, it
+  // sleeps on the condition variable: spinning there would take the core from the ranks'
+  // compute (2 ranks on 2 cores), and from the caller driving MPI.
   Clock::time_point last_progress = Clock::now();
+  Clock::time_point last_busy = Clock::now();
   std::chrono::microseconds nap{50};
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(mu_);
-      while (!incoming_.empty()) {
-        queue_.push_back(std::move(incoming_.front()));
-        incoming_.pop_front();
+      bool slept = false;
+      for (;;) {
+        const bool work = outstanding_.load() > 0;
+        if (!work && stop_) return;
+        const Clock::time_point now = Clock::now();
+        if (work && !caller_driving_.load() && callers_wanting_ == 0) break;
+        if (work) last_busy = now;
+        // Idle (or a caller drives): no MPI call. For linger_ after the last op seen, nap
+        // in steps of linger_nap_ and look again, so that submit need not wake us; then
+        // block until woken. Nothing here calls MPI, so the application may call MPI itself
+        // between our ops (MPI_THREAD_SERIALIZED). The peers' side-channel notifications
+        // wait in MPI's queue; the next op drains them before it can need them.
+        worker_asleep_ = true;
+        if (now - last_busy < linger_) {
+          cv_.wait_for(lk, linger_nap_);
+        } else {
+          worker_deep_asleep_ = true;
+          cv_.wait(lk);
+          worker_deep_asleep_ = false;
+        }
+        worker_asleep_ = false;
+        slept = true;
       }
-      if (queue_.empty() && active_.empty()) {
-        if (stop_) break;
-        // Idle: no MPI call at all until the next op, so that the application may call MPI
-        // itself between our ops (MPI_THREAD_SERIALIZED). The peers' side-channel
-        // notifications wait in MPI's queue; the next op drains them before it can need them.
-        cv_.wait(lk);
+      if (slept) {
         last_progress = Clock::now();
-        continue;
+        nap = std::chrono::microseconds(50);
       }
     }
-    bool progressed = false;
-    try {
-      progressed = step(Clock::now());
-      drain_watch();
-    } catch (const std::exception& e) {
-      // step() catches per-op failures; anything here is an engine bug. Fail everything
-      // rather than hang the callers.
-      for (auto& op : active_) fail(*op, std::string("internal error: ") + e.what(), true);
-      for (auto& op : queue_) fail(*op, std::string("internal error: ") + e.what(), true);
-      active_.clear();
-      queue_.clear();
+    if (!progress_mu_.try_lock()) {  // a caller is taking over
+      std::this_thread::yield();
+      continue;
     }
+    const bool progressed = pass(Clock::now());
+    progress_mu_.unlock();
     const Clock::time_point now = Clock::now();
+    last_busy = now;
     if (progressed) {
       last_progress = now;
       nap = std::chrono::microseconds(50);
@@ -261,6 +369,56 @@ void Engine::loop() {
       std::this_thread::sleep_for(nap);
       nap = std::min(nap * 2, std::chrono::microseconds(1000));
     }
+  }
+}
+
+bool Engine::pass(Clock::time_point now) {
+  if (mpi_finalized_) return false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    while (!incoming_.empty()) {
+      queue_.push_back(std::move(incoming_.front()));
+      incoming_.pop_front();
+    }
+  }
+  if (queue_.empty() && active_.empty()) return false;  // nothing outstanding: no MPI call
+  bool progressed = false;
+  try {
+    progressed = step(now);
+    // The side channel only feeds timeout reports: draining it every millisecond is enough
+    // (time_out drains it itself).
+    if (now - last_drain_ > std::chrono::milliseconds(1)) {
+      drain_watch();
+      last_drain_ = now;
+    }
+  } catch (const std::exception& e) {
+    // step() catches per-op failures; anything here is an engine bug. Fail everything
+    // rather than hang the callers.
+    for (auto& op : active_) fail(*op, std::string("internal error: ") + e.what(), true);
+    for (auto& op : queue_) fail(*op, std::string("internal error: ") + e.what(), true);
+    active_.clear();
+    queue_.clear();
+    progressed = true;
+  }
+  publish();
+  return progressed;
+}
+
+void Engine::publish() {
+  // After this pass's last MPI call (see the threading rule in engine.h).
+  for (auto& [work, error] : finished_) {
+    {
+      std::lock_guard<std::mutex> lk(work->mu);
+      work->error = std::move(error);
+      work->done = true;
+      work->done_flag.store(true);
+    }
+    work->cv.notify_all();
+  }
+  finished_.clear();
+  if (retired_ > 0) {
+    outstanding_.fetch_sub(retired_);
+    retired_ = 0;
   }
 }
 
@@ -419,23 +577,13 @@ void Engine::fail(Op& op, const std::string& why_in, bool break_group) {
     std::lock_guard<std::mutex> lk(op.group->mu);
     if (op.group->broken.empty()) op.group->broken = msg;
   }
-  if (op.work) {
-    {
-      std::lock_guard<std::mutex> lk(op.work->mu);
-      op.work->done = true;
-      op.work->error = msg;
-    }
-    op.work->cv.notify_all();
-  }
+  ++retired_;
+  if (op.work) finished_.emplace_back(op.work, std::move(msg));
 }
 
 void Engine::complete(Op& op) {
-  if (!op.work) return;
-  {
-    std::lock_guard<std::mutex> lk(op.work->mu);
-    op.work->done = true;
-  }
-  op.work->cv.notify_all();
+  ++retired_;
+  if (op.work) finished_.emplace_back(op.work, std::string());
 }
 
 void Engine::publish_entered(Op& op) {

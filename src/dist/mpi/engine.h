@@ -1,11 +1,28 @@
 #pragma once
-// The per-process MPI engine: one worker thread makes every MPI call of the process
-// (MPI_Init_thread included, so MPI_THREAD_FUNNELED suffices). Callers enqueue ops; the
-// worker *starts* them in global issue order (so two groups' ops start in the same relative
-// order on every rank, which rules out cross-group deadlock) and progresses all started ops
-// together with MPI_Test, so that a send and a recv issued back to back both make progress.
-// The worker is also the watchdog: an op past its deadline fails with a message naming the
-// op, its sequence number, the group and the ranks that have not entered it.
+// The per-process MPI engine. Callers enqueue ops; ops are *started* in global issue order
+// (so two groups' ops start in the same relative order on every rank, which rules out
+// cross-group deadlock) and all started ops are progressed together with MPI_Test, so that
+// a send and a recv issued back to back both make progress. An op past its deadline fails
+// with a message naming the op, its sequence number, the group and the ranks that have not
+// entered it.
+//
+// Threading rule (MPI_THREAD_SERIALIZED: any thread may call MPI, one at a time):
+// - Only the holder of the *progress lock* (Engine::progress_mu_) makes MPI calls for strata
+//   and touches the started-op state (queue_, active_, zombies_, groups_, side_sends_).
+// - A thread waiting in Work::wait()/synchronize() whose op is not done takes the progress
+//   lock and runs the engine's passes itself until its op completes, its wait's limit
+//   passes, or nothing has progressed for a while (spin_); then it hands back and sleeps.
+//   This keeps the two thread wake-ups (caller -> worker, worker -> caller) off the path of
+//   an op that is waited on at once.
+// - The worker thread (started by Engine::start, which initialises MPI on it) progresses
+//   ops nobody drives (DDP overlaps bucket all-reduces with backward through it); it steps
+//   aside while a caller drives.
+// - A pass publishes the ops it finished (Work done) only after its last MPI call, and a
+//   thread takes no pass while no op is outstanding: once every op the application issued
+//   has completed, no strata thread is in MPI or enters it before the next op is issued.
+//   So the application may call MPI itself between strata ops, as before.
+// With MPI_THREAD_FUNNELED only (an MPI without SERIALIZED), callers never drive: every
+// MPI call stays on the worker, which initialised MPI.
 #include <mpi.h>
 
 #include <chrono>
@@ -13,6 +30,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,11 +43,11 @@ namespace strata::dist::mpi {
 
 using Clock = std::chrono::steady_clock;
 
-// Throws strata::Error naming the MPI call and the MPI error string (worker thread only).
+// Throws strata::Error naming the MPI call and the MPI error string (progress-lock holder only).
 void check_mpi(int rc, const char* call);
 #define STRATA_MPI(call) ::strata::dist::mpi::check_mpi((call), #call)
 
-// What a group shares between its ProcessGroupMPI facade (caller thread) and the worker.
+// What a group shares between its ProcessGroupMPI facade (caller thread) and the engine.
 struct GroupState {
   std::string name;
   int rank = 0;
@@ -59,6 +77,7 @@ struct WorkState {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
+  std::atomic<bool> done_flag{false};  // `done`, readable without mu (the driver's loop)
   std::string error;  // non-empty on failure
   // Set at submit, read by Work::synchronize(timeout) to name the op on expiry.
   std::string title;
@@ -66,11 +85,11 @@ struct WorkState {
   int64_t seq = -1;
 };
 
-// What an op's `poll` reports to the worker loop.
+// What an op's `poll` reports to the engine's pass.
 enum class PollResult { Waiting, Progressed, Done };
 
 // One enqueued op. `stages` are started one after the other (each may post MPI requests);
-// `finish` runs on the worker when the last stage's requests completed. Both may throw
+// `finish` runs (on the progress-lock holder) when the last stage's requests completed. Both may throw
 // strata::Error, which fails the op without breaking the group (every rank sees the same
 // data when they throw from a check on gathered values).
 // An op whose last stage sets `poll` drives its own requests instead (the ring, ring.h):
@@ -90,7 +109,7 @@ struct Op {
   std::vector<std::function<void(Op&)>> stages;
   std::function<void(Op&)> finish;
   std::function<PollResult(Op&)> poll;
-  // Worker-side state.
+  // Progress-side state (progress lock).
   size_t next_stage = 0;
   std::vector<MPI_Request> requests;
   std::vector<MPI_Status> statuses;
@@ -118,45 +137,78 @@ class Engine {
   static void finalize();
 
   void submit(std::unique_ptr<Op> op);
+  // Blocks until `work` is done or `until` passes, driving the engine on this thread while
+  // it can (see the threading rule above). Does not throw for the op's failure.
+  void wait(WorkState& work, Clock::time_point until);
   bool debug_collectives() const { return debug_; }
-  // Adds a group to the side channel's polling (worker only: called by make_group).
+  // Adds a group to the side channel's polling (progress-lock holder: called by make_group).
   void register_group(const std::shared_ptr<GroupState>& g) { groups_.push_back(g); }
-  std::mutex& mutex() { return mu_; }
 
  private:
   Engine() = default;
   void run(InitResult* result, std::string* init_error, std::mutex* m, std::condition_variable* cv, bool* ready);
   void loop();
+  // One round of progress (progress lock held): takes in submitted ops, starts and tests
+  // them, drains the side channel, then publishes what finished. No MPI call when nothing
+  // is outstanding. Returns whether anything moved.
+  bool pass(Clock::time_point now);
+  bool drive(WorkState& work, Clock::time_point until);
   bool step(Clock::time_point now);
   void start_stage(Op& op);
   void time_out(Op& op);
   void fail(Op& op, const std::string& why, bool break_group);
   void complete(Op& op);
+  void publish();
   void publish_entered(Op& op);
   void drain_watch();
 
+  // mu_ guards incoming_, stop_ and the hand-over flags; cv_ wakes the worker.
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::unique_ptr<Op>> incoming_;  // guarded by mu_
-  bool stop_ = false;                          // guarded by mu_
-  std::deque<std::unique_ptr<Op>> queue_;      // worker only: not yet started
-  std::vector<std::unique_ptr<Op>> active_;    // worker only: started
+  std::deque<std::unique_ptr<Op>> incoming_;
+  bool stop_ = false;
+  bool worker_asleep_ = false;   // the worker sleeps on cv_
+  bool worker_deep_asleep_ = false;  // ... without a time limit: submit must wake it
+  int callers_wanting_ = 0;      // callers trying to take the progress lock
+  std::atomic<bool> caller_driving_{false};  // a caller holds the progress lock (written under mu_)
+  // Ops submitted and not yet published (done): a pass makes MPI calls only while > 0.
+  std::atomic<int64_t> outstanding_{0};
+
+  // The progress lock; it guards everything below (see the threading rule).
+  std::mutex progress_mu_;
+  std::deque<std::unique_ptr<Op>> queue_;      // not yet started
+  std::vector<std::unique_ptr<Op>> active_;    // started
   // Ops that failed with requests still posted (timeouts): MPI may still write to their
   // buffers, so they are never destroyed.
   std::vector<std::unique_ptr<Op>> zombies_;
-  std::vector<std::weak_ptr<GroupState>> groups_;  // worker only: for the watch channel
+  std::vector<std::weak_ptr<GroupState>> groups_;  // for the watch channel
   struct SideSend {
     std::unique_ptr<int64_t> value;
     MPI_Request request;
   };
   std::deque<SideSend> side_sends_;
+  // Finished in this pass, published (done = true) at its end: work and error ("" = ok).
+  std::vector<std::pair<std::shared_ptr<WorkState>, std::string>> finished_;
+  int64_t retired_ = 0;  // ops finished in this pass (with or without a Work)
+  Clock::time_point last_drain_{};
+  bool mpi_finalized_ = false;
+
   std::thread worker_;
   bool debug_ = false;
-  std::chrono::microseconds spin_{100};  // see loop()
+  bool callers_drive_ = true;  // false when MPI provides only FUNNELED
+  // How long the polling thread (worker or driving caller) keeps polling after the last
+  // progress before it backs off (the worker) or hands back to the worker (a caller).
+  std::chrono::microseconds spin_{100};
+  std::chrono::microseconds caller_spin_{1000};
+  // After the last op it saw, the idle worker naps (linger_nap_) and looks for ops for
+  // linger_, then sleeps until submit wakes it.
+  std::chrono::milliseconds linger_{50};
+  std::chrono::microseconds linger_nap_{1000};
   bool we_initialised_mpi_ = false;
 };
 
-// Builds a GroupState for `comm` (takes ownership), with its watch communicator (worker only).
+// Builds a GroupState for `comm` (takes ownership), with its watch communicator (progress-lock
+// holder only).
 std::shared_ptr<GroupState> make_group(MPI_Comm comm, std::string name, std::vector<int> global_ranks);
 
 }  // namespace strata::dist::mpi

@@ -17,20 +17,16 @@ namespace {
 class WorkMPI final : public Work {
  public:
   explicit WorkMPI(std::shared_ptr<WorkState> s) : s_(std::move(s)) {}
-  bool is_completed() override {
-    std::lock_guard<std::mutex> lk(s_->mu);
-    return s_->done;
-  }
-  // The worker enforces the op's deadline, so an unbounded wait still ends.
+  bool is_completed() override { return s_->done_flag.load(); }
+  // The engine enforces the op's deadline, so an unbounded wait still ends. The waiting
+  // thread drives MPI itself while it can (engine.h).
   void wait() override {
-    std::unique_lock<std::mutex> lk(s_->mu);
-    s_->cv.wait(lk, [&] { return s_->done; });
+    block(Clock::time_point::max());
     rethrow();
   }
   void synchronize() override { wait(); }
   void synchronize(std::chrono::milliseconds timeout) override {
-    std::unique_lock<std::mutex> lk(s_->mu);
-    if (!s_->cv.wait_for(lk, timeout, [&] { return s_->done; })) {
+    if (!block(Clock::now() + timeout)) {
       std::string who;
       if (s_->group && s_->seq >= 0) {
         std::vector<int> missing = s_->group->missing(s_->seq);
@@ -44,11 +40,29 @@ class WorkMPI final : public Work {
   }
 
  private:
-  // The worker's message already names the op and the source line that detected it.
+  // Whether the op is done by `until`.
+  bool block(Clock::time_point until) {
+    if (s_->done_flag.load()) return true;
+    if (Engine* e = Engine::get()) {
+      e->wait(*s_, until);
+    } else {
+      // Finalized: every op was published before MPI_Finalize.
+      std::unique_lock<std::mutex> lk(s_->mu);
+      s_->cv.wait_until(lk, until, [&] { return s_->done; });
+    }
+    std::lock_guard<std::mutex> lk(s_->mu);
+    return s_->done;
+  }
+  // The engine's message already names the op and the source line that detected it.
   void rethrow() {
-    if (s_->error.empty()) return;
+    std::string error;
+    {
+      std::lock_guard<std::mutex> lk(s_->mu);
+      error = s_->error;
+    }
+    if (error.empty()) return;
     int rank = error_rank();
-    throw Error(rank >= 0 ? "[rank " + std::to_string(rank) + "] " + s_->error : s_->error);
+    throw Error(rank >= 0 ? "[rank " + std::to_string(rank) + "] " + error : error);
   }
   std::shared_ptr<WorkState> s_;
 };

@@ -1,6 +1,7 @@
 #pragma once
 // ProcessGroup over MPI for CPU tensors. Arguments are checked on the calling thread; the
-// op itself runs on the engine's worker (see engine.h) with non-blocking MPI.
+// op itself runs on the engine (see engine.h: the worker, or the thread waiting for it)
+// with non-blocking MPI.
 //
 // Large all_reduce / reduce_scatter / all_gather run as our own ring (ring.h).
 //
