@@ -275,7 +275,11 @@ int main(int argc, char** argv) {
   const std::string error = parse(argc, argv, o);
   if (!error.empty()) {
     if (r == 0) std::fprintf(stderr, "bench_collectives: %s\n", error.c_str());
+#ifdef STRATA_BENCH_RAW_ONLY
     MPI_Finalize();
+#else
+    strata::dist::finalize();
+#endif
     return 2;
   }
   const bool run_strata = have_strata && o.strata;

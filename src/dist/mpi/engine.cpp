@@ -188,7 +188,10 @@ void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std
   // MPI_Finalize. Every live rank reaches this point, so the finalize handshake completes;
   // a dead rank makes it hang or fail, which is why fault paths exit without finalize.
   groups_.clear();
-  if (we_initialised_mpi_) MPI_Finalize();
+  // The application may have finalised MPI itself (a second MPI_Finalize aborts the job).
+  int already = 0;
+  MPI_Finalized(&already);
+  if (we_initialised_mpi_ && !already) MPI_Finalize();
 }
 
 void Engine::finalize() {
