@@ -7,6 +7,7 @@
 //   train_gpt --export-hf runs/hf                # weights for Python tools (safetensors)
 //   mpirun -np 2 train_gpt --batch 32            # data parallel: 2 ranks x 32 sequences
 //   mpirun -np 2 train_gpt --zero 2              # the same with ZeRO stage 2 (0-3)
+//   mpirun -np 2 train_gpt --zero 3 --param-dtype bf16 --save runs/z3  # bf16 + fp32 master
 //
 // Under mpirun every rank builds the same model, DistributedDataParallel averages the
 // gradients, and the BatchSampler gives each rank its slice of every global batch (so N
@@ -14,8 +15,12 @@
 // models are identical, so the results are); only rank 0 prints and writes metrics,
 // checkpoints and exports. A training state holds the full model and optimizer, identical on
 // every rank: rank 0 writes it, every rank reads it on --resume. With --zero STAGE a
-// ZeroOptimizer replaces DDP + AdamW (same loop; stage 0 is DDP); --save/--resume are not
-// wired to its sharded checkpoints yet.
+// ZeroOptimizer replaces DDP + AdamW (same loop; stage 0 is DDP); --save/--resume then name a
+// directory: ZeRO's sharded checkpoint (each rank writes its shard of the master weights and
+// optimizer state), whose metadata carries the rest of the training state (step, sampler
+// position, RNG), so every rank saves and loads its own part. --param-dtype bf16 (with
+// --zero) stores the model's parameters in bfloat16 and computes in float32; each rank keeps
+// float32 master weights for its shard.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -53,9 +58,40 @@ struct Options {
   std::string resume;
   std::string export_hf;
   int zero = -1;  // ZeRO stage; -1: DDP (or one process) with a plain AdamW
+  std::string param_dtype = "float32";  // or bf16 (with --zero)
 };
 
 bool g_lead = true;  // rank 0: the one that prints and writes files
+
+// --- ZeRO training state: the sharded checkpoint plus step, sampler and RNG in its metadata ---
+
+Metadata zero_training_metadata(int64_t step, const BatchSampler& sampler) {
+  Metadata meta{{"step", std::to_string(step)},
+                {"rng_seed", std::to_string(default_generator().seed())},
+                {"rng_offset", std::to_string(default_generator().offset())}};
+  for (const auto& [key, t] : sampler.state_dict()) meta["sampler." + key] = std::to_string(t.to_vector<int64_t>()[0]);
+  return meta;
+}
+
+// Restores the optimizer's shards and parameters (ZeroOptimizer::load), then the sampler and
+// the RNG; returns the number of completed steps.
+int64_t load_zero_training_state(const std::string& dir, ZeroOptimizer& zero, BatchSampler& sampler) {
+  const Metadata meta = zero.load(dir);
+  auto number = [&](const std::string& key) -> std::string {
+    auto it = meta.find(key);
+    STRATA_CHECK(it != meta.end(), "ZeRO training state '", dir, "': metadata field '", key,
+                 "' is missing (was it written by train_gpt --zero?)");
+    STRATA_CHECK(!it->second.empty() && it->second.find_first_not_of("-0123456789") == std::string::npos,
+                 "ZeRO training state '", dir, "': metadata field '", key, "' is not an integer: '", it->second, "'");
+    return it->second;
+  };
+  StateDict sampler_state;
+  for (const auto& [key, t] : sampler.state_dict())
+    sampler_state[key] = from_vector(std::vector<int64_t>{std::stoll(number("sampler." + key))}, {});
+  sampler.load_state_dict(sampler_state);
+  default_generator().set_state(std::stoull(number("rng_seed")), std::stoull(number("rng_offset")));
+  return std::stoll(number("step"));
+}
 
 double evaluate(nn::GPT& model, const SyntheticTask& task, int64_t examples, train::MetricsWriter& metrics,
                 int64_t step) {
@@ -80,14 +116,17 @@ int run(const Options& o) {
   SyntheticTask task({.digits = o.digits, .seed = o.seed});
   nn::GPTConfig config{.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = o.layers,
                        .n_head = o.heads, .n_embd = o.width, .dropout = 0.0, .seed = o.seed};
+  if (o.param_dtype == "bf16") {
+    STRATA_CHECK(o.zero >= 0, "--param-dtype bf16 needs --zero STAGE: optimizers update float32 parameters, and "
+                 "ZeroOptimizer keeps the float32 master weights of bf16 parameters (any stage, 0 included)");
+    config.param_dtype = DType::BFloat16;
+  }
   nn::GPT model(config);
   const optim::AdamWOptions adamw{.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay};
   std::unique_ptr<DistributedDataParallel> ddp;
   std::unique_ptr<ZeroOptimizer> zero;
   std::unique_ptr<optim::AdamW> plain;
   if (o.zero >= 0) {
-    STRATA_CHECK(o.save.empty() && o.resume.empty(),
-                 "--save/--resume are not supported with --zero yet (ZeRO writes sharded checkpoints)");
     ZeroOptions zo;
     zo.stage = o.zero;
     zero = std::make_unique<ZeroOptimizer>(model, adamw, world, zo,
@@ -107,7 +146,8 @@ int run(const Options& o) {
 
   int64_t start = 0;
   if (!o.resume.empty()) {
-    start = train::load_training_state(o.resume, {model, optimizer, sampler});
+    start = zero ? load_zero_training_state(o.resume, *zero, sampler)
+                 : train::load_training_state(o.resume, {model, optimizer, sampler});
     schedule.set_last_step(start);
     if (g_lead) std::printf("resumed from %s at step %lld\n", o.resume.c_str(), static_cast<long long>(start));
   }
@@ -119,14 +159,21 @@ int run(const Options& o) {
   train::Progress progress(o.steps, tokens_per_step, model.flops_per_step(global_batch, task.sequence_length()));
   if (g_lead)
     std::printf("GPT: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocab %lld); "
-              "task: %d-digit addition; batch %lld x %d rank(s)\n",
+              "task: %d-digit addition; batch %lld x %d rank(s); parameters %s\n",
               static_cast<long long>(model.num_parameters()), static_cast<long long>(o.layers),
               static_cast<long long>(o.heads), static_cast<long long>(o.width),
               static_cast<long long>(config.context), static_cast<long long>(config.vocab_size), o.digits,
-              static_cast<long long>(o.batch), world.size());
+              static_cast<long long>(o.batch), world.size(),
+                o.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
 
+  // ZeRO: collective, every rank writes its shard (after zero_grad, as the loop leaves it).
   auto save = [&](int64_t completed) {
-    if (o.save.empty() || !g_lead) return;
+    if (o.save.empty()) return;
+    if (zero) {
+      zero->save(o.save, zero_training_metadata(completed, sampler));
+      return;
+    }
+    if (!g_lead) return;
     std::filesystem::path dir = std::filesystem::path(o.save).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir);
     train::save_training_state(o.save, {model, optimizer, sampler}, completed);
@@ -206,11 +253,16 @@ int main(int argc, char** argv) {
   app.add_option("--eval-every", o.eval_every, "evaluate every N steps (0: at the end only)")->capture_default_str();
   app.add_option("--eval-examples", o.eval_examples, "held-out problems per evaluation")->capture_default_str();
   app.add_option("--metrics", o.metrics, "JSONL metrics file ('' to disable)")->capture_default_str();
-  app.add_option("--save", o.save, "training-state file written atomically");
+  app.add_option("--save", o.save, "training-state file written atomically (a directory with --zero)");
   app.add_option("--save-every", o.save_every, "save every N steps (and at the end)");
   app.add_option("--stop-at", o.stop_at, "stop after this step, keeping the schedule of --steps (for jobs in time slices)");
-  app.add_option("--resume", o.resume, "training-state file to continue from");
-  app.add_option("--zero", o.zero, "ZeRO stage 0-3 (0: DDP) instead of DDP + AdamW (-1: off)")->capture_default_str();
+  app.add_option("--resume", o.resume, "training-state file (directory with --zero) to continue from");
+  app.add_option("--zero", o.zero, "ZeRO stage 0-3 (0: DDP) instead of DDP + AdamW (-1: off); --save/--resume "
+                 "then name a sharded checkpoint directory")->capture_default_str();
+  app.add_option("--param-dtype", o.param_dtype, "parameter storage: float32, or bf16 (needs --zero: float32 master "
+                 "weights per shard; compute stays float32)")
+      ->check(CLI::IsMember({"float32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--export-hf", o.export_hf, "directory for model.safetensors + config.json (HF GPT-2)");
   CLI11_PARSE(app, argc, argv);
   try {

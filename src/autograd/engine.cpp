@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "accumulate_grad.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/autograd/node.h"
 #include "strata/tensor/factory.h"
@@ -56,9 +57,9 @@ void backward(std::span<const Tensor> roots, std::span<const Tensor> grads, bool
       slot = std::move(g);
     } else if (slot.impl_ptr().use_count() == 1 && slot.storage().use_count() == 1 && slot.is_contiguous() &&
                g.shape() == slot.shape()) {
-      add_(slot, g);  // the buffer owns the only reference: sum in place, no allocation
+      accumulate_gradient_(slot, g);  // the buffer owns the only reference: sum in place
     } else {
-      slot = add(slot, g);
+      slot = sum_gradients(slot, g);
     }
   };
 

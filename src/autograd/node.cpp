@@ -65,6 +65,27 @@ Node::~Node() {
 
 namespace autograd {
 
+bool is_16bit_float(DType dtype) { return dtype == DType::BFloat16 || dtype == DType::Float16; }
+
+void accumulate_gradient_(Tensor& dst, const Tensor& src) {
+  if (!is_16bit_float(dst.dtype())) {
+    add_(dst, src);
+    return;
+  }
+  STRATA_CHECK(src.dtype() == dst.dtype(), "gradient accumulation: a ", src.dtype(), " gradient of shape ",
+               src.shape(), " cannot be added to a ", dst.dtype(), " gradient");
+  // float32 holds the sum of two 16-bit values exactly (or within far less than a 16-bit
+  // ulp), so copy_'s rounding is the only one.
+  dst.copy_(add(dst.to(DType::Float32), src.to(DType::Float32)));
+}
+
+Tensor sum_gradients(const Tensor& a, const Tensor& b) {
+  if (!is_16bit_float(a.dtype())) return add(a, b);
+  STRATA_CHECK(b.dtype() == a.dtype(), "gradient accumulation: a ", b.dtype(), " gradient of shape ", b.shape(),
+               " cannot be added to a ", a.dtype(), " gradient");
+  return add(a.to(DType::Float32), b.to(DType::Float32)).to(a.dtype());
+}
+
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {
   sequence_nr_ = kPriority;
   output_meta_.push_back({leaf_->shape, leaf_->dtype, leaf_->storage->device()});
@@ -75,7 +96,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   AutogradMeta& meta = *leaf_->autograd;
   Tensor& incoming = grad_outputs[0];
   if (meta.grad.defined()) {
-    add_(meta.grad, incoming);
+    accumulate_gradient_(meta.grad, incoming);
   } else if (incoming.impl_ptr().use_count() == 1 && incoming.storage().use_count() == 1 &&
              incoming.is_contiguous() && incoming.offset() == 0) {
     meta.grad = std::move(incoming);  // nobody else sees it: adopt without a copy

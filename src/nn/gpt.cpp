@@ -13,9 +13,9 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen
   // GPT-2 scales the init of projections into the residual stream by 1/sqrt(2 n_layer).
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
   c_attn = register_module("c_attn", std::make_shared<Linear>(config.n_embd, 3 * config.n_embd, true,
-                                                              InitOptions{.dtype = config.dtype, .gen = &gen}));
+                                                              InitOptions{.dtype = config.parameter_dtype(), .gen = &gen}));
   c_proj = register_module("c_proj", std::make_shared<Linear>(config.n_embd, config.n_embd, true,
-                                                              InitOptions{proj_std, config.dtype, &gen}));
+                                                              InitOptions{proj_std, config.parameter_dtype(), &gen}));
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout));
 }
 
@@ -36,9 +36,9 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 MLP::MLP(const GPTConfig& config, Generator& gen) {
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
   c_fc = register_module("c_fc", std::make_shared<Linear>(config.n_embd, 4 * config.n_embd, true,
-                                                          InitOptions{.dtype = config.dtype, .gen = &gen}));
+                                                          InitOptions{.dtype = config.parameter_dtype(), .gen = &gen}));
   c_proj = register_module("c_proj", std::make_shared<Linear>(4 * config.n_embd, config.n_embd, true,
-                                                              InitOptions{proj_std, config.dtype, &gen}));
+                                                              InitOptions{proj_std, config.parameter_dtype(), &gen}));
   dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout));
 }
 
@@ -48,9 +48,9 @@ Tensor MLP::forward(const Tensor& x) {
 }
 
 Block::Block(const GPTConfig& config, Generator& gen) {
-  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.dtype));
+  ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
   attn = register_module("attn", std::make_shared<CausalSelfAttention>(config, gen));
-  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.dtype));
+  ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
   mlp = register_module("mlp", std::make_shared<MLP>(config, gen));
 }
 
@@ -70,14 +70,20 @@ GPT::GPT(const GPTConfig& config) : config_(config) {
                    config.n_embd > 0,
                "GPT: every size in the config must be positive (vocab ", config.vocab_size, ", context ",
                config.context, ", layers ", config.n_layer, ", heads ", config.n_head, ", width ", config.n_embd, ")");
+  STRATA_CHECK(config.dtype == DType::Float32 || config.dtype == DType::Float64, "GPT: dtype ", config.dtype,
+               " cannot be computed in; use float32 or float64 (and param_dtype for 16-bit parameters)");
+  const DType pd = config.parameter_dtype();
+  STRATA_CHECK(pd == config.dtype || ((pd == DType::BFloat16 || pd == DType::Float16) && config.dtype == DType::Float32),
+               "GPT: param_dtype ", pd, " with dtype ", config.dtype,
+               " is not supported; parameters are stored in dtype, or in bfloat16/float16 with dtype float32");
   Generator gen(config.seed);
-  InitOptions init{.dtype = config.dtype, .gen = &gen};
+  InitOptions init{.dtype = pd, .gen = &gen};
   wte = register_module("wte", std::make_shared<Embedding>(config.vocab_size, config.n_embd, init));
   wpe = register_module("wpe", std::make_shared<Embedding>(config.context, config.n_embd, init));
   drop = register_module("drop", std::make_shared<Dropout>(config.dropout));
   h = register_module("h", std::make_shared<BlockList>());
   for (int64_t i = 0; i < config.n_layer; ++i) h->append(std::make_shared<Block>(config, gen));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.dtype));
+  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
 }
 
 Tensor GPT::forward(const Tensor& tokens) {
@@ -89,7 +95,7 @@ Tensor GPT::forward(const Tensor& tokens) {
   Tensor x = drop->forward(add(wte->forward(tokens), wpe->forward(positions)));
   for (size_t i = 0; i < h->size(); ++i) x = (*h)[i].forward(x);
   x = ln_f->forward(x);
-  return hooks.output(linear(x, wte->weight));  // tied head
+  return hooks.output(linear(x, compute_param(wte->weight)));  // tied head
 }
 
 Tensor GPT::loss(const Tensor& tokens, const Tensor& targets) {

@@ -5,12 +5,22 @@
 
 namespace strata::nn {
 namespace {
+bool is_16bit(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
+
 Tensor normal_init(const Shape& shape, const InitOptions& init) {
-  Tensor t = randn(shape, {.dtype = init.dtype}, init.gen);
+  const DType draw = compute_dtype(init.dtype);
+  Tensor t = randn(shape, {.dtype = draw}, init.gen);
   mul_(t, init.std);
-  return t;
+  return draw == init.dtype ? t : t.to(init.dtype);
 }
 }  // namespace
+
+DType compute_dtype(DType param_dtype) { return is_16bit(param_dtype) ? DType::Float32 : param_dtype; }
+
+Tensor compute_param(const Tensor& param) {
+  if (!param.defined() || !is_16bit(param.dtype())) return param;
+  return param.to(DType::Float32);
+}
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, InitOptions init) {
   STRATA_CHECK(in_features > 0 && out_features > 0, "Linear: invalid sizes in=", in_features, " out=", out_features);
@@ -20,7 +30,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, InitOp
 
 Tensor Linear::forward(const Tensor& x) {
   auto hooks = forward_hooks();
-  return linear(x, weight, bias);
+  return linear(x, compute_param(weight), compute_param(bias));
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitOptions init) {
@@ -30,17 +40,18 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitOptions init) {
 
 Tensor Embedding::forward(const Tensor& indices) {
   auto hooks = forward_hooks();
-  return embedding(indices, weight);
+  return embedding(indices, compute_param(weight));
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps_, DType dtype) : eps(eps_) {
+  STRATA_CHECK(dim > 0, "LayerNorm: invalid size ", dim);
   weight = register_parameter("weight", ones({dim}, {.dtype = dtype}));
   bias = register_parameter("bias", zeros({dim}, {.dtype = dtype}));
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {
   auto hooks = forward_hooks();
-  return layer_norm(x, weight, bias, eps);
+  return layer_norm(x, compute_param(weight), compute_param(bias), eps);
 }
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }

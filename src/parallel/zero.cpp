@@ -360,6 +360,10 @@ void ZeroOptimizer::State::on_ready(int index) {
   Bucket& b = buckets[static_cast<size_t>(p.bucket)];
   STRATA_CHECK(!(options.stage == 1 && reduced_in_place), "ZeroOptimizer: a second backward pass without zero_grad() "
                "at stage 1 (the gradient buckets were reduced in place by the first; stages 0, 2 and 3 accumulate)");
+  if (no_sync && !pass_active) {
+    accumulate_locally(p, b);
+    return;
+  }
   if (!pass_active) {
     pass_active = true;
     autograd::queue_final_callback([self = shared_from_this()] { self->finalize(); });
@@ -387,11 +391,53 @@ void ZeroOptimizer::State::on_ready(int index) {
         b.grad->data().zero_();
       }
     }
-    if (g.defined()) b.grad->view(p.entry).copy_(g);
+    if (g.defined()) {
+      if (b.local_sums) {
+        accumulate_into(b.grad->view(p.entry), g);  // onto the no_sync() micro-batches' sum
+      } else {
+        b.grad->view(p.entry).copy_(g);
+      }
+    }
     p.tensor.set_grad(Tensor());  // only the shard is kept
   }
   --b.pending;
   launch_in_order(false);
+}
+
+// no_sync(): the gradient joins this rank's local sum, nothing is launched. Stages 0-1 sum in
+// the gradient buckets as a synchronised pass does; stages 2-3 keep the full bucket.
+void ZeroOptimizer::State::accumulate_locally(Param& p, Bucket& b) {
+  Tensor g = p.tensor.grad();
+  unsynced = true;
+  if (options.stage <= 1) {
+    Tensor view = b.grad->view(p.entry);
+    if (arithmetic(param_dtype)) {
+      if (g.defined() && !(g.raw_data() == view.raw_data() && g.is_contiguous())) view.copy_(g);
+      p.tensor.set_grad(view);
+    } else if (g.defined()) {
+      accumulate_into(view, g);
+      p.tensor.set_grad(Tensor());
+    }
+    return;
+  }
+  if (!b.grad->allocated()) {
+    b.grad->allocate();
+  } else if (b.grad->released()) {
+    b.grad->reallocate();
+    b.grad->data().zero_();
+  }
+  if (g.defined()) accumulate_into(b.grad->view(p.entry), g);
+  p.tensor.set_grad(Tensor());
+  b.local_sums = true;
+  if (options.stage == 3 && !local_pass_active) {
+    // No finalize() runs for this pass: free the units at its end instead.
+    local_pass_active = true;
+    autograd::queue_final_callback([self = shared_from_this()] {
+      self->local_pass_active = false;
+      if (!self->pinned)
+        for (size_t u = 0; u < self->buckets.size(); ++u) self->release_unit(static_cast<int>(u));
+    });
+  }
 }
 
 void ZeroOptimizer::State::launch_in_order(bool force) {
@@ -451,6 +497,7 @@ void ZeroOptimizer::State::finalize() {
         accumulate_into(b.grad_shard, b.reduce_out);
       b.reduce_out = Tensor();
       b.shard_clean = false;
+      b.local_sums = false;
       if (b.grad->allocated() && !b.grad->released()) b.grad->release();
     }
   }
@@ -458,6 +505,7 @@ void ZeroOptimizer::State::finalize() {
   next_launch = 0;
   pass_active = false;
   if (options.stage == 1) reduced_in_place = true;
+  unsynced = false;
   if (options.stage == 3 && !pinned) {
     for (size_t b = 0; b < buckets.size(); ++b) release_unit(static_cast<int>(b));
   }
@@ -490,6 +538,12 @@ void ZeroOptimizer::State::drop_master_grads() {
 
 // --- the public API ---
 
+ZeroOptimizer::NoSyncGuard::NoSyncGuard(ZeroOptimizer& zero) : zero_(zero), previous_(zero.state_->no_sync) {
+  STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::no_sync: called during backward");
+  zero_.state_->no_sync = true;
+}
+ZeroOptimizer::NoSyncGuard::~NoSyncGuard() { zero_.state_->no_sync = previous_; }
+
 void ZeroOptimizer::zero_grad() {
   NoGradGuard no_grad;
   State& s = *state_;
@@ -500,8 +554,11 @@ void ZeroOptimizer::zero_grad() {
     } else {
       b.grad_shard.zero_();
       b.shard_clean = true;
+      if (b.local_sums && b.grad->allocated() && !b.grad->released()) b.grad->release();  // no_sync() sums
+      b.local_sums = false;
     }
   }
+  s.unsynced = false;
   if (s.options.stage >= 2 || !arithmetic(s.param_dtype)) {
     for (auto& p : s.params) p.tensor.set_grad(Tensor());
   }
@@ -513,6 +570,8 @@ void ZeroOptimizer::step() {
   NoGradGuard no_grad;
   State& s = *state_;
   STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::step: called during backward");
+  STRATA_CHECK(!s.unsynced, "ZeroOptimizer::step: the gradients of backward passes under no_sync() are not reduced "
+               "yet; run one synchronised backward (outside no_sync()) before step()");
   if (!s.grads_prepared) s.prepare_master_grads();
   s.inner->step();
   for (State::Bucket& b : s.buckets) {
@@ -532,6 +591,8 @@ void ZeroOptimizer::step() {
 double ZeroOptimizer::clip_grad_norm(double max_norm) {
   NoGradGuard no_grad;
   State& s = *state_;
+  STRATA_CHECK(!s.unsynced, "ZeroOptimizer::clip_grad_norm: the gradients of backward passes under no_sync() are "
+               "not reduced yet; run one synchronised backward (outside no_sync()) first");
   STRATA_CHECK(std::isfinite(max_norm) && max_norm > 0, "ZeroOptimizer::clip_grad_norm: max_norm ", max_norm,
                " must be finite and > 0");
   if (!s.grads_prepared) s.prepare_master_grads();

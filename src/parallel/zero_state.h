@@ -38,6 +38,7 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
     dist::WorkPtr work;
     Tensor reduce_out;            // stages 2-3: where the reduce_scatter writes
     bool shard_clean = true;      // stages 2-3: grad_shard is zero (write it directly)
+    bool local_sums = false;      // stages 2-3: `grad` holds no_sync() sums (add, not copy)
     // Stage 3.
     const nn::Module* unit = nullptr;  // null for the root unit
     bool gathered = false;
@@ -60,6 +61,10 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
   bool pass_active = false;
   bool reduced_in_place = false;  // stage 1: the gradient buckets hold reduced chunks
   bool grads_prepared = false;    // master_grad and the pieces' gradients are set
+  // no_sync(): backward passes only accumulate locally until the next synchronised one.
+  bool no_sync = false;
+  bool unsynced = false;          // local sums await a synchronised backward
+  bool local_pass_active = false; // a no_sync pass's end-of-backward callback is queued
 
   // Stage 3.
   int root_bucket = -1;
@@ -69,6 +74,7 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
 
   // zero.cpp
   void on_ready(int index);
+  void accumulate_locally(Param& p, Bucket& b);
   void launch_in_order(bool force);
   void launch(Bucket& b);
   void finalize();

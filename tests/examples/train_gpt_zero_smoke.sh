@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # examples/train_gpt --zero STAGE under `mpirun -np 2`: every stage exports the same weights,
-# byte for byte, as the DDP run (stage 0), and a bad stage is a clear error.
+# byte for byte, as the DDP run (stage 0); --save/--resume (sharded checkpoints) at stages 2
+# and 3, float32 and bf16 parameters, export the same bytes as an uninterrupted run; only
+# rank 0 prints; bad flags are clear errors.
 #   train_gpt_zero_smoke.sh <mpirun> <train_gpt binary>
 set -euo pipefail
 mpirun=$1
@@ -19,6 +21,37 @@ for stage in 0 1 2 3; do
   cmp "$work/ddp/model.safetensors" "$work/zero$stage/model.safetensors" \
     || { echo "--zero $stage exported different weights from DDP"; exit 1; }
 done
+# Stop at step 6 (saved every 3 steps), resume in a new job: the same bytes as straight through.
+resume_case() {  # name, then train_gpt flags; compares against $work/<name>/model.safetensors
+  local name=$1
+  shift
+  run "${common[@]}" "$@" --save "$work/ckpt_$name" --save-every 3 --stop-at 6 > "$work/$name.first.log"
+  [ "$(grep -c "stopped at step 6 of 10" "$work/$name.first.log")" -eq 1 ] \
+    || { echo "$name: expected one stop line (rank 0 only)"; cat "$work/$name.first.log"; exit 1; }
+  [ -f "$work/ckpt_$name/index.json" ] && [ -f "$work/ckpt_$name/shard_0.safetensors" ] \
+    && [ -f "$work/ckpt_$name/shard_1.safetensors" ] || { echo "$name: sharded checkpoint missing"; exit 1; }
+  run "${common[@]}" "$@" --resume "$work/ckpt_$name" --export-hf "$work/$name.resumed" > "$work/$name.resumed.log"
+  [ "$(grep -c "resumed from .* at step 6" "$work/$name.resumed.log")" -eq 1 ] \
+    || { echo "$name: expected one resume line (rank 0 only)"; cat "$work/$name.resumed.log"; exit 1; }
+  [ "$(grep -c "^step 10/10 | loss" "$work/$name.resumed.log")" -eq 1 ] \
+    || { echo "$name: expected one final progress line"; cat "$work/$name.resumed.log"; exit 1; }
+  cmp "$work/$name/model.safetensors" "$work/$name.resumed/model.safetensors" \
+    || { echo "$name: the resumed run exported different weights from the uninterrupted run"; exit 1; }
+}
+resume_case zero2 --zero 2
+resume_case zero3 --zero 3
+run "${common[@]}" --zero 3 --param-dtype bf16 --export-hf "$work/zero3bf16" > "$work/zero3bf16.log"
+grep -q "parameters bf16 (fp32 master)" "$work/zero3bf16.log" || { echo "bf16 banner missing"; cat "$work/zero3bf16.log"; exit 1; }
+[ "$(grep -c "final exact-match accuracy" "$work/zero3bf16.log")" -eq 1 ] || { echo "bf16: accuracy missing"; exit 1; }
+resume_case zero3bf16 --zero 3 --param-dtype bf16
+# Resuming with another parameter dtype is refused (the checkpoint's layout names its dtype).
+if run "${common[@]}" --zero 3 --resume "$work/ckpt_zero3bf16" > "$work/bad_dtype.log" 2>&1; then
+  echo "a bf16 checkpoint was resumed with float32 parameters"; exit 1
+fi
+grep -q "holds BF16 parameters" "$work/bad_dtype.log" || { echo "no clear error for the dtype mismatch"; cat "$work/bad_dtype.log"; exit 1; }
+
+if run "${common[@]}" --param-dtype bf16 > "$work/bad_bf16.log" 2>&1; then echo "bf16 without --zero was accepted"; exit 1; fi
+grep -q "needs --zero" "$work/bad_bf16.log" || { echo "no clear error for bf16 without --zero"; cat "$work/bad_bf16.log"; exit 1; }
 if run "${common[@]}" --zero 4 > "$work/bad.log" 2>&1; then echo "--zero 4 was accepted"; exit 1; fi
 grep -q "stage 4 is not a ZeRO stage" "$work/bad.log" || { echo "no clear error for --zero 4"; cat "$work/bad.log"; exit 1; }
 echo "train_gpt --zero smoke test passed"

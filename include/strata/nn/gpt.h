@@ -5,6 +5,7 @@
 // weights are [out, in] here, where HF's Conv1D stores [in, out] (the exporter transposes).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "strata/nn/layers.h"
@@ -19,7 +20,14 @@ struct GPTConfig {
   int64_t n_embd = 256;
   double dropout = 0.0;
   uint64_t seed = 1337;  // parameter initialisation
-  DType dtype = DType::Float32;
+  DType dtype = DType::Float32;  // activations (float32 or float64), and parameters by default
+  // Mixed precision: parameters (and their gradients) stored in bfloat16 or float16 while
+  // the model computes in float32 (dtype must then be float32). Each layer casts its
+  // parameters to float32 at use; the initial values are the float32 model's, rounded.
+  // Optimizers update float32/float64 only: train such a model with ZeroOptimizer, whose
+  // float32 master weights are the supported path. Unset: parameters in `dtype`.
+  std::optional<DType> param_dtype = std::nullopt;
+  DType parameter_dtype() const { return param_dtype.value_or(dtype); }
 };
 
 class CausalSelfAttention : public Module {

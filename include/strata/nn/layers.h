@@ -7,12 +7,23 @@
 
 namespace strata::nn {
 
-// Initial values: GPT-2's normal(0, init_std) weights and zero biases.
+// Initial values: GPT-2's normal(0, init_std) weights and zero biases. `dtype` is the
+// parameters' storage dtype. 16-bit parameters (bfloat16, float16) are drawn in float32 from
+// the same generator and rounded, so such a layer equals the float32 layer rounded.
 struct InitOptions {
   double std = 0.02;
   DType dtype = DType::Float32;
   Generator* gen = nullptr;  // default generator when null
 };
+
+// Mixed precision, the simple way: a 16-bit parameter is cast (differentiably) to float32
+// where a layer uses it, so the ops compute in float32 and the parameter's gradient arrives
+// in its own 16-bit dtype; float32/float64 parameters (and undefined biases) are returned as
+// they are. Every layer below uses its parameters through this.
+Tensor compute_param(const Tensor& param);
+// The dtype in which a layer with parameters of `param_dtype` computes: float32 for 16-bit
+// parameters, else the parameters' own.
+DType compute_dtype(DType param_dtype);
 
 class Linear : public Module {
  public:
@@ -25,12 +36,13 @@ class Linear : public Module {
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t dim, InitOptions init = {});
-  Tensor forward(const Tensor& indices);  // int64 [..] -> [.., dim]
+  Tensor forward(const Tensor& indices);  // int64 [..] -> [.., dim] in compute_dtype(weight)
   Tensor weight;                          // [num_embeddings, dim]
 };
 
 class LayerNorm : public Module {
  public:
+  // `dtype`: the parameters' storage dtype (ones and zeros are exact in every dtype).
   explicit LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::Float32);
   Tensor forward(const Tensor& x);
   Tensor weight;  // ones

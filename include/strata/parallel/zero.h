@@ -104,6 +104,26 @@ class ZeroOptimizer {
   // stages 1-3). Call it between backward and step(). Returns the norm before clipping.
   double clip_grad_norm(double max_norm);
 
+  // RAII (gradient accumulation): while alive, backward passes only accumulate gradients
+  // locally, without communication; the next synchronised backward (outside the guard)
+  // reduces the accumulated sum, so N-1 micro-batches under no_sync() plus one outside equal
+  // one backward over all of them. Any stage; at stages 2-3 the full gradient buckets stay
+  // allocated while sums are pending (stage 1's gradient memory), and stage 3 still gathers
+  // and frees units as usual. step() and clip_grad_norm() refuse unreduced sums; zero_grad()
+  // discards them.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(ZeroOptimizer& zero);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    ZeroOptimizer& zero_;
+    bool previous_;
+  };
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
   // The inner optimizer (schedulers scale its groups' lr; param_groups()[g].lr is the lr).
   optim::Optimizer& optimizer();
   int stage() const;
