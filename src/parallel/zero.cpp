@@ -391,7 +391,11 @@ void ZeroOptimizer::State::on_ready(int index) {
     p.tensor.set_grad(Tensor());  // only the shard is kept
   }
   --b.pending;
+  // Stage 3: the unit's backward is over once all its gradients are in; free its parameters
+  // now rather than at the end of backward (a unit is gathered for its own backward only).
+  if (options.stage == 3 && b.pending == 0 && !pinned) release_unit(p.bucket);
   launch_in_order(false);
+  reclaim_completed();
 }
 
 void ZeroOptimizer::State::launch_in_order(bool force) {
@@ -406,7 +410,11 @@ void ZeroOptimizer::State::launch(Bucket& b) {
     Tensor full = b.grad->data();
     b.work = group->all_reduce(full, dist::ReduceOp::Avg);
   } else if (options.stage == 1) {
-    b.work = group->reduce_scatter(b.grad_shard, b.grad->data(), dist::ReduceOp::Avg);
+    // Not into grad_shard itself: it is a chunk of the input, and the process group would
+    // send from a clone of the whole bucket (MPI forbids aliased buffers); a chunk-sized
+    // output costs 1/N of that. finalize() copies it into the shard.
+    b.reduce_out = empty({b.own_numel}, {.dtype = param_dtype});
+    b.work = group->reduce_scatter(b.reduce_out, b.grad->data(), dist::ReduceOp::Avg);
   } else {
     if (!b.grad->allocated() || b.grad->released()) {  // no gradient reached this bucket
       if (!b.grad->allocated()) b.grad->allocate();
@@ -417,6 +425,35 @@ void ZeroOptimizer::State::launch(Bucket& b) {
     b.work = group->reduce_scatter(b.reduce_out, b.grad->data(), dist::ReduceOp::Avg);
   }
   b.launched = true;
+}
+
+// Stages 2-3: a bucket's full gradient is needed only until its reduce_scatter is done. Each
+// gradient hook frees the buckets whose reduce_scatter has completed (without blocking), so
+// that at most the buckets still in flight hold full gradients; finalize() does the rest.
+void ZeroOptimizer::State::reclaim_completed() {
+  if (options.stage < 2) return;
+  for (size_t i = 0; i < next_launch; ++i) {
+    Bucket& b = buckets[i];
+    if (!b.work || !b.work->is_completed()) continue;
+    try {
+      b.work->wait();
+    } catch (const Error& e) {
+      if (reclaim_error.empty()) reclaim_error = e.what();
+      b.work.reset();
+      continue;
+    }
+    b.work.reset();
+    finish_reduced_bucket(b);
+  }
+}
+
+// Stages 2-3, once a bucket's reduce_scatter is done: its result joins the gradient shard
+// and the full gradient is freed.
+void ZeroOptimizer::State::finish_reduced_bucket(Bucket& b) {
+  if (!b.reduce_out.is_same(b.grad_shard) && b.reduce_out.defined()) accumulate_into(b.grad_shard, b.reduce_out);
+  b.reduce_out = Tensor();
+  b.shard_clean = false;
+  if (b.grad->allocated() && !b.grad->released()) b.grad->release();
 }
 
 void ZeroOptimizer::State::finalize() {
@@ -434,7 +471,8 @@ void ZeroOptimizer::State::finalize() {
     --buckets[static_cast<size_t>(p.bucket)].pending;
   }
   launch_in_order(true);
-  std::string error;
+  std::string error = std::move(reclaim_error);
+  reclaim_error.clear();
   for (Bucket& b : buckets) {
     try {
       if (b.work) b.work->wait();
@@ -442,16 +480,19 @@ void ZeroOptimizer::State::finalize() {
       if (error.empty()) error = e.what();
     }
   }
-  for (Bucket& b : buckets) {
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    Bucket& b = buckets[i];
+    const bool pending_result = b.work != nullptr;  // not yet finished by reclaim_completed()
     b.work.reset();
     b.launched = false;
     b.pending = static_cast<int>(b.params.size());
-    if (options.stage >= 2) {
-      if (error.empty() && !b.reduce_out.is_same(b.grad_shard) && b.reduce_out.defined())
-        accumulate_into(b.grad_shard, b.reduce_out);
+    if (options.stage == 1) {
+      if (error.empty()) b.grad_shard.copy_(b.reduce_out);
       b.reduce_out = Tensor();
-      b.shard_clean = false;
-      if (b.grad->allocated() && !b.grad->released()) b.grad->release();
+    } else if (options.stage >= 2) {
+      // Done already by reclaim_completed(), or no usable result (a failed reduction).
+      if (!pending_result || !error.empty()) b.reduce_out = Tensor();
+      finish_reduced_bucket(b);
     }
   }
   for (Param& p : params) p.ready = false;

@@ -36,7 +36,7 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
     int pending = 0;
     bool launched = false;
     dist::WorkPtr work;
-    Tensor reduce_out;            // stages 2-3: where the reduce_scatter writes
+    Tensor reduce_out;            // stages 1-3: where the reduce_scatter writes
     bool shard_clean = true;      // stages 2-3: grad_shard is zero (write it directly)
     // Stage 3.
     const nn::Module* unit = nullptr;  // null for the root unit
@@ -60,6 +60,7 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
   bool pass_active = false;
   bool reduced_in_place = false;  // stage 1: the gradient buckets hold reduced chunks
   bool grads_prepared = false;    // master_grad and the pieces' gradients are set
+  std::string reclaim_error;      // a reduction that failed in reclaim_completed()
 
   // Stage 3.
   int root_bucket = -1;
@@ -72,6 +73,8 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
   void launch_in_order(bool force);
   void launch(Bucket& b);
   void finalize();
+  void reclaim_completed();
+  void finish_reduced_bucket(Bucket& b);
   void prepare_master_grads();
   void drop_master_grads();
   // zero_stage3.cpp
