@@ -430,8 +430,9 @@ void ZeroOptimizer::State::launch(Bucket& b) {
 // Stages 2-3: a bucket's full gradient is needed only until its reduce_scatter is done. Each
 // gradient hook frees the buckets whose reduce_scatter has completed (without blocking), so
 // that at most the buckets still in flight hold full gradients; finalize() does the rest.
+// Stage 1: the same for the chunk-sized outputs.
 void ZeroOptimizer::State::reclaim_completed() {
-  if (options.stage < 2) return;
+  if (options.stage < 1) return;
   for (size_t i = 0; i < next_launch; ++i) {
     Bucket& b = buckets[i];
     if (!b.work || !b.work->is_completed()) continue;
@@ -447,9 +448,14 @@ void ZeroOptimizer::State::reclaim_completed() {
   }
 }
 
-// Stages 2-3, once a bucket's reduce_scatter is done: its result joins the gradient shard
-// and the full gradient is freed.
+// Stages 1-3, once a bucket's reduce_scatter is done: its result joins the gradient shard
+// (stage 1: replaces it) and, at stages 2-3, the full gradient is freed.
 void ZeroOptimizer::State::finish_reduced_bucket(Bucket& b) {
+  if (options.stage == 1) {
+    if (b.reduce_out.defined()) b.grad_shard.copy_(b.reduce_out);
+    b.reduce_out = Tensor();
+    return;
+  }
   if (!b.reduce_out.is_same(b.grad_shard) && b.reduce_out.defined()) accumulate_into(b.grad_shard, b.reduce_out);
   b.reduce_out = Tensor();
   b.shard_clean = false;
@@ -486,10 +492,7 @@ void ZeroOptimizer::State::finalize() {
     b.work.reset();
     b.launched = false;
     b.pending = static_cast<int>(b.params.size());
-    if (options.stage == 1) {
-      if (error.empty()) b.grad_shard.copy_(b.reduce_out);
-      b.reduce_out = Tensor();
-    } else if (options.stage >= 2) {
+    if (options.stage >= 1) {
       // Done already by reclaim_completed(), or no usable result (a failed reduction).
       if (!pending_result || !error.empty()) b.reduce_out = Tensor();
       finish_reduced_bucket(b);
