@@ -401,7 +401,11 @@ void ZeroOptimizer::State::on_ready(int index) {
     p.tensor.set_grad(Tensor());  // only the shard is kept
   }
   --b.pending;
+  // Stage 3: the unit's backward is over once all its gradients are in; free its parameters
+  // now rather than at the end of backward (a unit is gathered for its own backward only).
+  if (options.stage == 3 && b.pending == 0 && !pinned) release_unit(p.bucket);
   launch_in_order(false);
+  reclaim_completed();
 }
 
 // no_sync(): the gradient joins this rank's local sum, nothing is launched. Stages 0-1 sum in
@@ -452,7 +456,11 @@ void ZeroOptimizer::State::launch(Bucket& b) {
     Tensor full = b.grad->data();
     b.work = group->all_reduce(full, dist::ReduceOp::Avg);
   } else if (options.stage == 1) {
-    b.work = group->reduce_scatter(b.grad_shard, b.grad->data(), dist::ReduceOp::Avg);
+    // Not into grad_shard itself: it is a chunk of the input, and the process group would
+    // send from a clone of the whole bucket (MPI forbids aliased buffers); a chunk-sized
+    // output costs 1/N of that. finalize() copies it into the shard.
+    b.reduce_out = empty({b.own_numel}, {.dtype = param_dtype});
+    b.work = group->reduce_scatter(b.reduce_out, b.grad->data(), dist::ReduceOp::Avg);
   } else {
     if (!b.grad->allocated() || b.grad->released()) {  // no gradient reached this bucket
       if (!b.grad->allocated()) b.grad->allocate();
@@ -463,6 +471,42 @@ void ZeroOptimizer::State::launch(Bucket& b) {
     b.work = group->reduce_scatter(b.reduce_out, b.grad->data(), dist::ReduceOp::Avg);
   }
   b.launched = true;
+}
+
+// Stages 2-3: a bucket's full gradient is needed only until its reduce_scatter is done. Each
+// gradient hook frees the buckets whose reduce_scatter has completed (without blocking), so
+// that at most the buckets still in flight hold full gradients; finalize() does the rest.
+// Stage 1: the same for the chunk-sized outputs.
+void ZeroOptimizer::State::reclaim_completed() {
+  if (options.stage < 1) return;
+  for (size_t i = 0; i < next_launch; ++i) {
+    Bucket& b = buckets[i];
+    if (!b.work || !b.work->is_completed()) continue;
+    try {
+      b.work->wait();
+    } catch (const Error& e) {
+      if (reclaim_error.empty()) reclaim_error = e.what();
+      b.work.reset();
+      continue;
+    }
+    b.work.reset();
+    finish_reduced_bucket(b);
+  }
+}
+
+// Stages 1-3, once a bucket's reduce_scatter is done: its result joins the gradient shard
+// (stage 1: replaces it) and, at stages 2-3, the full gradient is freed.
+void ZeroOptimizer::State::finish_reduced_bucket(Bucket& b) {
+  if (options.stage == 1) {
+    if (b.reduce_out.defined()) b.grad_shard.copy_(b.reduce_out);
+    b.reduce_out = Tensor();
+    return;
+  }
+  if (!b.reduce_out.is_same(b.grad_shard) && b.reduce_out.defined()) accumulate_into(b.grad_shard, b.reduce_out);
+  b.reduce_out = Tensor();
+  b.shard_clean = false;
+  b.local_sums = false;  // no_sync() sums, if any, were part of this reduction
+  if (b.grad->allocated() && !b.grad->released()) b.grad->release();
 }
 
 void ZeroOptimizer::State::finalize() {
@@ -480,7 +524,8 @@ void ZeroOptimizer::State::finalize() {
     --buckets[static_cast<size_t>(p.bucket)].pending;
   }
   launch_in_order(true);
-  std::string error;
+  std::string error = std::move(reclaim_error);
+  reclaim_error.clear();
   for (Bucket& b : buckets) {
     try {
       if (b.work) b.work->wait();
@@ -488,17 +533,16 @@ void ZeroOptimizer::State::finalize() {
       if (error.empty()) error = e.what();
     }
   }
-  for (Bucket& b : buckets) {
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    Bucket& b = buckets[i];
+    const bool pending_result = b.work != nullptr;  // not yet finished by reclaim_completed()
     b.work.reset();
     b.launched = false;
     b.pending = static_cast<int>(b.params.size());
-    if (options.stage >= 2) {
-      if (error.empty() && !b.reduce_out.is_same(b.grad_shard) && b.reduce_out.defined())
-        accumulate_into(b.grad_shard, b.reduce_out);
-      b.reduce_out = Tensor();
-      b.shard_clean = false;
-      b.local_sums = false;
-      if (b.grad->allocated() && !b.grad->released()) b.grad->release();
+    if (options.stage >= 1) {
+      // Done already by reclaim_completed(), or no usable result (a failed reduction).
+      if (!pending_result || !error.empty()) b.reduce_out = Tensor();
+      finish_reduced_bucket(b);
     }
   }
   for (Param& p : params) p.ready = false;

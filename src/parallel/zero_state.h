@@ -36,7 +36,7 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
     int pending = 0;
     bool launched = false;
     dist::WorkPtr work;
-    Tensor reduce_out;            // stages 2-3: where the reduce_scatter writes
+    Tensor reduce_out;            // stages 1-3: where the reduce_scatter writes
     bool shard_clean = true;      // stages 2-3: grad_shard is zero (write it directly)
     bool local_sums = false;      // stages 2-3: `grad` holds no_sync() sums (add, not copy)
     // Stage 3.
@@ -65,6 +65,7 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
   bool no_sync = false;
   bool unsynced = false;          // local sums await a synchronised backward
   bool local_pass_active = false; // a no_sync pass's end-of-backward callback is queued
+  std::string reclaim_error;      // a reduction that failed in reclaim_completed()
 
   // Stage 3.
   int root_bucket = -1;
@@ -78,6 +79,8 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
   void launch_in_order(bool force);
   void launch(Bucket& b);
   void finalize();
+  void reclaim_completed();
+  void finish_reduced_bucket(Bucket& b);
   void prepare_master_grads();
   void drop_master_grads();
   // zero_stage3.cpp
