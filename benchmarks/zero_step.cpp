@@ -18,10 +18,9 @@
 // (echo 5 > /proc/self/clear_refs) and runs --steps training steps; the peak is VmHWM of
 // /proc/self/status minus the resident set measured before the model was built (the MPI
 // library, the process group, the token batch). It prints that beside the formula's
-// model-state bytes and ZeroOptimizer::memory(). --dtype bfloat16 stores the parameters in
-// bf16 with float32 master weights (the formula), but GPT's CPU layers cannot run
-// bf16 parameters yet, so that run only builds the optimizer and steps it on zero gradients
-// (model states only: no forward, no backward, no activations).
+// model-state bytes and ZeroOptimizer::memory(). --dtype bfloat16 builds the GPT with bf16
+// parameters (GPTConfig::param_dtype; layers cast them to float32 at use) and float32 master
+// weights in ZeroOptimizer: the formula, trained for real (forward, backward, step).
 #include <unistd.h>
 
 #include <algorithm>
@@ -75,16 +74,10 @@ bool reset_peak_rss() {
   return f.good();
 }
 
-// GPT's initialisers compute in float32: build it so, then store every parameter as bf16
-// (same TensorImpl, new storage), as a mixed-precision model holds them.
-void to_bf16_in_place(nn::Module& model) {
-  NoGradGuard no_grad;
-  for (auto& [name, p] : model.named_parameters()) {
-    Tensor c = p.to(DType::BFloat16);
-    p.impl()->storage = c.storage();
-    p.impl()->offset = c.offset();
-    p.impl()->dtype = DType::BFloat16;
-  }
+// The same GPT with bf16 parameters (float32 activations).
+nn::GPTConfig with_bf16_parameters(nn::GPTConfig c) {
+  c.param_dtype = DType::BFloat16;
+  return c;
 }
 
 struct Phases {
@@ -103,8 +96,7 @@ struct Runner {
   // stage < 0: DistributedDataParallel + optim::AdamW.
   Runner(std::string n, const nn::GPTConfig& c, dist::ProcessGroup& group, int stage, int64_t bucket_bytes,
          bool prefetch, bool bf16)
-      : name(std::move(n)), model(c) {
-    if (bf16) to_bf16_in_place(model);
+      : name(std::move(n)), model(bf16 ? with_bf16_parameters(c) : c) {
     const optim::AdamWOptions adamw{.lr = 3e-4, .weight_decay = 0.1};
     if (stage < 0) {
       ddp = std::make_unique<DistributedDataParallel>(
@@ -181,14 +173,7 @@ int run_memory(dist::ProcessGroup& world, const std::string& mode, const nn::GPT
   const int64_t built = proc_status_bytes("VmRSS");
   const bool reset = reset_peak_rss();
   cpu_allocator::reset_peak();
-  for (int i = 0; i < steps; ++i) {
-    if (bf16) {
-      r.zero->step();  // zero gradients: Adam creates and updates its state
-      r.zero->zero_grad();
-    } else {
-      r.step(tokens, targets, false);
-    }
-  }
+  for (int i = 0; i < steps; ++i) r.step(tokens, targets, false);
   const int64_t peak = proc_status_bytes("VmHWM");
   const int64_t end = proc_status_bytes("VmRSS");
   const AllocatorStats st = cpu_allocator::stats();
