@@ -95,7 +95,7 @@ Tensor GPT::forward(const Tensor& tokens) {
   Tensor x = drop->forward(add(wte->forward(tokens), wpe->forward(positions)));
   for (size_t i = 0; i < h->size(); ++i) x = (*h)[i].forward(x);
   x = ln_f->forward(x);
-  return hooks.output(linear(x, compute_param(wte->weight)));  // tied head
+  return hooks.output(linear(x, wte->weight));  // tied head (a 16-bit wte: float32 compute, no float32 copy kept)
 }
 
 Tensor GPT::loss(const Tensor& tokens, const Tensor& targets) {

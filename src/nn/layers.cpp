@@ -30,7 +30,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, InitOp
 
 Tensor Linear::forward(const Tensor& x) {
   auto hooks = forward_hooks();
-  return linear(x, compute_param(weight), compute_param(bias));
+  return linear(x, weight, bias);  // 16-bit parameters: the ops compute in float32
 }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitOptions init) {
@@ -40,7 +40,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitOptions init) {
 
 Tensor Embedding::forward(const Tensor& indices) {
   auto hooks = forward_hooks();
-  return embedding(indices, compute_param(weight));
+  return embedding(indices, weight);
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps_, DType dtype) : eps(eps_) {
@@ -51,7 +51,7 @@ LayerNorm::LayerNorm(int64_t dim, double eps_, DType dtype) : eps(eps_) {
 
 Tensor LayerNorm::forward(const Tensor& x) {
   auto hooks = forward_hooks();
-  return layer_norm(x, compute_param(weight), compute_param(bias), eps);
+  return layer_norm(x, weight, bias, eps);
 }
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }

@@ -16,10 +16,16 @@ struct InitOptions {
   Generator* gen = nullptr;  // default generator when null
 };
 
-// Mixed precision, the simple way: a 16-bit parameter is cast (differentiably) to float32
-// where a layer uses it, so the ops compute in float32 and the parameter's gradient arrives
-// in its own 16-bit dtype; float32/float64 parameters (and undefined biases) are returned as
-// they are. Every layer below uses its parameters through this.
+// Mixed precision: a layer with 16-bit parameters (bfloat16, float16) computes in float32.
+// The layers pass their parameters to the ops as they are: linear, embedding and layer_norm
+// accept a 16-bit weight/bias with float32 compute, convert it into a float32 temporary for
+// the forward only, convert it again in backward (from the 16-bit tensor, which ZeRO-3 may
+// free and gather again in between), and return its gradient in its own 16-bit dtype (the
+// float32 gradient rounded once). So no float32 copy of a parameter lives from forward to
+// backward. compute_param is the unfused equivalent, a differentiable cast to float32 whose
+// copy the consuming op saves for backward (same values, same roundings, 4 more bytes per
+// parameter alive until backward); float32/float64 parameters (and undefined biases) are
+// returned as they are.
 Tensor compute_param(const Tensor& param);
 // The dtype in which a layer with parameters of `param_dtype` computes: float32 for 16-bit
 // parameters, else the parameters' own.

@@ -8,7 +8,11 @@
 namespace strata {
 
 Tensor embedding(const Tensor& indices, const Tensor& weight) {
-  detail::check_nn_input(weight, "embedding", "weight");
+  if (weight.defined() && detail::is_16bit(weight.dtype())) {
+    detail::check_param(weight, DType::Float32, "embedding", "weight");  // computes in float32
+  } else {
+    detail::check_nn_input(weight, "embedding", "weight");
+  }
   STRATA_CHECK(weight.dim() == 2, "embedding: weight must be [vocab, dim], got shape ", weight.shape());
   STRATA_CHECK(indices.defined(), "embedding: indices are undefined");
   STRATA_CHECK(indices.dtype() == DType::Int32 || indices.dtype() == DType::Int64, "embedding: indices have dtype ",
@@ -16,11 +20,14 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   STRATA_CHECK(indices.device().is_cpu(), "embedding: indices are on ", indices.device(),
                "; only CPU tensors are supported so far");
   Tensor idx = indices.contiguous();
-  Tensor out = cpu::embedding_forward(idx, detail::contiguous_data(weight));
+  // A 16-bit weight's float32 copy lives only for this lookup (backward does not read it).
+  Tensor out = cpu::embedding_forward(idx, detail::param_data(weight));
   if (autograd::needs_grad({weight})) {
-    autograd::record("EmbeddingBackward", {weight}, {out}, [idx, vocab = weight.size(0)](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{cpu::embedding_backward(detail::contiguous_data(ctx.grad()), idx, vocab)};
-    });
+    autograd::record("EmbeddingBackward", {weight}, {out},
+                     [idx, vocab = weight.size(0), wdt = weight.dtype()](autograd::BackwardContext& ctx) {
+                       Tensor g = cpu::embedding_backward(detail::contiguous_data(ctx.grad()), idx, vocab);
+                       return std::vector<Tensor>{detail::param_grad(g, wdt)};
+                     });
   }
   return out;
 }

@@ -16,22 +16,28 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   STRATA_CHECK(eps >= 0 && std::isfinite(eps), "layer_norm: eps must be finite and >= 0, got ", eps);
   for (const auto& [t, name] : {std::pair{weight, "weight"}, std::pair{bias, "bias"}}) {
     if (!t.defined()) continue;
-    detail::check_nn_input(t, "layer_norm", name);
-    STRATA_CHECK(t.dtype() == x.dtype(), "layer_norm: ", name, " has dtype ", t.dtype(), " but input has ", x.dtype());
+    detail::check_param(t, x.dtype(), "layer_norm", name);
     STRATA_CHECK(t.shape() == Shape({d}), "layer_norm: ", name, " must have shape [", d,
                  "] (the input's last dimension), got ", t.shape(), " for input of shape ", x.shape());
   }
   Tensor xc = detail::contiguous_data(x);
-  Tensor wc = weight.defined() ? detail::contiguous_data(weight) : Tensor();
-  Tensor bc = bias.defined() ? detail::contiguous_data(bias) : Tensor();
+  // 16-bit parameters: float32 copies for this forward only; backward converts the weight again.
+  Tensor wc = detail::param_data(weight);
+  Tensor bc = detail::param_data(bias);
   cpu::LayerNormResult r = cpu::layer_norm_forward(xc, wc, bc, eps);
   if (autograd::needs_grad({x, weight, bias})) {
+    const bool w16 = weight.defined() && detail::is_16bit(weight.dtype());
+    Tensor w_saved = w16 ? weight.detach() : wc;
+    const DType wdt = weight.defined() ? weight.dtype() : x.dtype();
+    const DType bdt = bias.defined() ? bias.dtype() : x.dtype();
     autograd::record("LayerNormBackward", {x, weight, bias}, {r.out},
-                     [xc, wc, mean = r.mean, rstd = r.rstd](autograd::BackwardContext& ctx) {
+                     [xc, w_saved, w16, wdt, bdt, mean = r.mean, rstd = r.rstd](autograd::BackwardContext& ctx) {
+                       Tensor w = w16 ? detail::param_data(w_saved) : w_saved;
                        cpu::LayerNormGrads g =
-                           cpu::layer_norm_backward(detail::contiguous_data(ctx.grad()), xc, wc, mean, rstd,
+                           cpu::layer_norm_backward(detail::contiguous_data(ctx.grad()), xc, w, mean, rstd,
                                                     ctx.needs(0), ctx.needs(1), ctx.needs(2));
-                       return std::vector<Tensor>{g.dx, g.dweight, g.dbias};
+                       return std::vector<Tensor>{g.dx, detail::param_grad(g.dweight, wdt),
+                                                  detail::param_grad(g.dbias, bdt)};
                      });
   }
   return r.out;

@@ -9,6 +9,7 @@
 
 #include "../cpu/gemm.h"
 #include "../dispatch.h"
+#include "nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops/reduce.h"
@@ -249,37 +250,36 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   check_operand(x, "linear", "input");
-  check_operand(weight, "linear", "weight");
+  detail::check_param(weight, x.dtype(), "linear", "weight");
   STRATA_CHECK(x.dim() >= 1, "linear: input must have at least one dimension, got ", x.shape());
   STRATA_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", weight.shape());
-  STRATA_CHECK(x.dtype() == weight.dtype(), "linear: dtypes differ: input ", x.shape(), " is ", x.dtype(),
-               ", weight ", weight.shape(), " is ", weight.dtype());
   STRATA_CHECK(x.size(-1) == weight.size(1), "linear: input ", x.shape(), " has ", x.size(-1),
                " features but weight ", weight.shape(), " expects ", weight.size(1));
   if (bias.defined()) {
-    check_operand(bias, "linear", "bias");
+    detail::check_param(bias, x.dtype(), "linear", "bias");
     STRATA_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias ", bias.shape(),
                  " does not match weight ", weight.shape(), " (expected [", weight.size(0), "])");
-    STRATA_CHECK(bias.dtype() == x.dtype(), "linear: bias dtype ", bias.dtype(), " differs from input dtype ",
-                 x.dtype());
   }
   const bool vector_in = x.dim() == 1;
   Tensor x2 = vector_in ? x.detach().unsqueeze(0) : x.detach();
   const Shape batch = leading(x2.shape(), 2);
-  Tensor out = bmm(x2, weight.detach().transpose(0, 1), batch, bias);
+  // A 16-bit weight or bias is used through a float32 copy that dies with this forward.
+  Tensor out = bmm(x2, detail::param_values(weight).transpose(0, 1), batch, detail::param_values(bias));
   if (vector_in) out = out.view({weight.size(0)});
 
   if (autograd::needs_grad({x, weight, bias})) {
+    const DType bdt = bias.defined() ? bias.dtype() : x.dtype();
     autograd::record("LinearBackward", {x, weight, bias}, {out},
-                     [x2, w = weight.detach(), batch, x_shape = x.shape()](autograd::BackwardContext& ctx) {
+                     [x2, w = weight.detach(), bdt, batch, x_shape = x.shape()](autograd::BackwardContext& ctx) {
                        Tensor g = ctx.grad();
                        if (g.dim() == 1) g = g.unsqueeze(0);
                        Tensor gx, gw, gb;
                        // dx = dy W (one GEMM over all rows), dW = dy^T x (the rows are the
-                       // contraction, so one GEMM too), db = column sums of dy.
-                       if (ctx.needs(0)) gx = bmm(g, w, batch).view(x_shape);
-                       if (ctx.needs(1)) gw = bmm_sum(g.transpose(-1, -2), x2);
-                       if (ctx.needs(2)) gb = sum(g, dim_range(0, g.dim() - 1));
+                       // contraction, so one GEMM too), db = column sums of dy. A 16-bit W is
+                       // converted again here; its gradients are rounded to its dtype.
+                       if (ctx.needs(0)) gx = bmm(g, detail::param_values(w), batch).view(x_shape);
+                       if (ctx.needs(1)) gw = detail::param_grad(bmm_sum(g.transpose(-1, -2), x2), w.dtype());
+                       if (ctx.needs(2)) gb = detail::param_grad(sum(g, dim_range(0, g.dim() - 1)), bdt);
                        return std::vector<Tensor>{gx, gw, gb};
                      });
   }

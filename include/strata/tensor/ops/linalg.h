@@ -17,6 +17,11 @@ namespace strata {
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x [.., in] , weight [out, in], bias [out] (may be undefined) -> [.., out]  (like torch):
 // y = x W^T + b as one GEMM over all rows; backward is one GEMM each for dx and dW.
+// weight and bias have x's dtype, or are bfloat16/float16 for a float32 x: a 16-bit
+// parameter is converted into a float32 temporary for the forward only and again in backward
+// (for dx), and gets its gradient in its own dtype (the float32 gradient rounded once); the
+// results equal linear(x, weight.to(Float32), bias.to(Float32)) bit for bit, without keeping
+// the float32 copies alive until backward (see nn_functional.h).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
 }  // namespace strata

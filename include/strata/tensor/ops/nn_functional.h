@@ -4,6 +4,14 @@
 // All take float32 or float64 CPU tensors (index tensors: int32 or int64) and accept
 // non-contiguous views. Bad arguments throw strata::Error naming the op and the offending
 // tensor, shape or index.
+//
+// Parameters stored in 16 bits: embedding's weight and layer_norm's weight and bias may be
+// bfloat16/float16 where the op computes in float32 (embedding: then its output is float32).
+// The op converts such a parameter into a float32 temporary for its forward only and, where
+// backward needs the value, converts it again from the 16-bit tensor then (whose storage may
+// be released and reallocated in between, as ZeRO-3 does). Its gradient is the float32
+// gradient rounded once to its dtype. Results equal op(.., param.to(Float32)) bit for bit,
+// without keeping that float32 copy alive until backward.
 #include <cstdint>
 
 #include "strata/core/random.h"
@@ -11,14 +19,16 @@
 
 namespace strata {
 
-// weight [vocab, dim], indices int32/int64 of any shape -> [indices.shape.., dim].
+// weight [vocab, dim] (float32/float64, or 16-bit: float32 output), indices int32/int64 of
+// any shape -> [indices.shape.., dim].
 // An index outside [0, vocab) throws, naming its value, its position and vocab. The
 // weight gradient is a dense [vocab, dim] tensor, summed deterministically.
 Tensor embedding(const Tensor& indices, const Tensor& weight);
 
 // Normalises over the last dimension with the biased variance:
 //   (x - mean) / sqrt(var + eps) * weight + bias
-// weight and bias [last] (either may be undefined: no scale / no shift).
+// weight and bias [last] (either may be undefined: no scale / no shift), of x's dtype, or
+// 16-bit for a float32 x.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh approximation used by GPT-2,
