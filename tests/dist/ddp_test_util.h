@@ -14,6 +14,18 @@
 
 namespace strata::test {
 
+// ||x - y|| / ||y||; clears `same` when any entry differs.
+inline double relative_l2(const std::vector<double>& x, const std::vector<double>& y, bool& same) {
+  double num = 0, den = 0;
+  for (size_t k = 0; k < x.size() && k < y.size(); ++k) {
+    same = same && x[k] == y[k];
+    num += (x[k] - y[k]) * (x[k] - y[k]);
+    den += y[k] * y[k];
+  }
+  if (x.size() != y.size()) same = false;
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
 inline nn::GPTConfig tiny_gpt(DType dtype) {
   return {.vocab_size = 14, .context = 8, .n_layer = 2, .n_head = 2, .n_embd = 32, .dropout = 0.0, .seed = 7,
           .dtype = dtype};
@@ -55,18 +67,11 @@ inline double max_relative_difference(const nn::Module& a, const nn::Module& b, 
   EXPECT_EQ(pa.size(), pb.size());
   double worst = 0;
   bool same = true;
-  double num = 0, den = 0;
   for (size_t i = 0; i < pa.size() && i < pb.size(); ++i) {
     EXPECT_EQ(pa[i].first, pb[i].first);
     auto x = pa[i].second.to_vector<double>();
     auto y = pb[i].second.to_vector<double>();
-    num = den = 0;
-    for (size_t k = 0; k < x.size(); ++k) {
-      same = same && x[k] == y[k];
-      num += (x[k] - y[k]) * (x[k] - y[k]);
-      den += y[k] * y[k];
-    }
-    worst = std::max(worst, std::sqrt(num / std::max(den, 1e-300)));
+    worst = std::max(worst, relative_l2(x, y, same));
   }
   if (bitwise) *bitwise = same;
   return worst;

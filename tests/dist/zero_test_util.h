@@ -53,13 +53,7 @@ inline double max_relative_difference(const StateDict& a, const StateDict& b, bo
     if (it == a.end()) continue;
     auto x = it->second.to_vector<double>();
     auto y = tb.to_vector<double>();
-    double num = 0, den = 0;
-    for (size_t k = 0; k < x.size(); ++k) {
-      same = same && x[k] == y[k];
-      num += (x[k] - y[k]) * (x[k] - y[k]);
-      den += y[k] * y[k];
-    }
-    worst = std::max(worst, std::sqrt(num / std::max(den, 1e-300)));
+    worst = std::max(worst, relative_l2(x, y, same));
   }
   if (bitwise) *bitwise = same;
   return worst;
