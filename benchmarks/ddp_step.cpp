@@ -27,19 +27,16 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "strata/dist/init.h"
 #include "strata/parallel/ddp.h"
 #include "strata/strata.h"
 
 using namespace strata;
 using Clock = std::chrono::steady_clock;
+using bench::median;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // CPU seconds (user + system) of each thread of this process but the main one, by thread id.
 std::map<int, std::pair<std::string, double>> thread_cpu() {

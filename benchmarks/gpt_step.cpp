@@ -13,17 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "strata/strata.h"
 
 using namespace strata;
 using Clock = std::chrono::steady_clock;
+using bench::median;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // sgemm GFLOP/s on an n x n x n product, median of `reps`.
 double sgemm_rate(int n, int reps) {

@@ -19,12 +19,7 @@ steps=${2:-20}
 bucket_mb=${3:-4}
 bench="$build/benchmarks/bench_ddp_step"
 torch_py="$(dirname "${BASH_SOURCE[0]}")/ddp_step_torch.py"
-if [ ! -x "$bench" ]; then
-  strata_log "building $bench"
-  [ -f "$build/CMakeCache.txt" ] || STRATA_BUILD_DIR=$build strata_configure -DSTRATA_BUILD_BENCHMARKS=ON >/dev/null
-  cmake -S "$STRATA_ROOT" -B "$build" -DSTRATA_BUILD_BENCHMARKS=ON >/dev/null
-  cmake --build "$build" -j "$STRATA_JOBS" --target bench_ddp_step >/dev/null
-fi
+strata_build_benchmark "$build" bench_ddp_step
 strata_mpi_env
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 value() { tr " " "\n" | sed -n "s/^$1=//p" | head -1; }

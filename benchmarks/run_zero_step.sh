@@ -22,12 +22,7 @@ build=${1:-$STRATA_BUILD_DIR}
 steps=${2:-20}
 what=${3:-all}
 bench="$build/benchmarks/bench_zero_step"
-if [ ! -x "$bench" ]; then
-  strata_log "building $bench"
-  [ -f "$build/CMakeCache.txt" ] || STRATA_BUILD_DIR=$build strata_configure -DSTRATA_BUILD_BENCHMARKS=ON >/dev/null
-  cmake -S "$STRATA_ROOT" -B "$build" -DSTRATA_BUILD_BENCHMARKS=ON >/dev/null
-  cmake --build "$build" -j "$STRATA_JOBS" --target bench_zero_step >/dev/null
-fi
+strata_build_benchmark "$build" bench_zero_step
 strata_mpi_env
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 # --bind-to none and mpi_yield_when_idle: as run_ddp_step.sh (a rank's MPI worker thread must

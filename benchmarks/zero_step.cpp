@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "strata/dist/init.h"
 #include "strata/parallel/ddp.h"
 #include "strata/parallel/zero.h"
@@ -42,15 +43,10 @@
 
 using namespace strata;
 using Clock = std::chrono::steady_clock;
+using bench::median;
+using bench::ms_since;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // A field of /proc/self/status in bytes ("VmRSS", "VmHWM"; the kernel reports kB).
 int64_t proc_status_bytes(const std::string& field) {

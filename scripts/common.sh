@@ -36,3 +36,14 @@ strata_configure() {
   args+=(${STRATA_CMAKE_ARGS:-} "$@")
   cmake "${args[@]}"
 }
+
+# strata_build_benchmark BUILD_DIR TARGET: builds benchmarks/TARGET in BUILD_DIR when it is
+# missing (configuring the tree first if it never was), quietly.
+strata_build_benchmark() {
+  local build=$1 target=$2
+  [ -x "$build/benchmarks/$target" ] && return 0
+  strata_log "building $build/benchmarks/$target"
+  [ -f "$build/CMakeCache.txt" ] || STRATA_BUILD_DIR=$build strata_configure -DSTRATA_BUILD_BENCHMARKS=ON >/dev/null
+  cmake -S "$STRATA_ROOT" -B "$build" -DSTRATA_BUILD_BENCHMARKS=ON >/dev/null
+  cmake --build "$build" -j "$STRATA_JOBS" --target "$target" >/dev/null
+}
