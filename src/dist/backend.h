@@ -16,6 +16,9 @@ struct Backend {
 #ifdef STRATA_HAS_MPI
 Backend start_mpi();  // src/dist/mpi/runtime.cpp
 void stop_mpi();
+class ArrivalBoard;
+// Null when `bootstrap` is not an MPI group (src/dist/mpi/arrival_board_mpi.cpp).
+std::unique_ptr<ArrivalBoard> make_mpi_arrival_board(ProcessGroup& bootstrap, const std::string& name);
 #endif
 #ifdef STRATA_HAS_NCCL
 std::unique_ptr<ProcessGroup> make_nccl_group(ProcessGroup& bootstrap, const std::string& name);  // src/dist/nccl

@@ -36,8 +36,10 @@ int local_size();
 // it. NCCL allows one rank per GPU: ranks sharing a GPU are named and refused. Sub-groups:
 // split() on the result (ncclCommSplit). The group inherits bootstrap's timeout; its name
 // is `name`, or "nccl(<bootstrap's name>)". Throws "strata was built without NCCL" in
-// builds without it, and names the device where no GPU is usable. See docs/distributed.md
-// for the stream semantics of wait() and synchronize().
+// builds without it, and names the device where no GPU is usable. Over an MPI bootstrap
+// group, each NCCL op also sends one small MPI message to every peer, so that a timeout can
+// name the ranks that had not reached the op (over a local world they are "unknown"). See
+// docs/distributed.md for the stream semantics of wait() and synchronize() and for timeouts.
 std::unique_ptr<ProcessGroup> new_nccl_group(ProcessGroup& bootstrap, const std::string& name = "");
 // True when strata was built with NCCL (new_nccl_group can work where a GPU is visible).
 bool nccl_is_built();

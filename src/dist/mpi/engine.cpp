@@ -433,6 +433,23 @@ bool Engine::step(Clock::time_point now) {
     return std::all_of(active_.begin(), active_.end(),
                        [](const std::unique_ptr<Op>& o) { return o->next_stage >= o->stages.size(); });
   };
+  // Side-channel ops skip the issue order (Op::start_at_submit).
+  for (size_t i = 0; i < queue_.size();) {
+    if (!queue_[i]->start_at_submit) {
+      ++i;
+      continue;
+    }
+    std::unique_ptr<Op> op = std::move(queue_[i]);
+    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+    progressed = true;
+    try {
+      start_stage(*op);
+    } catch (const std::exception& e) {
+      fail(*op, e.what(), false);
+      continue;
+    }
+    active_.push_back(std::move(op));
+  }
   while (!queue_.empty() && all_final()) {
     std::unique_ptr<Op> op = std::move(queue_.front());
     queue_.pop_front();
@@ -589,44 +606,48 @@ void Engine::complete(Op& op) {
   if (op.work) finished_.emplace_back(op.work, std::string());
 }
 
-void Engine::publish_entered(Op& op) {
-  GroupState& g = *op.group;
+void Engine::publish_entered(Op& op) { announce(*op.group, op.seq); }
+
+void Engine::announce(GroupState& g, int64_t seq) {
   {
     std::lock_guard<std::mutex> lk(g.mu);
-    g.entered[static_cast<size_t>(g.rank)] = op.seq;
+    auto& mine = g.entered[static_cast<size_t>(g.rank)];
+    mine = std::max(mine, seq);
   }
   if (g.watch == MPI_COMM_NULL) return;
   for (int peer = 0; peer < g.size; ++peer) {
     if (peer == g.rank) continue;
-    SideSend s{std::make_unique<int64_t>(op.seq), MPI_REQUEST_NULL};
+    SideSend s{std::make_unique<int64_t>(seq), MPI_REQUEST_NULL};
     // Best effort: a failed notification only makes a later timeout message less precise.
     if (MPI_Isend(s.value.get(), 1, MPI_INT64_T, peer, kTagEntered, g.watch, &s.request) == MPI_SUCCESS)
       side_sends_.push_back(std::move(s));
   }
 }
 
+bool Engine::drain(GroupState& g) {
+  if (g.watch == MPI_COMM_NULL) return true;
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kTagEntered, g.watch, &flag, &st) != MPI_SUCCESS) return false;
+    if (!flag) return true;
+    int64_t seq = -1;
+    if (MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, kTagEntered, g.watch, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      return false;
+    std::lock_guard<std::mutex> lk(g.mu);
+    auto& e = g.entered[static_cast<size_t>(st.MPI_SOURCE)];
+    e = std::max(e, seq);
+  }
+}
+
 void Engine::drain_watch() {
   for (size_t i = 0; i < groups_.size();) {
     std::shared_ptr<GroupState> g = groups_[i].lock();
-    if (!g || g->watch == MPI_COMM_NULL) {
-      if (!g) {
-        groups_.erase(groups_.begin() + static_cast<std::ptrdiff_t>(i));
-        continue;
-      }
-      ++i;
+    if (!g) {
+      groups_.erase(groups_.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
-    for (;;) {
-      int flag = 0;
-      MPI_Status st;
-      if (MPI_Iprobe(MPI_ANY_SOURCE, kTagEntered, g->watch, &flag, &st) != MPI_SUCCESS || !flag) break;
-      int64_t seq = -1;
-      if (MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, kTagEntered, g->watch, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-        break;
-      std::lock_guard<std::mutex> lk(g->mu);
-      auto& e = g->entered[static_cast<size_t>(st.MPI_SOURCE)];
-      e = std::max(e, seq);
-    }
+    (void)drain(*g);
     ++i;
   }
   // Retire completed notifications (in order; a dead peer's may stay pending).

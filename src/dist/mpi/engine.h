@@ -1,7 +1,7 @@
 #pragma once
 // The per-process MPI engine. Callers enqueue ops; ops are *started* in global issue order
 // (so two groups' ops start in the same relative order on every rank, which rules out
-// cross-group deadlock) and all started ops are progressed together with MPI_Test, so that
+// cross-group deadlock; side-channel ops, Op::start_at_submit, skip ahead) and all started ops are progressed together with MPI_Test, so that
 // a send and a recv issued back to back both make progress. An op past its deadline fails
 // with a message naming the op, its sequence number, the group and the ranks that have not
 // entered it.
@@ -100,6 +100,11 @@ enum class PollResult { Waiting, Progressed, Done };
 struct Op {
   std::string kind;  // "all_reduce", "split", ...
   bool sequenced = true;  // false for bookkeeping ops (freeing a communicator)
+  // Started by the first pass after submit, ahead of ops queued before it (not in issue
+  // order): for unsequenced side-channel ops (arrival boards, dist/arrivals.h) whose one
+  // stage only posts or reads point-to-point messages on a communicator of their own, and
+  // which must not wait behind a collective's stages.
+  bool start_at_submit = false;
   std::string detail;  // "float32, 12 elements"
   std::shared_ptr<GroupState> group;
   int64_t seq = -1;  // assigned by Engine::submit for sequenced ops
@@ -143,6 +148,12 @@ class Engine {
   bool debug_collectives() const { return debug_; }
   // Adds a group to the side channel's polling (progress-lock holder: called by make_group).
   void register_group(const std::shared_ptr<GroupState>& g) { groups_.push_back(g); }
+  // Side channel (progress-lock holder only, i.e. from an op's stage): records that this
+  // rank entered op `seq` of `g` and tells g's peers on g.watch (non-blocking, best effort).
+  void announce(GroupState& g, int64_t seq);
+  // Reads the peers' pending announcements on g.watch into g.entered; false when an MPI
+  // call failed (the view may then be stale).
+  bool drain(GroupState& g);
 
  private:
   Engine() = default;

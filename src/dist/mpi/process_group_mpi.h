@@ -34,6 +34,8 @@ class ProcessGroupMPI final : public ProcessGroup {
 
   CommStats stats() const override;
   void reset_stats() override;
+  // The engine-side state (arrival boards split their side channel from its communicator).
+  const std::shared_ptr<GroupState>& state() const { return state_; }
 
  private:
   Engine& engine(const char* op) const;  // throws after finalize or on a broken group

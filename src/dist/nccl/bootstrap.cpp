@@ -1,5 +1,6 @@
 // Creating an NCCL group over another (MPI) group: rank 0 makes NCCL's unique id and the
 // bootstrap group broadcasts it; every rank joins with ncclCommInitRank on its current GPU.
+// The bootstrap group also yields the group's arrival board (dist/arrivals.h).
 #include <unistd.h>
 
 #include <cstring>
@@ -68,14 +69,18 @@ std::unique_ptr<ProcessGroup> make_group(ProcessGroup& bootstrap, const std::str
                "': rank 0 could not create NCCL's unique id", rank0_error.empty() ? "" : ": ", rank0_error);
   std::memcpy(&id, packet.data<int64_t>() + 1, sizeof(id));
 
+  // The side channel that names the ranks missing from an expired op (dist/arrivals.h);
+  // null over a non-MPI group.
+  const std::string group_name = name.empty() ? "nccl(" + bootstrap.name() + ")" : name;
+  std::unique_ptr<detail::ArrivalBoard> arrivals = detail::make_arrival_board(bootstrap, group_name);
+
   ncclComm_t comm = nullptr;
   {
     cuda_detail::DeviceGuard guard(device);
     STRATA_NCCL(ncclCommInitRank(&comm, size, id, rank));
   }
-  auto group = std::make_unique<ProcessGroupNCCL>(comm, rank, size, device,
-                                                  name.empty() ? "nccl(" + bootstrap.name() + ")" : name,
-                                                  bootstrap.global_ranks());
+  auto group = std::make_unique<ProcessGroupNCCL>(comm, rank, size, device, group_name, bootstrap.global_ranks(),
+                                                  std::move(arrivals));
   group->set_timeout(bootstrap.timeout());
   return group;
 }

@@ -13,10 +13,6 @@
 namespace strata::dist::nccl {
 namespace {
 
-constexpr const char* kNoMissingRanks =
-    "which ranks had not reached it is not known for NCCL groups (NCCL reports no per-rank progress; "
-    "STRATA_DEBUG_COLLECTIVES=1 or an MPI group names them)";
-
 ncclDataType_t nccl_type(DType d) {
   switch (d) {
     case DType::Float32: return ncclFloat32;
@@ -142,8 +138,8 @@ class WorkNCCL final : public Work {
         rethrow();
       }
       if (Clock::now() >= until) {
-        STRATA_FAIL(w_->title, ": not completed within ", timeout.count(), " ms (synchronize); ", kNoMissingRanks,
-                    ". The op is still pending.");
+        STRATA_FAIL(w_->title, ": not completed within ", timeout.count(), " ms (synchronize); ",
+                    detail::describe_arrivals(g_->arrivals.get(), w_->seq), ". The op is still pending.");
       }
       std::this_thread::sleep_for(pause);
     }
@@ -213,9 +209,14 @@ void GroupState::watch() {
     if (async != ncclSuccess && async != ncclInProgress) {
       why = std::string("NCCL reported an asynchronous error (") + ncclGetErrorString(async) + ")";
     } else if (Clock::now() >= pending.front()->deadline) {
-      const auto& w = pending.front();
+      std::shared_ptr<WorkState> w = pending.front();
+      // Ask the side channel who has not reached it (up to kArrivalBudget), outside mu.
+      lk.unlock();
+      std::string who = detail::describe_arrivals(arrivals.get(), w->seq);
+      lk.lock();
+      if (!broken.empty() || cudaEventQuery(w->end) == cudaSuccess) continue;  // settled meanwhile
       why = "op #" + std::to_string(w->seq) + " timed out after the group's timeout of " +
-            std::to_string(w->timeout.count()) + " ms (watchdog); " + kNoMissingRanks;
+            std::to_string(w->timeout.count()) + " ms (watchdog); " + who;
     }
     if (!why.empty()) {
       why += "; the communicator was aborted and group '" + name + "' is unusable";
@@ -238,8 +239,9 @@ struct ProcessGroupNCCL::Launch {
 };
 
 ProcessGroupNCCL::ProcessGroupNCCL(ncclComm_t comm, int rank, int size, int device, std::string name,
-                                   std::vector<int> global_ranks)
+                                   std::vector<int> global_ranks, std::unique_ptr<detail::ArrivalBoard> arrivals)
     : ProcessGroup(rank, size, name, std::move(global_ranks)), state_(std::make_shared<GroupState>()) {
+  state_->arrivals = std::move(arrivals);
   state_->name = std::move(name);
   state_->rank = rank;
   state_->size = size;
@@ -295,6 +297,8 @@ WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
   (void)cudaEventDestroy(start);  // released once the wait is done with it
   STRATA_CUDA(rc);
   enqueue(g.comm, g.stream);
+  // Tell the peers (one small MPI message each) so that a timeout can name who is late.
+  if (g.arrivals) g.arrivals->entered(w->seq);
   STRATA_CUDA(cudaEventCreateWithFlags(&w->end, cudaEventDisableTiming));
   STRATA_CUDA(cudaEventRecord(w->end, g.stream));
   w->timeout = timeout_;
@@ -572,6 +576,9 @@ std::unique_ptr<ProcessGroup> ProcessGroupNCCL::split(std::span<const int> ranks
   std::string new_name = name.empty() ? "split(ranks " + list.str() + ")" : name;
   std::vector<int> globals;
   for (int r : ranks) globals.push_back(global_ranks_[static_cast<size_t>(r)]);
+  // The child's arrival board: the same partition of the parent's board (collective over it).
+  std::unique_ptr<detail::ArrivalBoard> child_board =
+      state_->arrivals ? state_->arrivals->split(ranks, new_name) : nullptr;
   ncclComm_t child = nullptr;
   {
     std::lock_guard<std::timed_mutex> elk(state_->enqueue_mu);
@@ -584,7 +591,7 @@ std::unique_ptr<ProcessGroup> ProcessGroupNCCL::split(std::span<const int> ranks
     STRATA_NCCL(ncclCommSplit(state_->comm, ranks[0], rank_, &child, nullptr));
   }
   auto group = std::make_unique<ProcessGroupNCCL>(child, my_index, static_cast<int>(ranks.size()), state_->device,
-                                                  new_name, std::move(globals));
+                                                  new_name, std::move(globals), std::move(child_board));
   group->set_timeout(timeout_);
   return group;
 }

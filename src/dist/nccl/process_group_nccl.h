@@ -12,8 +12,13 @@
 // watchdog thread per group polls every pending op: it releases the op's tensors once the
 // end event completes (so freed blocks are never reused while NCCL still writes them), and
 // when an op passes the group's timeout or NCCL reports an asynchronous error it aborts the
-// communicator, fails every pending op with a message naming the op, its sequence number
-// and the group, and makes the group unusable.
+// communicator, fails every pending op with a message naming the op, its sequence number,
+// the group and the ranks that have not reached it, and makes the group unusable.
+//
+// NCCL reports no per-rank progress, so the ranks come from an arrival board
+// (dist/arrivals.h): every op announces "I entered op #seq" to the peers over an MPI
+// communicator of the bootstrap group's; a group made over a non-MPI group has none, and
+// its messages say the ranks are unknown.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -26,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "dist/arrivals.h"
 #include "strata/dist/process_group.h"
 
 namespace strata::dist::nccl {
@@ -63,6 +69,8 @@ struct GroupState {
   ncclComm_t comm = nullptr;      // null once destroyed or aborted
   cudaStream_t stream = nullptr;  // the comm stream
   bool debug = false;             // STRATA_DEBUG_COLLECTIVES=1
+  // Who reached which op (null: unknown); set at construction, used by any thread.
+  std::unique_ptr<detail::ArrivalBoard> arrivals;
 
   // Held while NCCL calls are enqueued on comm (caller thread) and while the communicator
   // is aborted (watchdog), so the two never overlap.
@@ -86,8 +94,10 @@ struct GroupState {
 
 class ProcessGroupNCCL final : public ProcessGroup {
  public:
-  // Takes ownership of `comm` (a communicator of `size` ranks on `device`).
-  ProcessGroupNCCL(ncclComm_t comm, int rank, int size, int device, std::string name, std::vector<int> global_ranks);
+  // Takes ownership of `comm` (a communicator of `size` ranks on `device`) and of
+  // `arrivals` (a board over the same ranks, or null).
+  ProcessGroupNCCL(ncclComm_t comm, int rank, int size, int device, std::string name, std::vector<int> global_ranks,
+                   std::unique_ptr<detail::ArrivalBoard> arrivals);
   ~ProcessGroupNCCL() override;
 
   WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
