@@ -1,10 +1,10 @@
 #pragma once
 // The per-process MPI engine. Callers enqueue ops; ops are *started* in global issue order
 // (so two groups' ops start in the same relative order on every rank, which rules out
-// cross-group deadlock; side-channel ops, Op::start_at_submit, skip ahead) and all started ops are progressed together with MPI_Test, so that
-// a send and a recv issued back to back both make progress. An op past its deadline fails
-// with a message naming the op, its sequence number, the group and the ranks that have not
-// entered it.
+// cross-group deadlock; side-channel ops, Op::start_at_submit, skip ahead) and all started
+// ops are progressed together with MPI_Test, so that a send and a recv issued back to back
+// both make progress. An op past its deadline fails with a message naming the op, its
+// sequence number, the group and the ranks that have not entered it.
 //
 // Threading rule (MPI_THREAD_SERIALIZED: any thread may call MPI, one at a time):
 // - Only the holder of the *progress lock* (Engine::progress_mu_) makes MPI calls for strata

@@ -153,10 +153,7 @@ class WorkNCCL final : public Work {
 
 // ------------------------------------------------------------------ GroupState
 
-GroupState::~GroupState() {
-  for (auto& w : pending)
-    if (w->end) (void)cudaEventDestroy(w->end);
-}
+GroupState::~GroupState() = default;  // each op's end event goes with its WorkState
 
 void GroupState::fail(const std::string& why) {
   std::deque<std::shared_ptr<WorkState>> failed;

@@ -59,6 +59,15 @@ struct WorkState {
   bool done = false;
   std::string error;
   std::vector<Tensor> keep;  // the op's tensors and scratch buffers, alive until done
+
+  WorkState() = default;
+  WorkState(const WorkState&) = delete;
+  WorkState& operator=(const WorkState&) = delete;
+  // The end event lives as long as the op's state: Work::wait() and is_completed() still
+  // query it after the watchdog has retired the op.
+  ~WorkState() {
+    if (end) (void)cudaEventDestroy(end);
+  }
 };
 
 struct GroupState {
