@@ -93,8 +93,8 @@ std::shared_ptr<ShmArena> ShmArena::create(MPI_Comm comm, int rank, int size) {
   MPI_Comm node;
   STRATA_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
   int node_size = 0;
-  MPI_Comm_size(node, &node_size);
-  MPI_Comm_free(&node);
+  STRATA_MPI(MPI_Comm_size(node, &node_size));
+  STRATA_MPI(MPI_Comm_free(&node));
   if (g_job_node_ranks == 0) g_job_node_ranks = node_size;
   // STRATA_MPI_SHM=0 on any rank turns it off for the group (read leniently: a throw here,
   // on one rank only, would leave the others in the collective below).
@@ -115,6 +115,9 @@ std::shared_ptr<ShmArena> ShmArena::create(MPI_Comm comm, int rank, int size) {
       c.slot_bytes = env_bytes("STRATA_MPI_SHM_SLOT_BYTES", kDefaultSlotBytes);
       STRATA_CHECK(c.slot_bytes >= 4096 && c.slot_bytes % 64 == 0, "STRATA_MPI_SHM_SLOT_BYTES=", c.slot_bytes,
                    " must be a multiple of 64 of at least 4096");
+      // A reduce-scatter piece holds one segment of every other rank's chunk.
+      STRATA_CHECK(c.slot_bytes >= 64 * static_cast<int64_t>(size), "STRATA_MPI_SHM_SLOT_BYTES=", c.slot_bytes,
+                   " is too small for ", size, " ranks (at least 64 bytes a rank)");
       c.min_bytes = env_bytes("STRATA_MPI_SHM_MIN_BYTES", kDefaultMinBytes);
       c.max_bytes = env_bytes("STRATA_MPI_SHM_MAX_BYTES", INT64_MAX);
       // STRATA_MPI_SHM_CMA=1: direct reads at every size (unless thresholds are given),
