@@ -177,9 +177,10 @@ std::shared_ptr<ShmArena> ShmArena::create(MPI_Comm comm, int rank, int size) {
   STRATA_MPI(MPI_Barrier(comm));
   a->pids_.resize(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) a->pids_[static_cast<size_t>(r)] = static_cast<pid_t>(a->line(a->pid_off_, r).load());
-  int cma = ann.cma_wanted == 0 ? 0
-            : ann.cma_wanted == 1 ? 1
-                                  : (usable_cores(comm) >= std::max(size, g_job_node_ranks) ? 1 : 0);
+  const bool sizes_off = ann.config.cma_gather_min == kCmaOff && ann.config.cma_reduce_min == kCmaOff;
+  int cma = ann.cma_wanted == 0 || sizes_off ? 0
+            : ann.cma_wanted == 1            ? 1
+                                             : (usable_cores(comm) >= std::max(size, g_job_node_ranks) ? 1 : 0);
   if (cma) {
     const int peer = (rank + 1) % size;
     uint64_t got = 0;
