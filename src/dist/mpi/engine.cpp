@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "dist/mpi/shm_arena.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {
@@ -90,6 +91,7 @@ std::shared_ptr<GroupState> make_group(MPI_Comm comm, std::string name, std::vec
   if (has_tag_ub && tag_ub) g->tag_ub = *tag_ub;
   g->global_ranks = std::move(global_ranks);
   g->entered.assign(static_cast<size_t>(g->size), -1);
+  g->shm = ShmArena::create(g->comm, g->rank, g->size);
   if (Engine* e = Engine::get()) e->register_group(g);
   return g;
 }

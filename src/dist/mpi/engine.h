@@ -42,6 +42,7 @@
 namespace strata::dist::mpi {
 
 using Clock = std::chrono::steady_clock;
+class ShmArena;  // shm_arena.h
 
 // Throws strata::Error naming the MPI call and the MPI error string (progress-lock holder only).
 void check_mpi(int rc, const char* call);
@@ -59,6 +60,9 @@ struct GroupState {
   // that it can never match the user's send/recv; the tag is the op's sequence number.
   MPI_Comm ring = MPI_COMM_NULL;
   int tag_ub = 32767;  // MPI_TAG_UB of `ring`
+  // Shared memory for the collectives when every rank is on one node (shm_arena.h); null
+  // otherwise. Set once by make_group.
+  std::shared_ptr<ShmArena> shm;
   int64_t next_seq = 0;            // issue side (under the engine lock)
 
   mutable std::mutex mu;       // guards the fields below

@@ -7,6 +7,7 @@
 
 #include "dist/host_staging.h"
 #include "dist/mpi/ring.h"
+#include "dist/mpi/shm_collectives.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {
@@ -154,6 +155,19 @@ std::string describe(DType d, int64_t n, std::string_view extra = {}) {
   return s;
 }
 
+// ------------------------------------------------------------------ algorithm
+
+// Who carries a collective of `bytes` (the full buffer): shared memory when the group is on
+// one node and the size is in its window, else our ring from its threshold, else MPI's own
+// non-blocking collective. Depends only on what every rank passes and agreed settings.
+enum class Path { Mpi, Ring, Shm };
+
+Path choose_path(const GroupState& g, int64_t bytes) {
+  if (use_shm(g, bytes)) return Path::Shm;
+  if (use_ring(bytes, g.size)) return Path::Ring;
+  return Path::Mpi;
+}
+
 // ------------------------------------------------------------------ debug signatures
 
 constexpr int32_t kSplitKind = 100;
@@ -286,9 +300,10 @@ WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
   auto op = make_op("all_reduce", describe(d, n, reduce_op_name(rop)));
   auto tmp = std::make_shared<std::vector<float>>();
   int size = size_;
-  // Large buffers take our ring (ring.h); the choice depends only on what every rank passes.
-  const bool ring = use_ring(n * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))), size_);
-  op->stages.push_back([tensor, rop, tmp, count, d, ring](Op& o) {
+  // Large buffers take shared memory (one node, shm_collectives.h) or our ring (ring.h);
+  // the choice depends only on what every rank passes.
+  const Path path = choose_path(*state_, n * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
+  op->stages.push_back([tensor, rop, tmp, count, d, path](Op& o) {
     void* buf = tensor.raw_data();
     MPI_Datatype type = wire_type(d);
     if (is_16bit(d)) {
@@ -297,7 +312,8 @@ WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
       buf = tmp->data();
       type = MPI_FLOAT;
     }
-    if (ring) return start_ring(o, {RingKind::AllReduce, type, rop, count, buf, buf});
+    if (path == Path::Shm) return start_shm(o, {RingKind::AllReduce, type, rop, count, buf, buf});
+    if (path == Path::Ring) return start_ring(o, {RingKind::AllReduce, type, rop, count, buf, buf});
     STRATA_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, mpi_op(rop), o.group->comm, &o.add_request()));
   });
   op->finish = [tensor, rop, tmp, count, d, size](Op&) {
@@ -356,10 +372,11 @@ WorkPtr ProcessGroupMPI::all_gather(Tensor& out, const Tensor& in) {
   // Any other overlap: send from a copy (MPI forbids aliased send and receive buffers).
   Tensor src = (!in_place && overlap(out, in)) ? in.clone() : in;
   auto op = make_op("all_gather", describe(d, m, "total"));
-  const bool ring = use_ring(m * static_cast<int64_t>(esize), size_);
-  op->stages.push_back([out, src, counts, displs, d, in_place, mine, m, ring](Op& o) {
+  const Path path = choose_path(*state_, m * static_cast<int64_t>(esize));
+  op->stages.push_back([out, src, counts, displs, d, in_place, mine, m, path](Op& o) {
     MPI_Datatype t = wire_type(d);
-    if (ring) return start_ring(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
+    if (path == Path::Shm) return start_shm(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
+    if (path == Path::Ring) return start_ring(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
     const void* sbuf = in_place ? MPI_IN_PLACE : src.raw_data();
     STRATA_MPI(MPI_Iallgatherv(sbuf, static_cast<int>(mine), t, out.raw_data(), counts->data(), displs->data(), t,
                                o.group->comm, &o.add_request()));
@@ -391,8 +408,8 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp 
   auto tmp_out = std::make_shared<std::vector<float>>();
   int size = size_;
   auto op = make_op("reduce_scatter", describe(d, m, std::string(reduce_op_name(rop)) + ", total"));
-  const bool ring = use_ring(m * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))), size_);
-  op->stages.push_back([out, src, counts, rop, d, m, mine, tmp_in, tmp_out, ring](Op& o) {
+  const Path path = choose_path(*state_, m * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
+  op->stages.push_back([out, src, counts, rop, d, m, mine, tmp_in, tmp_out, path](Op& o) {
     const void* sbuf = src.raw_data();
     void* rbuf = out.raw_data();
     MPI_Datatype t = wire_type(d);
@@ -404,7 +421,8 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp 
       rbuf = tmp_out->data();
       t = MPI_FLOAT;
     }
-    if (ring) return start_ring(o, {RingKind::ReduceScatter, t, rop, m, sbuf, rbuf});
+    if (path == Path::Shm) return start_shm(o, {RingKind::ReduceScatter, t, rop, m, sbuf, rbuf});
+    if (path == Path::Ring) return start_ring(o, {RingKind::ReduceScatter, t, rop, m, sbuf, rbuf});
     STRATA_MPI(MPI_Ireduce_scatter(sbuf, rbuf, counts->data(), t, mpi_op(rop), o.group->comm, &o.add_request()));
   });
   op->finish = [out, rop, d, mine, tmp_out, size](Op&) {
