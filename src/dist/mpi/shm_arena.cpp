@@ -138,7 +138,10 @@ std::shared_ptr<ShmArena> ShmArena::create(MPI_Comm comm, int rank, int size) {
     std::string name = "/strata-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
     int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd >= 0) {
-      if (ftruncate(fd, static_cast<off_t>(a->bytes_)) == 0) {
+      // posix_fallocate, not just ftruncate: tmpfs reserves the pages now or says ENOSPC,
+      // instead of a SIGBUS at the first write past a full /dev/shm (containers give 64 MiB).
+      if (ftruncate(fd, static_cast<off_t>(a->bytes_)) == 0 &&
+          posix_fallocate(fd, 0, static_cast<off_t>(a->bytes_)) == 0) {
         void* p = mmap(nullptr, a->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (p != MAP_FAILED) {
           a->base_ = static_cast<std::byte*>(p);
