@@ -1,8 +1,9 @@
 """PyTorch side of the GPT reference check (run by test_gpt_reference under /usr/bin/python3).
 
 Reads weights, a batch and the configuration from a safetensors file written by strata,
-runs the same GPT-2 architecture in PyTorch (float32), and writes the loss, every
-parameter's gradient and the parameters after N AdamW steps to another safetensors file.
+runs the same GPT-2 architecture in PyTorch, and writes the float32 loss and every
+parameter's float32 gradient, then the parameters after N AdamW steps taken in float64 (with
+the float64 first-step gradients), to another safetensors file.
 safetensors is parsed with json + struct + numpy so that only Debian's python3-torch is needed.
 """
 import json
@@ -35,9 +36,10 @@ def read_safetensors(path):
 def write_safetensors(path, tensors):
     header, blobs, offset = {}, [], 0
     for name, t in tensors.items():
-        arr = t.detach().contiguous().numpy().astype(np.float32)
+        wide = t.dtype == torch.float64
+        arr = t.detach().contiguous().numpy().astype(np.float64 if wide else np.float32)
         raw = arr.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
+        header[name] = {"dtype": "F64" if wide else "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
     h = json.dumps(header).encode()
@@ -85,15 +87,22 @@ def main():
     out["loss"] = loss.detach().reshape(1)
     for k, v in params.items():
         out["grad." + k] = v.grad.clone()
+    # The optimizer steps run in float64: in float32, entries whose gradient is small (not
+    # only exactly-zero ones) turn rounding differences between the two frameworks' kernels
+    # into visible parameter differences through Adam's normalisation, and which entries do
+    # depends on the CPU's BLAS kernels.
+    params = {k: v.detach().double().requires_grad_(True) for k, v in tensors.items()}
     # Same parameter groups as strata's weight_decay_groups: decay on >= 2-D tensors.
     decay = [v for v in params.values() if v.dim() >= 2]
     no_decay = [v for v in params.values() if v.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.95), eps=1e-8)
     for step in range(cfg["steps"]):
-        if step > 0:
-            opt.zero_grad()
-            gpt_loss(params, cfg, tokens, targets).backward()
+        opt.zero_grad()
+        gpt_loss(params, cfg, tokens, targets).backward()
+        if step == 0:
+            for k, v in params.items():
+                out["grad64." + k] = v.grad.clone()
         opt.step()
     for k, v in params.items():
         out["param." + k] = v.detach().clone()
