@@ -264,7 +264,14 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   const bool have_strata = false;
 #else
-  strata::dist::ProcessGroup& world = strata::dist::init();
+  strata::dist::ProcessGroup* world_group = nullptr;
+  try {
+    world_group = &strata::dist::init();
+  } catch (const std::exception& e) {  // e.g. an invalid STRATA_* setting
+    std::fprintf(stderr, "bench_collectives: %s\n", e.what());
+    return 1;
+  }
+  strata::dist::ProcessGroup& world = *world_group;
   const bool have_strata = true;
 #endif
   int r = 0, n = 1;

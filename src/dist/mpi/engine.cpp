@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "dist/mpi/shm_arena.h"
+#include "dist/env_settings.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {
@@ -32,12 +33,7 @@ std::string join(const std::vector<int>& v) {
 // STRATA_MPI_CALLER_SPIN_US: how long a waiting caller keeps driving without progress
 // before it hands back to the worker and sleeps (0: callers never drive).
 std::chrono::microseconds env_micros(const char* name, std::chrono::microseconds fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long long x = std::strtoll(v, &end, 10);
-  STRATA_CHECK(end != nullptr && *end == '\0' && x >= 0, name, "='", v, "' is not a non-negative count of microseconds");
-  return std::chrono::microseconds(x);
+  return std::chrono::microseconds(detail::env_count(name, fallback.count(), "count of microseconds"));
 }
 
 }  // namespace
@@ -106,10 +102,7 @@ InitResult Engine::start() {
                                      "initialised twice in one process)");
   STRATA_CHECK(g_state.load() == 0, "dist::init: already initialised");
   auto* engine = new Engine();
-  engine->debug_ = [] {
-    const char* v = std::getenv("STRATA_DEBUG_COLLECTIVES");
-    return v != nullptr && std::string(v) != "0" && std::string(v) != "";
-  }();
+  engine->debug_ = detail::debug_collectives_from_env();
   engine->caller_spin_ = env_micros("STRATA_MPI_CALLER_SPIN_US", engine->caller_spin_);
   engine->callers_drive_ = engine->caller_spin_.count() > 0;
   InitResult result;

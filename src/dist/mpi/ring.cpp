@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dist/mpi/local_reduce.h"
+#include "dist/env_settings.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {
@@ -26,22 +27,14 @@ constexpr int64_t kDefaultMinBytes = 256 << 10;
 constexpr int64_t kDefaultSegmentBytes = 256 << 10;
 constexpr int kDepth = 4;
 
-int64_t env_bytes(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long long x = std::strtoll(v, &end, 10);
-  STRATA_CHECK(end != nullptr && *end == '\0' && x >= 0, name, "='", v, "' is not a non-negative byte count");
-  return x;
-}
-
 int64_t min_bytes() {
-  static const int64_t v = env_bytes("STRATA_MPI_RING_MIN_BYTES", kDefaultMinBytes);
+  static const int64_t v = detail::env_count("STRATA_MPI_RING_MIN_BYTES", kDefaultMinBytes, "byte count");
   return v;
 }
 
 int64_t segment_bytes() {
-  static const int64_t v = std::max<int64_t>(env_bytes("STRATA_MPI_RING_SEGMENT_BYTES", kDefaultSegmentBytes), 64);
+  static const int64_t v = std::max<int64_t>(
+      detail::env_count("STRATA_MPI_RING_SEGMENT_BYTES", kDefaultSegmentBytes, "byte count"), 64);
   return v;
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "dist/mpi/engine.h"
+#include "dist/env_settings.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {
@@ -22,22 +23,7 @@ namespace {
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory flags need lock-free 64-bit atomics");
 
-int64_t env_bytes(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long long x = std::strtoll(v, &end, 10);
-  STRATA_CHECK(end != nullptr && *end == '\0' && x >= 0, name, "='", v, "' is not a non-negative byte count");
-  return x;
-}
-
-// -1 unset, else 0/1.
-int env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return -1;
-  STRATA_CHECK(std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0, name, "='", v, "' must be 0 or 1");
-  return v[0] == '1' ? 1 : 0;
-}
+int64_t env_bytes(const char* name, int64_t fallback) { return detail::env_count(name, fallback, "byte count"); }
 
 // Tuned on the 2-core development machine (docs/performance.md): shared memory beat MPI's
 // own collectives from 4 KiB up, and the slot path beat CMA at every size (so CMA is off
@@ -123,7 +109,7 @@ std::shared_ptr<ShmArena> ShmArena::create(MPI_Comm comm, int rank, int size) {
       // STRATA_MPI_SHM_CMA=1: direct reads at every size (unless thresholds are given),
       // without the core check; unset: only where thresholds are given and the ranks
       // have a core each; 0: never.
-      ann.cma_wanted = env_flag("STRATA_MPI_SHM_CMA");
+      ann.cma_wanted = detail::env_switch("STRATA_MPI_SHM_CMA");
       const int64_t cma_default = ann.cma_wanted == 1 ? 0 : kCmaOff;
       c.cma_gather_min = env_bytes("STRATA_MPI_SHM_CMA_GATHER_MIN_BYTES", cma_default);
       c.cma_reduce_min = env_bytes("STRATA_MPI_SHM_CMA_REDUCE_MIN_BYTES", cma_default);

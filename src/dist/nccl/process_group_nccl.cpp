@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "dist/env_settings.h"
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
 #include "tensor/cuda/cuda_check.h"
@@ -52,11 +53,6 @@ bool overlap(const Tensor& a, const Tensor& b) {
   auto* pa = static_cast<const char*>(a.data_ptr());
   auto* pb = static_cast<const char*>(b.data_ptr());
   return pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
-bool debug_from_env() {
-  const char* v = std::getenv("STRATA_DEBUG_COLLECTIVES");
-  return v != nullptr && *v != '\0' && std::string(v) != "0";
 }
 
 // Debug signatures: the same fields and wording as the MPI backend's.
@@ -244,7 +240,7 @@ ProcessGroupNCCL::ProcessGroupNCCL(ncclComm_t comm, int rank, int size, int devi
   state_->size = size;
   state_->device = device;
   state_->comm = comm;
-  state_->debug = debug_from_env();
+  state_->debug = detail::debug_collectives_from_env();
   cuda_detail::DeviceGuard guard(device);
   STRATA_CUDA(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
   barrier_scratch_ = zeros({1}, {.dtype = DType::Int32, .device = Device::cuda(device)});
