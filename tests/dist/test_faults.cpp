@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "dist/mpi/engine.h"
+#include "dist/mpi/process_group_mpi.h"
 #include "dist_test_util.h"
 
 namespace strata {
@@ -106,6 +108,48 @@ TEST(DistFaults, SizeMismatchNeverWritesOutsideTheTensor) {
   std::vector<double> v = buffer.to_vector<double>();
   for (int64_t i = n; i < 32; ++i) ASSERT_EQ(v[static_cast<size_t>(i)], 7.0) << "element " << i << "; " << err;
   std::printf("rank %d, %ld elements: %s\n", world.rank(), static_cast<long>(n), err.empty() ? "completed" : err.c_str());
+  world.barrier()->wait();
+}
+
+// An op whose stage fails on one rank only before posting (a local MPI or allocation error:
+// injected here through the engine's Op directly). The peers post the collective and time
+// out naming it; the failing rank's group becomes unusable, since its next op could
+// otherwise match the peers' still-posted one. A failure every rank reaches alike (the
+// debug signature check, test_debug.cpp) keeps the group usable instead.
+TEST(DistFaults, StageFailingOnOneRankBreaksItsGroup) {
+  using namespace dist::mpi;
+  auto& world = dist::world();
+  auto g = fresh_group("lopsided", std::chrono::milliseconds(1500));
+  auto* group = dynamic_cast<ProcessGroupMPI*>(g.get());
+  ASSERT_NE(group, nullptr);
+  auto op = std::make_unique<Op>();
+  op->kind = "barrier";
+  op->group = group->state();
+  op->timeout = std::chrono::milliseconds(1500);
+  op->work = std::make_shared<WorkState>();
+  const bool fail_here = world.rank() == 1;
+  op->stages.push_back([fail_here](Op& o) {
+    if (fail_here) STRATA_FAIL("injected local failure");
+    STRATA_MPI(MPI_Ibarrier(o.group->comm, &o.add_request()));
+  });
+  std::shared_ptr<WorkState> work = op->work;
+  Engine::get()->submit(std::move(op));
+  Engine::get()->wait(*work, Clock::now() + std::chrono::seconds(20));
+  std::string err;
+  {
+    std::lock_guard<std::mutex> lk(work->mu);
+    ASSERT_TRUE(work->done);
+    err = work->error;
+  }
+  if (fail_here) {
+    EXPECT_TRUE(contains(err, "injected local failure")) << err;
+  } else {
+    EXPECT_TRUE(contains(err, "barrier #0")) << err;
+    EXPECT_TRUE(contains(err, "timed out after 1500 ms")) << err;
+  }
+  // Unusable everywhere afterwards, saying why.
+  err = error_of([&] { g->barrier()->wait(); });
+  EXPECT_TRUE(contains(err, "unusable after an earlier failure")) << err;
   world.barrier()->wait();
 }
 

@@ -464,9 +464,8 @@ bool Engine::step(Clock::time_point now) {
     try {
       start_stage(*op);
     } catch (const std::exception& e) {
-      // A stage that throws before posting requests leaves MPI consistent on this rank;
-      // the peers will time out, so the group is marked unusable.
-      fail(*op, e.what(), op->requests.empty() ? false : true);
+      // Unless every rank fails alike, the group is unusable: see Op (engine.h).
+      fail(*op, e.what(), !op->failure_is_collective || !op->requests.empty());
       if (!op->requests.empty()) zombies_.push_back(std::move(op));
       continue;
     }
@@ -500,8 +499,9 @@ bool Engine::step(Clock::time_point now) {
       op.requests.clear();  // all completed (MPI_REQUEST_NULL)
       bool finished = false;
       bool polled = false;
+      const bool finished_stages = op.next_stage >= op.stages.size();
       try {
-        if (op.next_stage < op.stages.size()) {
+        if (!finished_stages) {
           start_stage(op);
           progressed = true;
         } else {
@@ -525,7 +525,10 @@ bool Engine::step(Clock::time_point now) {
           std::vector<int> missing = op.group->missing(op.seq);
           if (!missing.empty()) why += "; " + op.group->describe_ranks(missing) + " had not reached it";
         }
-        fail(op, why, pending);
+        // A stage's failure breaks the group unless every rank fails alike (Op, engine.h);
+        // finish runs after the collective completed everywhere.
+        const bool in_stage = !finished_stages;
+        fail(op, why, pending || (in_stage && !op.failure_is_collective));
         if (pending) zombies_.push_back(std::move(active_[i]));
         finished = true;
         progressed = true;

@@ -93,9 +93,12 @@ struct WorkState {
 enum class PollResult { Waiting, Progressed, Done };
 
 // One enqueued op. `stages` are started one after the other (each may post MPI requests);
-// `finish` runs (on the progress-lock holder) when the last stage's requests completed. Both may throw
-// strata::Error, which fails the op without breaking the group (every rank sees the same
-// data when they throw from a check on gathered values).
+// `finish` runs (on the progress-lock holder) when the last stage's requests completed.
+// Both may throw strata::Error, which fails the op. A throw from `finish` (the collective
+// has completed on every rank) leaves the group usable; so does one from a stage that set
+// `failure_is_collective` (every rank throws alike, e.g. from a check on gathered values).
+// Any other stage throw breaks the group: only this rank failed, the peers may have posted
+// the collective, and this rank's next op could match it.
 // An op whose last stage sets `poll` drives its own requests instead (the ring, ring.h):
 // once the stages' requests completed, the worker calls poll on every pass until it
 // returns Done, then runs `finish`; the deadline applies as for any op. poll keeps its
@@ -109,6 +112,9 @@ struct Op {
   // stage only posts or reads point-to-point messages on a communicator of their own, and
   // which must not wait behind a collective's stages.
   bool start_at_submit = false;
+  // Set by a stage just before it throws a failure that every rank reaches alike (the
+  // debug signature check): the op fails without breaking the group.
+  bool failure_is_collective = false;
   std::string detail;  // "float32, 12 elements"
   std::shared_ptr<GroupState> group;
   int64_t seq = -1;  // assigned by Engine::submit for sequenced ops

@@ -208,6 +208,7 @@ void add_signature_stage(Op& op, Signature sig) {
     const auto& v = *all;
     for (size_t r = 1; r < v.size(); ++r) {
       if (!(v[r] == v[0])) {
+        o.failure_is_collective = true;  // every rank compares the same gathered signatures
         STRATA_FAIL("collective mismatch (STRATA_DEBUG_COLLECTIVES): ranks 0 and ", r, " of group '", o.group->name,
                     "' issued different ops: rank 0: ", signature_string(v[0]), "; rank ", r, ": ",
                     signature_string(v[r]));
