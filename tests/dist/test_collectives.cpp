@@ -1,9 +1,8 @@
 // Every op and dtype of the world group against values each rank computes on its own.
 // Runs with 2, 3 and 4 ranks (and as a plain process: world size 1).
-#include <cmath>
 #include <cstdlib>
 
-#include "dist_test_util.h"
+#include "collective_check_util.h"
 
 namespace strata {
 namespace {
@@ -11,46 +10,23 @@ namespace {
 using dist::OpType;
 using dist::ReduceOp;
 using test::all_dtypes;
+using test::all_ops;
 using test::error_of;
+using test::expect_values;
 using test::make;
-
-double tolerance(DType d) {
-  switch (d) {
-    case DType::BFloat16: return 1e-2;
-    case DType::Float16: return 1e-3;
-    case DType::Float32: return 1e-6;
-    default: return 1e-12;
-  }
-}
-
-void expect_values(const Tensor& t, const std::vector<double>& want, const std::string& what) {
-  std::vector<double> got = t.to_vector<double>();
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tolerance(t.dtype()) * std::max(1.0, std::abs(want[i]))) << what << " element " << i;
-}
-
-// Rank r's value at index i: small integers, exact in every dtype, products stay small.
-double value(int r, int64_t i) { return static_cast<double>(r + 1 + i % 3); }
+using test::reduce_all;
+using test::value;
 
 TEST(DistCollectives, AllReduceEveryOpAndDtype) {
   auto& world = dist::world();
   const int n = world.size(), me = world.rank();
   const int64_t len = 7;
   for (DType d : all_dtypes()) {
-    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min, ReduceOp::Product}) {
+    for (ReduceOp op : all_ops()) {
       std::vector<double> mine, want;
       for (int64_t i = 0; i < len; ++i) {
         mine.push_back(value(me, i));
-        double acc = op == ReduceOp::Product ? 1 : (op == ReduceOp::Max ? -1e9 : (op == ReduceOp::Min ? 1e9 : 0));
-        for (int r = 0; r < n; ++r) {
-          double v = value(r, i);
-          if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc += v;
-          if (op == ReduceOp::Max) acc = std::max(acc, v);
-          if (op == ReduceOp::Min) acc = std::min(acc, v);
-          if (op == ReduceOp::Product) acc *= v;
-        }
-        want.push_back(op == ReduceOp::Avg ? acc / n : acc);
+        want.push_back(reduce_all(op, n, i));
       }
       Tensor t = make(mine, d);
       std::string what = std::string(dtype_name(d)) + " " + std::string(dist::reduce_op_name(op));
@@ -135,8 +111,7 @@ TEST(DistCollectives, ReduceScatterUnevenChunks) {
         Tensor in = make(mine, d);
         Tensor out = zeros({size}, {.dtype = d});
         world.reduce_scatter(out, in, op)->wait();
-        expect_values(out, want,
-                      std::string(dtype_name(d)) + " " + std::string(dist::reduce_op_name(op)) + " M=" + std::to_string(m));
+        expect_values(out, want, test::name_of(d, op, m));
       }
     }
   }
