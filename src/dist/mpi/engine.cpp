@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "dist/mpi/shm_arena.h"
 #include "dist/env_settings.h"
+#include "dist/mpi/shm_arena.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {

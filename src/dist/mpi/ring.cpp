@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "dist/mpi/local_reduce.h"
 #include "dist/env_settings.h"
+#include "dist/mpi/local_reduce.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {

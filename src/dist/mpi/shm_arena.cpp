@@ -14,8 +14,8 @@
 #include <cstring>
 #include <string>
 
-#include "dist/mpi/engine.h"
 #include "dist/env_settings.h"
+#include "dist/mpi/engine.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {
