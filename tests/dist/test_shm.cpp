@@ -32,6 +32,32 @@ TEST(DistShm, ManyOpsInARowReuseTheSlots) {
   }
 }
 
+// Ranks that pass different sizes would put the slot streams out of step (one rank
+// publishes more pieces than its peers read) and feed a later op stale pieces. Every piece
+// carries its op's signature, so the first piece read from a rank with another size fails
+// the op on that reader, naming both ops; the group is unusable afterwards.
+TEST(DistShm, SizeMismatchAcrossRanksFailsNamingBothOps) {
+  const char* cma = std::getenv("STRATA_MPI_SHM_CMA");
+  if (cma != nullptr && std::string(cma) == "1") GTEST_SKIP() << "direct reads exchange no pieces";
+  auto& world = dist::world();
+  const int n = world.size(), me = world.rank();
+  std::vector<int> everyone;
+  for (int r = 0; r < n; ++r) everyone.push_back(r);
+  auto g = world.split(everyone, "mismatch");
+  g->set_timeout(std::chrono::seconds(5));
+  Tensor t = full({5000 + 1500 * me}, 1.0);  // several 4 KiB pieces; another size on every rank
+  std::string err = test::error_of([&] { g->all_reduce(t)->wait(); });
+  EXPECT_NE(err.find("issued a different op than this rank"), std::string::npos) << err;
+  EXPECT_NE(err.find(std::to_string(5000 + 1500 * me) + " elements"), std::string::npos) << err;
+  err = test::error_of([&] { g->barrier()->wait(); });
+  EXPECT_NE(err.find("unusable after an earlier failure"), std::string::npos) << err;
+  world.barrier()->wait();
+  // Other groups are unaffected.
+  Tensor u = full({5000}, 1.0);
+  world.all_reduce(u)->wait();
+  EXPECT_TRUE(same_bytes(u, full({5000}, static_cast<double>(n))));
+}
+
 // Where the kernel refuses direct reads (here: every rank non-dumpable and without
 // CAP_SYS_PTRACE, as under ptrace restrictions), a group made afterwards with CMA forced
 // on finds out at creation and uses the slots on every rank; an op reading a peer directly

@@ -522,6 +522,7 @@ bool Engine::step(Clock::time_point now) {
         // A poll-driven op may have requests posted that will now never be waited for.
         const bool pending = polled || !op.requests.empty();
         if (polled && op.group && op.seq >= 0) {
+          drain_watch();  // the freshest view of who entered (a peer's notice may be in flight)
           std::vector<int> missing = op.group->missing(op.seq);
           if (!missing.empty()) why += "; " + op.group->describe_ranks(missing) + " had not reached it";
         }

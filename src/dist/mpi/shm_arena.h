@@ -15,7 +15,8 @@
 //                addr(r)    the address of r's buffer for CMA reads; pid(r)
 //   per pair:    ack(q, p)  pieces of p's slot stream that q has finished with
 //                cma_ack(q, p)  the CMA phase of p that q has finished reading
-//   per rank r:  two slot halves of slot_bytes each (piece g lives in half g % 2).
+//   per rank r:  two slot halves of slot_bytes each (piece g lives in half g % 2), each
+//                starting with the signature of the op that wrote the piece.
 //
 // The configuration (slot size, size windows, whether CMA is used) is rank 0's, broadcast
 // at creation, so every rank decides alike for every op.
@@ -29,6 +30,18 @@
 #include <vector>
 
 namespace strata::dist::mpi {
+
+// What a slot half says about the op its piece belongs to. A reader checks it against its
+// own op: ranks that pass different sizes (or dtypes, ops) would otherwise put the slot
+// streams out of step and feed a later op stale pieces.
+struct PieceSignature {
+  uint64_t ticket = 0;  // the group's shm op number (ShmArena::issued)
+  int64_t count = 0;    // elements of the full buffer
+  int32_t kind = 0;     // RingKind
+  int32_t op = 0;       // ReduceOp
+  int64_t element_bytes = 0;
+  bool operator==(const PieceSignature&) const = default;
+};
 
 struct ShmConfig {
   int64_t slot_bytes = 256 << 10;   // STRATA_MPI_SHM_SLOT_BYTES: one half of a rank's slot area
@@ -60,9 +73,11 @@ class ShmArena {
   std::atomic<uint64_t>& addr(int r) const { return line(addr_off_, r); }
   std::atomic<uint64_t>& ack(int q, int p) const { return line(ack_off_, q * size_ + p); }
   std::atomic<uint64_t>& cma_ack(int q, int p) const { return line(cma_ack_off_, q * size_ + p); }
-  std::byte* slot(int r, uint64_t piece) const {
-    return base_ + slots_off_ + (static_cast<size_t>(r) * 2 + piece % 2) * static_cast<size_t>(config_.slot_bytes);
-  }
+  // Where piece `piece` of rank r's stream lives: its signature, then its data
+  // (slot_payload() bytes).
+  PieceSignature& signature(int r, uint64_t piece) const { return *reinterpret_cast<PieceSignature*>(half(r, piece)); }
+  std::byte* slot(int r, uint64_t piece) const { return half(r, piece) + kPieceHeaderBytes; }
+  int64_t slot_payload() const { return config_.slot_bytes - kPieceHeaderBytes; }
   pid_t pid(int r) const { return pids_[static_cast<size_t>(r)]; }
 
   // Process-local state of the ops (progress-lock holder): shm ops of a group run one at a
@@ -75,6 +90,11 @@ class ShmArena {
 
  private:
   ShmArena() = default;
+  static constexpr int64_t kPieceHeaderBytes = 64;  // keeps the data cache-line aligned
+  static_assert(sizeof(PieceSignature) <= kPieceHeaderBytes);
+  std::byte* half(int r, uint64_t piece) const {
+    return base_ + slots_off_ + (static_cast<size_t>(r) * 2 + piece % 2) * static_cast<size_t>(config_.slot_bytes);
+  }
   std::atomic<uint64_t>& line(size_t off, int i) const {
     return *reinterpret_cast<std::atomic<uint64_t>*>(base_ + off + static_cast<size_t>(i) * 64);
   }

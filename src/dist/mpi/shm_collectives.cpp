@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "dist/mpi/local_reduce.h"
@@ -28,7 +29,8 @@ class ShmOp {
     const int64_t bytes = a.count * esize_;
     const ShmConfig& cfg = ar_->config();
     cma_ = cfg.cma && bytes >= (a.kind == RingKind::AllGather ? cfg.cma_gather_min : cfg.cma_reduce_min);
-    const int64_t slot_elems = cfg.slot_bytes / esize_;
+    const int64_t slot_elems = ar_->slot_payload() / esize_;
+    sig_ = {ticket_, a.count, static_cast<int32_t>(a.kind), static_cast<int32_t>(a.op), esize_};
     // Reduce-scatter rounds carry N-1 segments (one per other chunk), 64-byte aligned.
     seg_rs_ = std::max<int64_t>(1, slot_elems / (n_ - 1));
     if (seg_rs_ * esize_ >= 64) seg_rs_ -= seg_rs_ % (64 / esize_);
@@ -153,6 +155,7 @@ class ShmOp {
   void write(int64_t w) {
     const uint64_t g = base_ + static_cast<uint64_t>(w);
     std::byte* slot = ar_->slot(me_, g);
+    ar_->signature(me_, g) = sig_;
     if (w < rounds_rs_) {
       const int64_t lo = w * seg_rs_;
       for (int j = 0; j < n_; ++j) {
@@ -174,6 +177,8 @@ class ShmOp {
     const uint64_t g = base_ + static_cast<uint64_t>(t);
     const int64_t lo = t * seg_rs_;
     const int64_t n = clip(len(me_), lo, seg_rs_);
+    for (int p = 0; p < n_; ++p)
+      if (p != me_) check_piece(p, g);
     if (n > 0) {
       void* dst = a_.kind == RingKind::ReduceScatter ? at(a_.out, lo) : at(a_.out, begin(me_) + lo);
       reduce_in_order(dst, n, [&](int p) -> const void* {
@@ -192,7 +197,29 @@ class ShmOp {
     const uint64_t g = base_ + static_cast<uint64_t>(r);
     const int64_t lo = (r - rounds_rs_) * seg_ag_;
     const int64_t n = clip(len(p), lo, seg_ag_);
+    check_piece(p, g);
     if (n > 0) std::memcpy(at(a_.out, begin(p) + lo), ar_->slot(p, g), static_cast<size_t>(n * esize_));
+  }
+
+  // Piece g of rank p must belong to this very op; anything else means the ranks issued
+  // different ops (sizes, dtypes or reduce ops differ) and the streams are out of step.
+  void check_piece(int p, uint64_t g) const {
+    const PieceSignature& theirs = ar_->signature(p, g);
+    if (theirs == sig_) return;
+    STRATA_FAIL("shared-memory collective: group rank ", p, " issued a different op than this rank (group rank ",
+                me_, "): ", describe(theirs), " vs ", describe(sig_),
+                "; every rank must pass the same sizes, dtype and reduce op (STRATA_DEBUG_COLLECTIVES=1 checks "
+                "this before each collective)");
+  }
+  static std::string describe(const PieceSignature& s) {
+    static const char* kinds[] = {"all_reduce", "reduce_scatter", "all_gather"};
+    const char* kind = s.kind >= 0 && s.kind < 3 ? kinds[s.kind] : "unknown op";
+    std::string text = "shm op #" + std::to_string(s.ticket) + " " + kind + " of " + std::to_string(s.count) +
+                       " elements of " + std::to_string(s.element_bytes) + " bytes";
+    const bool reduces = s.kind != static_cast<int32_t>(RingKind::AllGather);
+    if (reduces && s.op >= 0 && s.op <= static_cast<int32_t>(ReduceOp::Product))
+      text += " (" + std::string(reduce_op_name(static_cast<ReduceOp>(s.op))) + ")";
+    return text;
   }
 
   // ---------------------------------------------------------------- CMA
@@ -292,6 +319,7 @@ class ShmOp {
   int n_, me_;
   int64_t esize_;
   uint64_t ticket_ = 0;
+  PieceSignature sig_;  // written into every piece this rank publishes, checked in every piece it reads
   int64_t c_ = 0;
   bool cma_ = false;
   bool started_ = false;
