@@ -254,19 +254,8 @@ class ShmOp {
   }
 
   bool poll_cma(bool& any) {
-    if (a_.kind == RingKind::AllGather) {
-      // Each peer's chunk straight into place, as soon as that peer has published it.
-      for (int p = 0; p < n_; ++p) {
-        if (p == me_ || done_[static_cast<size_t>(p)] || ar_->ready(p).load(kAcq) < phase(1)) continue;
-        cma_read(p, at(a_.out, begin(p)), ar_->addr(p).load(std::memory_order_relaxed), len(p) * esize_);
-        ar_->cma_ack(me_, p).store(phase(1), kRel);
-        done_[static_cast<size_t>(p)] = true;
-        any = true;
-      }
-      for (int p = 0; p < n_; ++p)
-        if (p != me_ && !done_[static_cast<size_t>(p)]) return false;
-      return peers_acked(phase(1));
-    }
+    // all_gather: each peer's buffer is its chunk, read straight into place.
+    if (a_.kind == RingKind::AllGather) return read_peer_chunks(phase(1), false, any);
     if (!reduced_cma_) {
       if (!peers_at(phase(1))) return false;
       reduce_chunk_cma();
@@ -277,18 +266,27 @@ class ShmOp {
       if (a_.kind == RingKind::AllReduce) ar_->ready(me_).store(phase(2), kRel);
     }
     if (a_.kind == RingKind::ReduceScatter) return peers_acked(phase(1));
-    // All-reduce: every peer's reduced chunk, read from its buffer into ours.
+    // All-reduce: every peer's reduced chunk, read from its (full) buffer into ours.
+    return read_peer_chunks(phase(2), true, any);
+  }
+
+  // Reads chunk p of every peer p into place in the output as soon as p has reached CMA
+  // phase `ph` (`at_chunk`: p's buffer holds the whole tensor, so its chunk starts at
+  // begin(p); else p's buffer is its chunk), acknowledging each read. Done once every
+  // chunk is read and every peer has finished reading ours.
+  bool read_peer_chunks(uint64_t ph, bool at_chunk, bool& any) {
     for (int p = 0; p < n_; ++p) {
-      if (p == me_ || done_[static_cast<size_t>(p)] || ar_->ready(p).load(kAcq) < phase(2)) continue;
-      const uint64_t remote = ar_->addr(p).load(std::memory_order_relaxed) + static_cast<uint64_t>(begin(p) * esize_);
+      if (p == me_ || done_[static_cast<size_t>(p)] || ar_->ready(p).load(kAcq) < ph) continue;
+      uint64_t remote = ar_->addr(p).load(std::memory_order_relaxed);
+      if (at_chunk) remote += static_cast<uint64_t>(begin(p) * esize_);
       cma_read(p, at(a_.out, begin(p)), remote, len(p) * esize_);
-      ar_->cma_ack(me_, p).store(phase(2), kRel);
+      ar_->cma_ack(me_, p).store(ph, kRel);
       done_[static_cast<size_t>(p)] = true;
       any = true;
     }
     for (int p = 0; p < n_; ++p)
       if (p != me_ && !done_[static_cast<size_t>(p)]) return false;
-    return peers_acked(phase(2));
+    return peers_acked(ph);
   }
 
   // Chunk me_ of every rank, piece by piece: the peers' pieces read into scratch, then
