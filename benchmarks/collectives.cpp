@@ -12,7 +12,7 @@
 //   busbw  = algbw x 2(n-1)/n (all_reduce), algbw x (n-1)/n (all_gather, reduce_scatter)
 // Before timing, every op and size is run once on known values and the result checked.
 //
-// Built with STRATA_BENCH_RAW_ONLY (CMake does so while src/dist/mpi/ does not exist yet)
+// Built with STRATA_BENCH_RAW_ONLY (CMake does so while src/distributed/mpi/ does not exist yet)
 // it times only the raw MPI half.
 //
 // --late-peer-ms T (strata only) then measures what the MPI worker costs while it waits:
@@ -39,7 +39,7 @@
 #include <time.h>
 
 #ifndef STRATA_BENCH_RAW_ONLY
-#include "strata/dist/init.h"
+#include "strata/distributed/init.h"
 #include "strata/tensor/factory.h"
 #endif
 

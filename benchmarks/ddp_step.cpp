@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "strata/dist/init.h"
+#include "strata/distributed/init.h"
 #include "strata/parallel/ddp.h"
 #include "strata/strata.h"
 
@@ -67,12 +67,12 @@ std::map<int, std::pair<std::string, double>> thread_cpu() {
 
 struct Runner {
   nn::GPT model;
-  std::unique_ptr<DistributedDataParallel> ddp;
+  std::unique_ptr<parallel::DistributedDataParallel> ddp;
   optim::AdamW opt;
   bool no_sync = false;
-  Runner(const nn::GPTConfig& c, dist::ProcessGroup* group, DDPOptions options)
+  Runner(const nn::GPTConfig& c, dist::ProcessGroup* group, parallel::DDPOptions options)
       : model(c), opt(model.parameters(), {.lr = 3e-4, .weight_decay = 0.1}) {
-    if (group) ddp = std::make_unique<DistributedDataParallel>(model, *group, options);
+    if (group) ddp = std::make_unique<parallel::DistributedDataParallel>(model, *group, options);
   }
   double step(const Tensor& tokens, const Tensor& targets) {
     const auto t0 = Clock::now();
@@ -131,8 +131,8 @@ int main(int argc, char** argv) {
   }
 
   const auto mib = [](double mb) { return static_cast<int64_t>(mb * (1 << 20)); };
-  DDPOptions with{.bucket_cap_bytes = mib(bucket_mb), .first_bucket_cap_bytes = mib(first_bucket_mb)};
-  DDPOptions without = with;
+  parallel::DDPOptions with{.bucket_cap_bytes = mib(bucket_mb), .first_bucket_cap_bytes = mib(first_bucket_mb)};
+  parallel::DDPOptions without = with;
   without.overlap = false;
   const char* names[] = {"overlap", "no_overlap", "compute"};
   std::vector<std::unique_ptr<Runner>> runners;

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "bench_util.h"
-#include "strata/dist/init.h"
+#include "strata/distributed/init.h"
 #include "strata/parallel/ddp.h"
 #include "strata/parallel/zero.h"
 #include "strata/strata.h"
@@ -84,9 +84,9 @@ struct Phases {
 struct Runner {
   std::string name;
   nn::GPT model;
-  std::unique_ptr<DistributedDataParallel> ddp;
+  std::unique_ptr<parallel::DistributedDataParallel> ddp;
   std::unique_ptr<optim::AdamW> opt;
-  std::unique_ptr<ZeroOptimizer> zero;
+  std::unique_ptr<parallel::ZeroOptimizer> zero;
   Phases phases;
 
   // stage < 0: DistributedDataParallel + optim::AdamW.
@@ -95,15 +95,15 @@ struct Runner {
       : name(std::move(n)), model(bf16 ? with_bf16_parameters(c) : c) {
     const optim::AdamWOptions adamw{.lr = 3e-4, .weight_decay = 0.1};
     if (stage < 0) {
-      ddp = std::make_unique<DistributedDataParallel>(
-          model, group, DDPOptions{.bucket_cap_bytes = bucket_bytes, .first_bucket_cap_bytes = bucket_bytes / 4});
+      ddp = std::make_unique<parallel::DistributedDataParallel>(
+          model, group, parallel::DDPOptions{.bucket_cap_bytes = bucket_bytes, .first_bucket_cap_bytes = bucket_bytes / 4});
       opt = std::make_unique<optim::AdamW>(model.parameters(), adamw);
     } else {
-      ZeroOptions o;
+      parallel::ZeroOptions o;
       o.stage = stage;
       o.bucket_cap_bytes = bucket_bytes;
       o.prefetch = prefetch;
-      zero = std::make_unique<ZeroOptimizer>(model, adamw, group, o);
+      zero = std::make_unique<parallel::ZeroOptimizer>(model, adamw, group, o);
     }
   }
 
@@ -173,7 +173,7 @@ int run_memory(dist::ProcessGroup& world, const std::string& mode, const nn::GPT
   const int64_t peak = proc_status_bytes("VmHWM");
   const int64_t end = proc_status_bytes("VmRSS");
   const AllocatorStats st = cpu_allocator::stats();
-  ZeroMemory report;
+  parallel::ZeroMemory report;
   if (r.zero) {
     report = r.zero->memory();
   } else {  // DDP: parameters, gradient buckets, AdamW's moments

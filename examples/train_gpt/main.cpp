@@ -26,7 +26,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "strata/dist/init.h"
+#include "strata/distributed/init.h"
 #include "strata/parallel/ddp.h"
 #include "strata/parallel/zero.h"
 #include "strata/strata.h"
@@ -65,8 +65,8 @@ bool g_lead = true;  // rank 0: the one that prints and writes files
 
 // --- ZeRO training state: the sharded checkpoint plus step, sampler and RNG in its metadata ---
 
-Metadata zero_training_metadata(int64_t step, const BatchSampler& sampler) {
-  Metadata meta{{"step", std::to_string(step)},
+checkpoint::Metadata zero_training_metadata(int64_t step, const data::BatchSampler& sampler) {
+  checkpoint::Metadata meta{{"step", std::to_string(step)},
                 {"rng_seed", std::to_string(default_generator().seed())},
                 {"rng_offset", std::to_string(default_generator().offset())}};
   for (const auto& [key, t] : sampler.state_dict()) meta["sampler." + key] = std::to_string(t.to_vector<int64_t>()[0]);
@@ -75,8 +75,8 @@ Metadata zero_training_metadata(int64_t step, const BatchSampler& sampler) {
 
 // Restores the optimizer's shards and parameters (ZeroOptimizer::load), then the sampler and
 // the RNG; returns the number of completed steps.
-int64_t load_zero_training_state(const std::string& dir, ZeroOptimizer& zero, BatchSampler& sampler) {
-  const Metadata meta = zero.load(dir);
+int64_t load_zero_training_state(const std::string& dir, parallel::ZeroOptimizer& zero, data::BatchSampler& sampler) {
+  const checkpoint::Metadata meta = zero.load(dir);
   auto number = [&](const std::string& key) -> std::string {
     auto it = meta.find(key);
     STRATA_CHECK(it != meta.end(), "ZeRO training state '", dir, "': metadata field '", key,
@@ -93,11 +93,11 @@ int64_t load_zero_training_state(const std::string& dir, ZeroOptimizer& zero, Ba
   return std::stoll(number("step"));
 }
 
-double evaluate(nn::GPT& model, const SyntheticTask& task, int64_t examples, train::MetricsWriter& metrics,
+double evaluate(nn::GPT& model, const data::SyntheticTask& task, int64_t examples, train::MetricsWriter& metrics,
                 int64_t step) {
   // ZeRO-3 gathers each block as evaluation reaches it (module hooks), like training does.
   model.eval();
-  EvalResult r = task.evaluate([&](const Tensor& tokens) { return model.forward(tokens); }, examples);
+  data::EvalResult r = task.evaluate([&](const Tensor& tokens) { return model.forward(tokens); }, examples);
   model.train();
   if (!g_lead) return r.accuracy;
   std::printf("eval  step %lld | exact-match accuracy %.2f%% on %lld held-out problems (chance %.4f%%) | "
@@ -113,7 +113,7 @@ double evaluate(nn::GPT& model, const SyntheticTask& task, int64_t examples, tra
 int run(const Options& o) {
   dist::ProcessGroup& world = dist::init();
   g_lead = world.rank() == 0;
-  SyntheticTask task({.digits = o.digits, .seed = o.seed});
+  data::SyntheticTask task({.digits = o.digits, .seed = o.seed});
   nn::GPTConfig config{.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = o.layers,
                        .n_head = o.heads, .n_embd = o.width, .dropout = 0.0, .seed = o.seed};
   if (o.param_dtype == "bf16") {
@@ -123,16 +123,16 @@ int run(const Options& o) {
   }
   nn::GPT model(config);
   const optim::AdamWOptions adamw{.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay};
-  std::unique_ptr<DistributedDataParallel> ddp;
-  std::unique_ptr<ZeroOptimizer> zero;
+  std::unique_ptr<parallel::DistributedDataParallel> ddp;
+  std::unique_ptr<parallel::ZeroOptimizer> zero;
   std::unique_ptr<optim::AdamW> plain;
   if (o.zero >= 0) {
-    ZeroOptions zo;
+    parallel::ZeroOptions zo;
     zo.stage = o.zero;
-    zero = std::make_unique<ZeroOptimizer>(model, adamw, world, zo,
+    zero = std::make_unique<parallel::ZeroOptimizer>(model, adamw, world, zo,
                                            optim::weight_decay_groups(model.named_parameters(), o.lr, o.weight_decay));
   } else {
-    if (world.size() > 1) ddp = std::make_unique<DistributedDataParallel>(model, world);
+    if (world.size() > 1) ddp = std::make_unique<parallel::DistributedDataParallel>(model, world);
     plain = std::make_unique<optim::AdamW>(optim::weight_decay_groups(model.named_parameters(), o.lr, o.weight_decay),
                                            adamw);
   }
@@ -141,7 +141,7 @@ int run(const Options& o) {
   optim::CosineSchedule schedule(optimizer,
                                  {.warmup_steps = o.warmup, .total_steps = o.steps, .min_lr_ratio = o.min_lr_ratio});
   // An index space far larger than any run: every step sees fresh problems.
-  BatchSampler sampler({.dataset_size = int64_t{1} << 40, .batch_size = o.batch, .seed = o.seed,
+  data::BatchSampler sampler({.dataset_size = int64_t{1} << 40, .batch_size = o.batch, .seed = o.seed,
                         .rank = world.rank(), .world_size = world.size()});
 
   int64_t start = 0;
@@ -182,7 +182,7 @@ int run(const Options& o) {
   const int64_t end = o.stop_at > 0 ? std::min(o.stop_at, o.steps) : o.steps;
   for (int64_t step = start; step < end; ++step) {
     std::vector<int64_t> indices = sampler.next();
-    Batch batch = task.make_batch(indices);
+    data::Batch batch = task.make_batch(indices);
     Tensor loss = model.loss(batch.inputs, batch.targets);
     loss.backward();
     double grad_norm = 0.0;
@@ -222,7 +222,7 @@ int run(const Options& o) {
   StateDict weights = zero && !o.export_hf.empty() ? zero->full_parameters() : model.state_dict();
   if (!o.export_hf.empty() && g_lead) {
     std::filesystem::create_directories(o.export_hf);
-    export_gpt2_safetensors(o.export_hf, weights,
+    checkpoint::export_gpt2_safetensors(o.export_hf, weights,
                             {.vocab_size = config.vocab_size, .n_positions = config.context,
                              .n_embd = config.n_embd, .n_layer = config.n_layer, .n_head = config.n_head,
                              .dropout = config.dropout});

@@ -13,7 +13,7 @@
 #include "checkpoint/posix_file.h"
 #include "strata/core/error.h"
 
-namespace strata {
+namespace strata::checkpoint {
 namespace {
 
 std::string parent_dir(const std::string& path) {
@@ -129,4 +129,4 @@ void fsync_directory(const std::string& dir) {
   STRATA_CHECK(rc == 0 || err == EINVAL, "fsync of directory '", dir, "' failed: ", detail::os_error(err));
 }
 
-}  // namespace strata
+}  // namespace strata::checkpoint

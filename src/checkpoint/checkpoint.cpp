@@ -5,7 +5,7 @@
 #include "checkpoint/safetensors_detail.h"
 #include "strata/checkpoint/checksum.h"
 
-namespace strata {
+namespace strata::checkpoint {
 namespace {
 
 std::string hex32(uint32_t v) {
@@ -67,4 +67,4 @@ Checkpoint load_checkpoint(const std::string& path) {
   return {std::move(read.file.tensors), std::move(meta)};
 }
 
-}  // namespace strata
+}  // namespace strata::checkpoint

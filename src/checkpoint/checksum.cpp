@@ -2,7 +2,7 @@
 
 #include <array>
 
-namespace strata {
+namespace strata::checkpoint {
 namespace {
 
 constexpr uint32_t kPolynomial = 0xEDB88320u;
@@ -45,4 +45,4 @@ uint32_t crc32(const void* data, size_t n, uint32_t crc) {
   return ~c;
 }
 
-}  // namespace strata
+}  // namespace strata::checkpoint

@@ -10,7 +10,7 @@
 #include "strata/checkpoint/atomic_file.h"
 #include "strata/checkpoint/safetensors.h"
 
-namespace strata {
+namespace strata::checkpoint {
 namespace {
 
 using nlohmann::json;
@@ -215,4 +215,4 @@ StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out
   return out;
 }
 
-}  // namespace strata
+}  // namespace strata::checkpoint

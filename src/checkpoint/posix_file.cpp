@@ -9,7 +9,7 @@
 
 #include "strata/core/error.h"
 
-namespace strata::detail {
+namespace strata::checkpoint::detail {
 
 std::string os_error(int err) { return std::error_code(err, std::generic_category()).message(); }
 
@@ -59,4 +59,4 @@ std::string read_text_file(const std::string& path) {
   return text;
 }
 
-}  // namespace strata::detail
+}  // namespace strata::checkpoint::detail

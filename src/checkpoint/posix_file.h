@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-namespace strata::detail {
+namespace strata::checkpoint::detail {
 
 // The OS's text for an errno value ("No space left on device"), thread-safe.
 std::string os_error(int err);
@@ -31,4 +31,4 @@ class ReadOnlyFile {
 // The whole file as a string (small files: config.json).
 std::string read_text_file(const std::string& path);
 
-}  // namespace strata::detail
+}  // namespace strata::checkpoint::detail

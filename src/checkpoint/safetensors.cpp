@@ -14,7 +14,7 @@
 // The data section is the tensors' bytes as they lie in memory; the format says little-endian.
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
 
-namespace strata {
+namespace strata::checkpoint {
 namespace {
 
 using nlohmann::json;
@@ -265,4 +265,4 @@ void save_safetensors(const std::string& path, const StateDict& tensors, const M
 
 SafetensorsFile load_safetensors(const std::string& path) { return detail::read_safetensors(path).file; }
 
-}  // namespace strata
+}  // namespace strata::checkpoint

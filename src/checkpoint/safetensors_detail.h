@@ -7,7 +7,7 @@
 
 #include "strata/checkpoint/safetensors.h"
 
-namespace strata::detail {
+namespace strata::checkpoint::detail {
 
 // One tensor of a file being written: contiguous on the CPU, at [begin, end) of the data
 // section.
@@ -37,4 +37,4 @@ struct SafetensorsRead {
 };
 SafetensorsRead read_safetensors(const std::string& path);
 
-}  // namespace strata::detail
+}  // namespace strata::checkpoint::detail

@@ -6,7 +6,7 @@
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
 
-namespace strata {
+namespace strata::data {
 namespace {
 
 // Rounds of the Feistel network: Luby-Rackoff needs 4 for a pseudo-random permutation;
@@ -125,4 +125,4 @@ void BatchSampler::load_state_dict(const StateDict& state) {
   set_state(SamplerState{scalar_of(state, "epoch"), scalar_of(state, "step")});
 }
 
-}  // namespace strata
+}  // namespace strata::data

@@ -7,7 +7,7 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"
 
-namespace strata {
+namespace strata::data {
 namespace {
 
 // Key of the hash that decides which problems are held out. Fixed (not the seed), so
@@ -197,4 +197,4 @@ EvalResult SyntheticTask::evaluate(const LogitsFn& logits_fn, int64_t num_exampl
   return result;
 }
 
-}  // namespace strata
+}  // namespace strata::data

@@ -13,7 +13,7 @@
 #include "strata/checkpoint/atomic_file.h"
 #include "strata/tensor/factory.h"
 
-namespace strata {
+namespace strata::data {
 namespace {
 
 uint64_t load_le(const unsigned char* p, int bytes) {
@@ -212,7 +212,7 @@ void write_token_file(const std::string& path, std::span<const int64_t> tokens, 
   store_le(header + 16, tokens.size(), 8);
   store_le(header + 24, static_cast<uint64_t>(vocab_size), 8);
 
-  AtomicFileWriter out(path);
+  checkpoint::AtomicFileWriter out(path);
   out.write(header, sizeof(header));
   constexpr size_t kChunk = 1 << 16;  // tokens per write
   std::vector<unsigned char> buf(kChunk * static_cast<size_t>(token_bytes));
@@ -225,4 +225,4 @@ void write_token_file(const std::string& path, std::span<const int64_t> tokens, 
   out.commit();
 }
 
-}  // namespace strata
+}  // namespace strata::data

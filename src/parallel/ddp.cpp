@@ -12,7 +12,7 @@
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops/elementwise.h"
 
-namespace strata {
+namespace strata::parallel {
 
 namespace {
 
@@ -415,4 +415,4 @@ std::vector<int64_t> DistributedDataParallel::bucket_bytes() const {
 
 bool DistributedDataParallel::buckets_rebuilt() const { return state_->rebuilt; }
 
-}  // namespace strata
+}  // namespace strata::parallel

@@ -5,7 +5,7 @@
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
 
-namespace strata {
+namespace strata::parallel {
 
 FlatBuffer::FlatBuffer(DType dtype, std::vector<std::pair<std::string, Shape>> entries, int num_shards,
                        int64_t global_offset)
@@ -80,4 +80,4 @@ Tensor FlatBuffer::flat_view(size_t entry) const { return view(entry).view({entr
 
 Tensor FlatBuffer::shard(int r) const { return data().narrow(0, shard_begin(r), shard_numel()); }
 
-}  // namespace strata
+}  // namespace strata::parallel

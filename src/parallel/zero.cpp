@@ -17,7 +17,7 @@
 #include "strata/tensor/ops/elementwise.h"
 #include "zero_state.h"
 
-namespace strata {
+namespace strata::parallel {
 namespace {
 
 uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
@@ -708,4 +708,4 @@ double ring_wire_bytes(const dist::CommStats& stats, int n) {
          (n - 1) * bytes(dist::OpType::AllGather) + bytes(dist::OpType::Broadcast);
 }
 
-}  // namespace strata
+}  // namespace strata::parallel

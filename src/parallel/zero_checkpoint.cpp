@@ -13,7 +13,7 @@
 #include "strata/tensor/factory.h"
 #include "zero_state.h"
 
-namespace strata {
+namespace strata::parallel {
 namespace {
 
 constexpr const char* kZeroFormat = "strata-zero-v1";
@@ -49,7 +49,7 @@ nlohmann::json layout_json(const ZeroOptimizer::State& s) {
 
 }  // namespace
 
-void ZeroOptimizer::save(const std::string& dir, const Metadata& metadata) {
+void ZeroOptimizer::save(const std::string& dir, const checkpoint::Metadata& metadata) {
   NoGradGuard no_grad;
   State& s = *state_;
   STRATA_CHECK(!dir.empty(), "ZeroOptimizer::save: empty directory name");
@@ -70,10 +70,10 @@ void ZeroOptimizer::save(const std::string& dir, const Metadata& metadata) {
     StateDict tensors;
     for (size_t b = 0; b < s.buckets.size(); ++b) tensors["master." + std::to_string(b)] = s.buckets[b].master;
     for (auto& [key, t] : s.inner->state_dict()) tensors["optim." + key] = t;
-    Metadata meta{{"zero_stage", std::to_string(s.options.stage)},
+    checkpoint::Metadata meta{{"zero_stage", std::to_string(s.options.stage)},
                   {"rank", std::to_string(s.rank)},
                   {"world_size", std::to_string(s.world)}};
-    save_checkpoint((tmp / shard_file(s.rank)).string(), tensors, meta);
+    checkpoint::save_checkpoint((tmp / shard_file(s.rank)).string(), tensors, meta);
   } catch (const Error& e) {
     error = e.what();
   }
@@ -85,8 +85,8 @@ void ZeroOptimizer::save(const std::string& dir, const Metadata& metadata) {
       index["format"] = kZeroFormat;
       index["stage"] = s.options.stage;
       index["world_size"] = s.world;
-      index["param_dtype"] = std::string(safetensors_dtype_name(s.param_dtype));
-      index["master_dtype"] = std::string(safetensors_dtype_name(s.options.master_dtype));
+      index["param_dtype"] = std::string(checkpoint::safetensors_dtype_name(s.param_dtype));
+      index["master_dtype"] = std::string(checkpoint::safetensors_dtype_name(s.options.master_dtype));
       index["optimizer_steps"] = s.inner->step_count();
       index["buckets"] = layout_json(s);
       nlohmann::json shards = nlohmann::json::array();
@@ -105,15 +105,15 @@ void ZeroOptimizer::save(const std::string& dir, const Metadata& metadata) {
       nlohmann::json meta = nlohmann::json::object();
       for (auto& [k, v] : metadata) meta[k] = v;
       index["metadata"] = meta;
-      write_file_atomic((tmp / "index.json").string(), index.dump(1));
-      fsync_directory(tmp.string());
+      checkpoint::write_file_atomic((tmp / "index.json").string(), index.dump(1));
+      checkpoint::fsync_directory(tmp.string());
       // Swap in: the old directory (if any) is moved aside first, then removed.
       const fs::path old = fs::path(dir + ".old");
       fs::remove_all(old);
       if (fs::exists(target)) fs::rename(target, old);
       fs::rename(tmp, target);
       fs::remove_all(old);
-      fsync_directory(target.has_parent_path() ? target.parent_path().string() : ".");
+      checkpoint::fsync_directory(target.has_parent_path() ? target.parent_path().string() : ".");
     } catch (const std::exception& e) {
       error = std::string("writing the index / renaming into place: ") + e.what();
     }
@@ -121,12 +121,12 @@ void ZeroOptimizer::save(const std::string& dir, const Metadata& metadata) {
   agree(group_, error, "ZeroOptimizer::save '" + dir + "'");
 }
 
-Metadata ZeroOptimizer::load(const std::string& dir) {
+checkpoint::Metadata ZeroOptimizer::load(const std::string& dir) {
   NoGradGuard no_grad;
   State& s = *state_;
   const std::string who = "ZeroOptimizer::load '" + dir + "'";
   nlohmann::json index;
-  Checkpoint shard;
+  checkpoint::Checkpoint shard;
   StateDict optim_state;
   std::string error;
   try {
@@ -143,9 +143,9 @@ Metadata ZeroOptimizer::load(const std::string& dir) {
                  " on ", world, " rank(s); this run is stage ", s.options.stage, " on ", s.world,
                  " rank(s). Resuming at another stage or world size (resharding) is not supported yet");
     const std::string pd = index.value("param_dtype", ""), md = index.value("master_dtype", "");
-    STRATA_CHECK(pd == safetensors_dtype_name(s.param_dtype) && md == safetensors_dtype_name(s.options.master_dtype),
+    STRATA_CHECK(pd == checkpoint::safetensors_dtype_name(s.param_dtype) && md == checkpoint::safetensors_dtype_name(s.options.master_dtype),
                  "the checkpoint holds ", pd, " parameters with ", md, " master weights; this run has ",
-                 safetensors_dtype_name(s.param_dtype), " and ", safetensors_dtype_name(s.options.master_dtype));
+                 checkpoint::safetensors_dtype_name(s.param_dtype), " and ", checkpoint::safetensors_dtype_name(s.options.master_dtype));
     const nlohmann::json mine = layout_json(s);
     if (index["buckets"] != mine) {
       // Name the first bucket that differs, and its first differing entry when there is one.
@@ -165,7 +165,7 @@ Metadata ZeroOptimizer::load(const std::string& dir) {
       }
       STRATA_FAIL(os.str(), "; was it written for another model or bucket size?");
     }
-    shard = load_checkpoint((fs::path(dir) / shard_file(s.rank)).string());
+    shard = checkpoint::load_checkpoint((fs::path(dir) / shard_file(s.rank)).string());
     for (size_t b = 0; b < s.buckets.size(); ++b) {
       const std::string key = "master." + std::to_string(b);
       auto it = shard.tensors.find(key);
@@ -213,10 +213,10 @@ Metadata ZeroOptimizer::load(const std::string& dir) {
     for (auto& w : works) w->wait();
   }
   zero_grad();
-  Metadata out;
+  checkpoint::Metadata out;
   if (index.contains("metadata") && index["metadata"].is_object())
     for (auto& [k, v] : index["metadata"].items()) out[k] = v.is_string() ? v.get<std::string>() : v.dump();
   return out;
 }
 
-}  // namespace strata
+}  // namespace strata::parallel

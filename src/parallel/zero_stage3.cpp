@@ -12,7 +12,7 @@
 #include "strata/tensor/factory.h"
 #include "zero_state.h"
 
-namespace strata {
+namespace strata::parallel {
 
 void ZeroOptimizer::State::install_stage3_hooks(nn::Module& root) {
   std::weak_ptr<State> weak = shared_from_this();
@@ -172,4 +172,4 @@ StateDict ZeroOptimizer::full_parameters() {
   return out;
 }
 
-}  // namespace strata
+}  // namespace strata::parallel

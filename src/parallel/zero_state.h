@@ -8,7 +8,7 @@
 #include "strata/parallel/flat_buffer.h"
 #include "strata/parallel/zero.h"
 
-namespace strata {
+namespace strata::parallel {
 
 struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State> {
   struct Param {
@@ -97,4 +97,4 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
   int neighbour_in_forward(int b, int step) const;
 };
 
-}  // namespace strata
+}  // namespace strata::parallel

@@ -18,7 +18,7 @@ StateDict take(const StateDict& all, const std::string& prefix) {
   return part;
 }
 
-uint64_t parse_u64(const Metadata& meta, const char* key, const std::string& path) {
+uint64_t parse_u64(const checkpoint::Metadata& meta, const char* key, const std::string& path) {
   auto it = meta.find(key);
   STRATA_CHECK(it != meta.end(), "training state '", path, "': metadata field '", key, "' is missing");
   try {
@@ -34,22 +34,22 @@ uint64_t parse_u64(const Metadata& meta, const char* key, const std::string& pat
 
 }  // namespace
 
-void save_training_state(const std::string& path, const TrainingStateRefs& refs, int64_t step, const Metadata& extra) {
+void save_training_state(const std::string& path, const TrainingStateRefs& refs, int64_t step, const checkpoint::Metadata& extra) {
   StateDict tensors;
   put(tensors, "model.", refs.model.state_dict());
   put(tensors, "optim.", refs.optimizer.state_dict());
   put(tensors, "sampler.", refs.sampler.state_dict());
-  Metadata meta = extra;
+  checkpoint::Metadata meta = extra;
   for (const char* key : kReserved)
     STRATA_CHECK(!meta.count(key), "save_training_state: extra metadata may not use the reserved key '", key, "'");
   meta["step"] = std::to_string(step);
   meta["rng_seed"] = std::to_string(default_generator().seed());
   meta["rng_offset"] = std::to_string(default_generator().offset());
-  save_checkpoint(path, tensors, meta);
+  checkpoint::save_checkpoint(path, tensors, meta);
 }
 
-int64_t load_training_state(const std::string& path, const TrainingStateRefs& refs, Metadata* extra) {
-  Checkpoint ckpt = load_checkpoint(path);
+int64_t load_training_state(const std::string& path, const TrainingStateRefs& refs, checkpoint::Metadata* extra) {
+  checkpoint::Checkpoint ckpt = checkpoint::load_checkpoint(path);
   const uint64_t step = parse_u64(ckpt.metadata, "step", path);
   const uint64_t seed = parse_u64(ckpt.metadata, "rng_seed", path);
   const uint64_t offset = parse_u64(ckpt.metadata, "rng_offset", path);

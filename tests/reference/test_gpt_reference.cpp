@@ -10,6 +10,7 @@
 #include "strata/strata.h"
 
 using namespace strata;
+using namespace strata::checkpoint;
 using strata::testing::rel_err;
 
 namespace {

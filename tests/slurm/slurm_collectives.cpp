@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "strata/core/error.h"
-#include "strata/dist/init.h"
+#include "strata/distributed/init.h"
 #include "strata/tensor/factory.h"
 
 namespace {

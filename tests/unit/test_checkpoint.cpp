@@ -14,6 +14,7 @@
 #include "test_util.h"
 
 using namespace strata;
+using namespace strata::checkpoint;
 using strata::testing::error_of;
 using strata::testing::read_bytes;
 using strata::testing::TempDir;

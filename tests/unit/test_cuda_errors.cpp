@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "strata/dist/init.h"
+#include "strata/distributed/init.h"
 #include "test_util.h"
 
 namespace strata {

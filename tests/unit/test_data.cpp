@@ -12,6 +12,8 @@
 #include "strata/strata.h"
 
 using namespace strata;
+using namespace strata::data;
+using namespace strata::checkpoint;
 namespace fs = std::filesystem;
 using Tokens = std::vector<int64_t>;
 

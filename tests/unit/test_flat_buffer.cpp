@@ -4,7 +4,7 @@
 #include "strata/parallel/flat_buffer.h"
 #include "test_util.h"
 
-namespace strata {
+namespace strata::parallel {
 namespace {
 
 TEST(FlatBuffer, PadsToAMultipleOfTheShardCount) {
@@ -72,4 +72,4 @@ TEST(FlatBuffer, ViewsShareTheMemoryAndSurviveRelease) {
 }
 
 }  // namespace
-}  // namespace strata
+}  // namespace strata::parallel

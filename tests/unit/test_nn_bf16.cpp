@@ -13,6 +13,7 @@
 #include "strata/strata.h"
 
 using namespace strata;
+using namespace strata::parallel;
 using namespace strata::nn;
 
 namespace {

@@ -6,6 +6,8 @@
 #include "strata/strata.h"
 
 using namespace strata;
+using namespace strata::data;
+using namespace strata::checkpoint;
 namespace fs = std::filesystem;
 
 namespace {

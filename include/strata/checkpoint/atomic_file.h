@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace strata {
+namespace strata::checkpoint {
 
 class AtomicFileWriter {
  public:
@@ -49,4 +49,4 @@ void write_file_atomic(const std::string& path, std::string_view contents);
 // fsync of a directory, so that entries created or renamed in it are durable.
 void fsync_directory(const std::string& dir);
 
-}  // namespace strata
+}  // namespace strata::checkpoint

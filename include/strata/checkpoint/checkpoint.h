@@ -8,7 +8,7 @@
 
 #include "strata/checkpoint/safetensors.h"
 
-namespace strata {
+namespace strata::checkpoint {
 
 inline constexpr const char* kCheckpointFormat = "strata-checkpoint-v1";
 // __metadata__ keys the format owns; save_checkpoint refuses them in the caller's metadata.
@@ -30,4 +30,4 @@ void save_checkpoint(const std::string& path, const StateDict& tensors, const Me
 // expected 1a2b3c4d (header), found 5e6f7a8b (data)").
 Checkpoint load_checkpoint(const std::string& path);
 
-}  // namespace strata
+}  // namespace strata::checkpoint

@@ -9,7 +9,7 @@
 
 #include "strata/tensor/state_dict.h"
 
-namespace strata {
+namespace strata::checkpoint {
 
 // The shape of a GPT-2 model (the nn layer will include or convert to this).
 struct Gpt2Config {
@@ -33,4 +33,4 @@ void export_gpt2_safetensors(const std::string& dir, const StateDict& model_stat
 // carry. Errors name a missing, unexpected or misshapen tensor. `config_out` may be null.
 StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out = nullptr);
 
-}  // namespace strata
+}  // namespace strata::checkpoint

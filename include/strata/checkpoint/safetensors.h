@@ -11,7 +11,7 @@
 #include "strata/core/dtype.h"
 #include "strata/tensor/state_dict.h"
 
-namespace strata {
+namespace strata::checkpoint {
 
 using Metadata = std::map<std::string, std::string>;
 
@@ -37,4 +37,4 @@ SafetensorsFile load_safetensors(const std::string& path);
 std::string_view safetensors_dtype_name(DType dtype);
 DType parse_safetensors_dtype(std::string_view name);
 
-}  // namespace strata
+}  // namespace strata::checkpoint

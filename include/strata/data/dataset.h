@@ -4,7 +4,7 @@
 
 #include "strata/tensor/tensor.h"
 
-namespace strata {
+namespace strata::data {
 
 // Targets equal to this are skipped by cross_entropy and by accuracy metrics (the default
 // ignore_index of strata::cross_entropy, as in PyTorch).
@@ -17,4 +17,4 @@ struct Batch {
   Tensor targets;
 };
 
-}  // namespace strata
+}  // namespace strata::data

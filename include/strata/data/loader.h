@@ -18,7 +18,7 @@
 
 #include "strata/tensor/state_dict.h"
 
-namespace strata {
+namespace strata::data {
 
 struct SamplerOptions {
   int64_t dataset_size = 0;  // N
@@ -69,4 +69,4 @@ class BatchSampler {
 // A bijection of [0, n) keyed by (seed, epoch): position -> index. Deterministic everywhere.
 int64_t permute_index(int64_t position, int64_t n, uint64_t seed, int64_t epoch);
 
-}  // namespace strata
+}  // namespace strata::data

@@ -28,7 +28,7 @@
 #include "strata/data/dataset.h"
 #include "strata/tensor/tensor.h"
 
-namespace strata {
+namespace strata::data {
 
 enum class DataSplit { Train, Eval };
 
@@ -99,4 +99,4 @@ class SyntheticTask {
   uint32_t eval_threshold_;       // hash < threshold: eval problem
 };
 
-}  // namespace strata
+}  // namespace strata::data

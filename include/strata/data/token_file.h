@@ -23,7 +23,7 @@
 
 #include "strata/data/dataset.h"
 
-namespace strata {
+namespace strata::data {
 
 inline constexpr char kTokenFileMagic[8] = {'S', 'T', 'R', 'T', 'O', 'K', '0', '1'};
 inline constexpr uint32_t kTokenFileVersion = 1;
@@ -76,4 +76,4 @@ class TokenFile {
 // a token is outside [0, vocab_size).
 void write_token_file(const std::string& path, std::span<const int64_t> tokens, int token_bytes, int64_t vocab_size);
 
-}  // namespace strata
+}  // namespace strata::data

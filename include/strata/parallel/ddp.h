@@ -29,10 +29,10 @@
 #include <string>
 #include <vector>
 
-#include "strata/dist/process_group.h"
+#include "strata/distributed/process_group.h"
 #include "strata/nn/module.h"
 
-namespace strata {
+namespace strata::parallel {
 
 // Starts the reduction of one bucket. It must leave the SUM over the ranks in `bucket` once
 // the returned Work's wait() has returned; DDP divides by the group size afterwards when
@@ -119,4 +119,4 @@ class DistributedDataParallel {
   std::shared_ptr<State> state_;
 };
 
-}  // namespace strata
+}  // namespace strata::parallel

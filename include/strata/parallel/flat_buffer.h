@@ -26,7 +26,7 @@
 #include "strata/core/shape.h"
 #include "strata/tensor/tensor.h"
 
-namespace strata {
+namespace strata::parallel {
 
 class FlatBuffer {
  public:
@@ -85,4 +85,4 @@ class FlatBuffer {
   Tensor data_;
 };
 
-}  // namespace strata
+}  // namespace strata::parallel

@@ -44,13 +44,13 @@
 #include <vector>
 
 #include "strata/checkpoint/safetensors.h"
-#include "strata/dist/process_group.h"
+#include "strata/distributed/process_group.h"
 #include "strata/nn/module.h"
 #include "strata/optim/adam.h"
 #include "strata/optim/optimizer.h"
 #include "strata/optim/sgd.h"
 
-namespace strata {
+namespace strata::parallel {
 
 // Builds the inner optimizer over the shard's parameter groups.
 using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<optim::ParamGroup> groups)>;
@@ -144,12 +144,12 @@ class ZeroOptimizer {
   // "<dir>.tmp" first, which is renamed to `dir` once every rank has written its shard, so
   // `dir` is never half written. The directory must be visible to every rank. Gradients are
   // not saved (save after step() and zero_grad()); module buffers are the caller's.
-  void save(const std::string& dir, const Metadata& metadata = {});
+  void save(const std::string& dir, const checkpoint::Metadata& metadata = {});
   // Collective: restores the master weights, the parameters and the optimizer state that
   // save() wrote, and returns its metadata. The stage, world size, dtypes and layout must be
   // the ones of this run (resharding is not supported yet); a mismatch throws naming what
   // was found and what was expected.
-  Metadata load(const std::string& dir);
+  checkpoint::Metadata load(const std::string& dir);
 
   // Collective: a copy of every parameter's full value, by name (stage 3 gathers them).
   StateDict full_parameters();
@@ -180,4 +180,4 @@ class ZeroOptimizer {
 // contribution, broadcast its bytes. Stages 1-2 move what DDP moves; stage 3 1.5x.
 double ring_wire_bytes(const dist::CommStats& stats, int n);
 
-}  // namespace strata
+}  // namespace strata::parallel

@@ -16,15 +16,15 @@ namespace strata::train {
 struct TrainingStateRefs {
   nn::Module& model;
   optim::Optimizer& optimizer;
-  BatchSampler& sampler;
+  data::BatchSampler& sampler;
 };
 
 // Tensors are stored as "model.<name>", "optim.<key>", "sampler.<key>"; metadata holds
 // "step", "rng_seed", "rng_offset" and the caller's `extra` entries.
 void save_training_state(const std::string& path, const TrainingStateRefs& refs, int64_t step,
-                         const Metadata& extra = {});
+                         const checkpoint::Metadata& extra = {});
 // Restores everything and returns the step saved (the number of completed steps). Errors
 // name the file and the entry that is missing or does not fit.
-int64_t load_training_state(const std::string& path, const TrainingStateRefs& refs, Metadata* extra = nullptr);
+int64_t load_training_state(const std::string& path, const TrainingStateRefs& refs, checkpoint::Metadata* extra = nullptr);
 
 }  // namespace strata::train

@@ -1,0 +1,51 @@
+#pragma once
+// Starting and stopping the distributed runtime.
+//
+//   auto& world = strata::dist::init();   // under mpirun, srun, or alone (world size 1)
+//   ... world.all_reduce(t)->wait(); ...
+//   strata::dist::finalize();              // optional: also runs at exit
+#include "strata/distributed/process_group.h"
+
+namespace strata::dist {
+
+struct InitOptions {
+  // Timeout of the world group's ops (groups split from it, and NCCL groups made over it,
+  // inherit it).
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  // Where GPUs are visible: makes cuda:(local_rank % device count) the calling thread's
+  // current device, the device new_nccl_group and Device-less CUDA code then use.
+  bool select_gpu = true;
+};
+
+// Initialises MPI once and returns the world group. Every MPI call of the process (the
+// MPI_Init_thread included) runs on one worker thread, which serves all groups in issue
+// order; it asks for MPI_THREAD_SERIALIZED and fails clearly below MPI_THREAD_FUNNELED (or
+// below SERIALIZED when the application initialised MPI itself). Works under mpirun (Open
+// MPI), Slurm's srun (PMIx) and as a plain process (a singleton MPI world of size 1; if MPI
+// cannot start without a launcher, or strata was built without MPI, a local world of size
+// 1 whose ops are copies). Sets the error rank. STRATA_DEBUG_COLLECTIVES=1 (read here)
+// checks that every rank issues the same collective before running it.
+ProcessGroup& init(const InitOptions& options = {});
+bool is_initialized();
+ProcessGroup& world();  // throws when not initialised (or after finalize)
+int local_rank();       // OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID, or a shared-memory split
+int local_size();
+// An NCCL group of every rank of `bootstrap` (the world, or a group split from it) for
+// CUDA tensors on the calling thread's current device (see InitOptions::select_gpu).
+// Collective over `bootstrap`: rank 0 creates NCCL's unique id and `bootstrap` broadcasts
+// it. NCCL allows one rank per GPU: ranks sharing a GPU are named and refused. Sub-groups:
+// split() on the result (ncclCommSplit). The group inherits bootstrap's timeout; its name
+// is `name`, or "nccl(<bootstrap's name>)". Throws "strata was built without NCCL" in
+// builds without it, and names the device where no GPU is usable. Over an MPI bootstrap
+// group, each NCCL op also sends one small MPI message to every peer, so that a timeout can
+// name the ranks that had not reached the op (over a local world they are "unknown"). See
+// docs/distributed.md for the stream semantics of wait() and synchronize() and for timeouts.
+std::unique_ptr<ProcessGroup> new_nccl_group(ProcessGroup& bootstrap, const std::string& name = "");
+// True when strata was built with NCCL (new_nccl_group can work where a GPU is visible).
+bool nccl_is_built();
+
+// Waits for outstanding work, destroys groups and finalises MPI. Safe to call twice; runs
+// at exit when the program did not call it. Using a group afterwards raises strata::Error.
+void finalize();
+
+}  // namespace strata::dist

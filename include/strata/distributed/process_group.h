@@ -1,0 +1,101 @@
+#pragma once
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "strata/distributed/types.h"
+#include "strata/distributed/work.h"
+#include "strata/tensor/tensor.h"
+
+namespace strata::dist {
+
+// A set of ranks that run collectives together. Every call is asynchronous: it checks its
+// arguments on the calling thread (throwing strata::Error on bad input), enqueues the op and
+// returns a Work. Ops run in issue order, and every rank of the group must issue the same
+// ops in the same order. Tensors must be contiguous and stay alive and untouched until the
+// Work completes.
+//
+// Sizes: all_reduce and broadcast take the same numel on every rank. For all_gather and
+// reduce_scatter a "total" of M elements is split into N chunks, chunk r =
+// [r*c, min((r+1)*c, M)) with c = ceil(M/N) (so the last chunks may be shorter or empty):
+// all_gather(out [M], in [chunk r]) and reduce_scatter(out [chunk r], in [M]).
+// all_to_all(out, in): in and out have N*k elements; block j of `in` goes to rank j, block i
+// of `out` comes from rank i. `in` may be `out`'s own chunk (in-place all_gather); other
+// overlaps are staged through a copy.
+//
+// dtypes: float32, float64, bfloat16, float16, int32, int64. ReduceOp::Avg is a sum divided
+// by N and needs a floating dtype (integer Avg is rejected rather than truncated).
+//
+// Devices: the MPI and local groups take CPU tensors, and CUDA tensors by staging them
+// through host memory (the result reaches the CUDA tensor when the Work is waited on or
+// reports completion). NCCL groups (dist::new_nccl_group) take CUDA tensors on their device.
+//
+// Faults: every op has the group's timeout, counted from its issue. An op that does not
+// complete in time fails (Work::wait throws) with a message naming the op, its sequence
+// number in the group, the group and the ranks that have not reached it; the group is
+// unusable afterwards (later calls throw, saying why). Issue a group's ops from one thread.
+// One send or receive of a batch (ProcessGroup::batch_send_recv).
+struct P2POp {
+  enum class Kind : uint8_t { Send, Recv };
+  Kind kind = Kind::Send;
+  Tensor tensor;  // send: the data; recv: where it lands (same size as the matching send)
+  int peer = 0;   // group rank of the destination (send) or source (recv)
+
+  static P2POp send(const Tensor& tensor, int dst) { return {Kind::Send, tensor, dst}; }
+  static P2POp recv(const Tensor& tensor, int src) { return {Kind::Recv, tensor, src}; }
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Human-readable: "world", "dp(ranks 0,2)", ... used in error messages.
+  const std::string& name() const { return name_; }
+  // The global (world) rank of each member, by group rank.
+  const std::vector<int>& global_ranks() const { return global_ranks_; }
+
+  virtual WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual WorkPtr broadcast(Tensor& tensor, int root) = 0;
+  virtual WorkPtr all_gather(Tensor& out, const Tensor& in) = 0;
+  virtual WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::Sum) = 0;
+  virtual WorkPtr all_to_all(Tensor& out, const Tensor& in) = 0;
+  virtual WorkPtr send(const Tensor& tensor, int dst) = 0;
+  virtual WorkPtr recv(Tensor& tensor, int src) = 0;
+  virtual WorkPtr barrier() = 0;
+  // Several sends and receives issued together; the one Work completes when all of them
+  // have. Order inside a batch does not matter (no deadlock when two ranks both send first):
+  // MPI progresses the ops together, NCCL fuses them into one group call. Each op is checked
+  // and counted in stats() as a send or recv. The default issues them one by one.
+  virtual WorkPtr batch_send_recv(std::span<const P2POp> ops);
+
+  // A new group of the listed ranks of this group (group ranks, ascending, including this
+  // rank's); collective over this group: every member calls it with its own list, and the
+  // lists must partition the group (checked on every rank before MPI is entered). An empty
+  // name gives "split(ranks 0,2)". The new group inherits this group's timeout.
+  virtual std::unique_ptr<ProcessGroup> split(std::span<const int> ranks, const std::string& name) = 0;
+
+  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Per-op call and byte counts since construction or the last reset.
+  virtual CommStats stats() const = 0;
+  virtual void reset_stats() = 0;
+
+  // Chunk r of a total of `total` elements split over this group (see the class comment).
+  int64_t chunk_begin(int64_t total, int r) const;
+  int64_t chunk_size(int64_t total, int r) const;
+
+ protected:
+  ProcessGroup(int rank, int size, std::string name, std::vector<int> global_ranks)
+      : rank_(rank), size_(size), name_(std::move(name)), global_ranks_(std::move(global_ranks)) {}
+  int rank_;
+  int size_;
+  std::string name_;
+  std::vector<int> global_ranks_;
+  std::chrono::milliseconds timeout_ = kDefaultTimeout;
+};
+
+}  // namespace strata::dist

@@ -1,0 +1,663 @@
+#include "distributed/mpi/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <sstream>
+
+#include "distributed/env_settings.h"
+#include "distributed/mpi/shm_arena.h"
+#include "strata/core/error.h"
+
+namespace strata::dist::mpi {
+namespace {
+
+constexpr int kTagEntered = 7;
+
+Engine* g_engine = nullptr;            // owned; leaked at finalize on purpose (see finalize)
+std::atomic<int> g_state{0};           // 0 not started, 1 running, 2 finalized
+
+std::string mpi_error_string(int rc) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(buf, static_cast<size_t>(len));
+}
+
+std::string join(const std::vector<int>& v) {
+  std::ostringstream os;
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  return os.str();
+}
+
+// STRATA_MPI_CALLER_SPIN_US: how long a waiting caller keeps driving without progress
+// before it hands back to the worker and sleeps (0: callers never drive).
+std::chrono::microseconds env_micros(const char* name, std::chrono::microseconds fallback) {
+  return std::chrono::microseconds(detail::env_count(name, fallback.count(), "count of microseconds"));
+}
+
+}  // namespace
+
+void check_mpi(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) STRATA_FAIL("MPI call failed: ", call, ": ", mpi_error_string(rc));
+}
+
+std::string GroupState::describe_ranks(const std::vector<int>& members) const {
+  std::vector<int> world;
+  bool same = true;
+  for (int m : members) {
+    world.push_back(global_ranks[static_cast<size_t>(m)]);
+    same = same && world.back() == m;
+  }
+  if (same) return "ranks " + join(members);
+  return "group ranks " + join(members) + " (world ranks " + join(world) + ")";
+}
+
+std::vector<int> GroupState::missing(int64_t seq) const {
+  std::lock_guard<std::mutex> lk(mu);
+  std::vector<int> out;
+  for (int r = 0; r < size; ++r)
+    if (entered[static_cast<size_t>(r)] < seq) out.push_back(r);
+  return out;
+}
+
+std::string Op::title() const {
+  // Plain concatenation: built for every op at submit, where an ostringstream cost ~1 us.
+  std::string t = kind;
+  if (seq >= 0) t += " #" + std::to_string(seq);
+  if (!detail.empty()) t += " (" + detail + ")";
+  if (group) t += " in group '" + group->name + "'";
+  return t;
+}
+
+std::shared_ptr<GroupState> make_group(MPI_Comm comm, std::string name, std::vector<int> global_ranks) {
+  auto g = std::make_shared<GroupState>();
+  g->name = std::move(name);
+  g->comm = comm;
+  STRATA_MPI(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+  STRATA_MPI(MPI_Comm_rank(comm, &g->rank));
+  STRATA_MPI(MPI_Comm_size(comm, &g->size));
+  STRATA_MPI(MPI_Comm_dup(comm, &g->watch));
+  STRATA_MPI(MPI_Comm_set_errhandler(g->watch, MPI_ERRORS_RETURN));
+  STRATA_MPI(MPI_Comm_dup(comm, &g->ring));
+  STRATA_MPI(MPI_Comm_set_errhandler(g->ring, MPI_ERRORS_RETURN));
+  int* tag_ub = nullptr;
+  int has_tag_ub = 0;
+  STRATA_MPI(MPI_Comm_get_attr(g->ring, MPI_TAG_UB, &tag_ub, &has_tag_ub));
+  if (has_tag_ub && tag_ub) g->tag_ub = *tag_ub;
+  g->global_ranks = std::move(global_ranks);
+  g->entered.assign(static_cast<size_t>(g->size), -1);
+  g->shm = ShmArena::create(g->comm, g->rank, g->size);
+  if (Engine* e = Engine::get()) e->register_group(g);
+  return g;
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+Engine* Engine::get() { return g_state.load() == 1 ? g_engine : nullptr; }
+bool Engine::finalized() { return g_state.load() == 2; }
+
+InitResult Engine::start() {
+  STRATA_CHECK(g_state.load() != 2, "dist::init: the distributed runtime was already finalized (MPI cannot be "
+                                     "initialised twice in one process)");
+  STRATA_CHECK(g_state.load() == 0, "dist::init: already initialised");
+  auto* engine = new Engine();
+  engine->debug_ = detail::debug_collectives_from_env();
+  engine->caller_spin_ = env_micros("STRATA_MPI_CALLER_SPIN_US", engine->caller_spin_);
+  engine->callers_drive_ = engine->caller_spin_.count() > 0;
+  InitResult result;
+  std::string error;
+  std::mutex m;
+  std::condition_variable cv;
+  bool ready = false;
+  g_engine = engine;
+  g_state.store(1);  // make_group registers with the engine during start
+  engine->worker_ = std::thread([&] { engine->run(&result, &error, &m, &cv, &ready); });
+  std::unique_lock<std::mutex> lk(m);
+  cv.wait(lk, [&] { return ready; });
+  lk.unlock();
+  if (!error.empty()) {
+    engine->worker_.join();
+    g_state.store(0);
+    g_engine = nullptr;
+    delete engine;
+    STRATA_FAIL(error);
+  }
+  return result;
+}
+
+void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std::condition_variable* cv,
+                 bool* ready) {
+  bool ok = false;
+  try {
+    int initialised = 0;
+    STRATA_MPI(MPI_Initialized(&initialised));
+    int provided = 0;
+    if (!initialised) {
+      // SERIALIZED: waiting callers drive MPI themselves (engine.h), one thread at a time, and
+      // an application may call MPI between our ops. With FUNNELED only, every MPI call
+      // stays on this thread, which initialises MPI.
+      STRATA_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+      we_initialised_mpi_ = true;
+      STRATA_CHECK(provided >= MPI_THREAD_FUNNELED, "dist::init: MPI provides thread level ", provided,
+                   " but strata needs at least MPI_THREAD_FUNNELED (", MPI_THREAD_FUNNELED, ")");
+      if (provided < MPI_THREAD_SERIALIZED) callers_drive_ = false;
+    } else {
+      // The application initialised MPI on another thread; we call it from our worker.
+      STRATA_MPI(MPI_Query_thread(&provided));
+      STRATA_CHECK(provided >= MPI_THREAD_SERIALIZED, "dist::init: MPI was initialised by the application with "
+                   "thread level ", provided, "; strata calls MPI from its own worker thread and needs "
+                   "MPI_THREAD_SERIALIZED (", MPI_THREAD_SERIALIZED, ") or MPI_THREAD_MULTIPLE");
+    }
+    STRATA_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    MPI_Comm world;
+    STRATA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+    int size = 0;
+    STRATA_MPI(MPI_Comm_size(world, &size));
+    std::vector<int> ranks(static_cast<size_t>(size));
+    for (int i = 0; i < size; ++i) ranks[static_cast<size_t>(i)] = i;
+    result->world = make_group(world, "world", ranks);
+    MPI_Comm node;
+    STRATA_MPI(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    STRATA_MPI(MPI_Comm_rank(node, &result->local_rank));
+    STRATA_MPI(MPI_Comm_size(node, &result->local_size));
+    STRATA_MPI(MPI_Comm_free(&node));
+    ok = true;
+  } catch (const std::exception& e) {
+    *init_error = e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lk(*m);
+    *ready = true;
+  }
+  cv->notify_all();
+  if (!ok) {
+    if (we_initialised_mpi_) MPI_Finalize();
+    return;
+  }
+  loop();
+  // No caller may be inside MPI (or enter it) once we finalise.
+  std::lock_guard<std::mutex> progress(progress_mu_);
+  mpi_finalized_ = true;
+  // Communicators with requests that will never complete (timed-out ops) are left to
+  // MPI_Finalize. Every live rank reaches this point, so the finalize handshake completes;
+  // a dead rank makes it hang or fail, which is why fault paths exit without finalize.
+  groups_.clear();
+  // The application may have finalised MPI itself (a second MPI_Finalize aborts the job).
+  int already = 0;
+  MPI_Finalized(&already);
+  if (we_initialised_mpi_ && !already) MPI_Finalize();
+}
+
+void Engine::finalize() {
+  if (g_state.load() != 1) {
+    return;
+  }
+  Engine* e = g_engine;
+  {
+    std::lock_guard<std::mutex> lk(e->mu_);
+    e->stop_ = true;
+  }
+  e->cv_.notify_all();
+  if (e->worker_.joinable()) e->worker_.join();
+  g_state.store(2);
+  // The engine stays allocated: a late Work handle or group facade may still reach it
+  // through a stale pointer; every entry point checks g_state first.
+}
+
+void Engine::submit(std::unique_ptr<Op> op) {
+  std::shared_ptr<WorkState> work = op->work;
+  bool wake = false, start_here = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    STRATA_CHECK(!stop_, op->kind, ": the distributed runtime is shutting down (dist::finalize was called)");
+    if (op->sequenced && op->group) {
+      op->seq = op->group->next_seq++;
+    }
+    if (op->timeout.count() > 0) op->deadline = Clock::now() + op->timeout;
+    if (work) {
+      work->title = op->title();
+      work->group = op->group;
+      work->seq = op->seq;
+    }
+    incoming_.push_back(std::move(op));
+    outstanding_.fetch_add(1);
+    // A lingering worker (see loop()) looks for new ops by itself within linger_nap_;
+    // waking it costs ~20 us of a shared core per op, which a caller that waits at once
+    // (and drives) does not need. When callers never drive, the worker is the only one
+    // that progresses: wake it.
+    wake = worker_deep_asleep_ || (!callers_drive_ && worker_asleep_);
+    start_here = callers_drive_ && !caller_driving_.load() && callers_wanting_ == 0;
+  }
+  if (wake) cv_.notify_all();
+  // Start the op right away on this thread (issue order holds: the progress lock
+  // serialises passes and each pass takes in every submitted op in order).
+  if (start_here && progress_mu_.try_lock()) {
+    pass(Clock::now());
+    progress_mu_.unlock();
+  }
+}
+
+// ---------------------------------------------------------------- waiting callers
+
+void Engine::wait(WorkState& work, Clock::time_point until) {
+  while (!work.done_flag.load()) {
+    if (Clock::now() >= until) return;
+    // Driving ends early when another caller drives, the worker would not let go, or
+    // nothing moved for caller_spin_: then sleep until the op is published (the worker
+    // enforces its deadline).
+    if (callers_drive_ && drive(work, until)) continue;
+    std::unique_lock<std::mutex> lk(work.mu);
+    if (until == Clock::time_point::max())
+      work.cv.wait(lk, [&] { return work.done; });
+    else
+      work.cv.wait_until(lk, until, [&] { return work.done; });
+    return;
+  }
+}
+
+bool Engine::drive(WorkState& work, Clock::time_point until) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (caller_driving_.load() || stop_) return false;
+    ++callers_wanting_;  // the worker lets go after its current pass and sleeps
+  }
+  bool got = false;
+  const Clock::time_point give_up = Clock::now() + std::chrono::milliseconds(2);
+  while (!(got = progress_mu_.try_lock())) {
+    if (work.done_flag.load() || caller_driving_.load() || Clock::now() > give_up) break;
+    std::this_thread::yield();
+  }
+  bool wake_worker = false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    --callers_wanting_;
+    if (got) caller_driving_.store(true);
+    wake_worker = !got && worker_asleep_ && callers_wanting_ == 0 && !caller_driving_.load();
+  }
+  if (!got) {
+    if (wake_worker) cv_.notify_all();
+    return false;
+  }
+  bool stalled = false;
+  if (!mpi_finalized_) {
+    Clock::time_point last_progress = Clock::now();
+    while (!work.done_flag.load()) {
+      const Clock::time_point now = Clock::now();
+      if (now >= until) break;
+      if (pass(now)) {
+        last_progress = now;
+      } else if (now - last_progress > caller_spin_) {
+        stalled = true;
+        break;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+  progress_mu_.unlock();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    caller_driving_.store(false);
+    wake_worker = worker_asleep_ && (outstanding_.load() > 0 || stop_);
+  }
+  if (wake_worker) cv_.notify_all();
+  return !stalled && !mpi_finalized_;
+}
+
+// ---------------------------------------------------------------- worker
+
+void Engine::loop() {
+  // Polling policy (measured in docs/performance.md): after the last progress the worker
+  // keeps polling, yielding the core between polls, for spin_ (100 us); then it sleeps
+  // between polls, 50 us at first, growing to 1 ms, so that an op waiting on a slow or absent peer
+  // costs a few percent of a core. Idle (nothing outstanding) or while a caller drives, it
+  // sleeps on the condition variable: spinning there would take the core from the ranks'
+  // compute (2 ranks on 2 cores), and from the caller driving MPI.
+  Clock::time_point last_progress = Clock::now();
+  Clock::time_point last_busy = Clock::now();
+  std::chrono::microseconds nap{50};
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      bool slept = false;
+      for (;;) {
+        const bool work = outstanding_.load() > 0;
+        if (!work && stop_) return;
+        const Clock::time_point now = Clock::now();
+        if (work && !caller_driving_.load() && callers_wanting_ == 0) break;
+        if (work) last_busy = now;
+        // Idle (or a caller drives): no MPI call. For linger_ after the last op seen, nap
+        // in steps of linger_nap_ and look again, so that submit need not wake us; then
+        // block until woken. Nothing here calls MPI, so the application may call MPI itself
+        // between our ops (MPI_THREAD_SERIALIZED). The peers' side-channel notifications
+        // wait in MPI's queue; the next op drains them before it can need them.
+        worker_asleep_ = true;
+        if (now - last_busy < linger_) {
+          cv_.wait_for(lk, linger_nap_);
+        } else {
+          worker_deep_asleep_ = true;
+          cv_.wait(lk);
+          worker_deep_asleep_ = false;
+        }
+        worker_asleep_ = false;
+        slept = true;
+      }
+      if (slept) {
+        last_progress = Clock::now();
+        nap = std::chrono::microseconds(50);
+      }
+    }
+    if (!progress_mu_.try_lock()) {  // a caller is taking over
+      std::this_thread::yield();
+      continue;
+    }
+    const bool progressed = pass(Clock::now());
+    progress_mu_.unlock();
+    const Clock::time_point now = Clock::now();
+    last_busy = now;
+    if (progressed) {
+      last_progress = now;
+      nap = std::chrono::microseconds(50);
+    } else if (now - last_progress < spin_) {
+      std::this_thread::yield();
+    } else {
+      // Waiting on the network or on a slow peer: do not burn a shared core. The naps
+      // grow to 1 ms while nothing happens (a late peer costs ~1% of a core).
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
+  }
+}
+
+bool Engine::pass(Clock::time_point now) {
+  if (mpi_finalized_) return false;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    while (!incoming_.empty()) {
+      queue_.push_back(std::move(incoming_.front()));
+      incoming_.pop_front();
+    }
+  }
+  if (queue_.empty() && active_.empty()) return false;  // nothing outstanding: no MPI call
+  bool progressed = false;
+  try {
+    progressed = step(now);
+    // The side channel only feeds timeout reports: draining it every millisecond is enough
+    // (time_out drains it itself).
+    if (now - last_drain_ > std::chrono::milliseconds(1)) {
+      drain_watch();
+      last_drain_ = now;
+    }
+  } catch (const std::exception& e) {
+    // step() catches per-op failures; anything here is an engine bug. Fail everything
+    // rather than hang the callers.
+    for (auto& op : active_) fail(*op, std::string("internal error: ") + e.what(), true);
+    for (auto& op : queue_) fail(*op, std::string("internal error: ") + e.what(), true);
+    active_.clear();
+    queue_.clear();
+    progressed = true;
+  }
+  publish();
+  return progressed;
+}
+
+void Engine::publish() {
+  // After this pass's last MPI call (see the threading rule in engine.h).
+  for (auto& [work, error] : finished_) {
+    {
+      std::lock_guard<std::mutex> lk(work->mu);
+      work->error = std::move(error);
+      work->done = true;
+      work->done_flag.store(true);
+    }
+    work->cv.notify_all();
+  }
+  finished_.clear();
+  if (retired_ > 0) {
+    outstanding_.fetch_sub(retired_);
+    retired_ = 0;
+  }
+}
+
+bool Engine::step(Clock::time_point now) {
+  bool progressed = false;
+  // Start queued ops in issue order, but only once every started op has posted its last
+  // stage: a multi-stage op (debug signature check, split) must not be overtaken.
+  auto all_final = [&] {
+    return std::all_of(active_.begin(), active_.end(),
+                       [](const std::unique_ptr<Op>& o) { return o->next_stage >= o->stages.size(); });
+  };
+  // Side-channel ops skip the issue order (Op::start_at_submit).
+  for (size_t i = 0; i < queue_.size();) {
+    if (!queue_[i]->start_at_submit) {
+      ++i;
+      continue;
+    }
+    std::unique_ptr<Op> op = std::move(queue_[i]);
+    queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+    progressed = true;
+    try {
+      start_stage(*op);
+    } catch (const std::exception& e) {
+      fail(*op, e.what(), false);
+      continue;
+    }
+    active_.push_back(std::move(op));
+  }
+  while (!queue_.empty() && all_final()) {
+    std::unique_ptr<Op> op = std::move(queue_.front());
+    queue_.pop_front();
+    progressed = true;
+    if (op->group && op->sequenced) {
+      std::string broken;
+      {
+        std::lock_guard<std::mutex> lk(op->group->mu);
+        broken = op->group->broken;
+      }
+      if (!broken.empty()) {
+        fail(*op, "the group is unusable after an earlier failure: " + broken, false);
+        continue;
+      }
+      publish_entered(*op);
+    }
+    try {
+      start_stage(*op);
+    } catch (const std::exception& e) {
+      // Unless every rank fails alike, the group is unusable: see Op (engine.h).
+      fail(*op, e.what(), !op->failure_is_collective || !op->requests.empty());
+      if (!op->requests.empty()) zombies_.push_back(std::move(op));
+      continue;
+    }
+    active_.push_back(std::move(op));
+  }
+
+  for (size_t i = 0; i < active_.size();) {
+    Op& op = *active_[i];
+    int flag = 1;
+    if (!op.requests.empty()) {
+      op.statuses.resize(op.requests.size());
+      int rc = MPI_Testall(static_cast<int>(op.requests.size()), op.requests.data(), &flag, op.statuses.data());
+      if (rc != MPI_SUCCESS) {
+        int code = rc;
+        if (rc == MPI_ERR_IN_STATUS)
+          for (auto& st : op.statuses)
+            if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) code = st.MPI_ERROR;
+        std::string why = "MPI reported an error: " + mpi_error_string(code);
+        if (op.group && op.seq >= 0) {
+          std::vector<int> missing = op.group->missing(op.seq);
+          if (!missing.empty()) why += "; " + op.group->describe_ranks(missing) + " had not reached it";
+        }
+        fail(op, why, true);
+        zombies_.push_back(std::move(active_[i]));
+        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+        progressed = true;
+        continue;
+      }
+    }
+    if (flag) {
+      op.requests.clear();  // all completed (MPI_REQUEST_NULL)
+      bool finished = false;
+      bool polled = false;
+      const bool finished_stages = op.next_stage >= op.stages.size();
+      try {
+        if (!finished_stages) {
+          start_stage(op);
+          progressed = true;
+        } else {
+          PollResult r = PollResult::Done;
+          if (op.poll) {
+            polled = true;
+            r = op.poll(op);
+          }
+          if (r == PollResult::Done) {
+            if (op.finish) op.finish(op);
+            complete(op);
+            finished = true;
+          }
+          if (r != PollResult::Waiting) progressed = true;
+        }
+      } catch (const std::exception& e) {
+        std::string why = e.what();
+        // A poll-driven op may have requests posted that will now never be waited for.
+        const bool pending = polled || !op.requests.empty();
+        if (polled && op.group && op.seq >= 0) {
+          drain_watch();  // the freshest view of who entered (a peer's notice may be in flight)
+          std::vector<int> missing = op.group->missing(op.seq);
+          if (!missing.empty()) why += "; " + op.group->describe_ranks(missing) + " had not reached it";
+        }
+        // A stage's failure breaks the group unless every rank fails alike (Op, engine.h);
+        // finish runs after the collective completed everywhere.
+        const bool in_stage = !finished_stages;
+        fail(op, why, pending || (in_stage && !op.failure_is_collective));
+        if (pending) zombies_.push_back(std::move(active_[i]));
+        finished = true;
+        progressed = true;
+      }
+      if (finished) {
+        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+    }
+    if (!flag || op.poll) {
+      if (now > op.deadline) {
+        time_out(op);
+        // Its requests can never be cancelled: keep the buffers they write to alive.
+        zombies_.push_back(std::move(active_[i]));
+        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+        progressed = true;
+        continue;
+      }
+    }
+    ++i;
+  }
+
+  // A queued op can expire while it waits behind an earlier op (of another group).
+  for (size_t i = 0; i < queue_.size();) {
+    Op& op = *queue_[i];
+    if (now > op.deadline) {
+      fail(op, "timed out after " + std::to_string(op.timeout.count()) +
+                   " ms before this rank could start it (an earlier op is still running)",
+           true);
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      progressed = true;
+      continue;
+    }
+    ++i;
+  }
+  return progressed;
+}
+
+void Engine::start_stage(Op& op) {
+  auto& stage = op.stages[op.next_stage++];
+  stage(op);
+}
+
+void Engine::time_out(Op& op) {
+  std::string why = "timed out after " + std::to_string(op.timeout.count()) + " ms";
+  if (op.group && op.seq >= 0) {
+    drain_watch();  // the freshest view of who entered
+    std::vector<int> missing = op.group->missing(op.seq);
+    if (missing.empty())
+      why += "; every rank had entered it (one may have died or stopped inside it)";
+    else
+      why += "; " + op.group->describe_ranks(missing) + " of " + std::to_string(op.group->size) +
+             " had not reached it";
+  }
+  fail(op, why, true);
+}
+
+void Engine::fail(Op& op, const std::string& why_in, bool break_group) {
+  // The message carries the rank once: drop the prefix of an error thrown on this worker.
+  std::string why = why_in;
+  if (why.rfind("[rank ", 0) == 0 && why.find("] ") != std::string::npos) why = why.substr(why.find("] ") + 2);
+  std::string msg = op.title() + ": " + why;
+  if (break_group && op.group) {
+    std::lock_guard<std::mutex> lk(op.group->mu);
+    if (op.group->broken.empty()) op.group->broken = msg;
+  }
+  ++retired_;
+  if (op.work) finished_.emplace_back(op.work, std::move(msg));
+}
+
+void Engine::complete(Op& op) {
+  ++retired_;
+  if (op.work) finished_.emplace_back(op.work, std::string());
+}
+
+void Engine::publish_entered(Op& op) { announce(*op.group, op.seq); }
+
+void Engine::announce(GroupState& g, int64_t seq) {
+  {
+    std::lock_guard<std::mutex> lk(g.mu);
+    auto& mine = g.entered[static_cast<size_t>(g.rank)];
+    mine = std::max(mine, seq);
+  }
+  if (g.watch == MPI_COMM_NULL) return;
+  for (int peer = 0; peer < g.size; ++peer) {
+    if (peer == g.rank) continue;
+    SideSend s{std::make_unique<int64_t>(seq), MPI_REQUEST_NULL};
+    // Best effort: a failed notification only makes a later timeout message less precise.
+    if (MPI_Isend(s.value.get(), 1, MPI_INT64_T, peer, kTagEntered, g.watch, &s.request) == MPI_SUCCESS)
+      side_sends_.push_back(std::move(s));
+  }
+}
+
+bool Engine::drain(GroupState& g) {
+  if (g.watch == MPI_COMM_NULL) return true;
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kTagEntered, g.watch, &flag, &st) != MPI_SUCCESS) return false;
+    if (!flag) return true;
+    int64_t seq = -1;
+    if (MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, kTagEntered, g.watch, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      return false;
+    std::lock_guard<std::mutex> lk(g.mu);
+    auto& e = g.entered[static_cast<size_t>(st.MPI_SOURCE)];
+    e = std::max(e, seq);
+  }
+}
+
+void Engine::drain_watch() {
+  for (size_t i = 0; i < groups_.size();) {
+    std::shared_ptr<GroupState> g = groups_[i].lock();
+    if (!g) {
+      groups_.erase(groups_.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    (void)drain(*g);
+    ++i;
+  }
+  // Retire completed notifications (in order; a dead peer's may stay pending).
+  for (size_t n = 0; n < side_sends_.size() && n < 256;) {
+    int flag = 0;
+    if (MPI_Test(&side_sends_[n].request, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) {
+      ++n;
+      continue;
+    }
+    side_sends_.erase(side_sends_.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+}
+
+}  // namespace strata::dist::mpi

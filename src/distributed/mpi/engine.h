@@ -1,0 +1,235 @@
+#pragma once
+// The per-process MPI engine. Callers enqueue ops; ops are *started* in global issue order
+// (so two groups' ops start in the same relative order on every rank, which rules out
+// cross-group deadlock; side-channel ops, Op::start_at_submit, skip ahead) and all started
+// ops are progressed together with MPI_Test, so that a send and a recv issued back to back
+// both make progress. An op past its deadline fails with a message naming the op, its
+// sequence number, the group and the ranks that have not entered it.
+//
+// Threading rule (MPI_THREAD_SERIALIZED: any thread may call MPI, one at a time):
+// - Only the holder of the *progress lock* (Engine::progress_mu_) makes MPI calls for strata
+//   and touches the started-op state (queue_, active_, zombies_, groups_, side_sends_).
+// - A thread waiting in Work::wait()/synchronize() whose op is not done takes the progress
+//   lock and runs the engine's passes itself until its op completes, its wait's limit
+//   passes, or nothing has progressed for a while (spin_); then it hands back and sleeps.
+//   This keeps the two thread wake-ups (caller -> worker, worker -> caller) off the path of
+//   an op that is waited on at once.
+// - The worker thread (started by Engine::start, which initialises MPI on it) progresses
+//   ops nobody drives (DDP overlaps bucket all-reduces with backward through it); it steps
+//   aside while a caller drives.
+// - A pass publishes the ops it finished (Work done) only after its last MPI call, and a
+//   thread takes no pass while no op is outstanding: once every op the application issued
+//   has completed, no strata thread is in MPI or enters it before the next op is issued.
+//   So the application may call MPI itself between strata ops, as before.
+// With MPI_THREAD_FUNNELED only (an MPI without SERIALIZED), callers never drive: every
+// MPI call stays on the worker, which initialised MPI.
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/distributed/types.h"
+
+namespace strata::dist::mpi {
+
+using Clock = std::chrono::steady_clock;
+class ShmArena;  // shm_arena.h
+
+// Throws strata::Error naming the MPI call and the MPI error string (progress-lock holder only).
+void check_mpi(int rc, const char* call);
+#define STRATA_MPI(call) ::strata::dist::mpi::check_mpi((call), #call)
+
+// What a group shares between its ProcessGroupMPI facade (caller thread) and the engine.
+struct GroupState {
+  std::string name;
+  int rank = 0;
+  int size = 1;
+  std::vector<int> global_ranks;
+  MPI_Comm comm = MPI_COMM_NULL;   // collectives and point-to-point
+  MPI_Comm watch = MPI_COMM_NULL;  // side channel: "I entered op #seq" notifications
+  // Our own collectives' point-to-point traffic (ring.h): a communicator of its own, so
+  // that it can never match the user's send/recv; the tag is the op's sequence number.
+  MPI_Comm ring = MPI_COMM_NULL;
+  int tag_ub = 32767;  // MPI_TAG_UB of `ring`
+  // Shared memory for the collectives when every rank is on one node (shm_arena.h); null
+  // otherwise. Set once by make_group.
+  std::shared_ptr<ShmArena> shm;
+  int64_t next_seq = 0;            // issue side (under the engine lock)
+
+  mutable std::mutex mu;       // guards the fields below
+  std::string broken;          // non-empty once unusable: the reason
+  std::vector<int64_t> entered;  // last op seq each member started (-1: none yet)
+  CommStats stats;
+
+  // "group 'dp(ranks 0,2)'" plus the ranks (group and world) of `members`.
+  std::string describe_ranks(const std::vector<int>& members) const;
+  // Group ranks whose last entered op is below `seq`.
+  std::vector<int> missing(int64_t seq) const;
+};
+
+// The completion state shared by a Work handle and the engine.
+struct WorkState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::atomic<bool> done_flag{false};  // `done`, readable without mu (the driver's loop)
+  std::string error;  // non-empty on failure
+  // Set at submit, read by Work::synchronize(timeout) to name the op on expiry.
+  std::string title;
+  std::shared_ptr<GroupState> group;
+  int64_t seq = -1;
+};
+
+// What an op's `poll` reports to the engine's pass.
+enum class PollResult { Waiting, Progressed, Done };
+
+// One enqueued op. `stages` are started one after the other (each may post MPI requests);
+// `finish` runs (on the progress-lock holder) when the last stage's requests completed.
+// Both may throw strata::Error, which fails the op. A throw from `finish` (the collective
+// has completed on every rank) leaves the group usable; so does one from a stage that set
+// `failure_is_collective` (every rank throws alike, e.g. from a check on gathered values).
+// Any other stage throw breaks the group: only this rank failed, the peers may have posted
+// the collective, and this rank's next op could match it.
+// An op whose last stage sets `poll` drives its own requests instead (the ring, ring.h):
+// once the stages' requests completed, the worker calls poll on every pass until it
+// returns Done, then runs `finish`; the deadline applies as for any op. poll keeps its
+// requests in its own state; if it throws, the op fails and breaks the group (its
+// requests may still be posted), and the op is kept alive for good, like a timed-out one.
+struct Op {
+  std::string kind;  // "all_reduce", "split", ...
+  bool sequenced = true;  // false for bookkeeping ops (freeing a communicator)
+  // Started by the first pass after submit, ahead of ops queued before it (not in issue
+  // order): for unsequenced side-channel ops (arrival boards, distributed/arrivals.h) whose one
+  // stage only posts or reads point-to-point messages on a communicator of their own, and
+  // which must not wait behind a collective's stages.
+  bool start_at_submit = false;
+  // Set by a stage just before it throws a failure that every rank reaches alike (the
+  // debug signature check): the op fails without breaking the group.
+  bool failure_is_collective = false;
+  std::string detail;  // "float32, 12 elements"
+  std::shared_ptr<GroupState> group;
+  int64_t seq = -1;  // assigned by Engine::submit for sequenced ops
+  Clock::time_point deadline = Clock::time_point::max();
+  std::chrono::milliseconds timeout{0};
+  std::shared_ptr<WorkState> work;
+  std::vector<std::function<void(Op&)>> stages;
+  std::function<void(Op&)> finish;
+  std::function<PollResult(Op&)> poll;
+  // Progress-side state (progress lock).
+  size_t next_stage = 0;
+  std::vector<MPI_Request> requests;
+  std::vector<MPI_Status> statuses;
+
+  std::string title() const;  // "all_reduce #3 (float32, 4 elements) in group 'world'"
+  MPI_Request& add_request() {
+    requests.push_back(MPI_REQUEST_NULL);
+    return requests.back();
+  }
+};
+
+struct InitResult {
+  std::shared_ptr<GroupState> world;
+  int local_rank = 0;
+  int local_size = 1;
+};
+
+class Engine {
+ public:
+  // Starts the worker, initialises MPI on it and builds the world group.
+  static InitResult start();
+  static Engine* get();  // null before start and after finalize
+  static bool finalized();
+  // Waits for queued work, frees communicators, finalises MPI, joins the worker.
+  static void finalize();
+
+  void submit(std::unique_ptr<Op> op);
+  // Blocks until `work` is done or `until` passes, driving the engine on this thread while
+  // it can (see the threading rule above). Does not throw for the op's failure.
+  void wait(WorkState& work, Clock::time_point until);
+  bool debug_collectives() const { return debug_; }
+  // Adds a group to the side channel's polling (progress-lock holder: called by make_group).
+  void register_group(const std::shared_ptr<GroupState>& g) { groups_.push_back(g); }
+  // Side channel (progress-lock holder only, i.e. from an op's stage): records that this
+  // rank entered op `seq` of `g` and tells g's peers on g.watch (non-blocking, best effort).
+  void announce(GroupState& g, int64_t seq);
+  // Reads the peers' pending announcements on g.watch into g.entered; false when an MPI
+  // call failed (the view may then be stale).
+  bool drain(GroupState& g);
+
+ private:
+  Engine() = default;
+  void run(InitResult* result, std::string* init_error, std::mutex* m, std::condition_variable* cv, bool* ready);
+  void loop();
+  // One round of progress (progress lock held): takes in submitted ops, starts and tests
+  // them, drains the side channel, then publishes what finished. No MPI call when nothing
+  // is outstanding. Returns whether anything moved.
+  bool pass(Clock::time_point now);
+  bool drive(WorkState& work, Clock::time_point until);
+  bool step(Clock::time_point now);
+  void start_stage(Op& op);
+  void time_out(Op& op);
+  void fail(Op& op, const std::string& why, bool break_group);
+  void complete(Op& op);
+  void publish();
+  void publish_entered(Op& op);
+  void drain_watch();
+
+  // mu_ guards incoming_, stop_ and the hand-over flags; cv_ wakes the worker.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Op>> incoming_;
+  bool stop_ = false;
+  bool worker_asleep_ = false;   // the worker sleeps on cv_
+  bool worker_deep_asleep_ = false;  // ... without a time limit: submit must wake it
+  int callers_wanting_ = 0;      // callers trying to take the progress lock
+  std::atomic<bool> caller_driving_{false};  // a caller holds the progress lock (written under mu_)
+  // Ops submitted and not yet published (done): a pass makes MPI calls only while > 0.
+  std::atomic<int64_t> outstanding_{0};
+
+  // The progress lock; it guards everything below (see the threading rule).
+  std::mutex progress_mu_;
+  std::deque<std::unique_ptr<Op>> queue_;      // not yet started
+  std::vector<std::unique_ptr<Op>> active_;    // started
+  // Ops that failed with requests still posted (timeouts): MPI may still write to their
+  // buffers, so they are never destroyed.
+  std::vector<std::unique_ptr<Op>> zombies_;
+  std::vector<std::weak_ptr<GroupState>> groups_;  // for the watch channel
+  struct SideSend {
+    std::unique_ptr<int64_t> value;
+    MPI_Request request;
+  };
+  std::deque<SideSend> side_sends_;
+  // Finished in this pass, published (done = true) at its end: work and error ("" = ok).
+  std::vector<std::pair<std::shared_ptr<WorkState>, std::string>> finished_;
+  int64_t retired_ = 0;  // ops finished in this pass (with or without a Work)
+  Clock::time_point last_drain_{};
+  bool mpi_finalized_ = false;
+
+  std::thread worker_;
+  bool debug_ = false;
+  bool callers_drive_ = true;  // false when MPI provides only FUNNELED
+  // How long the polling thread (worker or driving caller) keeps polling after the last
+  // progress before it backs off (the worker) or hands back to the worker (a caller).
+  std::chrono::microseconds spin_{100};
+  std::chrono::microseconds caller_spin_{1000};
+  // After the last op it saw, the idle worker naps (linger_nap_) and looks for ops for
+  // linger_, then sleeps until submit wakes it.
+  std::chrono::milliseconds linger_{50};
+  std::chrono::microseconds linger_nap_{1000};
+  bool we_initialised_mpi_ = false;
+};
+
+// Builds a GroupState for `comm` (takes ownership), with its watch communicator (progress-lock
+// holder only).
+std::shared_ptr<GroupState> make_group(MPI_Comm comm, std::string name, std::vector<int> global_ranks);
+
+}  // namespace strata::dist::mpi

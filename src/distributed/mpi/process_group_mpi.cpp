@@ -1,0 +1,587 @@
+#include "distributed/mpi/process_group_mpi.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <sstream>
+
+#include "distributed/host_staging.h"
+#include "distributed/mpi/ring.h"
+#include "distributed/mpi/shm_collectives.h"
+#include "strata/core/error.h"
+
+namespace strata::dist::mpi {
+namespace {
+
+// ------------------------------------------------------------------ Work
+
+class WorkMPI final : public Work {
+ public:
+  explicit WorkMPI(std::shared_ptr<WorkState> s) : s_(std::move(s)) {}
+  bool is_completed() override { return s_->done_flag.load(); }
+  // The engine enforces the op's deadline, so an unbounded wait still ends. The waiting
+  // thread drives MPI itself while it can (engine.h).
+  void wait() override {
+    block(Clock::time_point::max());
+    rethrow();
+  }
+  void synchronize() override { wait(); }
+  void synchronize(std::chrono::milliseconds timeout) override {
+    if (!block(Clock::now() + timeout)) {
+      std::string who;
+      if (s_->group && s_->seq >= 0) {
+        std::vector<int> missing = s_->group->missing(s_->seq);
+        who = missing.empty() ? "every rank had entered it"
+                              : s_->group->describe_ranks(missing) + " had not reached it";
+      }
+      STRATA_FAIL(s_->title, ": not completed within ", timeout.count(), " ms (synchronize); ", who,
+                  ". The op is still pending.");
+    }
+    rethrow();
+  }
+
+ private:
+  // Whether the op is done by `until`.
+  bool block(Clock::time_point until) {
+    if (s_->done_flag.load()) return true;
+    if (Engine* e = Engine::get()) {
+      e->wait(*s_, until);
+    } else {
+      // Finalized: every op was published before MPI_Finalize.
+      std::unique_lock<std::mutex> lk(s_->mu);
+      s_->cv.wait_until(lk, until, [&] { return s_->done; });
+    }
+    std::lock_guard<std::mutex> lk(s_->mu);
+    return s_->done;
+  }
+  // The engine's message already names the op and the source line that detected it.
+  void rethrow() {
+    std::string error;
+    {
+      std::lock_guard<std::mutex> lk(s_->mu);
+      error = s_->error;
+    }
+    if (error.empty()) return;
+    int rank = error_rank();
+    throw Error(rank >= 0 ? "[rank " + std::to_string(rank) + "] " + error : error);
+  }
+  std::shared_ptr<WorkState> s_;
+};
+
+// ------------------------------------------------------------------ dtypes
+
+bool is_16bit(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
+
+// The type data moves as: 16-bit floats move as raw 2-byte words.
+MPI_Datatype wire_type(DType d) {
+  switch (d) {
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+    case DType::BFloat16:
+    case DType::Float16: return MPI_UINT16_T;
+    case DType::Int32: return MPI_INT32_T;
+    case DType::Int64: return MPI_INT64_T;
+  }
+  STRATA_FAIL("dist: unknown dtype ", static_cast<int>(d));
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return MPI_SUM;
+    case ReduceOp::Max: return MPI_MAX;
+    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Product: return MPI_PROD;
+  }
+  STRATA_FAIL("dist: unknown reduce op ", static_cast<int>(op));
+}
+
+void to_float(const void* src, DType d, float* dst, int64_t n) {
+  if (d == DType::BFloat16) {
+    const auto* s = static_cast<const bfloat16*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+  } else {
+    const auto* s = static_cast<const float16*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(s[i]);
+  }
+}
+
+void from_float(const float* src, DType d, void* dst, int64_t n) {
+  if (d == DType::BFloat16) {
+    auto* o = static_cast<bfloat16*>(dst);
+    for (int64_t i = 0; i < n; ++i) o[i] = bfloat16(src[i]);
+  } else {
+    auto* o = static_cast<float16*>(dst);
+    for (int64_t i = 0; i < n; ++i) o[i] = float16(src[i]);
+  }
+}
+
+void divide(void* data, MPI_Datatype type, int64_t n, int by) {
+  if (type == MPI_FLOAT) {
+    auto* p = static_cast<float*>(data);
+    for (int64_t i = 0; i < n; ++i) p[i] /= static_cast<float>(by);
+  } else if (type == MPI_DOUBLE) {
+    auto* p = static_cast<double*>(data);
+    for (int64_t i = 0; i < n; ++i) p[i] /= static_cast<double>(by);
+  }
+}
+
+int mpi_count(int64_t n, const char* op) {
+  STRATA_CHECK(n <= INT_MAX, op, ": ", n, " elements exceed MPI's int count (", INT_MAX,
+               "); split the tensor into smaller pieces");
+  return static_cast<int>(n);
+}
+
+void check_tensor(const Tensor& t, const char* op, const char* what) {
+  STRATA_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
+  STRATA_CHECK(t.device().is_cpu(), op, ": ", what, " is on ", t.device(),
+               "; the MPI process group takes CPU tensors (CUDA tensors are staged through the host)");
+  STRATA_CHECK(t.is_contiguous(), op, ": ", what, " of shape ", t.shape(),
+               " is not contiguous; pass .contiguous() (and copy the result back)");
+}
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  auto* pa = static_cast<const char*>(a.raw_data());
+  auto* pb = static_cast<const char*>(b.raw_data());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+// "sum, float32, 12 elements" (built for every op: plain concatenation, no ostringstream).
+std::string describe(DType d, int64_t n, std::string_view extra = {}) {
+  std::string s;
+  if (!extra.empty()) s.append(extra).append(", ");
+  s.append(dtype_name(d)).append(", ").append(std::to_string(n)).append(" elements");
+  return s;
+}
+
+// ------------------------------------------------------------------ algorithm
+
+// Who carries a collective of `bytes` (the full buffer): shared memory when the group is on
+// one node and the size is in its window, else our ring from its threshold, else MPI's own
+// non-blocking collective. Depends only on what every rank passes and agreed settings.
+enum class Path { Mpi, Ring, Shm };
+
+Path choose_path(const GroupState& g, int64_t bytes) {
+  if (use_shm(g, bytes)) return Path::Shm;
+  if (use_ring(bytes, g.size)) return Path::Ring;
+  return Path::Mpi;
+}
+
+// ------------------------------------------------------------------ debug signatures
+
+constexpr int32_t kSplitKind = 100;
+
+struct Signature {
+  int32_t kind = 0;
+  int32_t reduce = -1;
+  int32_t dtype = -1;
+  int32_t root = -1;
+  int64_t numel = 0;
+  int64_t seq = 0;
+  bool operator==(const Signature&) const = default;
+};
+
+std::string signature_string(const Signature& s) {
+  std::ostringstream os;
+  os << (s.kind == kSplitKind ? std::string_view("split") : op_type_name(static_cast<OpType>(s.kind))) << "(";
+  if (s.reduce >= 0) os << reduce_op_name(static_cast<ReduceOp>(s.reduce)) << ", ";
+  if (s.dtype >= 0) os << static_cast<DType>(s.dtype) << ", " << s.numel << " elements";
+  if (s.root >= 0) os << ", root " << s.root;
+  os << ") as op #" << s.seq;
+  return os.str();
+}
+
+// STRATA_DEBUG_COLLECTIVES=1: before the op, every rank gathers every rank's signature; a
+// mismatch fails the op on every rank alike (all see the same data), so the group stays
+// consistent and usable.
+void add_signature_stage(Op& op, Signature sig) {
+  auto mine = std::make_shared<Signature>(sig);
+  auto all = std::make_shared<std::vector<Signature>>(static_cast<size_t>(op.group->size));
+  auto main = std::move(op.stages.front());
+  op.stages.front() = [mine, all](Op& o) {
+    mine->seq = o.seq;
+    STRATA_MPI(MPI_Iallgather(mine.get(), sizeof(Signature), MPI_BYTE, all->data(), sizeof(Signature), MPI_BYTE,
+                              o.group->comm, &o.add_request()));
+  };
+  op.stages.insert(op.stages.begin() + 1, [all, main](Op& o) {
+    const auto& v = *all;
+    for (size_t r = 1; r < v.size(); ++r) {
+      if (!(v[r] == v[0])) {
+        o.failure_is_collective = true;  // every rank compares the same gathered signatures
+        STRATA_FAIL("collective mismatch (STRATA_DEBUG_COLLECTIVES): ranks 0 and ", r, " of group '", o.group->name,
+                    "' issued different ops: rank 0: ", signature_string(v[0]), "; rank ", r, ": ",
+                    signature_string(v[r]));
+      }
+    }
+    main(o);
+  });
+}
+
+uint64_t fnv1a(std::span<const int> v) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int x : v) {
+    h ^= static_cast<uint64_t>(static_cast<uint32_t>(x));
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ ProcessGroupMPI
+
+ProcessGroupMPI::ProcessGroupMPI(std::shared_ptr<GroupState> state)
+    : ProcessGroup(state->rank, state->size, state->name, state->global_ranks), state_(std::move(state)) {}
+
+ProcessGroupMPI::~ProcessGroupMPI() {
+  Engine* e = Engine::get();
+  if (!e) return;  // finalized: MPI_Finalize released the communicators
+  auto op = std::make_unique<Op>();
+  op->kind = "free";
+  op->sequenced = false;
+  op->group = state_;
+  op->stages.push_back([](Op& o) {
+    // MPI lets pending requests on a freed communicator complete normally.
+    if (o.group->watch != MPI_COMM_NULL) MPI_Comm_free(&o.group->watch);
+    if (o.group->ring != MPI_COMM_NULL) MPI_Comm_free(&o.group->ring);
+    if (o.group->comm != MPI_COMM_NULL) MPI_Comm_free(&o.group->comm);
+  });
+  try {
+    e->submit(std::move(op));
+  } catch (const std::exception&) {
+    // Shutting down: MPI_Finalize releases it.
+  }
+}
+
+Engine& ProcessGroupMPI::engine(const char* op) const {
+  Engine* e = Engine::get();
+  STRATA_CHECK(e != nullptr, op, " on group '", name_, "': the distributed runtime is ",
+               Engine::finalized() ? "finalized (dist::finalize was called); groups cannot be used afterwards"
+                                   : "not initialised");
+  std::lock_guard<std::mutex> lk(state_->mu);
+  STRATA_CHECK(state_->broken.empty(), op, " on group '", name_,
+               "': the group is unusable after an earlier failure: ", state_->broken);
+  return *e;
+}
+
+std::unique_ptr<Op> ProcessGroupMPI::make_op(const char* kind, std::string detail) {
+  auto op = std::make_unique<Op>();
+  op->kind = kind;
+  op->detail = std::move(detail);
+  op->group = state_;
+  op->timeout = timeout_;
+  op->work = std::make_shared<WorkState>();
+  return op;
+}
+
+WorkPtr ProcessGroupMPI::submit(std::unique_ptr<Op> op, std::optional<OpType> type, uint64_t bytes) {
+  Engine& e = engine(op->kind.c_str());
+  if (type) {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    auto& c = state_->stats[*type];
+    c.calls += 1;
+    c.bytes += bytes;
+  }
+  auto work = op->work;
+  e.submit(std::move(op));
+  return std::make_unique<WorkMPI>(std::move(work));
+}
+
+WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
+  // CUDA tensors: the same op on host copies (distributed/host_staging.h).
+  if (staging::needs(tensor)) return staging::all_reduce(*this, tensor, rop);
+  engine("all_reduce");
+  check_tensor(tensor, "all_reduce", "tensor");
+  DType d = tensor.dtype();
+  STRATA_CHECK(rop != ReduceOp::Avg || is_floating(d), "all_reduce: ReduceOp::Avg needs a floating dtype, got ", d,
+               " (integer averages would truncate; reduce with Sum and divide yourself)");
+  int64_t n = tensor.numel();
+  int count = mpi_count(n, "all_reduce");
+  auto op = make_op("all_reduce", describe(d, n, reduce_op_name(rop)));
+  auto tmp = std::make_shared<std::vector<float>>();
+  int size = size_;
+  // Large buffers take shared memory (one node, shm_collectives.h) or our ring (ring.h);
+  // the choice depends only on what every rank passes.
+  const Path path = choose_path(*state_, n * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
+  op->stages.push_back([tensor, rop, tmp, count, d, path](Op& o) {
+    void* buf = tensor.raw_data();
+    MPI_Datatype type = wire_type(d);
+    if (is_16bit(d)) {
+      tmp->resize(static_cast<size_t>(count));
+      to_float(buf, d, tmp->data(), count);
+      buf = tmp->data();
+      type = MPI_FLOAT;
+    }
+    if (path == Path::Shm) return start_shm(o, {RingKind::AllReduce, type, rop, count, buf, buf});
+    if (path == Path::Ring) return start_ring(o, {RingKind::AllReduce, type, rop, count, buf, buf});
+    STRATA_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, mpi_op(rop), o.group->comm, &o.add_request()));
+  });
+  op->finish = [tensor, rop, tmp, count, d, size](Op&) {
+    if (is_16bit(d)) {
+      if (rop == ReduceOp::Avg) divide(tmp->data(), MPI_FLOAT, count, size);
+      from_float(tmp->data(), d, tensor.raw_data(), count);
+    } else if (rop == ReduceOp::Avg) {
+      divide(tensor.raw_data(), wire_type(d), count, size);
+    }
+  };
+  if (engine("all_reduce").debug_collectives())
+    add_signature_stage(*op, {static_cast<int32_t>(OpType::AllReduce), static_cast<int32_t>(rop),
+                              static_cast<int32_t>(d), -1, n, 0});
+  return submit(std::move(op), OpType::AllReduce, tensor.nbytes());
+}
+
+WorkPtr ProcessGroupMPI::broadcast(Tensor& tensor, int root) {
+  if (staging::needs(tensor)) return staging::broadcast(*this, tensor, root);
+  Engine& e = engine("broadcast");
+  check_tensor(tensor, "broadcast", "tensor");
+  STRATA_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is out of range for group '", name_,
+               "' of size ", size_);
+  int64_t n = tensor.numel();
+  int count = mpi_count(n, "broadcast");
+  DType d = tensor.dtype();
+  auto op = make_op("broadcast", describe(d, n) + ", root " + std::to_string(root));
+  op->stages.push_back([tensor, count, d, root](Op& o) {
+    STRATA_MPI(MPI_Ibcast(tensor.raw_data(), count, wire_type(d), root, o.group->comm, &o.add_request()));
+  });
+  if (e.debug_collectives())
+    add_signature_stage(*op, {static_cast<int32_t>(OpType::Broadcast), -1, static_cast<int32_t>(d), root, n, 0});
+  return submit(std::move(op), OpType::Broadcast, tensor.nbytes());
+}
+
+WorkPtr ProcessGroupMPI::all_gather(Tensor& out, const Tensor& in) {
+  if (staging::needs(out, in)) return staging::all_gather(*this, out, in);
+  Engine& e = engine("all_gather");
+  check_tensor(out, "all_gather", "out");
+  check_tensor(in, "all_gather", "in");
+  STRATA_CHECK(out.dtype() == in.dtype(), "all_gather: out is ", out.dtype(), " but in is ", in.dtype());
+  int64_t m = out.numel();
+  mpi_count(m, "all_gather");
+  int64_t mine = chunk_size(m, rank_);
+  STRATA_CHECK(in.numel() == mine, "all_gather: in has ", in.numel(), " elements but rank ", rank_, "'s chunk of ", m,
+               " over ", size_, " ranks has ", mine, " (chunk r = [r*c, min((r+1)*c, M)), c = ceil(M/N))");
+  DType d = out.dtype();
+  auto counts = std::make_shared<std::vector<int>>();
+  auto displs = std::make_shared<std::vector<int>>();
+  for (int r = 0; r < size_; ++r) {
+    counts->push_back(static_cast<int>(chunk_size(m, r)));
+    displs->push_back(static_cast<int>(chunk_begin(m, r)));
+  }
+  size_t esize = dtype_size(d);
+  bool in_place = mine > 0 && static_cast<const char*>(in.raw_data()) ==
+                                  static_cast<const char*>(out.raw_data()) + static_cast<size_t>(displs->at(static_cast<size_t>(rank_))) * esize;
+  // Any other overlap: send from a copy (MPI forbids aliased send and receive buffers).
+  Tensor src = (!in_place && overlap(out, in)) ? in.clone() : in;
+  auto op = make_op("all_gather", describe(d, m, "total"));
+  const Path path = choose_path(*state_, m * static_cast<int64_t>(esize));
+  op->stages.push_back([out, src, counts, displs, d, in_place, mine, m, path](Op& o) {
+    MPI_Datatype t = wire_type(d);
+    if (path == Path::Shm) return start_shm(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
+    if (path == Path::Ring) return start_ring(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
+    const void* sbuf = in_place ? MPI_IN_PLACE : src.raw_data();
+    STRATA_MPI(MPI_Iallgatherv(sbuf, static_cast<int>(mine), t, out.raw_data(), counts->data(), displs->data(), t,
+                               o.group->comm, &o.add_request()));
+  });
+  if (e.debug_collectives())
+    add_signature_stage(*op, {static_cast<int32_t>(OpType::AllGather), -1, static_cast<int32_t>(d), -1, m, 0});
+  return submit(std::move(op), OpType::AllGather, in.nbytes());
+}
+
+WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp rop) {
+  if (staging::needs(out, in)) return staging::reduce_scatter(*this, out, in, rop);
+  Engine& e = engine("reduce_scatter");
+  check_tensor(out, "reduce_scatter", "out");
+  check_tensor(in, "reduce_scatter", "in");
+  DType d = in.dtype();
+  STRATA_CHECK(out.dtype() == d, "reduce_scatter: out is ", out.dtype(), " but in is ", d);
+  STRATA_CHECK(rop != ReduceOp::Avg || is_floating(d), "reduce_scatter: ReduceOp::Avg needs a floating dtype, got ",
+               d, " (integer averages would truncate; reduce with Sum and divide yourself)");
+  int64_t m = in.numel();
+  mpi_count(m, "reduce_scatter");
+  int64_t mine = chunk_size(m, rank_);
+  STRATA_CHECK(out.numel() == mine, "reduce_scatter: out has ", out.numel(), " elements but rank ", rank_,
+               "'s chunk of ", m, " over ", size_, " ranks has ", mine,
+               " (chunk r = [r*c, min((r+1)*c, M)), c = ceil(M/N))");
+  auto counts = std::make_shared<std::vector<int>>();
+  for (int r = 0; r < size_; ++r) counts->push_back(static_cast<int>(chunk_size(m, r)));
+  Tensor src = overlap(out, in) ? in.clone() : in;
+  auto tmp_in = std::make_shared<std::vector<float>>();
+  auto tmp_out = std::make_shared<std::vector<float>>();
+  int size = size_;
+  auto op = make_op("reduce_scatter", describe(d, m, std::string(reduce_op_name(rop)) + ", total"));
+  const Path path = choose_path(*state_, m * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
+  op->stages.push_back([out, src, counts, rop, d, m, mine, tmp_in, tmp_out, path](Op& o) {
+    const void* sbuf = src.raw_data();
+    void* rbuf = out.raw_data();
+    MPI_Datatype t = wire_type(d);
+    if (is_16bit(d)) {
+      tmp_in->resize(static_cast<size_t>(m));
+      tmp_out->resize(static_cast<size_t>(mine));
+      to_float(sbuf, d, tmp_in->data(), m);
+      sbuf = tmp_in->data();
+      rbuf = tmp_out->data();
+      t = MPI_FLOAT;
+    }
+    if (path == Path::Shm) return start_shm(o, {RingKind::ReduceScatter, t, rop, m, sbuf, rbuf});
+    if (path == Path::Ring) return start_ring(o, {RingKind::ReduceScatter, t, rop, m, sbuf, rbuf});
+    STRATA_MPI(MPI_Ireduce_scatter(sbuf, rbuf, counts->data(), t, mpi_op(rop), o.group->comm, &o.add_request()));
+  });
+  op->finish = [out, rop, d, mine, tmp_out, size](Op&) {
+    if (is_16bit(d)) {
+      if (rop == ReduceOp::Avg) divide(tmp_out->data(), MPI_FLOAT, mine, size);
+      from_float(tmp_out->data(), d, out.raw_data(), mine);
+    } else if (rop == ReduceOp::Avg) {
+      divide(out.raw_data(), wire_type(d), mine, size);
+    }
+  };
+  if (e.debug_collectives())
+    add_signature_stage(*op, {static_cast<int32_t>(OpType::ReduceScatter), static_cast<int32_t>(rop),
+                              static_cast<int32_t>(d), -1, m, 0});
+  return submit(std::move(op), OpType::ReduceScatter, in.nbytes());
+}
+
+WorkPtr ProcessGroupMPI::all_to_all(Tensor& out, const Tensor& in) {
+  if (staging::needs(out, in)) return staging::all_to_all(*this, out, in);
+  Engine& e = engine("all_to_all");
+  check_tensor(out, "all_to_all", "out");
+  check_tensor(in, "all_to_all", "in");
+  DType d = in.dtype();
+  STRATA_CHECK(out.dtype() == d, "all_to_all: out is ", out.dtype(), " but in is ", d);
+  int64_t n = in.numel();
+  STRATA_CHECK(out.numel() == n, "all_to_all: out has ", out.numel(), " elements but in has ", n);
+  STRATA_CHECK(n % size_ == 0, "all_to_all: ", n, " elements do not split into ", size_, " equal blocks");
+  mpi_count(n, "all_to_all");
+  int k = static_cast<int>(n / size_);
+  Tensor src = overlap(out, in) ? in.clone() : in;
+  auto op = make_op("all_to_all", describe(d, n));
+  op->stages.push_back([out, src, k, d](Op& o) {
+    MPI_Datatype t = wire_type(d);
+    STRATA_MPI(MPI_Ialltoall(src.raw_data(), k, t, out.raw_data(), k, t, o.group->comm, &o.add_request()));
+  });
+  if (e.debug_collectives())
+    add_signature_stage(*op, {static_cast<int32_t>(OpType::AllToAll), -1, static_cast<int32_t>(d), -1, n, 0});
+  return submit(std::move(op), OpType::AllToAll, in.nbytes());
+}
+
+namespace {
+constexpr int kTagP2P = 11;
+}
+
+WorkPtr ProcessGroupMPI::send(const Tensor& tensor, int dst) {
+  if (staging::needs(tensor)) return staging::send(*this, tensor, dst);
+  engine("send");
+  check_tensor(tensor, "send", "tensor");
+  STRATA_CHECK(dst >= 0 && dst < size_, "send: destination rank ", dst, " is out of range for group '", name_,
+               "' of size ", size_);
+  int64_t n = tensor.numel();
+  int count = mpi_count(n, "send");
+  DType d = tensor.dtype();
+  auto op = make_op("send", describe(d, n) + " to rank " + std::to_string(dst));
+  op->stages.push_back([tensor, count, d, dst](Op& o) {
+    STRATA_MPI(MPI_Isend(tensor.raw_data(), count, wire_type(d), dst, kTagP2P, o.group->comm, &o.add_request()));
+  });
+  return submit(std::move(op), OpType::Send, tensor.nbytes());
+}
+
+WorkPtr ProcessGroupMPI::recv(Tensor& tensor, int src) {
+  if (staging::needs(tensor)) return staging::recv(*this, tensor, src);
+  engine("recv");
+  check_tensor(tensor, "recv", "tensor");
+  STRATA_CHECK(src >= 0 && src < size_, "recv: source rank ", src, " is out of range for group '", name_,
+               "' of size ", size_);
+  int64_t n = tensor.numel();
+  int count = mpi_count(n, "recv");
+  DType d = tensor.dtype();
+  auto op = make_op("recv", describe(d, n) + " from rank " + std::to_string(src));
+  op->stages.push_back([tensor, count, d, src](Op& o) {
+    STRATA_MPI(MPI_Irecv(tensor.raw_data(), count, wire_type(d), src, kTagP2P, o.group->comm, &o.add_request()));
+  });
+  // A longer message fails in MPI (truncation); a shorter one is caught here.
+  op->finish = [count, d, src](Op& o) {
+    int got = 0;
+    MPI_Get_count(&o.statuses.at(0), wire_type(d), &got);
+    STRATA_CHECK(got == count, "recv: rank ", src, " sent ", got, " elements but the receive tensor has ", count);
+  };
+  return submit(std::move(op), OpType::Recv, tensor.nbytes());
+}
+
+WorkPtr ProcessGroupMPI::barrier() {
+  Engine& e = engine("barrier");
+  auto op = make_op("barrier", "");
+  op->stages.push_back([](Op& o) { STRATA_MPI(MPI_Ibarrier(o.group->comm, &o.add_request())); });
+  if (e.debug_collectives()) add_signature_stage(*op, {static_cast<int32_t>(OpType::Barrier), -1, -1, -1, 0, 0});
+  return submit(std::move(op), OpType::Barrier, 0);
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroupMPI::split(std::span<const int> ranks, const std::string& name) {
+  Engine& e = engine("split");
+  std::ostringstream list;
+  for (size_t i = 0; i < ranks.size(); ++i) list << (i ? "," : "") << ranks[i];
+  STRATA_CHECK(!ranks.empty(), "split of group '", name_, "': the rank list is empty");
+  int my_index = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    STRATA_CHECK(ranks[i] >= 0 && ranks[i] < size_, "split of group '", name_, "': rank ", ranks[i], " in {",
+                 list.str(), "} is out of range for size ", size_);
+    STRATA_CHECK(i == 0 || ranks[i] > ranks[i - 1], "split of group '", name_, "': ranks {", list.str(),
+                 "} must be ascending and distinct");
+    if (ranks[i] == rank_) my_index = static_cast<int>(i);
+  }
+  STRATA_CHECK(my_index >= 0, "split of group '", name_, "': rank ", rank_, " must be in its own list {", list.str(),
+               "}");
+  std::string new_name = name.empty() ? "split(ranks " + list.str() + ")" : name;
+  std::vector<int> globals;
+  for (int r : ranks) globals.push_back(global_ranks_[static_cast<size_t>(r)]);
+
+  // Stage 1 gathers (lowest rank, count, hash) from every rank so that all ranks validate
+  // the whole partition identically before any of them enters the blocking MPI_Comm_split.
+  struct Entry {
+    int64_t lowest, count;
+    uint64_t hash;
+  };
+  auto mine = std::make_shared<Entry>(Entry{ranks[0], static_cast<int64_t>(ranks.size()), fnv1a(ranks)});
+  auto all = std::make_shared<std::vector<Entry>>(static_cast<size_t>(size_));
+  auto result = std::make_shared<std::shared_ptr<GroupState>>();
+  auto op = make_op("split", "new group '" + new_name + "'");
+  op->stages.push_back([mine, all](Op& o) {
+    STRATA_MPI(MPI_Iallgather(mine.get(), sizeof(Entry), MPI_BYTE, all->data(), sizeof(Entry), MPI_BYTE,
+                              o.group->comm, &o.add_request()));
+  });
+  op->finish = [mine, all, result, new_name, globals](Op& o) {
+    const auto& v = *all;
+    for (size_t r = 0; r < v.size(); ++r) {
+      const Entry& a = v[r];
+      const Entry& lead = v[static_cast<size_t>(a.lowest)];
+      int64_t members = std::count_if(v.begin(), v.end(), [&](const Entry& x) { return x.lowest == a.lowest; });
+      STRATA_CHECK(lead.lowest == a.lowest && lead.hash == a.hash, "split of group '", o.group->name,
+                   "': the rank lists do not form a partition: rank ", r, " lists ", a.count,
+                   " ranks starting at rank ", a.lowest, " but rank ", a.lowest, " lists a different set (",
+                   lead.count, " ranks starting at ", lead.lowest, "); every member must pass the same list");
+      STRATA_CHECK(members == a.count, "split of group '", o.group->name,
+                   "': the rank lists do not form a partition: rank ", r, " lists ", a.count,
+                   " ranks starting at rank ", a.lowest, " but ", members,
+                   " ranks passed a list starting there; every member must pass the same list");
+    }
+    MPI_Comm comm;
+    STRATA_MPI(MPI_Comm_split(o.group->comm, static_cast<int>(mine->lowest), o.group->rank, &comm));
+    *result = make_group(comm, new_name, globals);
+  };
+  if (e.debug_collectives())
+    add_signature_stage(*op, {kSplitKind, -1, -1, -1, 0, 0});
+  WorkPtr work = submit(std::move(op), std::nullopt, 0);  // split is not an accounted op
+  work->wait();
+  auto group = std::make_unique<ProcessGroupMPI>(*result);
+  group->set_timeout(timeout_);
+  return group;
+}
+
+CommStats ProcessGroupMPI::stats() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return state_->stats;
+}
+
+void ProcessGroupMPI::reset_stats() {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  state_->stats.clear();
+}
+
+}  // namespace strata::dist::mpi

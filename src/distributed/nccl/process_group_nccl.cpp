@@ -1,0 +1,602 @@
+#include "distributed/nccl/process_group_nccl.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <sstream>
+
+#include "distributed/env_settings.h"
+#include "strata/core/error.h"
+#include "strata/tensor/factory.h"
+#include "tensor/cuda/cuda_check.h"
+
+namespace strata::dist::nccl {
+namespace {
+
+ncclDataType_t nccl_type(DType d) {
+  switch (d) {
+    case DType::Float32: return ncclFloat32;
+    case DType::Float64: return ncclFloat64;
+    case DType::BFloat16: return ncclBfloat16;
+    case DType::Float16: return ncclFloat16;
+    case DType::Int32: return ncclInt32;
+    case DType::Int64: return ncclInt64;
+  }
+  STRATA_FAIL("nccl: unknown dtype ", static_cast<int>(d));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Product: return ncclProd;
+  }
+  STRATA_FAIL("nccl: unknown reduce op ", static_cast<int>(op));
+}
+
+std::string describe(DType d, int64_t n, const std::string& extra = "") {
+  std::ostringstream os;
+  if (!extra.empty()) os << extra << ", ";
+  os << d << ", " << n << " elements";
+  return os.str();
+}
+
+char* bytes_at(const Tensor& t, int64_t elements) {
+  return static_cast<char*>(t.data_ptr()) + elements * static_cast<int64_t>(dtype_size(t.dtype()));
+}
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  auto* pa = static_cast<const char*>(a.data_ptr());
+  auto* pb = static_cast<const char*>(b.data_ptr());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+// Debug signatures: the same fields and wording as the MPI backend's.
+constexpr int32_t kSplitKind = 100;
+
+std::string signature_string(const int64_t* s) {
+  std::ostringstream os;
+  os << (s[0] == kSplitKind ? std::string_view("split") : op_type_name(static_cast<OpType>(s[0]))) << "(";
+  if (s[1] >= 0) os << reduce_op_name(static_cast<ReduceOp>(s[1])) << ", ";
+  if (s[2] >= 0) os << static_cast<DType>(s[2]) << ", " << s[4] << " elements";
+  if (s[3] >= 0) os << ", root " << s[3];
+  os << ") as op #" << s[5];
+  return os.str();
+}
+
+uint64_t fnv1a(std::span<const int> v) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int x : v) {
+    h ^= static_cast<uint64_t>(static_cast<uint32_t>(x));
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+// ------------------------------------------------------------------ Work
+
+class WorkNCCL final : public Work {
+ public:
+  WorkNCCL(std::shared_ptr<WorkState> w, std::shared_ptr<GroupState> g) : w_(std::move(w)), g_(std::move(g)) {}
+
+  bool is_completed() override {
+    {
+      std::lock_guard<std::mutex> lk(g_->mu);
+      if (w_->done || !w_->error.empty()) return true;
+    }
+    cuda_detail::DeviceGuard guard(g_->device);
+    return cudaEventQuery(w_->end) == cudaSuccess;
+  }
+
+  // Stream-ordered: later work on the caller's current stream runs after the op.
+  void wait() override {
+    rethrow();
+    cuda_detail::DeviceGuard guard(g_->device);
+    STRATA_CUDA(cudaStreamWaitEvent(cuda_detail::stream_of(g_->device), w_->end, 0));
+  }
+
+  void synchronize() override { block(Clock::time_point::max(), std::chrono::milliseconds(0)); }
+  void synchronize(std::chrono::milliseconds timeout) override { block(Clock::now() + timeout, timeout); }
+
+ private:
+  void rethrow() {
+    std::lock_guard<std::mutex> lk(g_->mu);
+    if (w_->error.empty()) return;
+    int rank = error_rank();
+    throw Error(rank >= 0 ? "[rank " + std::to_string(rank) + "] " + w_->error : w_->error);
+  }
+
+  // Host-blocking wait. Without a deadline the group's watchdog still ends it (the op's
+  // own timeout fails it).
+  void block(Clock::time_point until, std::chrono::milliseconds timeout) {
+    cuda_detail::DeviceGuard guard(g_->device);
+    for (auto pause = std::chrono::microseconds(20);; pause = std::min(pause * 2, std::chrono::microseconds(2000))) {
+      rethrow();
+      cudaError_t q = cudaEventQuery(w_->end);
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        g_->fail(w_->title + ": the CUDA event failed: " + cudaGetErrorString(q));
+        rethrow();
+      }
+      ncclResult_t async = ncclSuccess;
+      {
+        std::lock_guard<std::mutex> lk(g_->mu);
+        if (g_->comm != nullptr) (void)ncclCommGetAsyncError(g_->comm, &async);
+      }
+      if (async != ncclSuccess && async != ncclInProgress) {
+        g_->fail(std::string("NCCL reported an asynchronous error (") + ncclGetErrorString(async) +
+                 "); the communicator was aborted and group '" + g_->name + "' is unusable");
+        rethrow();
+      }
+      if (Clock::now() >= until) {
+        STRATA_FAIL(w_->title, ": not completed within ", timeout.count(), " ms (synchronize); ",
+                    detail::describe_arrivals(g_->arrivals.get(), w_->seq), ". The op is still pending.");
+      }
+      std::this_thread::sleep_for(pause);
+    }
+  }
+
+  std::shared_ptr<WorkState> w_;
+  std::shared_ptr<GroupState> g_;
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------ GroupState
+
+GroupState::~GroupState() = default;  // each op's end event goes with its WorkState
+
+void GroupState::fail(const std::string& why) {
+  std::deque<std::shared_ptr<WorkState>> failed;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!broken.empty()) return;
+    broken = why;
+    for (auto& w : pending)
+      if (w->error.empty()) w->error = w->title + ": " + why;
+  }
+  // Abort outside mu (it may take a while); waiting for enqueue_mu keeps the abort from
+  // racing a caller's NCCL call, except a call stuck for over a second, which abort is
+  // then meant to release.
+  std::unique_lock<std::timed_mutex> elk(enqueue_mu, std::defer_lock);
+  (void)elk.try_lock_for(std::chrono::seconds(1));
+  ncclComm_t c = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    c = comm;
+    comm = nullptr;
+  }
+  if (c != nullptr) (void)ncclCommAbort(c);
+  cv.notify_all();
+}
+
+void GroupState::watch() {
+  (void)cudaSetDevice(device);
+  std::unique_lock<std::mutex> lk(mu);
+  while (true) {
+    if (pending.empty()) {
+      cv.wait(lk, [&] { return stop || !pending.empty(); });  // idle: no polling
+    } else {
+      cv.wait_for(lk, std::chrono::milliseconds(2));
+    }
+    if (stop && pending.empty()) return;
+    // Completed ops, oldest first (the comm stream finishes them in issue order).
+    while (!pending.empty()) {
+      auto& w = pending.front();
+      cudaError_t q = cudaEventQuery(w->end);
+      if (q == cudaErrorNotReady && w->error.empty()) break;
+      if (q != cudaSuccess && q != cudaErrorNotReady) (void)cudaGetLastError();
+      w->done = true;
+      w->keep.clear();  // the stream is done with them (or the communicator is gone)
+      pending.pop_front();
+    }
+    if (pending.empty() || !broken.empty()) continue;
+    ncclResult_t async = ncclSuccess;
+    if (comm != nullptr) (void)ncclCommGetAsyncError(comm, &async);
+    std::string why;
+    if (async != ncclSuccess && async != ncclInProgress) {
+      why = std::string("NCCL reported an asynchronous error (") + ncclGetErrorString(async) + ")";
+    } else if (Clock::now() >= pending.front()->deadline) {
+      std::shared_ptr<WorkState> w = pending.front();
+      // Ask the side channel who has not reached it (up to kArrivalBudget), outside mu.
+      lk.unlock();
+      std::string who = detail::describe_arrivals(arrivals.get(), w->seq);
+      lk.lock();
+      if (!broken.empty() || cudaEventQuery(w->end) == cudaSuccess) continue;  // settled meanwhile
+      why = "op #" + std::to_string(w->seq) + " timed out after the group's timeout of " +
+            std::to_string(w->timeout.count()) + " ms (watchdog); " + who;
+    }
+    if (!why.empty()) {
+      why += "; the communicator was aborted and group '" + name + "' is unusable";
+      lk.unlock();
+      fail(why);
+      lk.lock();
+    }
+  }
+}
+
+// ------------------------------------------------------------------ ProcessGroupNCCL
+
+struct ProcessGroupNCCL::Launch {
+  const char* kind;
+  std::string detail;
+  std::optional<OpType> type;  // nullopt: not counted in stats()
+  uint64_t bytes = 0;
+  std::vector<Tensor> keep;
+  int count_as_ops = 1;  // calls added to stats (batched p2p counts each op itself)
+};
+
+ProcessGroupNCCL::ProcessGroupNCCL(ncclComm_t comm, int rank, int size, int device, std::string name,
+                                   std::vector<int> global_ranks, std::unique_ptr<detail::ArrivalBoard> arrivals)
+    : ProcessGroup(rank, size, name, std::move(global_ranks)), state_(std::make_shared<GroupState>()) {
+  state_->arrivals = std::move(arrivals);
+  state_->name = std::move(name);
+  state_->rank = rank;
+  state_->size = size;
+  state_->device = device;
+  state_->comm = comm;
+  state_->debug = detail::debug_collectives_from_env();
+  cuda_detail::DeviceGuard guard(device);
+  STRATA_CUDA(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+  barrier_scratch_ = zeros({1}, {.dtype = DType::Int32, .device = Device::cuda(device)});
+  state_->watchdog = std::thread([s = state_.get()] { s->watch(); });
+}
+
+ProcessGroupNCCL::~ProcessGroupNCCL() {
+  {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    state_->stop = true;  // the watchdog drains pending ops (or times them out), then exits
+  }
+  state_->cv.notify_all();
+  state_->watchdog.join();
+  cuda_detail::DeviceGuard guard(state_->device);
+  if (state_->comm != nullptr) (void)ncclCommDestroy(state_->comm);
+  state_->comm = nullptr;
+  if (state_->stream != nullptr) (void)cudaStreamDestroy(state_->stream);
+}
+
+void ProcessGroupNCCL::check_tensor(const Tensor& t, const char* op, const char* what) const {
+  STRATA_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
+  STRATA_CHECK(t.device() == Device::cuda(state_->device), op, ": ", what, " of shape ", t.shape(), " is on ",
+               t.device(), ", but NCCL group '", name_, "' runs on ", Device::cuda(state_->device),
+               " (move it with .to(Device::cuda(", state_->device, ")))");
+  STRATA_CHECK(t.is_contiguous(), op, ": ", what, " of shape ", t.shape(),
+               " is not contiguous; pass .contiguous() (and copy the result back)");
+}
+
+template <class F>
+WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
+  GroupState& g = *state_;
+  std::lock_guard<std::timed_mutex> elk(g.enqueue_mu);
+  {
+    std::lock_guard<std::mutex> lk(g.mu);
+    STRATA_CHECK(g.broken.empty() && g.comm != nullptr, l.kind, " on group '", name_,
+                 "': the group is unusable after an earlier failure: ", g.broken);
+  }
+  cuda_detail::DeviceGuard guard(g.device);
+  auto w = std::make_shared<WorkState>();
+  w->seq = g.next_seq++;
+  w->title = std::string(l.kind) + " #" + std::to_string(w->seq) + (l.detail.empty() ? "" : " (" + l.detail + ")") +
+             " in group '" + name_ + "'";
+  cudaEvent_t start = nullptr;
+  STRATA_CUDA(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
+  cudaError_t rc = cudaEventRecord(start, cuda_detail::stream_of(g.device));
+  if (rc == cudaSuccess) rc = cudaStreamWaitEvent(g.stream, start, 0);
+  (void)cudaEventDestroy(start);  // released once the wait is done with it
+  STRATA_CUDA(rc);
+  enqueue(g.comm, g.stream);
+  // Tell the peers (one small MPI message each) so that a timeout can name who is late.
+  if (g.arrivals) g.arrivals->entered(w->seq);
+  STRATA_CUDA(cudaEventCreateWithFlags(&w->end, cudaEventDisableTiming));
+  STRATA_CUDA(cudaEventRecord(w->end, g.stream));
+  w->timeout = timeout_;
+  w->deadline = Clock::now() + timeout_;
+  w->keep = std::move(l.keep);
+  {
+    std::lock_guard<std::mutex> lk(g.mu);
+    if (l.type) {
+      auto& c = g.stats[*l.type];
+      c.calls += static_cast<uint64_t>(l.count_as_ops);
+      c.bytes += l.bytes;
+    }
+    g.pending.push_back(w);
+  }
+  g.cv.notify_all();
+  return std::make_unique<WorkNCCL>(std::move(w), state_);
+}
+
+std::vector<int64_t> ProcessGroupNCCL::host_all_gather(const std::vector<int64_t>& mine, const char* why) {
+  const int64_t k = static_cast<int64_t>(mine.size());
+  Tensor in = from_vector(mine, {k}).to(Device::cuda(state_->device));
+  Tensor out = empty({k * size_}, {.dtype = DType::Int64, .device = Device::cuda(state_->device)});
+  WorkPtr w = launch({why, "", std::nullopt, 0, {in, out}}, [&](ncclComm_t comm, cudaStream_t s) {
+    STRATA_NCCL(ncclAllGather(in.data_ptr(), out.data_ptr(), static_cast<size_t>(k), ncclInt64, comm, s));
+  });
+  w->synchronize(timeout_);
+  return out.to_vector<int64_t>();  // a copy on the current stream, ordered by the wait
+}
+
+void ProcessGroupNCCL::check_signature(int32_t kind, int32_t reduce, int32_t dtype, int32_t root, int64_t numel) {
+  if (!state_->debug) return;
+  int64_t seq;
+  {
+    std::lock_guard<std::timed_mutex> elk(state_->enqueue_mu);
+    seq = state_->next_seq;
+  }
+  std::vector<int64_t> mine{kind, reduce, dtype, root, numel, seq};
+  std::vector<int64_t> all = host_all_gather(mine, "debug signature check");
+  const size_t n = mine.size();
+  for (int r = 1; r < size_; ++r) {
+    const int64_t* a = all.data();
+    const int64_t* b = all.data() + static_cast<size_t>(r) * n;
+    if (!std::equal(a, a + n, b)) {
+      STRATA_FAIL("collective mismatch (STRATA_DEBUG_COLLECTIVES): ranks 0 and ", r, " of group '", name_,
+                  "' issued different ops: rank 0: ", signature_string(a), "; rank ", r, ": ", signature_string(b));
+    }
+  }
+}
+
+WorkPtr ProcessGroupNCCL::all_reduce(Tensor& tensor, ReduceOp rop) {
+  check_tensor(tensor, "all_reduce", "tensor");
+  DType d = tensor.dtype();
+  STRATA_CHECK(rop != ReduceOp::Avg || is_floating(d), "all_reduce: ReduceOp::Avg needs a floating dtype, got ", d,
+               " (integer averages would truncate; reduce with Sum and divide yourself)");
+  const int64_t n = tensor.numel();
+  check_signature(static_cast<int32_t>(OpType::AllReduce), static_cast<int32_t>(rop), static_cast<int32_t>(d), -1, n);
+  return launch({"all_reduce", describe(d, n, std::string(reduce_op_name(rop))), OpType::AllReduce, tensor.nbytes(),
+                 {tensor}},
+                [&](ncclComm_t comm, cudaStream_t s) {
+                  if (n == 0) return;
+                  STRATA_NCCL(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(n), nccl_type(d),
+                                            nccl_op(rop), comm, s));
+                });
+}
+
+WorkPtr ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast", "tensor");
+  STRATA_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is out of range for group '", name_,
+               "' of size ", size_);
+  DType d = tensor.dtype();
+  const int64_t n = tensor.numel();
+  check_signature(static_cast<int32_t>(OpType::Broadcast), -1, static_cast<int32_t>(d), root, n);
+  return launch({"broadcast", describe(d, n) + ", root " + std::to_string(root), OpType::Broadcast, tensor.nbytes(),
+                 {tensor}},
+                [&](ncclComm_t comm, cudaStream_t s) {
+                  if (n == 0) return;
+                  STRATA_NCCL(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(n), nccl_type(d),
+                                            root, comm, s));
+                });
+}
+
+// Uneven chunks (M not divisible by N) go through a padded buffer of N*c elements, whose
+// first M elements are exactly `out`: NCCL's all_gather needs equal counts.
+WorkPtr ProcessGroupNCCL::all_gather(Tensor& out, const Tensor& in) {
+  check_tensor(out, "all_gather", "out");
+  check_tensor(in, "all_gather", "in");
+  STRATA_CHECK(out.dtype() == in.dtype(), "all_gather: out is ", out.dtype(), " but in is ", in.dtype());
+  const int64_t m = out.numel();
+  const int64_t mine = chunk_size(m, rank_);
+  STRATA_CHECK(in.numel() == mine, "all_gather: in has ", in.numel(), " elements but rank ", rank_, "'s chunk of ", m,
+               " over ", size_, " ranks has ", mine, " (chunk r = [r*c, min((r+1)*c, M)), c = ceil(M/N))");
+  DType d = out.dtype();
+  const int64_t c = (m + size_ - 1) / size_;
+  const bool even = c * size_ == m;
+  Tensor buf = even ? out : empty({c * size_}, {.dtype = d, .device = out.device()});
+  check_signature(static_cast<int32_t>(OpType::AllGather), -1, static_cast<int32_t>(d), -1, m);
+  return launch({"all_gather", describe(d, m, "total"), OpType::AllGather, in.nbytes(), {out, in, buf}},
+                [&](ncclComm_t comm, cudaStream_t s) {
+                  if (m == 0) return;
+                  char* slot = bytes_at(buf, static_cast<int64_t>(rank_) * c);
+                  if (mine > 0 && slot != in.data_ptr())  // not already in place
+                    STRATA_CUDA(cudaMemcpyAsync(slot, in.data_ptr(), in.nbytes(), cudaMemcpyDeviceToDevice, s));
+                  STRATA_NCCL(ncclAllGather(slot, buf.data_ptr(), static_cast<size_t>(c), nccl_type(d), comm, s));
+                  if (!even)
+                    STRATA_CUDA(cudaMemcpyAsync(out.data_ptr(), buf.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice, s));
+                });
+}
+
+WorkPtr ProcessGroupNCCL::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp rop) {
+  check_tensor(out, "reduce_scatter", "out");
+  check_tensor(in, "reduce_scatter", "in");
+  DType d = in.dtype();
+  STRATA_CHECK(out.dtype() == d, "reduce_scatter: out is ", out.dtype(), " but in is ", d);
+  STRATA_CHECK(rop != ReduceOp::Avg || is_floating(d), "reduce_scatter: ReduceOp::Avg needs a floating dtype, got ",
+               d, " (integer averages would truncate; reduce with Sum and divide yourself)");
+  const int64_t m = in.numel();
+  const int64_t mine = chunk_size(m, rank_);
+  STRATA_CHECK(out.numel() == mine, "reduce_scatter: out has ", out.numel(), " elements but rank ", rank_,
+               "'s chunk of ", m, " over ", size_, " ranks has ", mine,
+               " (chunk r = [r*c, min((r+1)*c, M)), c = ceil(M/N))");
+  const int64_t c = (m + size_ - 1) / size_;
+  const bool even = c * size_ == m;
+  // Uneven: the input padded to N*c (the padding only reaches the discarded tail of the
+  // last chunk) and a full-size output chunk.
+  Tensor src = in, dst = out;
+  if (!even) {
+    src = zeros({c * size_}, {.dtype = d, .device = in.device()});
+    src.narrow(0, 0, m).copy_(in.view({m}));
+    dst = empty({c}, {.dtype = d, .device = out.device()});
+  } else if (overlap(out, in)) {
+    src = in.clone();
+  }
+  check_signature(static_cast<int32_t>(OpType::ReduceScatter), static_cast<int32_t>(rop), static_cast<int32_t>(d), -1, m);
+  return launch({"reduce_scatter", describe(d, m, std::string(reduce_op_name(rop)) + ", total"), OpType::ReduceScatter,
+                 in.nbytes(), {out, in, src, dst}},
+                [&](ncclComm_t comm, cudaStream_t s) {
+                  if (c == 0) return;
+                  STRATA_NCCL(ncclReduceScatter(src.data_ptr(), dst.data_ptr(), static_cast<size_t>(c), nccl_type(d),
+                                                nccl_op(rop), comm, s));
+                  if (!even && mine > 0)
+                    STRATA_CUDA(cudaMemcpyAsync(out.data_ptr(), dst.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice, s));
+                });
+}
+
+WorkPtr ProcessGroupNCCL::all_to_all(Tensor& out, const Tensor& in) {
+  check_tensor(out, "all_to_all", "out");
+  check_tensor(in, "all_to_all", "in");
+  DType d = in.dtype();
+  STRATA_CHECK(out.dtype() == d, "all_to_all: out is ", out.dtype(), " but in is ", d);
+  const int64_t n = in.numel();
+  STRATA_CHECK(out.numel() == n, "all_to_all: out has ", out.numel(), " elements but in has ", n);
+  STRATA_CHECK(n % size_ == 0, "all_to_all: ", n, " elements do not split into ", size_, " equal blocks");
+  const int64_t k = n / size_;
+  Tensor src = overlap(out, in) ? in.clone() : in;
+  check_signature(static_cast<int32_t>(OpType::AllToAll), -1, static_cast<int32_t>(d), -1, n);
+  return launch({"all_to_all", describe(d, n), OpType::AllToAll, in.nbytes(), {out, in, src}},
+                [&](ncclComm_t comm, cudaStream_t s) {
+                  if (k == 0) return;
+                  STRATA_NCCL(ncclGroupStart());
+                  for (int r = 0; r < size_; ++r) {
+                    STRATA_NCCL(ncclSend(bytes_at(src, r * k), static_cast<size_t>(k), nccl_type(d), r, comm, s));
+                    STRATA_NCCL(ncclRecv(bytes_at(out, r * k), static_cast<size_t>(k), nccl_type(d), r, comm, s));
+                  }
+                  STRATA_NCCL(ncclGroupEnd());
+                });
+}
+
+WorkPtr ProcessGroupNCCL::send(const Tensor& tensor, int dst) {
+  P2POp op = P2POp::send(tensor, dst);
+  return batch_send_recv({&op, 1});
+}
+
+WorkPtr ProcessGroupNCCL::recv(Tensor& tensor, int src) {
+  P2POp op = P2POp::recv(tensor, src);
+  return batch_send_recv({&op, 1});
+}
+
+// One NCCL group call; NCCL cannot report a received size, so a recv whose peer sends a
+// different size is undefined (as in NCCL itself): match the sizes.
+WorkPtr ProcessGroupNCCL::batch_send_recv(std::span<const P2POp> ops) {
+  STRATA_CHECK(!ops.empty(), "batch_send_recv on group '", name_, "': the batch is empty");
+  std::vector<Tensor> keep;
+  uint64_t send_bytes = 0, recv_bytes = 0;
+  int sends = 0, recvs = 0;
+  std::ostringstream detail;
+  for (const P2POp& op : ops) {
+    const bool is_send = op.kind == P2POp::Kind::Send;
+    const char* name = is_send ? "send" : "recv";
+    check_tensor(op.tensor, name, "tensor");
+    STRATA_CHECK(op.peer >= 0 && op.peer < size_, name, ": ", is_send ? "destination" : "source", " rank ", op.peer,
+                 " is out of range for group '", name_, "' of size ", size_);
+    keep.push_back(op.tensor);
+    (is_send ? send_bytes : recv_bytes) += op.tensor.nbytes();
+    (is_send ? sends : recvs) += 1;
+    if (ops.size() == 1)
+      detail << describe(op.tensor.dtype(), op.tensor.numel()) << (is_send ? " to rank " : " from rank ") << op.peer;
+  }
+  const bool single = ops.size() == 1;
+  if (!single) detail << sends << " sends, " << recvs << " recvs";
+  const char* kind = single ? (ops[0].kind == P2POp::Kind::Send ? "send" : "recv") : "batch_send_recv";
+  std::vector<P2POp> list(ops.begin(), ops.end());
+  // Counted per op kind: a send or a recv each, as the one-by-one default would.
+  std::optional<OpType> type;
+  uint64_t bytes = 0;
+  int calls = 1;
+  if (single) {
+    type = ops[0].kind == P2POp::Kind::Send ? OpType::Send : OpType::Recv;
+    bytes = send_bytes + recv_bytes;
+  }
+  WorkPtr w = launch({kind, detail.str(), type, bytes, std::move(keep), calls}, [&](ncclComm_t comm, cudaStream_t s) {
+    STRATA_NCCL(ncclGroupStart());
+    for (const P2POp& op : list) {
+      const size_t n = static_cast<size_t>(op.tensor.numel());
+      if (n == 0) continue;
+      if (op.kind == P2POp::Kind::Send) {
+        STRATA_NCCL(ncclSend(op.tensor.data_ptr(), n, nccl_type(op.tensor.dtype()), op.peer, comm, s));
+      } else {
+        STRATA_NCCL(ncclRecv(op.tensor.data_ptr(), n, nccl_type(op.tensor.dtype()), op.peer, comm, s));
+      }
+    }
+    STRATA_NCCL(ncclGroupEnd());
+  });
+  if (!single) {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    if (sends > 0) {
+      state_->stats[OpType::Send].calls += static_cast<uint64_t>(sends);
+      state_->stats[OpType::Send].bytes += send_bytes;
+    }
+    if (recvs > 0) {
+      state_->stats[OpType::Recv].calls += static_cast<uint64_t>(recvs);
+      state_->stats[OpType::Recv].bytes += recv_bytes;
+    }
+  }
+  return w;
+}
+
+WorkPtr ProcessGroupNCCL::barrier() {
+  check_signature(static_cast<int32_t>(OpType::Barrier), -1, -1, -1, 0);
+  Tensor t = barrier_scratch_;
+  return launch({"barrier", "", OpType::Barrier, 0, {t}}, [&](ncclComm_t comm, cudaStream_t s) {
+    STRATA_NCCL(ncclAllReduce(t.data_ptr(), t.data_ptr(), 1, ncclInt32, ncclSum, comm, s));
+  });
+}
+
+std::unique_ptr<ProcessGroup> ProcessGroupNCCL::split(std::span<const int> ranks, const std::string& name) {
+  std::ostringstream list;
+  for (size_t i = 0; i < ranks.size(); ++i) list << (i ? "," : "") << ranks[i];
+  STRATA_CHECK(!ranks.empty(), "split of group '", name_, "': the rank list is empty");
+  int my_index = -1;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    STRATA_CHECK(ranks[i] >= 0 && ranks[i] < size_, "split of group '", name_, "': rank ", ranks[i], " in {",
+                 list.str(), "} is out of range for size ", size_);
+    STRATA_CHECK(i == 0 || ranks[i] > ranks[i - 1], "split of group '", name_, "': ranks {", list.str(),
+                 "} must be ascending and distinct");
+    if (ranks[i] == rank_) my_index = static_cast<int>(i);
+  }
+  STRATA_CHECK(my_index >= 0, "split of group '", name_, "': rank ", rank_, " must be in its own list {", list.str(),
+               "}");
+  check_signature(kSplitKind, -1, -1, -1, 0);
+  // Every rank validates the whole partition from the same gathered data before any of
+  // them enters the blocking ncclCommSplit.
+  const uint64_t hash = fnv1a(ranks);
+  std::vector<int64_t> all = host_all_gather(
+      {ranks[0], static_cast<int64_t>(ranks.size()), static_cast<int64_t>(hash)}, "split");
+  for (int r = 0; r < size_; ++r) {
+    const int64_t* a = &all[static_cast<size_t>(r) * 3];
+    const int64_t* lead = &all[static_cast<size_t>(a[0]) * 3];
+    int64_t members = 0;
+    for (int q = 0; q < size_; ++q) members += all[static_cast<size_t>(q) * 3] == a[0];
+    STRATA_CHECK(lead[0] == a[0] && lead[2] == a[2] && members == a[1], "split of group '", name_,
+                 "': the rank lists do not form a partition: rank ", r, " lists ", a[1], " ranks starting at rank ",
+                 a[0], ", which rank ", a[0], " and the ", members,
+                 " ranks naming it do not agree on; every member must pass the same list");
+  }
+  std::string new_name = name.empty() ? "split(ranks " + list.str() + ")" : name;
+  std::vector<int> globals;
+  for (int r : ranks) globals.push_back(global_ranks_[static_cast<size_t>(r)]);
+  // The child's arrival board: the same partition of the parent's board (collective over it).
+  std::unique_ptr<detail::ArrivalBoard> child_board =
+      state_->arrivals ? state_->arrivals->split(ranks, new_name) : nullptr;
+  ncclComm_t child = nullptr;
+  {
+    std::lock_guard<std::timed_mutex> elk(state_->enqueue_mu);
+    {
+      std::lock_guard<std::mutex> lk(state_->mu);
+      STRATA_CHECK(state_->broken.empty() && state_->comm != nullptr, "split on group '", name_,
+                   "': the group is unusable after an earlier failure: ", state_->broken);
+    }
+    cuda_detail::DeviceGuard guard(state_->device);
+    STRATA_NCCL(ncclCommSplit(state_->comm, ranks[0], rank_, &child, nullptr));
+  }
+  auto group = std::make_unique<ProcessGroupNCCL>(child, my_index, static_cast<int>(ranks.size()), state_->device,
+                                                  new_name, std::move(globals), std::move(child_board));
+  group->set_timeout(timeout_);
+  return group;
+}
+
+CommStats ProcessGroupNCCL::stats() const {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  return state_->stats;
+}
+
+void ProcessGroupNCCL::reset_stats() {
+  std::lock_guard<std::mutex> lk(state_->mu);
+  state_->stats.clear();
+}
+
+}  // namespace strata::dist::nccl

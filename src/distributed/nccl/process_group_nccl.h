@@ -1,0 +1,147 @@
+#pragma once
+// ProcessGroup over NCCL for CUDA tensors (private: includes nccl.h).
+//
+// One communicator per group, bootstrapped over another (MPI) group that carries the unique
+// id; split() by ncclCommSplit. Each group owns a comm stream (non-blocking). Every op:
+//   1. records an event on the caller's current stream; the comm stream waits on it (so the
+//      op sees everything queued before it),
+//   2. enqueues the NCCL call(s) on the comm stream,
+//   3. records an end event on the comm stream.
+// Work::wait() makes the caller's stream wait on the end event (the host does not block);
+// Work::synchronize() blocks the host polling the event and ncclCommGetAsyncError. A
+// watchdog thread per group polls every pending op: it releases the op's tensors once the
+// end event completes (so freed blocks are never reused while NCCL still writes them), and
+// when an op passes the group's timeout or NCCL reports an asynchronous error it aborts the
+// communicator, fails every pending op with a message naming the op, its sequence number,
+// the group and the ranks that have not reached it, and makes the group unusable.
+//
+// NCCL reports no per-rank progress, so the ranks come from an arrival board
+// (distributed/arrivals.h): every op announces "I entered op #seq" to the peers over an MPI
+// communicator of the bootstrap group's; a group made over a non-MPI group has none, and
+// its messages say the ranks are unknown.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distributed/arrivals.h"
+#include "strata/distributed/process_group.h"
+
+namespace strata::dist::nccl {
+
+using Clock = std::chrono::steady_clock;
+
+// Throws strata::Error naming the NCCL call, its result and NCCL's last error text.
+#define STRATA_NCCL(call)                                                                             \
+  do {                                                                                                \
+    ncclResult_t strata_nccl_rc_ = (call);                                                            \
+    if (strata_nccl_rc_ != ncclSuccess) [[unlikely]]                                                  \
+      STRATA_FAIL(#call, " failed: ", ncclGetErrorString(strata_nccl_rc_), " (", ncclGetLastError(nullptr), ")"); \
+  } while (0)
+
+struct GroupState;
+
+// The completion state shared by a Work handle and the watchdog.
+struct WorkState {
+  std::string title;  // "all_reduce #3 (sum, float32, 4 elements) in group 'nccl(world)'"
+  int64_t seq = -1;
+  cudaEvent_t end = nullptr;  // recorded on the comm stream after the op
+  std::chrono::milliseconds timeout{0};
+  Clock::time_point deadline;
+  // Guarded by GroupState::mu.
+  bool done = false;
+  std::string error;
+  std::vector<Tensor> keep;  // the op's tensors and scratch buffers, alive until done
+
+  WorkState() = default;
+  WorkState(const WorkState&) = delete;
+  WorkState& operator=(const WorkState&) = delete;
+  // The end event lives as long as the op's state: Work::wait() and is_completed() still
+  // query it after the watchdog has retired the op.
+  ~WorkState() {
+    if (end) (void)cudaEventDestroy(end);
+  }
+};
+
+struct GroupState {
+  std::string name;
+  int rank = 0;
+  int size = 1;
+  int device = 0;
+  ncclComm_t comm = nullptr;      // null once destroyed or aborted
+  cudaStream_t stream = nullptr;  // the comm stream
+  bool debug = false;             // STRATA_DEBUG_COLLECTIVES=1
+  // Who reached which op (null: unknown); set at construction, used by any thread.
+  std::unique_ptr<detail::ArrivalBoard> arrivals;
+
+  // Held while NCCL calls are enqueued on comm (caller thread) and while the communicator
+  // is aborted (watchdog), so the two never overlap.
+  std::timed_mutex enqueue_mu;
+  int64_t next_seq = 0;  // under enqueue_mu
+
+  std::mutex mu;  // guards everything below and WorkState's guarded fields
+  std::condition_variable cv;
+  std::string broken;  // non-empty once unusable: the reason
+  std::deque<std::shared_ptr<WorkState>> pending;
+  CommStats stats;
+  bool stop = false;
+  std::thread watchdog;
+
+  ~GroupState();
+  // Fails every pending op and the group with `why`, aborting the communicator (watchdog
+  // or a synchronize that saw an asynchronous error). Idempotent.
+  void fail(const std::string& why);
+  void watch();  // the watchdog loop
+};
+
+class ProcessGroupNCCL final : public ProcessGroup {
+ public:
+  // Takes ownership of `comm` (a communicator of `size` ranks on `device`) and of
+  // `arrivals` (a board over the same ranks, or null).
+  ProcessGroupNCCL(ncclComm_t comm, int rank, int size, int device, std::string name, std::vector<int> global_ranks,
+                   std::unique_ptr<detail::ArrivalBoard> arrivals);
+  ~ProcessGroupNCCL() override;
+
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr broadcast(Tensor& tensor, int root) override;
+  WorkPtr all_gather(Tensor& out, const Tensor& in) override;
+  WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::Sum) override;
+  WorkPtr all_to_all(Tensor& out, const Tensor& in) override;
+  WorkPtr send(const Tensor& tensor, int dst) override;
+  WorkPtr recv(Tensor& tensor, int src) override;
+  WorkPtr barrier() override;
+  WorkPtr batch_send_recv(std::span<const P2POp> ops) override;
+  std::unique_ptr<ProcessGroup> split(std::span<const int> ranks, const std::string& name) override;
+
+  CommStats stats() const override;
+  void reset_stats() override;
+
+  int device() const { return state_->device; }
+
+ private:
+  struct Launch;
+  void check_tensor(const Tensor& t, const char* op, const char* what) const;
+  // Enqueues one op (see the header comment); `enqueue` makes the NCCL calls on the comm.
+  template <class F>
+  WorkPtr launch(Launch&& l, F&& enqueue);
+  // Every rank's `mine` (same length on all), gathered over the communicator and waited
+  // for on the host (split's partition check, debug signatures).
+  std::vector<int64_t> host_all_gather(const std::vector<int64_t>& mine, const char* why);
+  void check_signature(int32_t kind, int32_t reduce, int32_t dtype, int32_t root, int64_t numel);
+
+  std::shared_ptr<GroupState> state_;
+  Tensor barrier_scratch_;
+};
+
+// Creates a group over every rank of `bootstrap` (collective over it), on the calling
+// thread's current CUDA device.
+std::unique_ptr<ProcessGroup> make_group(ProcessGroup& bootstrap, const std::string& name);
+
+}  // namespace strata::dist::nccl
