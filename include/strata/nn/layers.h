@@ -59,7 +59,7 @@ class LayerNorm : public Module {
 // Uses the default generator, so its randomness is part of the saved RNG state.
 class Dropout : public Module {
  public:
-  explicit Dropout(double p) : p(p) {}
+  explicit Dropout(double probability) : p(probability) {}
   Tensor forward(const Tensor& x);
   double p;
 };
