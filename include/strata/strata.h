@@ -31,6 +31,8 @@
 #include "strata/nn/layers.h"
 #include "strata/nn/module.h"
 #include "strata/parallel/ddp.h"
+#include "strata/parallel/flat_buffer.h"
+#include "strata/parallel/zero.h"
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"
 #include "strata/tensor/factory.h"
