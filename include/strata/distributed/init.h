@@ -17,14 +17,21 @@ struct InitOptions {
   bool select_gpu = true;
 };
 
-// Initialises MPI once and returns the world group. Every MPI call of the process (the
-// MPI_Init_thread included) runs on one worker thread, which serves all groups in issue
-// order; it asks for MPI_THREAD_SERIALIZED and fails clearly below MPI_THREAD_FUNNELED (or
-// below SERIALIZED when the application initialised MPI itself). Works under mpirun (Open
-// MPI), Slurm's srun (PMIx) and as a plain process (a singleton MPI world of size 1; if MPI
-// cannot start without a launcher, or strata was built without MPI, a local world of size
-// 1 whose ops are copies). Sets the error rank. STRATA_DEBUG_COLLECTIVES=1 (read here)
-// checks that every rank issues the same collective before running it.
+// Initialises MPI once and returns the world group. strata starts one worker thread per
+// process, which calls MPI_Init_thread asking for MPI_THREAD_SERIALIZED (any thread may
+// call MPI, one at a time). strata's MPI calls run under one per-process progress lock: a
+// thread waiting on an op (Work::wait, synchronize) takes it and drives MPI itself, the
+// issuing thread starts a new op when the lock is free, and the worker progresses the ops
+// nobody waits on; ops start in issue order across all groups. If MPI provides only
+// MPI_THREAD_FUNNELED (or STRATA_MPI_CALLER_SPIN_US=0), waiting threads never drive and
+// every MPI call stays on the worker; below FUNNELED init fails. If the application
+// initialised MPI itself, it must provide MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE.
+// Once every issued op has completed, the application may call MPI itself until it issues
+// the next one. Works under mpirun (Open MPI), Slurm's srun (PMIx) and as a plain process
+// (a singleton MPI world of size 1; if MPI cannot start without a launcher, or strata was
+// built without MPI, a local world of size 1 whose ops are copies). Sets the error rank.
+// STRATA_DEBUG_COLLECTIVES=1 (read here) checks that every rank issues the same collective
+// before running it.
 ProcessGroup& init(const InitOptions& options = {});
 bool is_initialized();
 ProcessGroup& world();  // throws when not initialised (or after finalize)

@@ -11,6 +11,18 @@
 
 namespace strata::dist {
 
+// One send or one receive within a ProcessGroup::batch_send_recv call: build it with
+// P2POp::send(tensor, dst) or P2POp::recv(tensor, src) (group ranks).
+struct P2POp {
+  enum class Kind : uint8_t { Send, Recv };
+  Kind kind = Kind::Send;
+  Tensor tensor;  // send: the data; recv: where it lands (same size as the matching send)
+  int peer = 0;   // group rank of the destination (send) or source (recv)
+
+  static P2POp send(const Tensor& tensor, int dst) { return {Kind::Send, tensor, dst}; }
+  static P2POp recv(const Tensor& tensor, int src) { return {Kind::Recv, tensor, src}; }
+};
+
 // A set of ranks that run collectives together. Every call is asynchronous: it checks its
 // arguments on the calling thread (throwing strata::Error on bad input), enqueues the op and
 // returns a Work. Ops run in issue order, and every rank of the group must issue the same
@@ -36,17 +48,6 @@ namespace strata::dist {
 // complete in time fails (Work::wait throws) with a message naming the op, its sequence
 // number in the group, the group and the ranks that have not reached it; the group is
 // unusable afterwards (later calls throw, saying why). Issue a group's ops from one thread.
-// One send or receive of a batch (ProcessGroup::batch_send_recv).
-struct P2POp {
-  enum class Kind : uint8_t { Send, Recv };
-  Kind kind = Kind::Send;
-  Tensor tensor;  // send: the data; recv: where it lands (same size as the matching send)
-  int peer = 0;   // group rank of the destination (send) or source (recv)
-
-  static P2POp send(const Tensor& tensor, int dst) { return {Kind::Send, tensor, dst}; }
-  static P2POp recv(const Tensor& tensor, int src) { return {Kind::Recv, tensor, src}; }
-};
-
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
