@@ -9,7 +9,7 @@
 # memory: a GPT whose model states dominate (8 layers, width 512: 25.3M parameters; 1 x 32
 #   tokens per rank), each mode in its own mpirun on 2 and on 4 ranks (--oversubscribe:
 #   memory does not depend on speed); float32 training steps, then bf16 parameters + float32
-#   master (the formula) stepped on zero gradients (GPT cannot run bf16 on the CPU).
+#   master weights (real training steps of the bf16 GPT).
 #   Prints peak resident memory per rank above the pre-model baseline beside the formula and
 #   ZeroOptimizer::memory(). MALLOC_MMAP_THRESHOLD_ is fixed so that glibc maps every large
 #   block on its own and returns it when freed (its default raises the threshold after the

@@ -1,4 +1,4 @@
-# Test helpers. Labels: unit, dist, reference, gpu, slow.
+# Test helpers. Labels: unit, dist, reference, gpu, slurm, slow (none yet).
 find_package(GTest REQUIRED)
 include(GoogleTest)
 
