@@ -362,6 +362,37 @@ ZeroOptimizer::~ZeroOptimizer() = default;
 
 // --- gradients ---
 
+namespace {
+
+// Stages 0-1: the parameter's gradient lands in its slot of the gradient bucket. Float32/64
+// keep the slot as .grad() (AccumulateGrad then adds in place); 16-bit gradients are added
+// here (AccumulateGrad cannot add in place for them) and .grad() is cleared.
+void gradient_into_bucket(const State& s, State::Param& p, State::Bucket& b) {
+  Tensor g = p.tensor.grad();
+  Tensor view = b.grad->view(p.entry);
+  if (arithmetic(s.param_dtype)) {
+    // Not the bucket view (set to none or replaced): it holds the whole gradient.
+    if (g.defined() && !(g.raw_data() == view.raw_data() && g.is_contiguous())) view.copy_(g);
+    p.tensor.set_grad(view);
+  } else if (g.defined()) {
+    accumulate_into(view, g);
+    p.tensor.set_grad(Tensor());
+  }
+}
+
+// Stages 2-3: a bucket's full gradient exists only while needed; this makes it exist (zero
+// when it was released, or fresh).
+void ensure_full_gradient(FlatBuffer& grad) {
+  if (!grad.allocated()) {
+    grad.allocate();
+  } else if (grad.released()) {
+    grad.reallocate();
+    grad.data().zero_();
+  }
+}
+
+}  // namespace
+
 void ZeroOptimizer::State::on_ready(int index) {
   NoGradGuard no_grad;
   Param& p = params[static_cast<size_t>(index)];
@@ -379,26 +410,11 @@ void ZeroOptimizer::State::on_ready(int index) {
   STRATA_CHECK(!p.ready, "ZeroOptimizer: parameter '", p.name,
                "' was marked ready twice in one backward pass (is it registered twice?)");
   p.ready = true;
-  Tensor g = p.tensor.grad();
   if (options.stage <= 1) {
-    Tensor view = b.grad->view(p.entry);
-    if (arithmetic(param_dtype)) {
-      // Not the bucket view (set to none or replaced): it holds the whole gradient.
-      if (g.defined() && !(g.raw_data() == view.raw_data() && g.is_contiguous())) view.copy_(g);
-      p.tensor.set_grad(view);
-    } else if (g.defined()) {
-      accumulate_into(view, g);  // 16-bit: AccumulateGrad cannot add in place, so ZeRO does
-      p.tensor.set_grad(Tensor());
-    }
+    gradient_into_bucket(*this, p, b);
   } else {
-    if (b.grad->released() || !b.grad->allocated()) {
-      if (!b.grad->allocated()) {
-        b.grad->allocate();
-      } else {
-        b.grad->reallocate();
-        b.grad->data().zero_();
-      }
-    }
+    ensure_full_gradient(*b.grad);
+    Tensor g = p.tensor.grad();
     if (g.defined()) {
       if (b.local_sums) {
         accumulate_into(b.grad->view(p.entry), g);  // onto the no_sync() micro-batches' sum
@@ -419,25 +435,13 @@ void ZeroOptimizer::State::on_ready(int index) {
 // no_sync(): the gradient joins this rank's local sum, nothing is launched. Stages 0-1 sum in
 // the gradient buckets as a synchronised pass does; stages 2-3 keep the full bucket.
 void ZeroOptimizer::State::accumulate_locally(Param& p, Bucket& b) {
-  Tensor g = p.tensor.grad();
   unsynced = true;
   if (options.stage <= 1) {
-    Tensor view = b.grad->view(p.entry);
-    if (arithmetic(param_dtype)) {
-      if (g.defined() && !(g.raw_data() == view.raw_data() && g.is_contiguous())) view.copy_(g);
-      p.tensor.set_grad(view);
-    } else if (g.defined()) {
-      accumulate_into(view, g);
-      p.tensor.set_grad(Tensor());
-    }
+    gradient_into_bucket(*this, p, b);
     return;
   }
-  if (!b.grad->allocated()) {
-    b.grad->allocate();
-  } else if (b.grad->released()) {
-    b.grad->reallocate();
-    b.grad->data().zero_();
-  }
+  ensure_full_gradient(*b.grad);
+  Tensor g = p.tensor.grad();
   if (g.defined()) accumulate_into(b.grad->view(p.entry), g);
   p.tensor.set_grad(Tensor());
   b.local_sums = true;
