@@ -30,6 +30,7 @@
 #include "strata/nn/gpt.h"
 #include "strata/nn/layers.h"
 #include "strata/nn/module.h"
+#include "strata/nn/module_predicates.h"
 #include "strata/parallel/ddp.h"
 #include "strata/parallel/flat_buffer.h"
 #include "strata/parallel/zero.h"

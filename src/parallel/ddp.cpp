@@ -6,6 +6,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "parallel/parameter_check.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
@@ -15,18 +16,6 @@
 namespace strata::parallel {
 
 namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
-std::string describe(const std::string& name, const Tensor& t) {
-  std::ostringstream os;
-  os << "'" << name << "' " << t.shape() << " " << t.dtype();
-  return os.str();
-}
 
 // A 16-bit copy of the bucket is reduced; wait() widens the result back into the bucket.
 class CompressedWork final : public dist::Work {
@@ -304,79 +293,17 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, dist::Proce
   for (auto& [name, t] : module.named_parameters()) {
     if (!t.requires_grad() || !seen.insert(t.impl_ptr().get()).second) continue;
     STRATA_CHECK(t.is_contiguous(), "DistributedDataParallel: parameter '", name, "' is not contiguous");
-    signature.push_back(describe(name, t));
+    signature.push_back(detail::describe_parameter(name, t));
     s.params.emplace_back();
     s.params.back().name = name;
     s.params.back().tensor = t;
   }
 
-  // Every rank must hold the same parameter list: compare one hash, then find the culprit.
-  const int n = group.size();
-  if (n > 1) {
-    uint64_t h = 1469598103934665603ull;
-    std::vector<int64_t> each;
-    for (const std::string& d : signature) {
-      const uint64_t x = fnv1a(d);
-      each.push_back(static_cast<int64_t>(x));
-      h = (h ^ x) * 1099511628211ull;
-    }
-    Tensor mine = from_vector(std::vector<int64_t>{static_cast<int64_t>(h), static_cast<int64_t>(each.size())}, {2});
-    Tensor all = empty({2 * n}, {.dtype = DType::Int64});
-    group.all_gather(all, mine)->wait();
-    const int64_t* a = all.data<int64_t>();
-    bool same = true;
-    int64_t most = 0;
-    for (int r = 0; r < n; ++r) {
-      same = same && a[2 * r] == a[0] && a[2 * r + 1] == a[1];
-      most = std::max(most, a[2 * r + 1]);
-    }
-    if (!same) {
-      // Per-parameter hashes (0 past a rank's last parameter) find the first difference.
-      Tensor hashes = zeros({most}, {.dtype = DType::Int64});
-      for (size_t i = 0; i < each.size(); ++i) hashes.data<int64_t>()[i] = each[i];
-      Tensor all_hashes = empty({most * n}, {.dtype = DType::Int64});
-      group.all_gather(all_hashes, hashes)->wait();
-      const int64_t* ah = all_hashes.data<int64_t>();
-      int64_t first = most;
-      for (int64_t i = 0; i < most && first == most; ++i)
-        for (int r = 1; r < n; ++r)
-          if (ah[r * most + i] != ah[i]) first = i;
-      // Then every rank contributes its description of that parameter.
-      constexpr int64_t kChars = 160;
-      std::string d = first < static_cast<int64_t>(signature.size()) ? signature[first] : "(none)";
-      d.resize(kChars, ' ');
-      Tensor text = empty({kChars}, {.dtype = DType::Int32});
-      for (int64_t c = 0; c < kChars; ++c) text.data<int32_t>()[c] = static_cast<unsigned char>(d[c]);
-      Tensor all_text = empty({kChars * n}, {.dtype = DType::Int32});
-      group.all_gather(all_text, text)->wait();
-      auto text_of = [&](int r) {
-        std::string out;
-        for (int64_t c = 0; c < kChars; ++c) out += static_cast<char>(all_text.data<int32_t>()[r * kChars + c]);
-        out.erase(out.find_last_not_of(' ') + 1);
-        return out;
-      };
-      std::ostringstream os;
-      os << "DistributedDataParallel: the ranks of group '" << group.name()
-         << "' hold different parameters: parameter #" << first << " is " << text_of(0) << " on rank 0";
-      for (int r = 1; r < n; ++r)
-        if (ah[r * most + first] != ah[first]) os << ", " << text_of(r) << " on rank " << r;
-      os << " (parameter counts by rank:";
-      for (int r = 0; r < n; ++r) os << " " << a[2 * r + 1];
-      os << ")";
-      throw Error(os.str());
-    }
-    // Rank 0's values everywhere (parameters, then buffers).
-    NoGradGuard no_grad;
-    std::vector<dist::WorkPtr> works;
-    std::vector<Tensor> tensors;
-    for (auto& p : s.params) tensors.push_back(p.tensor);
-    for (auto& [name, b] : module.named_buffers()) {
-      STRATA_CHECK(b.is_contiguous(), "DistributedDataParallel: buffer '", name, "' is not contiguous");
-      tensors.push_back(b);
-    }
-    for (Tensor& t : tensors) works.push_back(group.broadcast(t, 0));
-    for (auto& w : works) w->wait();
-  }
+  // Every rank must hold the same parameter list; then rank 0's values everywhere.
+  detail::check_same_parameters(group, signature, "DistributedDataParallel");
+  std::vector<Tensor> tensors;
+  for (auto& p : s.params) tensors.push_back(p.tensor);
+  detail::broadcast_from_rank0(group, std::move(tensors), module, "DistributedDataParallel");
 
   std::vector<int> order;
   for (int i = static_cast<int>(s.params.size()) - 1; i >= 0; --i) order.push_back(i);

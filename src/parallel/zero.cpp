@@ -3,27 +3,21 @@
 // Stage 3's gather / free / prefetch of units lives in zero_stage3.cpp.
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
-#include "../tensor/dispatch.h"
+#include "parallel/parameter_check.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
-#include "strata/nn/gpt.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops/elementwise.h"
+#include "tensor/dispatch.h"
+#include "tensor/rebind_storage.h"
 #include "zero_state.h"
 
 namespace strata::parallel {
 namespace {
-
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 // dst += src for any floating dtype (16-bit values are summed in float and rounded once).
 void accumulate_into(const Tensor& dst, const Tensor& src) {
@@ -47,59 +41,6 @@ void accumulate_into(const Tensor& dst, const Tensor& src) {
 }
 
 bool arithmetic(DType d) { return d == DType::Float32 || d == DType::Float64; }
-
-// Every rank must hold the same parameters; on a mismatch every rank throws naming the first
-// differing parameter as this rank sees it and the ranks that differ from rank 0.
-void check_same_parameters(dist::ProcessGroup& group, const std::vector<ZeroOptimizer::State::Param>& params) {
-  const int n = group.size();
-  if (n == 1) return;
-  std::vector<int64_t> each;
-  uint64_t h = 1469598103934665603ull;
-  for (const auto& p : params) {
-    std::ostringstream os;
-    os << p.name << " " << p.tensor.shape() << " " << p.tensor.dtype();
-    each.push_back(static_cast<int64_t>(fnv1a(os.str())));
-    h = (h ^ static_cast<uint64_t>(each.back())) * 1099511628211ull;
-  }
-  Tensor mine = from_vector(std::vector<int64_t>{static_cast<int64_t>(h), static_cast<int64_t>(each.size())}, {2});
-  Tensor all = empty({2 * n}, {.dtype = DType::Int64});
-  group.all_gather(all, mine)->wait();
-  const int64_t* a = all.data<int64_t>();
-  int64_t most = 0;
-  bool same = true;
-  for (int r = 0; r < n; ++r) {
-    same = same && a[2 * r] == a[0] && a[2 * r + 1] == a[1];
-    most = std::max(most, a[2 * r + 1]);
-  }
-  if (same) return;
-  Tensor hashes = zeros({most}, {.dtype = DType::Int64});
-  for (size_t i = 0; i < each.size(); ++i) hashes.data<int64_t>()[i] = each[i];
-  Tensor all_hashes = empty({most * n}, {.dtype = DType::Int64});
-  group.all_gather(all_hashes, hashes)->wait();
-  const int64_t* ah = all_hashes.data<int64_t>();
-  int64_t first = most;
-  std::vector<int> differ;
-  for (int64_t i = 0; i < most && first == most; ++i)
-    for (int r = 1; r < n; ++r)
-      if (ah[r * most + i] != ah[i]) first = i;
-  for (int r = 1; r < n; ++r)
-    if (first < most && ah[r * most + first] != ah[first]) differ.push_back(r);
-  std::ostringstream os;
-  os << "ZeroOptimizer: the ranks of group '" << group.name() << "' hold different parameters: parameter #" << first
-     << " is ";
-  if (first < static_cast<int64_t>(params.size())) {
-    const Tensor& t = params[static_cast<size_t>(first)].tensor;
-    os << "'" << params[static_cast<size_t>(first)].name << "' " << t.shape() << " " << t.dtype();
-  } else {
-    os << "absent";
-  }
-  os << " on this rank (" << group.rank() << "); ranks differing from rank 0:";
-  for (int r : differ) os << " " << r;
-  os << " (parameter counts by rank:";
-  for (int r = 0; r < n; ++r) os << " " << a[2 * r + 1];
-  os << ")";
-  throw Error(os.str());
-}
 
 // The groups the caller gave, mapped to parameter indices; or one group of everything.
 std::vector<int> assign_groups(const std::vector<ZeroOptimizer::State::Param>& params,
@@ -154,25 +95,21 @@ std::unique_ptr<optim::Optimizer> make_inner(const InnerOptimizer& inner, std::v
   return out;
 }
 
-}  // namespace
+// --- construction, step by step ---
 
-// --- construction ---
+using State = ZeroOptimizer::State;
 
-ZeroOptimizer::ZeroOptimizer(nn::Module& module, InnerOptimizer inner, dist::ProcessGroup& group, ZeroOptions options,
-                             std::vector<optim::ParamGroup> groups)
-    : module_(module), group_(group), state_(std::make_shared<State>()) {
-  State& s = *state_;
+void check_options(const ZeroOptions& options) {
   STRATA_CHECK(options.stage >= 0 && options.stage <= 3, "ZeroOptimizer: stage ", options.stage,
                " is not a ZeRO stage; expected 0 (DDP), 1 (optimizer state), 2 (+ gradients) or 3 (+ parameters)");
   STRATA_CHECK(options.master_dtype == DType::Float32 || options.master_dtype == DType::Float64,
                "ZeroOptimizer: master_dtype ", options.master_dtype, " is not float32 or float64");
   STRATA_CHECK(options.bucket_cap_bytes > 0, "ZeroOptimizer: bucket_cap_bytes must be positive, got ",
                options.bucket_cap_bytes);
-  s.group = &group;
-  s.options = options;
-  s.rank = group.rank();
-  s.world = group.size();
+}
 
+// The module's trainable parameters, each once, in registration order: CPU, contiguous, one dtype.
+void collect_parameters(State& s, nn::Module& module) {
   std::unordered_set<const TensorImpl*> seen;
   for (auto& [name, t] : module.named_parameters()) {
     if (!t.requires_grad() || !seen.insert(t.impl()).second) continue;
@@ -187,172 +124,274 @@ ZeroOptimizer::ZeroOptimizer(nn::Module& module, InnerOptimizer inner, dist::Pro
     s.params.push_back({.name = name, .tensor = t});
   }
   STRATA_CHECK(!s.params.empty(), "ZeroOptimizer: the module has no trainable parameters");
-  check_same_parameters(group, s.params);
-  const std::vector<int> param_group = assign_groups(s.params, groups);
-  for (size_t i = 0; i < s.params.size(); ++i) s.params[i].group = param_group[i];
-  s.num_groups = groups.empty() ? 1 : static_cast<int>(groups.size());
+}
 
-  // Buckets: stage 3 one per unit (units in reverse registration order, the root last, which
-  // is the order backward completes them); otherwise by size in reverse registration order.
-  std::vector<std::vector<int>> members;
-  std::vector<const nn::Module*> unit_of_bucket;
-  if (options.stage == 3) {
-    std::function<bool(const std::string&, const nn::Module&)> is_unit = options.is_unit;
-    if (!is_unit) is_unit = [](const std::string&, const nn::Module& m) { return dynamic_cast<const nn::Block*>(&m) != nullptr; };
-    std::unordered_map<const TensorImpl*, int> index;
-    for (size_t i = 0; i < s.params.size(); ++i) index[s.params[i].tensor.impl()] = static_cast<int>(i);
-    std::vector<bool> taken(s.params.size(), false);
-    std::vector<std::pair<const nn::Module*, std::vector<int>>> units;
-    // Depth-first over the tree; the outermost unit claims a subtree.
-    std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>> stack;
-    auto children = module.named_children();
-    for (auto it = children.rbegin(); it != children.rend(); ++it) stack.push_back(*it);
-    while (!stack.empty()) {
-      auto [name, child] = stack.back();
-      stack.pop_back();
-      if (is_unit(name, *child)) {
-        std::vector<int> mine;
-        for (auto& [pname, t] : child->named_parameters()) {
-          auto it = index.find(t.impl());
-          if (it == index.end() || taken[it->second]) continue;
-          taken[it->second] = true;
-          mine.push_back(it->second);
-        }
-        if (!mine.empty()) units.emplace_back(child.get(), std::move(mine));
-        continue;
-      }
-      auto grand = child->named_children();
-      for (auto it = grand.rbegin(); it != grand.rend(); ++it) stack.emplace_back(name + "." + it->first, it->second);
+// Every rank must hold the same parameters (a mismatch throws on every rank alike).
+void check_same_parameters(dist::ProcessGroup& group, const std::vector<State::Param>& params) {
+  std::vector<std::string> descriptions;
+  for (const auto& p : params) descriptions.push_back(detail::describe_parameter(p.name, p.tensor));
+  detail::check_same_parameters(group, descriptions, "ZeroOptimizer");
+}
+
+// Which parameters go into which bucket, in launch order.
+struct BucketPlan {
+  std::vector<std::vector<int>> members;  // parameter indices, per bucket
+  std::vector<const nn::Module*> units;   // stage 3: each bucket's unit (null: the root unit)
+  int root_bucket = -1;                   // stage 3: the bucket of the parameters in no unit
+};
+
+// Stages 0-2: size-capped buckets in reverse registration order (the order backward
+// produces the gradients); a parameter larger than the cap gets a bucket of its own.
+BucketPlan plan_size_buckets(const State& s) {
+  BucketPlan plan;
+  const int64_t elem = static_cast<int64_t>(dtype_size(s.param_dtype));
+  int64_t have = 0;
+  for (int i = static_cast<int>(s.params.size()) - 1; i >= 0; --i) {
+    const int64_t bytes = s.params[static_cast<size_t>(i)].tensor.numel() * elem;
+    if (plan.members.empty() || (have > 0 && have + bytes > s.options.bucket_cap_bytes)) {
+      plan.members.emplace_back();
+      plan.units.push_back(nullptr);
+      have = 0;
     }
-    for (auto it = units.rbegin(); it != units.rend(); ++it) {
-      members.push_back(it->second);
-      unit_of_bucket.push_back(it->first);
-    }
-    std::vector<int> root;
-    for (size_t i = 0; i < s.params.size(); ++i)
-      if (!taken[i]) root.push_back(static_cast<int>(i));
-    if (!root.empty()) {
-      members.push_back(root);
-      unit_of_bucket.push_back(nullptr);
-      s.root_bucket = static_cast<int>(members.size()) - 1;
-    }
-  } else {
-    const int64_t elem = static_cast<int64_t>(dtype_size(s.param_dtype));
-    int64_t have = 0;
-    for (int i = static_cast<int>(s.params.size()) - 1; i >= 0; --i) {
-      const int64_t bytes = s.params[i].tensor.numel() * elem;
-      if (members.empty() || (have > 0 && have + bytes > options.bucket_cap_bytes)) {
-        members.emplace_back();
-        unit_of_bucket.push_back(nullptr);
-        have = 0;
-      }
-      members.back().push_back(i);
-      have += bytes;
-    }
+    plan.members.back().push_back(i);
+    have += bytes;
   }
+  return plan;
+}
 
-  // Pack, then broadcast rank 0's values (one broadcast per bucket, plus the buffers).
-  NoGradGuard no_grad;
-  const bool sharded = options.stage >= 1;
+// Stage 3's units in registration order, each with the parameters it claims: a depth-first
+// walk in which the outermost module that `is_unit` matches claims its whole subtree.
+std::vector<std::pair<const nn::Module*, std::vector<int>>> find_units(const State& s, nn::Module& module,
+                                                                       const nn::ModulePredicate& is_unit,
+                                                                       std::vector<bool>& taken) {
+  std::unordered_map<const TensorImpl*, int> index;
+  for (size_t i = 0; i < s.params.size(); ++i) index[s.params[i].tensor.impl()] = static_cast<int>(i);
+  std::vector<std::pair<const nn::Module*, std::vector<int>>> units;
+  std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>> stack;
+  auto children = module.named_children();
+  for (auto it = children.rbegin(); it != children.rend(); ++it) stack.push_back(*it);
+  while (!stack.empty()) {
+    auto [name, child] = stack.back();
+    stack.pop_back();
+    if (is_unit(name, *child)) {
+      std::vector<int> mine;
+      for (auto& [pname, t] : child->named_parameters()) {
+        auto it = index.find(t.impl());
+        if (it == index.end() || taken[static_cast<size_t>(it->second)]) continue;
+        taken[static_cast<size_t>(it->second)] = true;
+        mine.push_back(it->second);
+      }
+      if (!mine.empty()) units.emplace_back(child.get(), std::move(mine));
+      continue;
+    }
+    auto grand = child->named_children();
+    for (auto it = grand.rbegin(); it != grand.rend(); ++it) stack.emplace_back(name + "." + it->first, it->second);
+  }
+  return units;
+}
+
+// Stage 3: one bucket per unit, units in reverse registration order and the root unit (the
+// parameters in no unit) last, which is the order backward completes them.
+BucketPlan plan_unit_buckets(const State& s, nn::Module& module) {
+  nn::ModulePredicate is_unit = s.options.is_unit ? s.options.is_unit : nn::is_transformer_block;
+  std::vector<bool> taken(s.params.size(), false);
+  auto units = find_units(s, module, is_unit, taken);
+  BucketPlan plan;
+  for (auto it = units.rbegin(); it != units.rend(); ++it) {
+    plan.members.push_back(it->second);
+    plan.units.push_back(it->first);
+  }
+  std::vector<int> root;
+  for (size_t i = 0; i < s.params.size(); ++i)
+    if (!taken[i]) root.push_back(static_cast<int>(i));
+  if (!root.empty()) {
+    plan.members.push_back(root);
+    plan.units.push_back(nullptr);
+    plan.root_bucket = static_cast<int>(plan.members.size()) - 1;
+  }
+  return plan;
+}
+
+// Builds the buckets of `plan` and moves every parameter into its bucket: its values are
+// copied there and it becomes a view of the bucket (the same TensorImpl, so modules,
+// optimizers and autograd keep their handles).
+void pack_buckets(State& s, BucketPlan plan) {
   int64_t global = 0;
-  s.buckets.resize(members.size());
-  for (size_t bi = 0; bi < members.size(); ++bi) {
+  s.buckets.resize(plan.members.size());
+  s.root_bucket = plan.root_bucket;
+  for (size_t bi = 0; bi < plan.members.size(); ++bi) {
     State::Bucket& b = s.buckets[bi];
-    b.params = members[bi];
-    b.unit = unit_of_bucket[bi];
+    b.params = std::move(plan.members[bi]);
+    b.unit = plan.units[bi];
     std::vector<std::pair<std::string, Shape>> entries;
-    for (int i : b.params) entries.emplace_back(s.params[i].name, s.params[i].tensor.shape());
+    for (int i : b.params) {
+      const State::Param& p = s.params[static_cast<size_t>(i)];
+      entries.emplace_back(p.name, p.tensor.shape());
+    }
     b.param = std::make_unique<FlatBuffer>(s.param_dtype, entries, s.world, global);
     b.grad = std::make_unique<FlatBuffer>(s.param_dtype, entries, s.world, global);
     global += b.param->numel();
     b.param->allocate();
     for (size_t e = 0; e < b.params.size(); ++e) {
-      State::Param& p = s.params[b.params[e]];
+      State::Param& p = s.params[static_cast<size_t>(b.params[e])];
       p.bucket = static_cast<int>(bi);
       p.entry = e;
       b.param->view(e).copy_(p.tensor);
-      // The parameter now lives in the bucket: same TensorImpl (modules, optimizers and
-      // autograd keep their handles), new storage.
-      TensorImpl* impl = p.tensor.impl();
-      impl->storage = b.param->data().storage();
-      impl->offset = b.param->data().offset() + b.param->entries()[e].offset;
+      const Tensor& bucket = b.param->data();
+      detail::rebind_storage(p.tensor, bucket.storage(), bucket.offset() + b.param->entries()[e].offset);
     }
   }
-  if (s.world > 1) {
-    std::vector<dist::WorkPtr> works;
-    std::vector<Tensor> tensors;
-    for (auto& b : s.buckets) tensors.push_back(b.param->data());
-    for (auto& [name, t] : module.named_buffers()) {
-      STRATA_CHECK(t.is_contiguous(), "ZeroOptimizer: buffer '", name, "' is not contiguous");
-      tensors.push_back(t);
-    }
-    for (Tensor& t : tensors) works.push_back(group.broadcast(t, 0));
-    for (auto& w : works) w->wait();
-  }
+}
 
-  // Shards, master weights, pieces and the inner optimizer's groups.
+// Rank 0's parameter values (one broadcast per bucket) and buffers everywhere.
+void broadcast_buckets(State& s, nn::Module& module) {
+  std::vector<Tensor> tensors;
+  for (auto& b : s.buckets) tensors.push_back(b.param->data());
+  detail::broadcast_from_rank0(*s.group, std::move(tensors), module, "ZeroOptimizer");
+}
+
+// This rank's part of bucket b: its parameter shard (stage 3: a copy, and the full bucket
+// released), its gradients (stages 0-1: the full bucket, the parameters' .grad() views into
+// it when the dtype allows; stages 2-3: only a shard) and its master weights.
+void shard_bucket(State& s, State::Bucket& b) {
+  const int stage = s.options.stage;
+  const bool sharded = stage >= 1;
+  b.own_begin = sharded ? b.param->shard_begin(s.rank) : 0;
+  b.own_numel = sharded ? b.param->shard_numel() : b.param->numel();
+  if (stage == 3) {
+    b.param_shard = b.param->data().narrow(0, b.own_begin, b.own_numel).clone();
+    b.param->release();
+  } else {
+    b.param_shard = b.param->data().narrow(0, b.own_begin, b.own_numel);
+  }
+  if (stage <= 1) {
+    b.grad->allocate();
+    b.grad_shard = b.grad->data().narrow(0, b.own_begin, b.own_numel);
+    if (arithmetic(s.param_dtype)) {
+      for (size_t e = 0; e < b.params.size(); ++e)
+        s.params[static_cast<size_t>(b.params[e])].tensor.set_grad(b.grad->view(e));
+    }
+  } else {
+    b.grad_shard = zeros({b.own_numel}, {.dtype = s.param_dtype});
+  }
+  b.master_separate = s.param_dtype != s.options.master_dtype;
+  b.master = b.master_separate ? b.param_shard.to(s.options.master_dtype) : b.param_shard;
+}
+
+// What the inner optimizer updates in bucket b, added to the parameter's group: at stage 0
+// whole parameters in their shapes, otherwise the 1-D overlaps of parameters with the shard.
+void add_pieces(const State& s, State::Bucket& b, std::vector<optim::ParamGroup>& inner_groups) {
+  auto add = [&](Tensor piece, int64_t begin, size_t entry) {
+    b.pieces.push_back(std::move(piece));
+    b.piece_begin.push_back(begin);
+    const int group = s.params[static_cast<size_t>(b.params[entry])].group;
+    inner_groups[static_cast<size_t>(group)].params.push_back(b.pieces.back());
+  };
+  if (s.options.stage == 0) {
+    for (size_t e = 0; e < b.params.size(); ++e) {
+      const auto& entry = b.param->entries()[e];
+      add(b.master.narrow(0, entry.offset, entry.numel).view(entry.shape), entry.offset, e);
+    }
+  } else {
+    for (const FlatBuffer::Piece& pc : b.param->pieces(s.rank))
+      add(b.master.narrow(0, pc.shard_offset, pc.numel), pc.shard_offset, pc.entry);
+  }
+}
+
+// Shards every bucket; returns the inner optimizer's groups (the user's lr and weight
+// decay, and this rank's pieces).
+std::vector<optim::ParamGroup> shard_buckets(State& s, const std::vector<optim::ParamGroup>& groups) {
   std::vector<optim::ParamGroup> inner_groups(static_cast<size_t>(s.num_groups));
   for (size_t g = 0; g < groups.size(); ++g) {
     inner_groups[g].lr = groups[g].lr;
     inner_groups[g].weight_decay = groups[g].weight_decay;
     inner_groups[g].initial_lr = groups[g].initial_lr;
   }
-  const bool separate = s.param_dtype != options.master_dtype;
   for (State::Bucket& b : s.buckets) {
-    b.own_begin = sharded ? b.param->shard_begin(s.rank) : 0;
-    b.own_numel = sharded ? b.param->shard_numel() : b.param->numel();
-    if (options.stage == 3) {
-      b.param_shard = b.param->data().narrow(0, b.own_begin, b.own_numel).clone();
-      b.param->release();
-    } else {
-      b.param_shard = b.param->data().narrow(0, b.own_begin, b.own_numel);
-    }
-    if (options.stage <= 1) {
-      b.grad->allocate();
-      b.grad_shard = b.grad->data().narrow(0, b.own_begin, b.own_numel);
-      if (arithmetic(s.param_dtype)) {
-        for (size_t e = 0; e < b.params.size(); ++e) s.params[b.params[e]].tensor.set_grad(b.grad->view(e));
-      }
-    } else {
-      b.grad_shard = zeros({b.own_numel}, {.dtype = s.param_dtype});
-    }
-    b.master_separate = separate;
-    b.master = separate ? b.param_shard.to(options.master_dtype) : b.param_shard;
-    // Pieces: stage 0 whole parameters in their shapes; otherwise 1-D overlaps with the shard.
-    if (!sharded) {
-      for (size_t e = 0; e < b.params.size(); ++e) {
-        const auto& entry = b.param->entries()[e];
-        b.pieces.push_back(b.master.narrow(0, entry.offset, entry.numel).view(entry.shape));
-        b.piece_begin.push_back(entry.offset);
-        inner_groups[static_cast<size_t>(s.params[b.params[e]].group)].params.push_back(b.pieces.back());
-      }
-    } else {
-      for (const FlatBuffer::Piece& pc : b.param->pieces(s.rank)) {
-        b.pieces.push_back(b.master.narrow(0, pc.shard_offset, pc.numel));
-        b.piece_begin.push_back(pc.shard_offset);
-        inner_groups[static_cast<size_t>(s.params[b.params[pc.entry]].group)].params.push_back(b.pieces.back());
-      }
-    }
+    shard_bucket(s, b);
+    add_pieces(s, b, inner_groups);
   }
-  s.inner = make_inner(inner, std::move(inner_groups), !groups.empty());
-  STRATA_CHECK(options.stage == 0 || s.inner->is_elementwise(), "ZeroOptimizer: stage ", options.stage,
-               " shards the optimizer state, which needs an optimizer whose update is elementwise "
-               "(Optimizer::is_elementwise(): SGD, Adam, AdamW); the optimizer given is not. Use stage 0 for it");
+  return inner_groups;
+}
 
-  // Hooks: one per parameter, plus stage 3's module hooks.
-  std::weak_ptr<State> weak = state_;
+// One post-accumulate-grad hook per parameter (plus stage 3's module hooks). The hooks hold
+// the state weakly: they may outlive the optimizer.
+void install_hooks(const std::shared_ptr<State>& state, nn::Module& module) {
+  State& s = *state;
+  std::weak_ptr<State> weak = state;
   for (size_t i = 0; i < s.params.size(); ++i) {
     s.params[i].tensor.register_post_accumulate_grad_hook([weak, i](Tensor&) {
       if (auto st = weak.lock()) st->on_ready(static_cast<int>(i));
     });
   }
   for (auto& b : s.buckets) b.pending = static_cast<int>(b.params.size());
-  if (options.stage == 3) s.install_stage3_hooks(module);
+  if (s.options.stage == 3) s.install_stage3_hooks(module);
+}
+
+}  // namespace
+
+ZeroOptimizer::ZeroOptimizer(nn::Module& module, InnerOptimizer inner, dist::ProcessGroup& group, ZeroOptions options,
+                             std::vector<optim::ParamGroup> groups)
+    : module_(module), group_(group), state_(std::make_shared<State>()) {
+  check_options(options);
+  State& s = *state_;
+  s.group = &group;
+  s.options = std::move(options);
+  s.rank = group.rank();
+  s.world = group.size();
+
+  collect_parameters(s, module);
+  check_same_parameters(group, s.params);
+  const std::vector<int> param_group = assign_groups(s.params, groups);
+  for (size_t i = 0; i < s.params.size(); ++i) s.params[i].group = param_group[i];
+  s.num_groups = groups.empty() ? 1 : static_cast<int>(groups.size());
+
+  BucketPlan plan = s.options.stage == 3 ? plan_unit_buckets(s, module) : plan_size_buckets(s);
+  NoGradGuard no_grad;
+  pack_buckets(s, std::move(plan));
+  broadcast_buckets(s, module);
+  std::vector<optim::ParamGroup> inner_groups = shard_buckets(s, groups);
+  s.inner = make_inner(inner, std::move(inner_groups), !groups.empty());
+  STRATA_CHECK(s.options.stage == 0 || s.inner->is_elementwise(), "ZeroOptimizer: stage ", s.options.stage,
+               " shards the optimizer state, which needs an optimizer whose update is elementwise "
+               "(Optimizer::is_elementwise(): SGD, Adam, AdamW); the optimizer given is not. Use stage 0 for it");
+  install_hooks(state_, module);
 }
 
 ZeroOptimizer::~ZeroOptimizer() = default;
 
 // --- gradients ---
+
+namespace {
+
+// Stages 0-1: the parameter's gradient lands in its slot of the gradient bucket. Float32/64
+// keep the slot as .grad() (AccumulateGrad then adds in place); 16-bit gradients are added
+// here (AccumulateGrad cannot add in place for them) and .grad() is cleared.
+void gradient_into_bucket(const State& s, State::Param& p, State::Bucket& b) {
+  Tensor g = p.tensor.grad();
+  Tensor view = b.grad->view(p.entry);
+  if (arithmetic(s.param_dtype)) {
+    // Not the bucket view (set to none or replaced): it holds the whole gradient.
+    if (g.defined() && !(g.raw_data() == view.raw_data() && g.is_contiguous())) view.copy_(g);
+    p.tensor.set_grad(view);
+  } else if (g.defined()) {
+    accumulate_into(view, g);
+    p.tensor.set_grad(Tensor());
+  }
+}
+
+// Stages 2-3: a bucket's full gradient exists only while needed; this makes it exist (zero
+// when it was released, or fresh).
+void ensure_full_gradient(FlatBuffer& grad) {
+  if (!grad.allocated()) {
+    grad.allocate();
+  } else if (grad.released()) {
+    grad.reallocate();
+    grad.data().zero_();
+  }
+}
+
+}  // namespace
 
 void ZeroOptimizer::State::on_ready(int index) {
   NoGradGuard no_grad;
@@ -371,26 +410,11 @@ void ZeroOptimizer::State::on_ready(int index) {
   STRATA_CHECK(!p.ready, "ZeroOptimizer: parameter '", p.name,
                "' was marked ready twice in one backward pass (is it registered twice?)");
   p.ready = true;
-  Tensor g = p.tensor.grad();
   if (options.stage <= 1) {
-    Tensor view = b.grad->view(p.entry);
-    if (arithmetic(param_dtype)) {
-      // Not the bucket view (set to none or replaced): it holds the whole gradient.
-      if (g.defined() && !(g.raw_data() == view.raw_data() && g.is_contiguous())) view.copy_(g);
-      p.tensor.set_grad(view);
-    } else if (g.defined()) {
-      accumulate_into(view, g);  // 16-bit: AccumulateGrad cannot add in place, so ZeRO does
-      p.tensor.set_grad(Tensor());
-    }
+    gradient_into_bucket(*this, p, b);
   } else {
-    if (b.grad->released() || !b.grad->allocated()) {
-      if (!b.grad->allocated()) {
-        b.grad->allocate();
-      } else {
-        b.grad->reallocate();
-        b.grad->data().zero_();
-      }
-    }
+    ensure_full_gradient(*b.grad);
+    Tensor g = p.tensor.grad();
     if (g.defined()) {
       if (b.local_sums) {
         accumulate_into(b.grad->view(p.entry), g);  // onto the no_sync() micro-batches' sum
@@ -411,25 +435,13 @@ void ZeroOptimizer::State::on_ready(int index) {
 // no_sync(): the gradient joins this rank's local sum, nothing is launched. Stages 0-1 sum in
 // the gradient buckets as a synchronised pass does; stages 2-3 keep the full bucket.
 void ZeroOptimizer::State::accumulate_locally(Param& p, Bucket& b) {
-  Tensor g = p.tensor.grad();
   unsynced = true;
   if (options.stage <= 1) {
-    Tensor view = b.grad->view(p.entry);
-    if (arithmetic(param_dtype)) {
-      if (g.defined() && !(g.raw_data() == view.raw_data() && g.is_contiguous())) view.copy_(g);
-      p.tensor.set_grad(view);
-    } else if (g.defined()) {
-      accumulate_into(view, g);
-      p.tensor.set_grad(Tensor());
-    }
+    gradient_into_bucket(*this, p, b);
     return;
   }
-  if (!b.grad->allocated()) {
-    b.grad->allocate();
-  } else if (b.grad->released()) {
-    b.grad->reallocate();
-    b.grad->data().zero_();
-  }
+  ensure_full_gradient(*b.grad);
+  Tensor g = p.tensor.grad();
   if (g.defined()) accumulate_into(b.grad->view(p.entry), g);
   p.tensor.set_grad(Tensor());
   b.local_sums = true;
@@ -696,16 +708,6 @@ std::vector<int64_t> ZeroOptimizer::bucket_bytes() const {
   std::vector<int64_t> out;
   for (const auto& b : state_->buckets) out.push_back(static_cast<int64_t>(b.param->nbytes()));
   return out;
-}
-
-double ring_wire_bytes(const dist::CommStats& stats, int n) {
-  auto bytes = [&](dist::OpType op) {
-    auto it = stats.find(op);
-    return it == stats.end() ? 0.0 : static_cast<double>(it->second.bytes);
-  };
-  const double f = static_cast<double>(n - 1) / n;
-  return 2 * f * bytes(dist::OpType::AllReduce) + f * bytes(dist::OpType::ReduceScatter) +
-         (n - 1) * bytes(dist::OpType::AllGather) + bytes(dist::OpType::Broadcast);
 }
 
 }  // namespace strata::parallel

@@ -9,6 +9,19 @@ namespace {
 
 constexpr double kClip = 0.05;  // below the tiny GPT's gradient norm: clipping is active
 
+// Bytes a ring implementation moves per rank for the ops in `stats` on a group of n ranks:
+// all_reduce 2(n-1)/n x its bytes, reduce_scatter (n-1)/n x its input, all_gather (n-1) x its
+// contribution, broadcast its bytes. Stages 1-2 move what DDP moves; stage 3 1.5x.
+double ring_wire_bytes(const dist::CommStats& stats, int n) {
+  auto bytes = [&](dist::OpType op) {
+    auto it = stats.find(op);
+    return it == stats.end() ? 0.0 : static_cast<double>(it->second.bytes);
+  };
+  const double f = static_cast<double>(n - 1) / n;
+  return 2 * f * bytes(dist::OpType::AllReduce) + f * bytes(dist::OpType::ReduceScatter) +
+         (n - 1) * bytes(dist::OpType::AllGather) + bytes(dist::OpType::Broadcast);
+}
+
 // Float32 with SGD (momentum, weight decay) and clipping by the global norm: the 1e-5.
 TEST(Zero, StagesMatchStageZeroFloat32WithSgdAndClipping) {
   const int n = dist::world().size();

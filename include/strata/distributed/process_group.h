@@ -16,8 +16,8 @@ namespace strata::dist {
 struct P2POp {
   enum class Kind : uint8_t { Send, Recv };
   Kind kind = Kind::Send;
-  Tensor tensor;  // send: the data; recv: where it lands (same size as the matching send)
-  int peer = 0;   // group rank of the destination (send) or source (recv)
+  Tensor tensor = {};  // send: the data; recv: where it lands (same size as the matching send)
+  int peer = 0;        // group rank of the destination (send) or source (recv)
 
   static P2POp send(const Tensor& tensor, int dst) { return {Kind::Send, tensor, dst}; }
   static P2POp recv(const Tensor& tensor, int src) { return {Kind::Recv, tensor, src}; }

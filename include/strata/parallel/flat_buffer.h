@@ -31,8 +31,8 @@ namespace strata::parallel {
 class FlatBuffer {
  public:
   struct Entry {
-    std::string name;
-    Shape shape;
+    std::string name = {};
+    Shape shape = {};
     int64_t offset = 0;  // in elements, from the start of the buffer
     int64_t numel = 0;
   };

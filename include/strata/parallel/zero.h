@@ -46,6 +46,7 @@
 #include "strata/checkpoint/safetensors.h"
 #include "strata/distributed/process_group.h"
 #include "strata/nn/module.h"
+#include "strata/nn/module_predicates.h"
 #include "strata/optim/adam.h"
 #include "strata/optim/optimizer.h"
 #include "strata/optim/sgd.h"
@@ -61,11 +62,11 @@ struct ZeroOptions {
   DType master_dtype = DType::Float32;  // master weights and optimizer state
   // Stages 0-2: bucket size (bytes of parameters per bucket; a larger parameter gets its own).
   int64_t bucket_cap_bytes = int64_t{25} << 20;
-  // Stage 3: whether a module (by its name in the model, "h.0") is a unit. Default: every
-  // nn::Block. A unit's forward should return through HookScope::output() so that its
-  // parameters can be freed between forward and backward; otherwise they stay gathered
-  // until its gradients are reduced.
-  std::function<bool(const std::string& name, const nn::Module& module)> is_unit;
+  // Stage 3: whether a module (by its name in the model, "h.0") is a unit. Default: each
+  // nn::Block (nn::is_transformer_block; an empty function means the same). A unit's forward
+  // should return through HookScope::output() so that its parameters can be freed between
+  // forward and backward; otherwise they stay gathered until its gradients are reduced.
+  nn::ModulePredicate is_unit = nn::is_transformer_block;
   bool prefetch = true;  // stage 3: gather the next unit while the current one computes
 };
 
@@ -174,10 +175,5 @@ class ZeroOptimizer {
   dist::ProcessGroup& group_;
   std::shared_ptr<State> state_;
 };
-
-// Bytes a ring implementation moves per rank for the ops in `stats` on a group of n ranks:
-// all_reduce 2(n-1)/n x its bytes, reduce_scatter (n-1)/n x its input, all_gather (n-1) x its
-// contribution, broadcast its bytes. Stages 1-2 move what DDP moves; stage 3 1.5x.
-double ring_wire_bytes(const dist::CommStats& stats, int n);
 
 }  // namespace strata::parallel

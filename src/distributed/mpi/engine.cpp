@@ -420,15 +420,19 @@ void Engine::publish() {
   }
 }
 
+// One round over the queue and the started ops (progress lock held). The steps run in this
+// order on every pass; each says whether anything moved.
 bool Engine::step(Clock::time_point now) {
+  bool progressed = start_side_ops();
+  progressed |= start_in_order();
+  progressed |= poll_active(now);
+  progressed |= expire_queued(now);
+  return progressed;
+}
+
+// Side-channel ops skip the issue order (Op::start_at_submit).
+bool Engine::start_side_ops() {
   bool progressed = false;
-  // Start queued ops in issue order, but only once every started op has posted its last
-  // stage: a multi-stage op (debug signature check, split) must not be overtaken.
-  auto all_final = [&] {
-    return std::all_of(active_.begin(), active_.end(),
-                       [](const std::unique_ptr<Op>& o) { return o->next_stage >= o->stages.size(); });
-  };
-  // Side-channel ops skip the issue order (Op::start_at_submit).
   for (size_t i = 0; i < queue_.size();) {
     if (!queue_[i]->start_at_submit) {
       ++i;
@@ -445,7 +449,19 @@ bool Engine::step(Clock::time_point now) {
     }
     active_.push_back(std::move(op));
   }
-  while (!queue_.empty() && all_final()) {
+  return progressed;
+}
+
+bool Engine::all_stages_posted() const {
+  return std::all_of(active_.begin(), active_.end(),
+                     [](const std::unique_ptr<Op>& o) { return o->next_stage >= o->stages.size(); });
+}
+
+// Starts queued ops in issue order, but only once every started op has posted its last
+// stage: a multi-stage op (debug signature check, split) must not be overtaken.
+bool Engine::start_in_order() {
+  bool progressed = false;
+  while (!queue_.empty() && all_stages_posted()) {
     std::unique_ptr<Op> op = std::move(queue_.front());
     queue_.pop_front();
     progressed = true;
@@ -471,88 +487,98 @@ bool Engine::step(Clock::time_point now) {
     }
     active_.push_back(std::move(op));
   }
+  return progressed;
+}
 
+// Every started op: test its requests, move it on when they completed, expire it past its
+// deadline. Ops that end leave active_ (failed ones with requests posted go to zombies_).
+bool Engine::poll_active(Clock::time_point now) {
+  bool progressed = false;
   for (size_t i = 0; i < active_.size();) {
     Op& op = *active_[i];
+    Fate fate = Fate::Active;
     int flag = 1;
-    if (!op.requests.empty()) {
-      op.statuses.resize(op.requests.size());
-      int rc = MPI_Testall(static_cast<int>(op.requests.size()), op.requests.data(), &flag, op.statuses.data());
-      if (rc != MPI_SUCCESS) {
-        int code = rc;
-        if (rc == MPI_ERR_IN_STATUS)
-          for (auto& st : op.statuses)
-            if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) code = st.MPI_ERROR;
-        std::string why = "MPI reported an error: " + mpi_error_string(code);
-        if (op.group && op.seq >= 0) {
-          std::vector<int> missing = op.group->missing(op.seq);
-          if (!missing.empty()) why += "; " + op.group->describe_ranks(missing) + " had not reached it";
-        }
-        fail(op, why, true);
-        zombies_.push_back(std::move(active_[i]));
-        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
-        progressed = true;
-        continue;
-      }
+    if (!op.requests.empty()) fate = test_requests(op, flag);
+    if (fate == Fate::Active && flag) fate = advance(op, progressed);
+    if (fate == Fate::Active && (!flag || op.poll) && now > op.deadline) {
+      time_out(op);
+      fate = Fate::Zombie;  // its requests can never be cancelled: keep the buffers they write to alive
     }
-    if (flag) {
-      op.requests.clear();  // all completed (MPI_REQUEST_NULL)
-      bool finished = false;
-      bool polled = false;
-      const bool finished_stages = op.next_stage >= op.stages.size();
-      try {
-        if (!finished_stages) {
-          start_stage(op);
-          progressed = true;
-        } else {
-          PollResult r = PollResult::Done;
-          if (op.poll) {
-            polled = true;
-            r = op.poll(op);
-          }
-          if (r == PollResult::Done) {
-            if (op.finish) op.finish(op);
-            complete(op);
-            finished = true;
-          }
-          if (r != PollResult::Waiting) progressed = true;
-        }
-      } catch (const std::exception& e) {
-        std::string why = e.what();
-        // A poll-driven op may have requests posted that will now never be waited for.
-        const bool pending = polled || !op.requests.empty();
-        if (polled && op.group && op.seq >= 0) {
-          drain_watch();  // the freshest view of who entered (a peer's notice may be in flight)
-          std::vector<int> missing = op.group->missing(op.seq);
-          if (!missing.empty()) why += "; " + op.group->describe_ranks(missing) + " had not reached it";
-        }
-        // A stage's failure breaks the group unless every rank fails alike (Op, engine.h);
-        // finish runs after the collective completed everywhere.
-        const bool in_stage = !finished_stages;
-        fail(op, why, pending || (in_stage && !op.failure_is_collective));
-        if (pending) zombies_.push_back(std::move(active_[i]));
-        finished = true;
-        progressed = true;
-      }
-      if (finished) {
-        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
-        continue;
-      }
+    if (fate == Fate::Active) {
+      ++i;
+      continue;
     }
-    if (!flag || op.poll) {
-      if (now > op.deadline) {
-        time_out(op);
-        // Its requests can never be cancelled: keep the buffers they write to alive.
-        zombies_.push_back(std::move(active_[i]));
-        active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
-        progressed = true;
-        continue;
-      }
-    }
-    ++i;
+    if (fate == Fate::Zombie) zombies_.push_back(std::move(active_[i]));
+    active_.erase(active_.begin() + static_cast<std::ptrdiff_t>(i));
+    progressed = true;
   }
+  return progressed;
+}
 
-  // A queued op can expire while it waits behind an earlier op (of another group).
+// MPI_Testall on the op's requests; `flag` says whether all completed. An MPI error fails
+// the op and breaks the group.
+Engine::Fate Engine::test_requests(Op& op, int& flag) {
+  op.statuses.resize(op.requests.size());
+  int rc = MPI_Testall(static_cast<int>(op.requests.size()), op.requests.data(), &flag, op.statuses.data());
+  if (rc == MPI_SUCCESS) return Fate::Active;
+  int code = rc;
+  if (rc == MPI_ERR_IN_STATUS)
+    for (auto& st : op.statuses)
+      if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) code = st.MPI_ERROR;
+  std::string why = "MPI reported an error: " + mpi_error_string(code);
+  if (op.group && op.seq >= 0) {
+    std::vector<int> missing = op.group->missing(op.seq);
+    if (!missing.empty()) why += "; " + op.group->describe_ranks(missing) + " had not reached it";
+  }
+  fail(op, why, true);
+  return Fate::Zombie;
+}
+
+// The op's requests completed: start its next stage, or poll it (Op::poll) and finish it
+// once done. A throw fails the op.
+Engine::Fate Engine::advance(Op& op, bool& progressed) {
+  op.requests.clear();  // all completed (MPI_REQUEST_NULL)
+  bool polled = false;
+  const bool finished_stages = op.next_stage >= op.stages.size();
+  try {
+    if (!finished_stages) {
+      start_stage(op);
+      progressed = true;
+      return Fate::Active;
+    }
+    PollResult r = PollResult::Done;
+    if (op.poll) {
+      polled = true;
+      r = op.poll(op);
+    }
+    if (r != PollResult::Waiting) progressed = true;
+    if (r != PollResult::Done) return Fate::Active;
+    if (op.finish) op.finish(op);
+    complete(op);
+    return Fate::Retired;
+  } catch (const std::exception& e) {
+    progressed = true;
+    return fail_advanced(op, e.what(), polled, /*in_stage=*/!finished_stages);
+  }
+}
+
+Engine::Fate Engine::fail_advanced(Op& op, std::string why, bool polled, bool in_stage) {
+  // A poll-driven op may have requests posted that will now never be waited for.
+  const bool pending = polled || !op.requests.empty();
+  if (polled && op.group && op.seq >= 0) {
+    drain_watch();  // the freshest view of who entered (a peer's notice may be in flight)
+    std::vector<int> missing = op.group->missing(op.seq);
+    if (!missing.empty()) why += "; " + op.group->describe_ranks(missing) + " had not reached it";
+  }
+  // A stage's failure breaks the group unless every rank fails alike (Op, engine.h);
+  // finish runs after the collective completed everywhere.
+  fail(op, why, pending || (in_stage && !op.failure_is_collective));
+  return pending ? Fate::Zombie : Fate::Retired;
+}
+
+// A queued op can expire while it waits behind an earlier op (of another group).
+bool Engine::expire_queued(Clock::time_point now) {
+  bool progressed = false;
   for (size_t i = 0; i < queue_.size();) {
     Op& op = *queue_[i];
     if (now > op.deadline) {

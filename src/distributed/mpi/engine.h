@@ -175,6 +175,18 @@ class Engine {
   bool pass(Clock::time_point now);
   bool drive(WorkState& work, Clock::time_point until);
   bool step(Clock::time_point now);
+  // step()'s parts, in order.
+  bool start_side_ops();
+  bool start_in_order();
+  bool poll_active(Clock::time_point now);
+  bool expire_queued(Clock::time_point now);
+  // What became of a started op in poll_active: still going, retired (published), or failed
+  // with requests MPI may still complete (kept in zombies_ for good).
+  enum class Fate { Active, Retired, Zombie };
+  bool all_stages_posted() const;
+  Fate test_requests(Op& op, int& flag);
+  Fate advance(Op& op, bool& progressed);
+  Fate fail_advanced(Op& op, std::string why, bool polled, bool in_stage);
   void start_stage(Op& op);
   void time_out(Op& op);
   void fail(Op& op, const std::string& why, bool break_group);

@@ -1,10 +1,9 @@
 #include "distributed/mpi/process_group_mpi.h"
 
-#include <algorithm>
 #include <climits>
 #include <cstring>
-#include <sstream>
 
+#include "distributed/group_checks.h"
 #include "distributed/host_staging.h"
 #include "distributed/mpi/ring.h"
 #include "distributed/mpi/shm_collectives.h"
@@ -12,6 +11,10 @@
 
 namespace strata::dist::mpi {
 namespace {
+
+using detail::describe;
+using detail::overlap;
+using detail::Signature;
 
 // ------------------------------------------------------------------ Work
 
@@ -140,21 +143,6 @@ void check_tensor(const Tensor& t, const char* op, const char* what) {
                " is not contiguous; pass .contiguous() (and copy the result back)");
 }
 
-bool overlap(const Tensor& a, const Tensor& b) {
-  if (a.numel() == 0 || b.numel() == 0) return false;
-  auto* pa = static_cast<const char*>(a.raw_data());
-  auto* pb = static_cast<const char*>(b.raw_data());
-  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
-// "sum, float32, 12 elements" (built for every op: plain concatenation, no ostringstream).
-std::string describe(DType d, int64_t n, std::string_view extra = {}) {
-  std::string s;
-  if (!extra.empty()) s.append(extra).append(", ");
-  s.append(dtype_name(d)).append(", ").append(std::to_string(n)).append(" elements");
-  return s;
-}
-
 // ------------------------------------------------------------------ algorithm
 
 // Who carries a collective of `bytes` (the full buffer): shared memory when the group is on
@@ -170,28 +158,6 @@ Path choose_path(const GroupState& g, int64_t bytes) {
 
 // ------------------------------------------------------------------ debug signatures
 
-constexpr int32_t kSplitKind = 100;
-
-struct Signature {
-  int32_t kind = 0;
-  int32_t reduce = -1;
-  int32_t dtype = -1;
-  int32_t root = -1;
-  int64_t numel = 0;
-  int64_t seq = 0;
-  bool operator==(const Signature&) const = default;
-};
-
-std::string signature_string(const Signature& s) {
-  std::ostringstream os;
-  os << (s.kind == kSplitKind ? std::string_view("split") : op_type_name(static_cast<OpType>(s.kind))) << "(";
-  if (s.reduce >= 0) os << reduce_op_name(static_cast<ReduceOp>(s.reduce)) << ", ";
-  if (s.dtype >= 0) os << static_cast<DType>(s.dtype) << ", " << s.numel << " elements";
-  if (s.root >= 0) os << ", root " << s.root;
-  os << ") as op #" << s.seq;
-  return os.str();
-}
-
 // STRATA_DEBUG_COLLECTIVES=1: before the op, every rank gathers every rank's signature; a
 // mismatch fails the op on every rank alike (all see the same data), so the group stays
 // consistent and usable.
@@ -205,26 +171,13 @@ void add_signature_stage(Op& op, Signature sig) {
                               o.group->comm, &o.add_request()));
   };
   op.stages.insert(op.stages.begin() + 1, [all, main](Op& o) {
-    const auto& v = *all;
-    for (size_t r = 1; r < v.size(); ++r) {
-      if (!(v[r] == v[0])) {
-        o.failure_is_collective = true;  // every rank compares the same gathered signatures
-        STRATA_FAIL("collective mismatch (STRATA_DEBUG_COLLECTIVES): ranks 0 and ", r, " of group '", o.group->name,
-                    "' issued different ops: rank 0: ", signature_string(v[0]), "; rank ", r, ": ",
-                    signature_string(v[r]));
-      }
+    std::string mismatch = signature_mismatch(*all, o.group->name);
+    if (!mismatch.empty()) {
+      o.failure_is_collective = true;  // every rank compares the same gathered signatures
+      STRATA_FAIL(mismatch);
     }
     main(o);
   });
-}
-
-uint64_t fnv1a(std::span<const int> v) {
-  uint64_t h = 1469598103934665603ULL;
-  for (int x : v) {
-    h ^= static_cast<uint64_t>(static_cast<uint32_t>(x));
-    h *= 1099511628211ULL;
-  }
-  return h;
 }
 
 }  // namespace
@@ -294,8 +247,7 @@ WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
   engine("all_reduce");
   check_tensor(tensor, "all_reduce", "tensor");
   DType d = tensor.dtype();
-  STRATA_CHECK(rop != ReduceOp::Avg || is_floating(d), "all_reduce: ReduceOp::Avg needs a floating dtype, got ", d,
-               " (integer averages would truncate; reduce with Sum and divide yourself)");
+  detail::check_average_dtype("all_reduce", rop, d);
   int64_t n = tensor.numel();
   int count = mpi_count(n, "all_reduce");
   auto op = make_op("all_reduce", describe(d, n, reduce_op_name(rop)));
@@ -326,8 +278,7 @@ WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
     }
   };
   if (engine("all_reduce").debug_collectives())
-    add_signature_stage(*op, {static_cast<int32_t>(OpType::AllReduce), static_cast<int32_t>(rop),
-                              static_cast<int32_t>(d), -1, n, 0});
+    add_signature_stage(*op, detail::reduce_signature(OpType::AllReduce, rop, d, n));
   return submit(std::move(op), OpType::AllReduce, tensor.nbytes());
 }
 
@@ -335,8 +286,7 @@ WorkPtr ProcessGroupMPI::broadcast(Tensor& tensor, int root) {
   if (staging::needs(tensor)) return staging::broadcast(*this, tensor, root);
   Engine& e = engine("broadcast");
   check_tensor(tensor, "broadcast", "tensor");
-  STRATA_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is out of range for group '", name_,
-               "' of size ", size_);
+  detail::check_peer("broadcast", "root", root, *this);
   int64_t n = tensor.numel();
   int count = mpi_count(n, "broadcast");
   DType d = tensor.dtype();
@@ -345,7 +295,7 @@ WorkPtr ProcessGroupMPI::broadcast(Tensor& tensor, int root) {
     STRATA_MPI(MPI_Ibcast(tensor.raw_data(), count, wire_type(d), root, o.group->comm, &o.add_request()));
   });
   if (e.debug_collectives())
-    add_signature_stage(*op, {static_cast<int32_t>(OpType::Broadcast), -1, static_cast<int32_t>(d), root, n, 0});
+    add_signature_stage(*op, detail::broadcast_signature(d, n, root));
   return submit(std::move(op), OpType::Broadcast, tensor.nbytes());
 }
 
@@ -354,12 +304,11 @@ WorkPtr ProcessGroupMPI::all_gather(Tensor& out, const Tensor& in) {
   Engine& e = engine("all_gather");
   check_tensor(out, "all_gather", "out");
   check_tensor(in, "all_gather", "in");
-  STRATA_CHECK(out.dtype() == in.dtype(), "all_gather: out is ", out.dtype(), " but in is ", in.dtype());
+  detail::check_same_dtype("all_gather", out, in);
   int64_t m = out.numel();
   mpi_count(m, "all_gather");
   int64_t mine = chunk_size(m, rank_);
-  STRATA_CHECK(in.numel() == mine, "all_gather: in has ", in.numel(), " elements but rank ", rank_, "'s chunk of ", m,
-               " over ", size_, " ranks has ", mine, " (chunk r = [r*c, min((r+1)*c, M)), c = ceil(M/N))");
+  detail::check_chunk("all_gather", "in", in.numel(), m, *this);
   DType d = out.dtype();
   auto counts = std::make_shared<std::vector<int>>();
   auto displs = std::make_shared<std::vector<int>>();
@@ -383,7 +332,7 @@ WorkPtr ProcessGroupMPI::all_gather(Tensor& out, const Tensor& in) {
                                o.group->comm, &o.add_request()));
   });
   if (e.debug_collectives())
-    add_signature_stage(*op, {static_cast<int32_t>(OpType::AllGather), -1, static_cast<int32_t>(d), -1, m, 0});
+    add_signature_stage(*op, detail::op_signature(OpType::AllGather, d, m));
   return submit(std::move(op), OpType::AllGather, in.nbytes());
 }
 
@@ -393,15 +342,12 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp 
   check_tensor(out, "reduce_scatter", "out");
   check_tensor(in, "reduce_scatter", "in");
   DType d = in.dtype();
-  STRATA_CHECK(out.dtype() == d, "reduce_scatter: out is ", out.dtype(), " but in is ", d);
-  STRATA_CHECK(rop != ReduceOp::Avg || is_floating(d), "reduce_scatter: ReduceOp::Avg needs a floating dtype, got ",
-               d, " (integer averages would truncate; reduce with Sum and divide yourself)");
+  detail::check_same_dtype("reduce_scatter", out, in);
+  detail::check_average_dtype("reduce_scatter", rop, d);
   int64_t m = in.numel();
   mpi_count(m, "reduce_scatter");
   int64_t mine = chunk_size(m, rank_);
-  STRATA_CHECK(out.numel() == mine, "reduce_scatter: out has ", out.numel(), " elements but rank ", rank_,
-               "'s chunk of ", m, " over ", size_, " ranks has ", mine,
-               " (chunk r = [r*c, min((r+1)*c, M)), c = ceil(M/N))");
+  detail::check_chunk("reduce_scatter", "out", out.numel(), m, *this);
   auto counts = std::make_shared<std::vector<int>>();
   for (int r = 0; r < size_; ++r) counts->push_back(static_cast<int>(chunk_size(m, r)));
   Tensor src = overlap(out, in) ? in.clone() : in;
@@ -435,8 +381,7 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp 
     }
   };
   if (e.debug_collectives())
-    add_signature_stage(*op, {static_cast<int32_t>(OpType::ReduceScatter), static_cast<int32_t>(rop),
-                              static_cast<int32_t>(d), -1, m, 0});
+    add_signature_stage(*op, detail::reduce_signature(OpType::ReduceScatter, rop, d, m));
   return submit(std::move(op), OpType::ReduceScatter, in.nbytes());
 }
 
@@ -445,11 +390,9 @@ WorkPtr ProcessGroupMPI::all_to_all(Tensor& out, const Tensor& in) {
   Engine& e = engine("all_to_all");
   check_tensor(out, "all_to_all", "out");
   check_tensor(in, "all_to_all", "in");
+  detail::check_all_to_all(out, in, size_);
   DType d = in.dtype();
-  STRATA_CHECK(out.dtype() == d, "all_to_all: out is ", out.dtype(), " but in is ", d);
   int64_t n = in.numel();
-  STRATA_CHECK(out.numel() == n, "all_to_all: out has ", out.numel(), " elements but in has ", n);
-  STRATA_CHECK(n % size_ == 0, "all_to_all: ", n, " elements do not split into ", size_, " equal blocks");
   mpi_count(n, "all_to_all");
   int k = static_cast<int>(n / size_);
   Tensor src = overlap(out, in) ? in.clone() : in;
@@ -459,7 +402,7 @@ WorkPtr ProcessGroupMPI::all_to_all(Tensor& out, const Tensor& in) {
     STRATA_MPI(MPI_Ialltoall(src.raw_data(), k, t, out.raw_data(), k, t, o.group->comm, &o.add_request()));
   });
   if (e.debug_collectives())
-    add_signature_stage(*op, {static_cast<int32_t>(OpType::AllToAll), -1, static_cast<int32_t>(d), -1, n, 0});
+    add_signature_stage(*op, detail::op_signature(OpType::AllToAll, d, n));
   return submit(std::move(op), OpType::AllToAll, in.nbytes());
 }
 
@@ -471,8 +414,7 @@ WorkPtr ProcessGroupMPI::send(const Tensor& tensor, int dst) {
   if (staging::needs(tensor)) return staging::send(*this, tensor, dst);
   engine("send");
   check_tensor(tensor, "send", "tensor");
-  STRATA_CHECK(dst >= 0 && dst < size_, "send: destination rank ", dst, " is out of range for group '", name_,
-               "' of size ", size_);
+  detail::check_peer("send", "destination rank", dst, *this);
   int64_t n = tensor.numel();
   int count = mpi_count(n, "send");
   DType d = tensor.dtype();
@@ -487,8 +429,7 @@ WorkPtr ProcessGroupMPI::recv(Tensor& tensor, int src) {
   if (staging::needs(tensor)) return staging::recv(*this, tensor, src);
   engine("recv");
   check_tensor(tensor, "recv", "tensor");
-  STRATA_CHECK(src >= 0 && src < size_, "recv: source rank ", src, " is out of range for group '", name_,
-               "' of size ", size_);
+  detail::check_peer("recv", "source rank", src, *this);
   int64_t n = tensor.numel();
   int count = mpi_count(n, "recv");
   DType d = tensor.dtype();
@@ -509,64 +450,32 @@ WorkPtr ProcessGroupMPI::barrier() {
   Engine& e = engine("barrier");
   auto op = make_op("barrier", "");
   op->stages.push_back([](Op& o) { STRATA_MPI(MPI_Ibarrier(o.group->comm, &o.add_request())); });
-  if (e.debug_collectives()) add_signature_stage(*op, {static_cast<int32_t>(OpType::Barrier), -1, -1, -1, 0, 0});
+  if (e.debug_collectives()) add_signature_stage(*op, detail::barrier_signature());
   return submit(std::move(op), OpType::Barrier, 0);
 }
 
 std::unique_ptr<ProcessGroup> ProcessGroupMPI::split(std::span<const int> ranks, const std::string& name) {
   Engine& e = engine("split");
-  std::ostringstream list;
-  for (size_t i = 0; i < ranks.size(); ++i) list << (i ? "," : "") << ranks[i];
-  STRATA_CHECK(!ranks.empty(), "split of group '", name_, "': the rank list is empty");
-  int my_index = -1;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    STRATA_CHECK(ranks[i] >= 0 && ranks[i] < size_, "split of group '", name_, "': rank ", ranks[i], " in {",
-                 list.str(), "} is out of range for size ", size_);
-    STRATA_CHECK(i == 0 || ranks[i] > ranks[i - 1], "split of group '", name_, "': ranks {", list.str(),
-                 "} must be ascending and distinct");
-    if (ranks[i] == rank_) my_index = static_cast<int>(i);
-  }
-  STRATA_CHECK(my_index >= 0, "split of group '", name_, "': rank ", rank_, " must be in its own list {", list.str(),
-               "}");
-  std::string new_name = name.empty() ? "split(ranks " + list.str() + ")" : name;
-  std::vector<int> globals;
-  for (int r : ranks) globals.push_back(global_ranks_[static_cast<size_t>(r)]);
+  detail::SplitPlan plan = detail::plan_split(*this, ranks, name);
 
   // Stage 1 gathers (lowest rank, count, hash) from every rank so that all ranks validate
   // the whole partition identically before any of them enters the blocking MPI_Comm_split.
-  struct Entry {
-    int64_t lowest, count;
-    uint64_t hash;
-  };
-  auto mine = std::make_shared<Entry>(Entry{ranks[0], static_cast<int64_t>(ranks.size()), fnv1a(ranks)});
-  auto all = std::make_shared<std::vector<Entry>>(static_cast<size_t>(size_));
+  using detail::SplitEntry;
+  auto mine = std::make_shared<SplitEntry>(detail::split_entry(ranks));
+  auto all = std::make_shared<std::vector<SplitEntry>>(static_cast<size_t>(size_));
   auto result = std::make_shared<std::shared_ptr<GroupState>>();
-  auto op = make_op("split", "new group '" + new_name + "'");
+  auto op = make_op("split", "new group '" + plan.name + "'");
   op->stages.push_back([mine, all](Op& o) {
-    STRATA_MPI(MPI_Iallgather(mine.get(), sizeof(Entry), MPI_BYTE, all->data(), sizeof(Entry), MPI_BYTE,
+    STRATA_MPI(MPI_Iallgather(mine.get(), sizeof(SplitEntry), MPI_BYTE, all->data(), sizeof(SplitEntry), MPI_BYTE,
                               o.group->comm, &o.add_request()));
   });
-  op->finish = [mine, all, result, new_name, globals](Op& o) {
-    const auto& v = *all;
-    for (size_t r = 0; r < v.size(); ++r) {
-      const Entry& a = v[r];
-      const Entry& lead = v[static_cast<size_t>(a.lowest)];
-      int64_t members = std::count_if(v.begin(), v.end(), [&](const Entry& x) { return x.lowest == a.lowest; });
-      STRATA_CHECK(lead.lowest == a.lowest && lead.hash == a.hash, "split of group '", o.group->name,
-                   "': the rank lists do not form a partition: rank ", r, " lists ", a.count,
-                   " ranks starting at rank ", a.lowest, " but rank ", a.lowest, " lists a different set (",
-                   lead.count, " ranks starting at ", lead.lowest, "); every member must pass the same list");
-      STRATA_CHECK(members == a.count, "split of group '", o.group->name,
-                   "': the rank lists do not form a partition: rank ", r, " lists ", a.count,
-                   " ranks starting at rank ", a.lowest, " but ", members,
-                   " ranks passed a list starting there; every member must pass the same list");
-    }
+  op->finish = [mine, all, result, new_name = plan.name, globals = plan.globals](Op& o) {
+    detail::check_partition(o.group->name, *all);
     MPI_Comm comm;
     STRATA_MPI(MPI_Comm_split(o.group->comm, static_cast<int>(mine->lowest), o.group->rank, &comm));
     *result = make_group(comm, new_name, globals);
   };
-  if (e.debug_collectives())
-    add_signature_stage(*op, {kSplitKind, -1, -1, -1, 0, 0});
+  if (e.debug_collectives()) add_signature_stage(*op, detail::split_signature());
   WorkPtr work = submit(std::move(op), std::nullopt, 0);  // split is not an accounted op
   work->wait();
   auto group = std::make_unique<ProcessGroupMPI>(*result);

@@ -11,6 +11,7 @@
 #include "distributed/backend.h"
 #include "distributed/nccl/process_group_nccl.h"
 #include "strata/core/error.h"
+#include "strata/core/hash.h"
 #include "strata/tensor/cuda.h"
 #include "strata/tensor/factory.h"
 #include "tensor/cuda/cuda_check.h"
@@ -21,12 +22,7 @@ namespace {
 int64_t host_hash() {
   char host[256] = {};
   (void)gethostname(host, sizeof(host) - 1);
-  uint64_t h = 1469598103934665603ULL;
-  for (const char* p = host; *p; ++p) {
-    h ^= static_cast<unsigned char>(*p);
-    h *= 1099511628211ULL;
-  }
-  return static_cast<int64_t>(h >> 1);
+  return static_cast<int64_t>(fnv1a(host) >> 1);  // non-negative as an int64 element
 }
 
 }  // namespace

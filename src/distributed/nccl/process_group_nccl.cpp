@@ -7,12 +7,16 @@
 #include <sstream>
 
 #include "distributed/env_settings.h"
+#include "distributed/group_checks.h"
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
 #include "tensor/cuda/cuda_check.h"
 
 namespace strata::dist::nccl {
 namespace {
+
+using detail::describe;
+using detail::overlap;
 
 ncclDataType_t nccl_type(DType d) {
   switch (d) {
@@ -37,44 +41,8 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   STRATA_FAIL("nccl: unknown reduce op ", static_cast<int>(op));
 }
 
-std::string describe(DType d, int64_t n, const std::string& extra = "") {
-  std::ostringstream os;
-  if (!extra.empty()) os << extra << ", ";
-  os << d << ", " << n << " elements";
-  return os.str();
-}
-
 char* bytes_at(const Tensor& t, int64_t elements) {
   return static_cast<char*>(t.data_ptr()) + elements * static_cast<int64_t>(dtype_size(t.dtype()));
-}
-
-bool overlap(const Tensor& a, const Tensor& b) {
-  if (a.numel() == 0 || b.numel() == 0) return false;
-  auto* pa = static_cast<const char*>(a.data_ptr());
-  auto* pb = static_cast<const char*>(b.data_ptr());
-  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
-// Debug signatures: the same fields and wording as the MPI backend's.
-constexpr int32_t kSplitKind = 100;
-
-std::string signature_string(const int64_t* s) {
-  std::ostringstream os;
-  os << (s[0] == kSplitKind ? std::string_view("split") : op_type_name(static_cast<OpType>(s[0]))) << "(";
-  if (s[1] >= 0) os << reduce_op_name(static_cast<ReduceOp>(s[1])) << ", ";
-  if (s[2] >= 0) os << static_cast<DType>(s[2]) << ", " << s[4] << " elements";
-  if (s[3] >= 0) os << ", root " << s[3];
-  os << ") as op #" << s[5];
-  return os.str();
-}
-
-uint64_t fnv1a(std::span<const int> v) {
-  uint64_t h = 1469598103934665603ULL;
-  for (int x : v) {
-    h ^= static_cast<uint64_t>(static_cast<uint32_t>(x));
-    h *= 1099511628211ULL;
-  }
-  return h;
 }
 
 // ------------------------------------------------------------------ Work
@@ -321,33 +289,26 @@ std::vector<int64_t> ProcessGroupNCCL::host_all_gather(const std::vector<int64_t
   return out.to_vector<int64_t>();  // a copy on the current stream, ordered by the wait
 }
 
-void ProcessGroupNCCL::check_signature(int32_t kind, int32_t reduce, int32_t dtype, int32_t root, int64_t numel) {
+void ProcessGroupNCCL::check_signature(detail::Signature mine) {
   if (!state_->debug) return;
-  int64_t seq;
   {
     std::lock_guard<std::timed_mutex> elk(state_->enqueue_mu);
-    seq = state_->next_seq;
+    mine.seq = state_->next_seq;
   }
-  std::vector<int64_t> mine{kind, reduce, dtype, root, numel, seq};
-  std::vector<int64_t> all = host_all_gather(mine, "debug signature check");
-  const size_t n = mine.size();
-  for (int r = 1; r < size_; ++r) {
-    const int64_t* a = all.data();
-    const int64_t* b = all.data() + static_cast<size_t>(r) * n;
-    if (!std::equal(a, a + n, b)) {
-      STRATA_FAIL("collective mismatch (STRATA_DEBUG_COLLECTIVES): ranks 0 and ", r, " of group '", name_,
-                  "' issued different ops: rank 0: ", signature_string(a), "; rank ", r, ": ", signature_string(b));
-    }
-  }
+  std::vector<int64_t> words = host_all_gather(mine.words(), "debug signature check");
+  std::vector<detail::Signature> all;
+  for (int r = 0; r < size_; ++r)
+    all.push_back(detail::Signature::from_words(words.data() + static_cast<size_t>(r) * detail::Signature::kWords));
+  std::string mismatch = detail::signature_mismatch(all, name_);
+  if (!mismatch.empty()) STRATA_FAIL(mismatch);
 }
 
 WorkPtr ProcessGroupNCCL::all_reduce(Tensor& tensor, ReduceOp rop) {
   check_tensor(tensor, "all_reduce", "tensor");
   DType d = tensor.dtype();
-  STRATA_CHECK(rop != ReduceOp::Avg || is_floating(d), "all_reduce: ReduceOp::Avg needs a floating dtype, got ", d,
-               " (integer averages would truncate; reduce with Sum and divide yourself)");
+  detail::check_average_dtype("all_reduce", rop, d);
   const int64_t n = tensor.numel();
-  check_signature(static_cast<int32_t>(OpType::AllReduce), static_cast<int32_t>(rop), static_cast<int32_t>(d), -1, n);
+  check_signature(detail::reduce_signature(OpType::AllReduce, rop, d, n));
   return launch({"all_reduce", describe(d, n, std::string(reduce_op_name(rop))), OpType::AllReduce, tensor.nbytes(),
                  {tensor}},
                 [&](ncclComm_t comm, cudaStream_t s) {
@@ -359,11 +320,10 @@ WorkPtr ProcessGroupNCCL::all_reduce(Tensor& tensor, ReduceOp rop) {
 
 WorkPtr ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
   check_tensor(tensor, "broadcast", "tensor");
-  STRATA_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is out of range for group '", name_,
-               "' of size ", size_);
+  detail::check_peer("broadcast", "root", root, *this);
   DType d = tensor.dtype();
   const int64_t n = tensor.numel();
-  check_signature(static_cast<int32_t>(OpType::Broadcast), -1, static_cast<int32_t>(d), root, n);
+  check_signature(detail::broadcast_signature(d, n, root));
   return launch({"broadcast", describe(d, n) + ", root " + std::to_string(root), OpType::Broadcast, tensor.nbytes(),
                  {tensor}},
                 [&](ncclComm_t comm, cudaStream_t s) {
@@ -378,16 +338,15 @@ WorkPtr ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
 WorkPtr ProcessGroupNCCL::all_gather(Tensor& out, const Tensor& in) {
   check_tensor(out, "all_gather", "out");
   check_tensor(in, "all_gather", "in");
-  STRATA_CHECK(out.dtype() == in.dtype(), "all_gather: out is ", out.dtype(), " but in is ", in.dtype());
+  detail::check_same_dtype("all_gather", out, in);
   const int64_t m = out.numel();
   const int64_t mine = chunk_size(m, rank_);
-  STRATA_CHECK(in.numel() == mine, "all_gather: in has ", in.numel(), " elements but rank ", rank_, "'s chunk of ", m,
-               " over ", size_, " ranks has ", mine, " (chunk r = [r*c, min((r+1)*c, M)), c = ceil(M/N))");
+  detail::check_chunk("all_gather", "in", in.numel(), m, *this);
   DType d = out.dtype();
   const int64_t c = (m + size_ - 1) / size_;
   const bool even = c * size_ == m;
   Tensor buf = even ? out : empty({c * size_}, {.dtype = d, .device = out.device()});
-  check_signature(static_cast<int32_t>(OpType::AllGather), -1, static_cast<int32_t>(d), -1, m);
+  check_signature(detail::op_signature(OpType::AllGather, d, m));
   return launch({"all_gather", describe(d, m, "total"), OpType::AllGather, in.nbytes(), {out, in, buf}},
                 [&](ncclComm_t comm, cudaStream_t s) {
                   if (m == 0) return;
@@ -404,14 +363,11 @@ WorkPtr ProcessGroupNCCL::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp
   check_tensor(out, "reduce_scatter", "out");
   check_tensor(in, "reduce_scatter", "in");
   DType d = in.dtype();
-  STRATA_CHECK(out.dtype() == d, "reduce_scatter: out is ", out.dtype(), " but in is ", d);
-  STRATA_CHECK(rop != ReduceOp::Avg || is_floating(d), "reduce_scatter: ReduceOp::Avg needs a floating dtype, got ",
-               d, " (integer averages would truncate; reduce with Sum and divide yourself)");
+  detail::check_same_dtype("reduce_scatter", out, in);
+  detail::check_average_dtype("reduce_scatter", rop, d);
   const int64_t m = in.numel();
   const int64_t mine = chunk_size(m, rank_);
-  STRATA_CHECK(out.numel() == mine, "reduce_scatter: out has ", out.numel(), " elements but rank ", rank_,
-               "'s chunk of ", m, " over ", size_, " ranks has ", mine,
-               " (chunk r = [r*c, min((r+1)*c, M)), c = ceil(M/N))");
+  detail::check_chunk("reduce_scatter", "out", out.numel(), m, *this);
   const int64_t c = (m + size_ - 1) / size_;
   const bool even = c * size_ == m;
   // Uneven: the input padded to N*c (the padding only reaches the discarded tail of the
@@ -424,7 +380,7 @@ WorkPtr ProcessGroupNCCL::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp
   } else if (overlap(out, in)) {
     src = in.clone();
   }
-  check_signature(static_cast<int32_t>(OpType::ReduceScatter), static_cast<int32_t>(rop), static_cast<int32_t>(d), -1, m);
+  check_signature(detail::reduce_signature(OpType::ReduceScatter, rop, d, m));
   return launch({"reduce_scatter", describe(d, m, std::string(reduce_op_name(rop)) + ", total"), OpType::ReduceScatter,
                  in.nbytes(), {out, in, src, dst}},
                 [&](ncclComm_t comm, cudaStream_t s) {
@@ -439,14 +395,12 @@ WorkPtr ProcessGroupNCCL::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp
 WorkPtr ProcessGroupNCCL::all_to_all(Tensor& out, const Tensor& in) {
   check_tensor(out, "all_to_all", "out");
   check_tensor(in, "all_to_all", "in");
+  detail::check_all_to_all(out, in, size_);
   DType d = in.dtype();
-  STRATA_CHECK(out.dtype() == d, "all_to_all: out is ", out.dtype(), " but in is ", d);
   const int64_t n = in.numel();
-  STRATA_CHECK(out.numel() == n, "all_to_all: out has ", out.numel(), " elements but in has ", n);
-  STRATA_CHECK(n % size_ == 0, "all_to_all: ", n, " elements do not split into ", size_, " equal blocks");
   const int64_t k = n / size_;
   Tensor src = overlap(out, in) ? in.clone() : in;
-  check_signature(static_cast<int32_t>(OpType::AllToAll), -1, static_cast<int32_t>(d), -1, n);
+  check_signature(detail::op_signature(OpType::AllToAll, d, n));
   return launch({"all_to_all", describe(d, n), OpType::AllToAll, in.nbytes(), {out, in, src}},
                 [&](ncclComm_t comm, cudaStream_t s) {
                   if (k == 0) return;
@@ -476,21 +430,20 @@ WorkPtr ProcessGroupNCCL::batch_send_recv(std::span<const P2POp> ops) {
   std::vector<Tensor> keep;
   uint64_t send_bytes = 0, recv_bytes = 0;
   int sends = 0, recvs = 0;
-  std::ostringstream detail;
+  std::ostringstream summary;
   for (const P2POp& op : ops) {
     const bool is_send = op.kind == P2POp::Kind::Send;
     const char* name = is_send ? "send" : "recv";
     check_tensor(op.tensor, name, "tensor");
-    STRATA_CHECK(op.peer >= 0 && op.peer < size_, name, ": ", is_send ? "destination" : "source", " rank ", op.peer,
-                 " is out of range for group '", name_, "' of size ", size_);
+    detail::check_peer(name, is_send ? "destination rank" : "source rank", op.peer, *this);
     keep.push_back(op.tensor);
     (is_send ? send_bytes : recv_bytes) += op.tensor.nbytes();
     (is_send ? sends : recvs) += 1;
     if (ops.size() == 1)
-      detail << describe(op.tensor.dtype(), op.tensor.numel()) << (is_send ? " to rank " : " from rank ") << op.peer;
+      summary << describe(op.tensor.dtype(), op.tensor.numel()) << (is_send ? " to rank " : " from rank ") << op.peer;
   }
   const bool single = ops.size() == 1;
-  if (!single) detail << sends << " sends, " << recvs << " recvs";
+  if (!single) summary << sends << " sends, " << recvs << " recvs";
   const char* kind = single ? (ops[0].kind == P2POp::Kind::Send ? "send" : "recv") : "batch_send_recv";
   std::vector<P2POp> list(ops.begin(), ops.end());
   // Counted per op kind: a send or a recv each, as the one-by-one default would.
@@ -501,7 +454,7 @@ WorkPtr ProcessGroupNCCL::batch_send_recv(std::span<const P2POp> ops) {
     type = ops[0].kind == P2POp::Kind::Send ? OpType::Send : OpType::Recv;
     bytes = send_bytes + recv_bytes;
   }
-  WorkPtr w = launch({kind, detail.str(), type, bytes, std::move(keep), calls}, [&](ncclComm_t comm, cudaStream_t s) {
+  WorkPtr w = launch({kind, summary.str(), type, bytes, std::move(keep), calls}, [&](ncclComm_t comm, cudaStream_t s) {
     STRATA_NCCL(ncclGroupStart());
     for (const P2POp& op : list) {
       const size_t n = static_cast<size_t>(op.tensor.numel());
@@ -529,7 +482,7 @@ WorkPtr ProcessGroupNCCL::batch_send_recv(std::span<const P2POp> ops) {
 }
 
 WorkPtr ProcessGroupNCCL::barrier() {
-  check_signature(static_cast<int32_t>(OpType::Barrier), -1, -1, -1, 0);
+  check_signature(detail::barrier_signature());
   Tensor t = barrier_scratch_;
   return launch({"barrier", "", OpType::Barrier, 0, {t}}, [&](ncclComm_t comm, cudaStream_t s) {
     STRATA_NCCL(ncclAllReduce(t.data_ptr(), t.data_ptr(), 1, ncclInt32, ncclSum, comm, s));
@@ -537,38 +490,20 @@ WorkPtr ProcessGroupNCCL::barrier() {
 }
 
 std::unique_ptr<ProcessGroup> ProcessGroupNCCL::split(std::span<const int> ranks, const std::string& name) {
-  std::ostringstream list;
-  for (size_t i = 0; i < ranks.size(); ++i) list << (i ? "," : "") << ranks[i];
-  STRATA_CHECK(!ranks.empty(), "split of group '", name_, "': the rank list is empty");
-  int my_index = -1;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    STRATA_CHECK(ranks[i] >= 0 && ranks[i] < size_, "split of group '", name_, "': rank ", ranks[i], " in {",
-                 list.str(), "} is out of range for size ", size_);
-    STRATA_CHECK(i == 0 || ranks[i] > ranks[i - 1], "split of group '", name_, "': ranks {", list.str(),
-                 "} must be ascending and distinct");
-    if (ranks[i] == rank_) my_index = static_cast<int>(i);
-  }
-  STRATA_CHECK(my_index >= 0, "split of group '", name_, "': rank ", rank_, " must be in its own list {", list.str(),
-               "}");
-  check_signature(kSplitKind, -1, -1, -1, 0);
+  detail::SplitPlan plan = detail::plan_split(*this, ranks, name);
+  check_signature(detail::split_signature());
   // Every rank validates the whole partition from the same gathered data before any of
   // them enters the blocking ncclCommSplit.
-  const uint64_t hash = fnv1a(ranks);
-  std::vector<int64_t> all = host_all_gather(
-      {ranks[0], static_cast<int64_t>(ranks.size()), static_cast<int64_t>(hash)}, "split");
-  for (int r = 0; r < size_; ++r) {
-    const int64_t* a = &all[static_cast<size_t>(r) * 3];
-    const int64_t* lead = &all[static_cast<size_t>(a[0]) * 3];
-    int64_t members = 0;
-    for (int q = 0; q < size_; ++q) members += all[static_cast<size_t>(q) * 3] == a[0];
-    STRATA_CHECK(lead[0] == a[0] && lead[2] == a[2] && members == a[1], "split of group '", name_,
-                 "': the rank lists do not form a partition: rank ", r, " lists ", a[1], " ranks starting at rank ",
-                 a[0], ", which rank ", a[0], " and the ", members,
-                 " ranks naming it do not agree on; every member must pass the same list");
-  }
-  std::string new_name = name.empty() ? "split(ranks " + list.str() + ")" : name;
-  std::vector<int> globals;
-  for (int r : ranks) globals.push_back(global_ranks_[static_cast<size_t>(r)]);
+  const detail::SplitEntry mine = detail::split_entry(ranks);
+  std::vector<int64_t> words =
+      host_all_gather({mine.lowest, mine.count, static_cast<int64_t>(mine.hash)}, "split");
+  std::vector<detail::SplitEntry> all;
+  for (size_t r = 0; r < static_cast<size_t>(size_); ++r)
+    all.push_back({words[3 * r], words[3 * r + 1], static_cast<uint64_t>(words[3 * r + 2])});
+  detail::check_partition(name_, all);
+  std::string new_name = std::move(plan.name);
+  std::vector<int> globals = std::move(plan.globals);
+  const int my_index = plan.my_index;
   // The child's arrival board: the same partition of the parent's board (collective over it).
   std::unique_ptr<detail::ArrivalBoard> child_board =
       state_->arrivals ? state_->arrivals->split(ranks, new_name) : nullptr;

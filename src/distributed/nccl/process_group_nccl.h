@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "distributed/arrivals.h"
+#include "distributed/group_checks.h"
 #include "strata/distributed/process_group.h"
 
 namespace strata::dist::nccl {
@@ -134,7 +135,8 @@ class ProcessGroupNCCL final : public ProcessGroup {
   // Every rank's `mine` (same length on all), gathered over the communicator and waited
   // for on the host (split's partition check, debug signatures).
   std::vector<int64_t> host_all_gather(const std::vector<int64_t>& mine, const char* why);
-  void check_signature(int32_t kind, int32_t reduce, int32_t dtype, int32_t root, int64_t numel);
+  // STRATA_DEBUG_COLLECTIVES=1: every rank's signature of the next op, gathered and compared.
+  void check_signature(detail::Signature mine);
 
   std::shared_ptr<GroupState> state_;
   Tensor barrier_scratch_;

@@ -1,0 +1,89 @@
+#pragma once
+// What the process-group backends (MPI, NCCL) share: argument checks with one wording, the
+// split rank-list and partition checks, the debug-collective signatures, op descriptions.
+// Each backend keeps only how it moves the data (and how it gathers what is checked here).
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "strata/distributed/process_group.h"
+
+namespace strata::dist::detail {
+
+// --- arguments (each throws strata::Error naming the op) ---
+
+// ReduceOp::Avg on an integer dtype would truncate.
+void check_average_dtype(const char* op, ReduceOp reduce, DType dtype);
+// "all_gather: out is float32 but in is float64".
+void check_same_dtype(const char* op, const Tensor& out, const Tensor& in);
+// `rank` is a rank of the group: `role` is "root", "destination rank" or "source rank".
+void check_peer(const char* op, const char* role, int rank, const ProcessGroup& group);
+// `what` (all_gather's in, reduce_scatter's out) has `numel` elements, this rank's chunk of `total`.
+void check_chunk(const char* op, const char* what, int64_t numel, int64_t total, const ProcessGroup& group);
+// all_to_all: same dtype and size, divisible into one block per rank.
+void check_all_to_all(const Tensor& out, const Tensor& in, int size);
+
+// --- descriptions ---
+
+// "sum, float32, 12 elements" (built for every op: plain concatenation).
+std::string describe(DType dtype, int64_t numel, std::string_view extra = {});
+// Whether the two tensors' bytes overlap (any device; empty tensors never do).
+bool overlap(const Tensor& a, const Tensor& b);
+
+// --- split ---
+
+struct SplitPlan {
+  std::string name;          // the new group's: the caller's, or "split(ranks 0,2)"
+  int my_index = -1;         // this rank's rank in the new group
+  std::vector<int> globals;  // the members' world ranks
+};
+// Checks the rank list that this rank passed to group.split(ranks, name): non-empty, in
+// range, ascending, distinct and containing this rank.
+SplitPlan plan_split(const ProcessGroup& group, std::span<const int> ranks, const std::string& name);
+
+// What each rank contributes to the partition check (gathered from every rank of the group).
+struct SplitEntry {
+  int64_t lowest = 0;  // the first rank of its list
+  int64_t count = 0;   // the length of its list
+  uint64_t hash = 0;   // of the whole list
+};
+SplitEntry split_entry(std::span<const int> ranks);
+// Throws unless the lists behind `all` (one entry per group rank) partition the group: every
+// rank must pass the same list as the lowest rank it names, and every member of that list
+// must name it. Every rank checks the same gathered data, so every rank fails alike.
+void check_partition(std::string_view group, std::span<const SplitEntry> all);
+
+// --- debug signatures (STRATA_DEBUG_COLLECTIVES=1) ---
+
+inline constexpr int32_t kSplitKind = 100;  // a split, beside the OpType values
+
+// One rank's view of the op it is about to run; -1 where a field does not apply.
+struct Signature {
+  int32_t kind = 0;  // an OpType, or kSplitKind
+  int32_t reduce = -1;
+  int32_t dtype = -1;
+  int32_t root = -1;
+  int64_t numel = 0;
+  int64_t seq = 0;  // the op's sequence number in the group
+  bool operator==(const Signature&) const = default;
+
+  static constexpr size_t kWords = 6;
+  // As int64 words, for backends that gather int64 tensors.
+  std::vector<int64_t> words() const;
+  static Signature from_words(const int64_t* w);
+};
+Signature op_signature(OpType op, DType dtype, int64_t numel);
+Signature reduce_signature(OpType op, ReduceOp reduce, DType dtype, int64_t numel);
+Signature broadcast_signature(DType dtype, int64_t numel, int root);
+Signature barrier_signature();
+Signature split_signature();
+
+// "all_reduce(sum, float32, 4 elements) as op #3".
+std::string signature_string(const Signature& s);
+// Empty when every rank issued the same op as rank 0; otherwise the message naming the
+// first rank that did not. The caller throws it (every rank sees the same data).
+std::string signature_mismatch(std::span<const Signature> all, std::string_view group);
+
+}  // namespace strata::dist::detail
