@@ -1,17 +1,16 @@
 #pragma once
 // FNV-1a (64-bit prime): a cheap, stable hash for comparing small descriptions across ranks
-// (parameter lists, split rank lists, host names); not for security. Every rank computes
-// the same value on every build and platform, so ranks compare hashes instead of the data.
+// (parameter lists, split rank lists, host names); not for security. The value does not
+// depend on the platform, so ranks compare hashes instead of the data.
 #include <cstdint>
 #include <span>
 #include <string_view>
 
 namespace strata {
 
-// Not the published offset basis (14695981039346656037): strata's checks have always started
-// from this value (the published one without its last digit). It hashes as well; it stays so
-// that every existing hash keeps its value.
-inline constexpr uint64_t kFnv1aOffset = 1469598103934665603ull;
+// The published 64-bit FNV offset basis and prime. Hashes are compared only between ranks of
+// one job (never stored), so every rank runs the same build and the same values.
+inline constexpr uint64_t kFnv1aOffset = 14695981039346656037ull;
 inline constexpr uint64_t kFnv1aPrime = 1099511628211ull;
 
 // One FNV-1a step: mixes `value` (a byte, or a whole word in the *_words variants) into `h`.
