@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "../../kernels/common/adam.h"
+#include "common/adam.h"
 #include "../tensor/cpu/multiversion.h"
 #include "../tensor/dispatch.h"
 #include "state_reader.h"

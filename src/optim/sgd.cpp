@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "../../kernels/common/sgd.h"
+#include "common/sgd.h"
 #include "../tensor/dispatch.h"
 #include "state_reader.h"
 #include "strata/autograd/grad_mode.h"
