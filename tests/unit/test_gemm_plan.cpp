@@ -16,6 +16,14 @@ void expect_layout(std::optional<gemm::Layout> l, bool trans, int64_t ld) {
   EXPECT_EQ(l->ld, ld);
 }
 
+// batch products of [m, k] x [k, n].
+void expect_sizes(const gemm::Plan& p, int64_t batch, int64_t m, int64_t n, int64_t k) {
+  EXPECT_EQ(p.batch, batch);
+  EXPECT_EQ(p.m, m);
+  EXPECT_EQ(p.n, n);
+  EXPECT_EQ(p.k, k);
+}
+
 TEST(GemmPlan, LayoutRowMajorTransposedAndPadded) {
   expect_layout(gemm::layout(3, 4, 4, 1), false, 4);   // contiguous
   expect_layout(gemm::layout(3, 4, 10, 1), false, 10);  // rows of a wider matrix
@@ -63,10 +71,7 @@ TEST(GemmPlan, BatchOffsets) {
 TEST(GemmPlan, SharedRightOperandMergesRows) {
   Tensor a = randn({2, 3, 4}), b = randn({4, 5});
   gemm::Plan p = gemm::plan_matmul(a, b, Shape{2});
-  EXPECT_EQ(p.batch, 1);
-  EXPECT_EQ(p.m, 6);
-  EXPECT_EQ(p.n, 5);
-  EXPECT_EQ(p.k, 4);
+  expect_sizes(p, 1, 6, 5, 4);
   expect_layout(p.a.layout, false, 4);
   expect_layout(p.b.layout, false, 5);
   EXPECT_EQ(p.a.t.data_ptr(), a.data_ptr());  // read in place
@@ -80,8 +85,7 @@ TEST(GemmPlan, TransposedStackIsBatchedInPlace) {
   Tensor a = x.transpose(-1, -2);  // [2, 3, 4], strides [12, 1, 3]
   Tensor b = randn({4, 5});
   gemm::Plan p = gemm::plan_matmul(a, b, Shape{2});
-  EXPECT_EQ(p.batch, 2);
-  EXPECT_EQ(p.m, 3);
+  expect_sizes(p, 2, 3, 5, 4);
   expect_layout(p.a.layout, true, 3);
   EXPECT_EQ(p.a.t.data_ptr(), x.data_ptr());
   EXPECT_EQ(p.a.offsets, (std::vector<int64_t>{0, 12}));
@@ -108,8 +112,7 @@ TEST(GemmPlan, UnreadableLayoutIsCopied) {
   Tensor a = x.select(2, 0);  // [3, 4], strides [8, 2]
   Tensor b = randn({4, 5});
   gemm::Plan p = gemm::plan_matmul(a, b, Shape{});
-  EXPECT_EQ(p.batch, 1);
-  EXPECT_EQ(p.m, 3);
+  expect_sizes(p, 1, 3, 5, 4);
   expect_layout(p.a.layout, false, 4);
   EXPECT_NE(p.a.t.data_ptr(), x.data_ptr());
   EXPECT_TRUE(p.a.t.is_contiguous());
@@ -121,10 +124,7 @@ TEST(GemmPlan, SumOverBatchFoldsIntoContraction) {
   Tensor g = randn({2, 3, 5}), x = randn({2, 3, 4});
   gemm::Plan p = gemm::plan_matmul_sum(g.transpose(-1, -2), x);
   EXPECT_FALSE(p.sum_batch);
-  EXPECT_EQ(p.batch, 1);
-  EXPECT_EQ(p.m, 5);
-  EXPECT_EQ(p.n, 4);
-  EXPECT_EQ(p.k, 6);
+  expect_sizes(p, 1, 5, 4, 6);
   expect_layout(p.a.layout, true, 5);
   expect_layout(p.b.layout, false, 4);
 }
