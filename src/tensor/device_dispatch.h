@@ -3,8 +3,9 @@
 // for all inputs), then run the device's implementation through on_device's switch, once
 // per kernel call (never per element: no registry, no virtual call, no std::function):
 //   Tensor out = detail::on_device("gelu", x.device(), [&] { return cpu::gelu_forward(x); });
-// A device without an implementation fails in that switch, before anything is allocated on
-// it. A CUDA implementation arrives as a second function, cuda_ops::op, and an overload
+// A device without an implementation fails in that switch, before its kernel allocates
+// anything (device-neutral preparation, such as a contiguous copy, may run first). A CUDA
+// implementation arrives as a second function, cuda_ops::op, with an overload
 // on_device(op, device, cpu, cuda) whose CUDA case calls it.
 #include <initializer_list>
 #include <string_view>
