@@ -4,7 +4,7 @@
 
 #include "strata/core/device.h"
 #include "strata/core/error.h"
-#include "../../kernels/common/half.h"
+#include "common/half.h"
 
 namespace strata {
 

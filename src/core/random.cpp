@@ -1,6 +1,6 @@
 #include "strata/core/random.h"
 
-#include "../../kernels/common/philox.h"
+#include "common/philox.h"
 
 namespace strata {
 

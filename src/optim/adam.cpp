@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "../../kernels/common/adam.h"
+#include "common/adam.h"
 #include "../tensor/cpu/multiversion.h"
-#include "../tensor/dispatch.h"
+#include "../tensor/cpu/dtype_dispatch.h"
 #include "state_reader.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"

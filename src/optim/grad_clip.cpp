@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "../tensor/dispatch.h"
+#include "../tensor/cpu/dtype_dispatch.h"
 #include "strata/autograd/grad_mode.h"
 
 namespace strata::optim {

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "../../kernels/common/sgd.h"
-#include "../tensor/dispatch.h"
+#include "common/sgd.h"
+#include "../tensor/cpu/dtype_dispatch.h"
 #include "state_reader.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"

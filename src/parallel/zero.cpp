@@ -12,7 +12,7 @@
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops/elementwise.h"
-#include "tensor/dispatch.h"
+#include "tensor/cpu/dtype_dispatch.h"
 #include "tensor/rebind_storage.h"
 #include "zero_state.h"
 

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "../../kernels/common/philox.h"
+#include "common/philox.h"
 #include "device_copy.h"
-#include "dispatch.h"
+#include "cpu/dtype_dispatch.h"
 
 namespace strata {
 namespace {

@@ -3,7 +3,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "dispatch.h"
+#include "cpu/dtype_dispatch.h"
 #include "strata/autograd/node.h"
 #include "strata/tensor/tensor.h"
 

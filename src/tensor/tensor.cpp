@@ -3,7 +3,7 @@
 #include "cpu/copy.h"
 #include "cuda/cuda_backend.h"
 #include "device_copy.h"
-#include "dispatch.h"
+#include "cpu/dtype_dispatch.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"

@@ -131,5 +131,19 @@ TEST_F(CudaTensor, ToDeviceIsDifferentiable) {
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 2, 2}));
 }
 
+// Ops without a CUDA implementation refuse real device tensors in their device switch, with
+// one message naming the op and the device; mixing devices names both inputs.
+TEST_F(CudaTensor, OpsWithoutCudaKernelNameTheOpAndDevice) {
+  Tensor a = ones({2, 3}).to(gpu), w = ones({3, 4}).to(gpu);
+  const std::string none = "no CUDA implementation yet (tensor on cuda:0)";
+  expect_error_mentions([&] { (void)add(a, a); }, {"add: " + none});
+  expect_error_mentions([&] { (void)matmul(a, w); }, {"matmul: " + none});
+  expect_error_mentions([&] { (void)softmax(a, -1); }, {"softmax: " + none});
+  expect_error_mentions([&] { (void)layer_norm(a, Tensor(), Tensor()); }, {"layer_norm: " + none});
+  expect_error_mentions([&] { (void)embedding(zeros({2}, {.dtype = DType::Int64}).to(gpu), w); },
+                        {"embedding: " + none});
+  expect_error_mentions([&] { (void)add(ones({2, 3}), a); }, {"add: inputs are on different devices", "cpu", "cuda:0"});
+}
+
 }  // namespace
 }  // namespace strata

@@ -29,7 +29,7 @@ TEST(CudaErrors, CpuOpsNameTheOpAndTheDevice) {
   FakeCuda f;
   Tensor a = f.make({2, 3});
   Tensor c = ones({2, 3});
-  expect_error_mentions([&] { (void)add(a, a); }, {"add", "cuda:0", "CPU"});
+  expect_error_mentions([&] { (void)add(a, a); }, {"add: no CUDA implementation yet (tensor on cuda:0)", "CPU"});
   expect_error_mentions([&] { (void)mul(a, 2.0); }, {"mul", "cuda:0"});
   expect_error_mentions([&] { (void)exp(a); }, {"exp", "cuda:0"});
   expect_error_mentions([&] { (void)sum(a); }, {"sum", "cuda:0"});
@@ -42,8 +42,34 @@ TEST(CudaErrors, CpuOpsNameTheOpAndTheDevice) {
   expect_error_mentions([&] { (void)dropout(a, 0.5, true); }, {"dropout", "cuda:0"});
   Tensor idx = from_blob(f.backing.data(), {2}, DType::Int64, {}, Device::cuda(0));
   expect_error_mentions([&] { (void)embedding(idx, c); }, {"embedding", "cuda:0"});
-  // Mixed devices.
-  expect_error_mentions([&] { (void)add(c, a); }, {"add", "cuda:0"});
+  expect_error_mentions([&] { (void)cross_entropy(a, idx); }, {"cross_entropy", "cuda:0"});
+  Tensor q = f.make({1, 1, 2, 3});
+  expect_error_mentions([&] { (void)causal_attention(q, q, q); }, {"causal_attention", "no CUDA implementation"});
+  expect_error_mentions([&] { (void)cat({a, a}, 0); }, {"cat", "no CUDA implementation"});
+  expect_error_mentions([&] { (void)linear(a, f.make({4, 3})); }, {"linear", "no CUDA implementation"});
+  expect_error_mentions([&] { add_(a, a); }, {"add_", "no CUDA implementation"});
+  EXPECT_EQ(f.backing[0], 1.0f);  // nothing wrote through the device pointer
+}
+
+// Inputs on two devices: the op and both inputs (name, shape, device) are named, whichever
+// of them is on the CPU.
+TEST(CudaErrors, MixedDevicesNameBothInputs) {
+  FakeCuda f;
+  Tensor g = f.make({2, 3});
+  Tensor c = ones({2, 3});
+  expect_error_mentions([&] { (void)add(c, g); }, {"add: inputs are on different devices", "a of shape [2, 3] on cpu",
+                                                   "b of shape [2, 3] on cuda:0"});
+  expect_error_mentions([&] { (void)mul(g, c); }, {"mul", "a of shape [2, 3] on cuda:0", "b of shape [2, 3] on cpu"});
+  expect_error_mentions([&] { (void)matmul(c, f.make({3, 2})); }, {"matmul", "on cpu", "on cuda:0"});
+  expect_error_mentions([&] { (void)linear(c, ones({4, 3}), f.make({4})); }, {"linear", "input", "bias", "cuda:0"});
+  expect_error_mentions([&] { (void)layer_norm(c, f.make({3}), Tensor()); }, {"layer_norm", "weight", "cuda:0"});
+  Tensor idx = zeros({2}, {.dtype = DType::Int64});
+  expect_error_mentions([&] { (void)embedding(idx, g); }, {"embedding", "indices", "weight", "cuda:0"});
+  expect_error_mentions([&] { (void)cross_entropy(g, idx); }, {"cross_entropy", "logits", "targets", "cuda:0"});
+  Tensor q = ones({1, 1, 2, 3});
+  expect_error_mentions([&] { (void)causal_attention(q, f.make({1, 1, 2, 3}), q); }, {"causal_attention", "k", "cuda:0"});
+  expect_error_mentions([&] { (void)cat({c, g}, 0); }, {"cat", "tensor 0", "tensor 1", "cuda:0"});
+  expect_error_mentions([&] { add_(c, g); }, {"add_", "self", "other", "cuda:0"});
 }
 
 TEST(CudaErrors, HostAccessorsRefuseDeviceMemory) {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <limits>
 
-#include "../../kernels/common/philox.h"
+#include "common/philox.h"
 #include "strata/strata.h"
 
 using namespace strata;

@@ -11,8 +11,8 @@
 #include <string>
 #include <utility>
 
-#include "../../kernels/common/adam.h"
-#include "../../kernels/common/sgd.h"
+#include "common/adam.h"
+#include "common/sgd.h"
 #include "strata/strata.h"
 
 using namespace strata;

@@ -1,7 +1,7 @@
 #include "activation.h"
 
-#include "../../../kernels/common/activation.h"
-#include "../dispatch.h"
+#include "common/activation.h"
+#include "dtype_dispatch.h"
 #include "multiversion.h"
 #include "strata/tensor/factory.h"
 
@@ -27,7 +27,6 @@ STRATA_MULTIVERSION void gelu_backward_kernel(const T* g, const T* x, T* dx, int
 }  // namespace
 
 Tensor gelu_forward(const Tensor& x) {
-  detail::require_cpu("gelu", x, "x");
   Tensor out = empty_like(x);
   detail::dispatch_floating(x.dtype(), "gelu", [&]<class T>() {
     gelu_kernel(x.data<T>(), out.data<T>(), x.numel());
@@ -36,8 +35,6 @@ Tensor gelu_forward(const Tensor& x) {
 }
 
 Tensor gelu_backward(const Tensor& grad, const Tensor& x) {
-  detail::require_cpu("gelu_backward", grad, "grad");
-  detail::require_cpu("gelu_backward", x, "x");
   Tensor out = empty_like(x);
   detail::dispatch_floating(x.dtype(), "gelu backward", [&]<class T>() {
     gelu_backward_kernel(grad.data<T>(), x.data<T>(), out.data<T>(), x.numel());
@@ -46,7 +43,6 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& x) {
 }
 
 Tensor relu_forward(const Tensor& x) {
-  detail::require_cpu("relu", x, "x");
   Tensor out = empty_like(x);
   detail::dispatch_floating(x.dtype(), "relu", [&]<class T>() {
     const T* px = x.data<T>();
@@ -60,8 +56,6 @@ Tensor relu_forward(const Tensor& x) {
 }
 
 Tensor relu_backward(const Tensor& grad, const Tensor& out) {
-  detail::require_cpu("relu_backward", grad, "grad");
-  detail::require_cpu("relu_backward", out, "out");
   Tensor gx = empty_like(out);
   detail::dispatch_floating(out.dtype(), "relu backward", [&]<class T>() {
     const T* py = out.data<T>();

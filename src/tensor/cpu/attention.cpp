@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 
-#include "../../../kernels/common/fast_math.h"
-#include "../dispatch.h"
+#include "common/fast_math.h"
+#include "dtype_dispatch.h"
 #include "multiversion.h"
 #include "strata/tensor/factory.h"
 
@@ -95,17 +95,7 @@ STRATA_MULTIVERSION void softmax_grad_rows(const T* p, T* ds, int64_t ld, int64_
 
 }  // namespace
 
-bool attention_blas_layout(const Tensor& t) {
-  const int64_t rows = t.size(2), d = t.size(3);
-  const bool unit_d = d <= 1 || t.stride(3) == 1;
-  const bool rows_ok = rows <= 1 || t.stride(2) >= d;
-  return unit_d && rows_ok && t.stride(0) >= 0 && t.stride(1) >= 0;
-}
-
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& probs) {
-  detail::require_cpu("attention", q, "q");
-  detail::require_cpu("attention", k, "k");
-  detail::require_cpu("attention", v, "v");
   const int64_t batch = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t bh_count = batch * heads;
   if (bh_count == 0 || t == 0 || d == 0) return;
@@ -137,10 +127,6 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& probs, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  detail::require_cpu("attention_backward", grad_out, "grad_out");
-  detail::require_cpu("attention_backward", q, "q");
-  detail::require_cpu("attention_backward", k, "k");
-  detail::require_cpu("attention_backward", v, "v");
   const int64_t batch = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
   const int64_t bh_count = batch * heads;
   if (bh_count == 0 || t == 0 || d == 0) return;

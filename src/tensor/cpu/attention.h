@@ -5,19 +5,16 @@
 
 namespace strata::cpu {
 
-// True when t ([B, H, T, D]) can be handed to BLAS as is: each [T, D] slice has unit
-// stride along D and a row stride >= D (any batch and head strides, 0 included).
-bool attention_blas_layout(const Tensor& t);
-
-// q, k, v, out: [B, H, T, D] with attention_blas_layout (out is written). probs: [B, H, T, T]
+// q, k, v, out: [B, H, T, D] with gemm::row_major_in_place (../gemm_plan.h): each [T, D]
+// slice has unit stride along D and a row stride >= D (out is written). probs: [B, H, T, T]
 // contiguous, receiving the attention probabilities for backward, or undefined (then a
 // per-thread scratch is used). Entries of probs above the diagonal are zero up to the end
 // of the row's block (an internal block size) and unspecified beyond; backward reads only
 // the defined part.
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& probs);
 
-// grad_out, q, k, v: [B, H, T, D] with attention_blas_layout; probs from attention_forward.
-// Writes dq, dk, dv ([B, H, T, D] with attention_blas_layout); any may be undefined.
+// grad_out, q, k, v: [B, H, T, D] with gemm::row_major_in_place; probs from
+// attention_forward. Writes dq, dk, dv ([B, H, T, D], row_major_in_place); any may be undefined.
 //   dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)), dQ = dS K s, dK = dS^T Q s.
 void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& probs, const Tensor& dq, const Tensor& dk, const Tensor& dv);

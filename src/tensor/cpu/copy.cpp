@@ -3,7 +3,8 @@
 #include <cstring>
 #include <vector>
 
-#include "../dispatch.h"
+#include "dtype_dispatch.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::cpu {
 namespace {
@@ -64,6 +65,36 @@ void fill(const Tensor& dst, double value) {
                    for (int64_t i = 0; i < n; ++i) d[od + i * sd] = v;
                  });
   });
+}
+
+Tensor cat(const std::vector<Tensor>& ts, size_t d, const Shape& out_shape) {
+  Tensor out = empty(out_shape, {.dtype = ts[0].dtype()});
+  if (out.numel() == 0) return out;
+  int64_t outer = 1, inner = 1;
+  for (size_t k = 0; k < d; ++k) outer *= out_shape[k];
+  for (size_t k = d + 1; k < out_shape.size(); ++k) inner *= out_shape[k];
+  const size_t elem = dtype_size(out.dtype());
+  const int64_t out_row = out_shape[d] * inner;  // elements of out per outer index
+  char* o = static_cast<char*>(out.raw_data());
+  int64_t start = 0;
+  for (const Tensor& t : ts) {
+    const int64_t len = t.shape()[d];
+    if (len == 0) continue;
+    if (t.is_contiguous()) {
+      // Each outer index holds one contiguous run of len * inner elements in both tensors.
+      const int64_t run = len * inner;
+      const char* s = static_cast<const char*>(t.raw_data());
+#pragma omp parallel for if (outer > 1 && outer * run > 65536) schedule(static)
+      for (int64_t r = 0; r < outer; ++r) {
+        std::memcpy(o + static_cast<size_t>(r * out_row + start * inner) * elem, s + static_cast<size_t>(r * run) * elem,
+                    static_cast<size_t>(run) * elem);
+      }
+    } else {
+      copy_strided(out.narrow(static_cast<int64_t>(d), start, len), t);
+    }
+    start += len;
+  }
+  return out;
 }
 
 }  // namespace strata::cpu

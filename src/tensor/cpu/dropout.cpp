@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "../../../kernels/common/dropout.h"
-#include "../dispatch.h"
+#include "common/dropout.h"
+#include "dtype_dispatch.h"
 #include "multiversion.h"
 #include "strata/tensor/factory.h"
 
@@ -44,7 +44,6 @@ STRATA_MULTIVERSION void dropout_kernel(const T* x, T* y, int64_t n, float p, T 
 }  // namespace
 
 Tensor dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
-  detail::require_cpu("dropout", x, "x");
   Tensor out = empty_like(x);
   detail::dispatch_floating(x.dtype(), "dropout", [&]<class T>() {
     dropout_kernel(x.data<T>(), out.data<T>(), x.numel(), static_cast<float>(p), static_cast<T>(1.0 / (1.0 - p)),

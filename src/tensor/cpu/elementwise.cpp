@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "../dispatch.h"
+#include "dtype_dispatch.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {
@@ -57,11 +57,8 @@ Strides broadcast_strides(const Tensor& t, const Shape& shape) {
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
-  detail::require_cpu(name, a, "a");
-  detail::require_cpu(name, b, "b");
   STRATA_CHECK(a.dtype() == b.dtype(), name, ": dtype mismatch, ", a.dtype(), " tensor of shape ", a.shape(), " and ",
                b.dtype(), " tensor of shape ", b.shape());
-  STRATA_CHECK(a.device() == b.device(), name, ": device mismatch, ", a.device(), " and ", b.device());
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   Tensor out = empty(shape, {.dtype = a.dtype(), .device = a.device()});
   detail::dispatch_arith(a.dtype(), name, [&]<class T>() {
@@ -104,7 +101,6 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
 }
 
 Tensor unary(UnaryOp op, const Tensor& a_in, double param, const char* name) {
-  detail::require_cpu(name, a_in, "a");
   Tensor a = a_in.contiguous();
   Tensor out = empty(a.shape(), {.dtype = a.dtype(), .device = a.device()});
   const bool needs_float = op == UnaryOp::Exp || op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Tanh ||
@@ -141,8 +137,6 @@ Tensor unary(UnaryOp op, const Tensor& a_in, double param, const char* name) {
 }
 
 void add_inplace(const Tensor& self, const Tensor& other, double alpha) {
-  detail::require_cpu("add_", self, "self");
-  detail::require_cpu("add_", other, "other");
   STRATA_CHECK(self.dtype() == other.dtype(), "add_: dtype mismatch, ", self.dtype(), " and ", other.dtype());
   Shape shape = broadcast_shapes(self.shape(), other.shape(), "add_");
   STRATA_CHECK(shape == self.shape(), "add_: cannot broadcast ", other.shape(), " into ", self.shape());
@@ -171,7 +165,6 @@ void add_inplace(const Tensor& self, const Tensor& other, double alpha) {
 }
 
 void mul_inplace(const Tensor& self, double value) {
-  detail::require_cpu("mul_", self, "self");
   detail::dispatch_arith(self.dtype(), "mul_", [&]<class T>() {
     STRATA_CHECK(self.is_contiguous(), "mul_: tensor of shape ", self.shape(), " is not contiguous");
     T* s = self.data<T>();

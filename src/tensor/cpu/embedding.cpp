@@ -6,7 +6,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "../dispatch.h"
+#include "dtype_dispatch.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {
@@ -38,8 +38,6 @@ decltype(auto) dispatch_index(const Tensor& indices, F&& f) {
 }  // namespace
 
 Tensor embedding_forward(const Tensor& indices, const Tensor& weight) {
-  detail::require_cpu("embedding", indices, "indices");
-  detail::require_cpu("embedding", weight, "weight");
   const int64_t vocab = weight.size(0), dim = weight.size(1), n = indices.numel();
   Shape out_shape = indices.shape();
   out_shape.push_back(dim);
@@ -63,8 +61,6 @@ Tensor embedding_forward(const Tensor& indices, const Tensor& weight) {
 }
 
 Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t vocab) {
-  detail::require_cpu("embedding_backward", grad, "grad");
-  detail::require_cpu("embedding_backward", indices, "indices");
   const int64_t n = indices.numel();
   const int64_t dim = grad.numel() / std::max<int64_t>(n, 1);
   Tensor dw = zeros({vocab, dim}, {.dtype = grad.dtype()});

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../dispatch.h"
+#include "dtype_dispatch.h"
 #include "multiversion.h"
 #include "strata/tensor/factory.h"
 
@@ -114,9 +114,6 @@ STRATA_MULTIVERSION int layer_norm_backward_kernel(const T* g, const T* x, const
 }  // namespace
 
 LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  detail::require_cpu("layer_norm", x, "x");
-  detail::require_cpu("layer_norm", weight, "weight");
-  detail::require_cpu("layer_norm", bias, "bias");
   const int64_t d = x.size(-1);
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
   LayerNormResult r{empty_like(x), empty({rows}, {.dtype = x.dtype()}), empty({rows}, {.dtype = x.dtype()})};
@@ -132,9 +129,6 @@ LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const 
 
 LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
                                    const Tensor& rstd, bool need_dx, bool need_dweight, bool need_dbias) {
-  detail::require_cpu("layer_norm_backward", grad, "grad");
-  detail::require_cpu("layer_norm_backward", x, "x");
-  detail::require_cpu("layer_norm_backward", weight, "weight");
   const int64_t d = x.size(-1);
   const int64_t rows = d == 0 ? 0 : x.numel() / d;
   LayerNormGrads g;

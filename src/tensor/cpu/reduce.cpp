@@ -1,12 +1,11 @@
 #include "reduce.h"
 
-#include "../dispatch.h"
+#include "dtype_dispatch.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {
 
 Tensor sum_keepdim(const Tensor& x_in, const std::vector<bool>& reduced) {
-  detail::require_cpu("sum", x_in, "x");
   const size_t nd = x_in.shape().size();
   Shape out_shape = x_in.shape();
   for (size_t d = 0; d < nd; ++d)
@@ -59,7 +58,6 @@ Tensor sum_keepdim(const Tensor& x_in, const std::vector<bool>& reduced) {
 }
 
 void max_keepdim(const Tensor& x_in, int64_t dim, Tensor* values, Tensor* indices) {
-  detail::require_cpu("max", x_in, "x");
   Tensor x = x_in.contiguous();
   Shape out_shape = x.shape();
   const int64_t n = out_shape[static_cast<size_t>(dim)];
@@ -90,6 +88,23 @@ void max_keepdim(const Tensor& x_in, int64_t dim, Tensor* values, Tensor* indice
       }
     }
   });
+}
+
+Tensor max_backward(const Tensor& grad, const Tensor& indices, const Shape& in_shape, int64_t dim) {
+  Tensor gx = zeros(in_shape, {.dtype = grad.dtype()});
+  const int64_t n = in_shape[static_cast<size_t>(dim)];
+  int64_t inner = 1;
+  for (size_t k = static_cast<size_t>(dim) + 1; k < in_shape.size(); ++k) inner *= in_shape[k];
+  const int64_t* ix = indices.data<int64_t>();
+  detail::dispatch_floating(grad.dtype(), "max backward", [&]<class T>() {
+    const T* pg = grad.data<T>();
+    T* px = gx.data<T>();
+    for (int64_t i = 0; i < grad.numel(); ++i) {
+      int64_t o = i / inner, r = i % inner;
+      px[(o * n + ix[i]) * inner + r] = pg[i];
+    }
+  });
+  return gx;
 }
 
 }  // namespace strata::cpu

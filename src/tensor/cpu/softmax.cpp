@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "../../../kernels/common/fast_math.h"
-#include "../dispatch.h"
+#include "common/fast_math.h"
+#include "dtype_dispatch.h"
 #include "multiversion.h"
 #include "strata/tensor/factory.h"
 
@@ -238,7 +238,6 @@ STRATA_MULTIVERSION void softmax_backward_kernel(const T* g, const T* y, T* dx, 
 }  // namespace
 
 Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
-  detail::require_cpu("softmax", x, "x");
   Tensor out = empty_like(x);
   if (x.numel() == 0) return out;
   const Layout l = layout_of(x.shape(), dim);
@@ -248,8 +247,6 @@ Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
 }
 
 Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool log) {
-  detail::require_cpu("softmax_backward", grad, "grad");
-  detail::require_cpu("softmax_backward", out, "out");
   Tensor dx = empty_like(out);
   if (out.numel() == 0) return dx;
   const Layout l = layout_of(out.shape(), dim);
@@ -325,8 +322,6 @@ STRATA_MULTIVERSION void cross_entropy_backward_kernel(const T* x, const I* targ
 }  // namespace
 
 CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
-  detail::require_cpu("cross_entropy", logits, "logits");
-  detail::require_cpu("cross_entropy", targets, "targets");
   const int64_t rows = logits.size(0), classes = logits.size(1);
   CrossEntropyResult r;
   r.stats = empty({rows, 2}, {.dtype = logits.dtype()});
@@ -348,9 +343,6 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
 
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& stats,
                               int64_t ignore_index, int64_t count) {
-  detail::require_cpu("cross_entropy_backward", grad_loss, "grad_loss");
-  detail::require_cpu("cross_entropy_backward", logits, "logits");
-  detail::require_cpu("cross_entropy_backward", targets, "targets");
   const int64_t rows = logits.size(0), classes = logits.size(1);
   Tensor dx = empty_like(logits);
   const double coef = count > 0 ? grad_loss.item() / static_cast<double>(count) : 0.0;

@@ -1,6 +1,7 @@
 // gelu, relu: fused elementwise forward and backward kernels (src/tensor/cpu/activation).
 #include "../cpu/activation.h"
 
+#include "../device_dispatch.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/ops/nn_functional.h"
@@ -10,10 +11,12 @@ namespace strata {
 Tensor gelu(const Tensor& x) {
   detail::check_nn_input(x, "gelu", "input");
   Tensor xc = detail::contiguous_data(x);
-  Tensor out = cpu::gelu_forward(xc);
+  Tensor out = detail::on_device("gelu", xc.device(), [&] { return cpu::gelu_forward(xc); });
   if (autograd::needs_grad({x})) {
     autograd::record("GeluBackward", {x}, {out}, [xc](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{cpu::gelu_backward(detail::contiguous_data(ctx.grad()), xc)};
+      Tensor g = detail::contiguous_data(ctx.grad());
+      return std::vector<Tensor>{
+          detail::on_device("gelu backward", xc.device(), [&] { return cpu::gelu_backward(g, xc); })};
     });
   }
   return out;
@@ -21,11 +24,14 @@ Tensor gelu(const Tensor& x) {
 
 Tensor relu(const Tensor& x) {
   detail::check_nn_input(x, "relu", "input");
-  Tensor out = cpu::relu_forward(detail::contiguous_data(x));
+  Tensor xc = detail::contiguous_data(x);
+  Tensor out = detail::on_device("relu", xc.device(), [&] { return cpu::relu_forward(xc); });
   if (autograd::needs_grad({x})) {
     // The output decides the mask (out > 0), so x need not be kept alive.
     autograd::record("ReluBackward", {x}, {out}, [saved = out.detach()](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{cpu::relu_backward(detail::contiguous_data(ctx.grad()), saved)};
+      Tensor g = detail::contiguous_data(ctx.grad());
+      return std::vector<Tensor>{
+          detail::on_device("relu backward", saved.device(), [&] { return cpu::relu_backward(g, saved); })};
     });
   }
   return out;

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "../cpu/elementwise.h"
-#include "../dispatch.h"
+#include "../device_dispatch.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/ops/reduce.h"
@@ -14,8 +14,22 @@ using autograd::BackwardContext;
 using cpu::BinaryOp;
 using cpu::UnaryOp;
 
+namespace {
+
+// The device switches of the elementwise kernels; `name` is the public op.
+Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  const Device device = detail::common_device(name, {{"a", a}, {"b", b}});
+  return detail::on_device(name, device, [&] { return cpu::binary(op, a, b, name); });
+}
+
+Tensor unary_op(UnaryOp op, const Tensor& a, double param, const char* name) {
+  return detail::on_device(name, a.device(), [&] { return cpu::unary(op, a, param, name); });
+}
+
+}  // namespace
+
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = cpu::binary(BinaryOp::Add, a, b, "add");
+  Tensor out = binary_op(BinaryOp::Add, a, b, "add");
   if (autograd::needs_grad({a, b})) {
     autograd::record("AddBackward", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
@@ -26,7 +40,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = cpu::binary(BinaryOp::Sub, a, b, "sub");
+  Tensor out = binary_op(BinaryOp::Sub, a, b, "sub");
   if (autograd::needs_grad({a, b})) {
     autograd::record("SubBackward", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
@@ -37,7 +51,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = cpu::binary(BinaryOp::Mul, a, b, "mul");
+  Tensor out = binary_op(BinaryOp::Mul, a, b, "mul");
   if (autograd::needs_grad({a, b})) {
     autograd::record("MulBackward", {a, b}, {out}, [a = a.detach(), b = b.detach()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
@@ -49,7 +63,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = cpu::binary(BinaryOp::Div, a, b, "div");
+  Tensor out = binary_op(BinaryOp::Div, a, b, "div");
   if (autograd::needs_grad({a, b})) {
     autograd::record("DivBackward", {a, b}, {out}, [a = a.detach(), b = b.detach()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
@@ -63,7 +77,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a, double b) {
-  Tensor out = cpu::unary(UnaryOp::AddScalar, a, b, "add");
+  Tensor out = unary_op(UnaryOp::AddScalar, a, b, "add");
   if (autograd::needs_grad({a})) {
     autograd::record("AddScalarBackward", {a}, {out}, [](BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad()}; });
   }
@@ -71,7 +85,7 @@ Tensor add(const Tensor& a, double b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
-  Tensor out = cpu::unary(UnaryOp::MulScalar, a, b, "mul");
+  Tensor out = unary_op(UnaryOp::MulScalar, a, b, "mul");
   if (autograd::needs_grad({a})) {
     autograd::record("MulScalarBackward", {a}, {out}, [b](BackwardContext& ctx) {
       return std::vector<Tensor>{mul(ctx.grad(), b)};
@@ -81,7 +95,7 @@ Tensor mul(const Tensor& a, double b) {
 }
 
 Tensor neg(const Tensor& a) {
-  Tensor out = cpu::unary(UnaryOp::Neg, a, 0.0, "neg");
+  Tensor out = unary_op(UnaryOp::Neg, a, 0.0, "neg");
   if (autograd::needs_grad({a})) {
     autograd::record("NegBackward", {a}, {out}, [](BackwardContext& ctx) { return std::vector<Tensor>{neg(ctx.grad())}; });
   }
@@ -89,7 +103,7 @@ Tensor neg(const Tensor& a) {
 }
 
 Tensor exp(const Tensor& a) {
-  Tensor out = cpu::unary(UnaryOp::Exp, a, 0.0, "exp");
+  Tensor out = unary_op(UnaryOp::Exp, a, 0.0, "exp");
   if (autograd::needs_grad({a})) {
     autograd::record("ExpBackward", {a}, {out}, [out = out.detach()](BackwardContext& ctx) {
       return std::vector<Tensor>{mul(ctx.grad(), out)};
@@ -99,7 +113,7 @@ Tensor exp(const Tensor& a) {
 }
 
 Tensor log(const Tensor& a) {
-  Tensor out = cpu::unary(UnaryOp::Log, a, 0.0, "log");
+  Tensor out = unary_op(UnaryOp::Log, a, 0.0, "log");
   if (autograd::needs_grad({a})) {
     autograd::record("LogBackward", {a}, {out}, [a = a.detach()](BackwardContext& ctx) {
       return std::vector<Tensor>{div(ctx.grad(), a)};
@@ -109,7 +123,7 @@ Tensor log(const Tensor& a) {
 }
 
 Tensor sqrt(const Tensor& a) {
-  Tensor out = cpu::unary(UnaryOp::Sqrt, a, 0.0, "sqrt");
+  Tensor out = unary_op(UnaryOp::Sqrt, a, 0.0, "sqrt");
   if (autograd::needs_grad({a})) {
     autograd::record("SqrtBackward", {a}, {out}, [out = out.detach()](BackwardContext& ctx) {
       return std::vector<Tensor>{div(mul(ctx.grad(), 0.5), out)};
@@ -119,7 +133,7 @@ Tensor sqrt(const Tensor& a) {
 }
 
 Tensor tanh(const Tensor& a) {
-  Tensor out = cpu::unary(UnaryOp::Tanh, a, 0.0, "tanh");
+  Tensor out = unary_op(UnaryOp::Tanh, a, 0.0, "tanh");
   if (autograd::needs_grad({a})) {
     autograd::record("TanhBackward", {a}, {out}, [out = out.detach()](BackwardContext& ctx) {
       // d tanh = 1 - tanh^2
@@ -130,7 +144,7 @@ Tensor tanh(const Tensor& a) {
 }
 
 Tensor pow(const Tensor& a, double exponent) {
-  Tensor out = cpu::unary(UnaryOp::Pow, a, exponent, "pow");
+  Tensor out = unary_op(UnaryOp::Pow, a, exponent, "pow");
   if (autograd::needs_grad({a})) {
     autograd::record("PowBackward", {a}, {out}, [a = a.detach(), exponent](BackwardContext& ctx) {
       return std::vector<Tensor>{mul(mul(ctx.grad(), pow(a, exponent - 1.0)), exponent)};
@@ -142,14 +156,15 @@ Tensor pow(const Tensor& a, double exponent) {
 Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
   STRATA_CHECK(!(grad_enabled() && self.requires_grad()),
                "add_: in-place write to a tensor that requires grad; wrap it in NoGradGuard");
-  cpu::add_inplace(self, other, alpha);
+  const Device device = detail::common_device("add_", {{"self", self}, {"other", other}});
+  detail::on_device("add_", device, [&] { cpu::add_inplace(self, other, alpha); });
   return self;
 }
 
 Tensor& mul_(Tensor& self, double value) {
   STRATA_CHECK(!(grad_enabled() && self.requires_grad()),
                "mul_: in-place write to a tensor that requires grad; wrap it in NoGradGuard");
-  cpu::mul_inplace(self, value);
+  detail::on_device("mul_", self.device(), [&] { cpu::mul_inplace(self, value); });
   return self;
 }
 

@@ -1,6 +1,7 @@
 // embedding lookup (kernels in src/tensor/cpu/embedding).
 #include "../cpu/embedding.h"
 
+#include "../device_dispatch.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/ops/nn_functional.h"
@@ -17,15 +18,17 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   STRATA_CHECK(indices.defined(), "embedding: indices are undefined");
   STRATA_CHECK(indices.dtype() == DType::Int32 || indices.dtype() == DType::Int64, "embedding: indices have dtype ",
                indices.dtype(), " (shape ", indices.shape(), "); int32 or int64 expected");
-  STRATA_CHECK(indices.device().is_cpu(), "embedding: indices are on ", indices.device(),
-               "; only CPU tensors are supported so far");
+  const Device device = detail::common_device("embedding", {{"indices", indices}, {"weight", weight}});
   Tensor idx = indices.contiguous();
   // A 16-bit weight's float32 copy lives only for this lookup (backward does not read it).
-  Tensor out = cpu::embedding_forward(idx, detail::param_data(weight));
+  Tensor out = detail::on_device("embedding", device,
+                                 [&] { return cpu::embedding_forward(idx, detail::param_data(weight)); });
   if (autograd::needs_grad({weight})) {
     autograd::record("EmbeddingBackward", {weight}, {out},
                      [idx, vocab = weight.size(0), wdt = weight.dtype()](autograd::BackwardContext& ctx) {
-                       Tensor g = cpu::embedding_backward(detail::contiguous_data(ctx.grad()), idx, vocab);
+                       Tensor go = detail::contiguous_data(ctx.grad());
+                       Tensor g = detail::on_device("embedding backward", idx.device(),
+                                                    [&] { return cpu::embedding_backward(go, idx, vocab); });
                        return std::vector<Tensor>{detail::param_grad(g, wdt)};
                      });
   }

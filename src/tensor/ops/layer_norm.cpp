@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "../device_dispatch.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/ops/nn_functional.h"
@@ -20,11 +21,13 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     STRATA_CHECK(t.shape() == Shape({d}), "layer_norm: ", name, " must have shape [", d,
                  "] (the input's last dimension), got ", t.shape(), " for input of shape ", x.shape());
   }
+  const Device device = detail::common_device("layer_norm", {{"input", x}, {"weight", weight}, {"bias", bias}});
   Tensor xc = detail::contiguous_data(x);
   // 16-bit parameters: float32 copies for this forward only; backward converts the weight again.
   Tensor wc = detail::param_data(weight);
   Tensor bc = detail::param_data(bias);
-  cpu::LayerNormResult r = cpu::layer_norm_forward(xc, wc, bc, eps);
+  cpu::LayerNormResult r =
+      detail::on_device("layer_norm", device, [&] { return cpu::layer_norm_forward(xc, wc, bc, eps); });
   if (autograd::needs_grad({x, weight, bias})) {
     const bool w16 = weight.defined() && detail::is_16bit(weight.dtype());
     Tensor w_saved = w16 ? weight.detach() : wc;
@@ -33,9 +36,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     autograd::record("LayerNormBackward", {x, weight, bias}, {r.out},
                      [xc, w_saved, w16, wdt, bdt, mean = r.mean, rstd = r.rstd](autograd::BackwardContext& ctx) {
                        Tensor w = w16 ? detail::param_data(w_saved) : w_saved;
-                       cpu::LayerNormGrads g =
-                           cpu::layer_norm_backward(detail::contiguous_data(ctx.grad()), xc, w, mean, rstd,
-                                                    ctx.needs(0), ctx.needs(1), ctx.needs(2));
+                       Tensor go = detail::contiguous_data(ctx.grad());
+                       cpu::LayerNormGrads g = detail::on_device("layer_norm backward", xc.device(), [&] {
+                         return cpu::layer_norm_backward(go, xc, w, mean, rstd, ctx.needs(0), ctx.needs(1),
+                                                         ctx.needs(2));
+                       });
                        return std::vector<Tensor>{g.dx, detail::param_grad(g.dweight, wdt),
                                                   detail::param_grad(g.dbias, bdt)};
                      });

@@ -1,14 +1,14 @@
 #pragma once
-// Argument checks and input preparation shared by the nn_functional and linalg ops.
+// Argument checks and input preparation shared by the nn_functional and linalg ops. The
+// checks are device-neutral; each op's device switch (../device_dispatch.h) picks the kernel.
 #include "strata/core/error.h"
 #include "strata/tensor/tensor.h"
 
 namespace strata::detail {
 
-// `t` (named `what` in messages) must be a defined float32/float64 CPU tensor.
+// `t` (named `what` in messages) must be a defined float32/float64 tensor.
 inline void check_nn_input(const Tensor& t, const char* op, const char* what) {
   STRATA_CHECK(t.defined(), op, ": ", what, " is undefined");
-  STRATA_CHECK(t.device().is_cpu(), op, ": ", what, " is on ", t.device(), "; only CPU tensors are supported so far");
   STRATA_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Float64, op, ": ", what, " has dtype ", t.dtype(),
                " (shape ", t.shape(), "); float32 or float64 expected (convert 16-bit tensors with .to())");
 }
@@ -27,12 +27,10 @@ inline Tensor contiguous_data(const Tensor& t) { return t.detach().contiguous();
 
 inline bool is_16bit(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
 
-// `param` (named `what`) must be a defined CPU tensor of dtype `compute`, or 16-bit with
+// `param` (named `what`) must be a defined tensor of dtype `compute`, or 16-bit with
 // `compute` float32.
 inline void check_param(const Tensor& param, DType compute, const char* op, const char* what) {
   STRATA_CHECK(param.defined(), op, ": ", what, " is undefined");
-  STRATA_CHECK(param.device().is_cpu(), op, ": ", what, " is on ", param.device(),
-               "; only CPU tensors are supported so far");
   STRATA_CHECK(param.dtype() == compute || (is_16bit(param.dtype()) && compute == DType::Float32), op, ": ", what,
                " has dtype ", param.dtype(), " (shape ", param.shape(), ") but the op computes in ", compute,
                "; a parameter must have the compute dtype, or be bfloat16/float16 with float32 compute");

@@ -1,7 +1,7 @@
 #include "strata/tensor/ops/reduce.h"
 
 #include "../cpu/reduce.h"
-#include "../dispatch.h"
+#include "../device_dispatch.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops/elementwise.h"
@@ -19,6 +19,11 @@ std::vector<bool> dims_mask(const Tensor& x, const std::vector<int64_t>& dims, c
   return mask;
 }
 
+// Max and arg-max along dimension d, keeping it as size 1.
+void max_keepdim(const Tensor& x, int64_t d, Tensor* values, Tensor* indices, const char* op) {
+  detail::on_device(op, x.device(), [&] { cpu::max_keepdim(x, d, values, indices); });
+}
+
 Shape drop_reduced(const Shape& keep_shape, const std::vector<bool>& mask) {
   Shape s;
   for (size_t d = 0; d < keep_shape.size(); ++d)
@@ -27,7 +32,7 @@ Shape drop_reduced(const Shape& keep_shape, const std::vector<bool>& mask) {
 }
 
 Tensor sum_mask(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
-  Tensor kept = cpu::sum_keepdim(x, mask);
+  Tensor kept = detail::on_device("sum", x.device(), [&] { return cpu::sum_keepdim(x, mask); });
   Tensor out = keepdim ? kept : kept.detach().view(drop_reduced(kept.shape(), mask));
   if (autograd::needs_grad({x})) {
     autograd::record("SumBackward", {x}, {out}, [in_shape = x.shape(), kept_shape = kept.shape()](autograd::BackwardContext& ctx) {
@@ -79,26 +84,15 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
   const int64_t d = normalize_dim(dim, x.dim(), "max");
   Tensor values, indices;
-  cpu::max_keepdim(x, d, &values, &indices);
+  max_keepdim(x, d, &values, &indices, "max");
   Tensor out = keepdim ? values : values.squeeze(d);
   if (autograd::needs_grad({x})) {
     autograd::record("MaxBackward", {x}, {out},
                      [in_shape = x.shape(), kept = values.shape(), indices, d](autograd::BackwardContext& ctx) {
                        Tensor g = ctx.grad().reshape(kept).contiguous();
-                       Tensor gx = zeros(in_shape, {.dtype = g.dtype()});
-                       int64_t n = in_shape[static_cast<size_t>(d)];
-                       int64_t inner = 1;
-                       for (size_t k = static_cast<size_t>(d) + 1; k < in_shape.size(); ++k) inner *= in_shape[k];
-                       const int64_t* ix = indices.data<int64_t>();
-                       detail::dispatch_floating(g.dtype(), "max backward", [&]<class T>() {
-                         const T* pg = g.data<T>();
-                         T* px = gx.data<T>();
-                         for (int64_t i = 0; i < g.numel(); ++i) {
-                           int64_t o = i / inner, r = i % inner;
-                           px[(o * n + ix[i]) * inner + r] = pg[i];
-                         }
-                       });
-                       return std::vector<Tensor>{gx};
+                       return std::vector<Tensor>{detail::on_device("max backward", indices.device(), [&] {
+                         return cpu::max_backward(g, indices, in_shape, d);
+                       })};
                      });
   }
   return out;
@@ -107,7 +101,7 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   const int64_t d = normalize_dim(dim, x.dim(), "argmax");
   Tensor values, indices;
-  cpu::max_keepdim(x, d, &values, &indices);
+  max_keepdim(x, d, &values, &indices, "argmax");
   return keepdim ? indices : indices.squeeze(d);
 }
 

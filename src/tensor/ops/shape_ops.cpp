@@ -5,9 +5,10 @@
 #include "strata/tensor/ops/shape_ops.h"
 
 #include <algorithm>
-#include <cstring>
+#include <string>
 
 #include "../cpu/copy.h"
+#include "../device_dispatch.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
 
@@ -19,8 +20,8 @@ Shape cat_shape(const std::vector<Tensor>& ts, int64_t dim, const char* op) {
   STRATA_CHECK(!ts.empty(), op, ": expected a non-empty list of tensors");
   for (size_t i = 0; i < ts.size(); ++i) {
     STRATA_CHECK(ts[i].defined(), op, ": tensor ", i, " is undefined");
-    STRATA_CHECK(ts[i].device().is_cpu(), op, ": tensor ", i, " is on ", ts[i].device(),
-                 "; only CPU tensors are supported here");
+    if (ts[i].device() != ts[0].device()) [[unlikely]]
+      detail::mixed_devices(op, "tensor 0", ts[0], "tensor " + std::to_string(i), ts[i]);
   }
   const Tensor& first = ts[0];
   STRATA_CHECK(first.dim() >= 1, op, ": zero-dimensional tensor 0 cannot be concatenated");
@@ -42,35 +43,9 @@ Shape cat_shape(const std::vector<Tensor>& ts, int64_t dim, const char* op) {
   return out;
 }
 
-// Copies the (already checked) tensors into a fresh tensor of shape `out_shape` along `d`.
-Tensor cat_copy(const std::vector<Tensor>& ts, size_t d, const Shape& out_shape) {
-  Tensor out = empty(out_shape, {.dtype = ts[0].dtype()});
-  if (out.numel() == 0) return out;
-  int64_t outer = 1, inner = 1;
-  for (size_t k = 0; k < d; ++k) outer *= out_shape[k];
-  for (size_t k = d + 1; k < out_shape.size(); ++k) inner *= out_shape[k];
-  const size_t elem = dtype_size(out.dtype());
-  const int64_t out_row = out_shape[d] * inner;  // elements of out per outer index
-  char* o = static_cast<char*>(out.raw_data());
-  int64_t start = 0;
-  for (const Tensor& t : ts) {
-    const int64_t len = t.shape()[d];
-    if (len == 0) continue;
-    if (t.is_contiguous()) {
-      // Each outer index holds one contiguous run of len * inner elements in both tensors.
-      const int64_t run = len * inner;
-      const char* s = static_cast<const char*>(t.raw_data());
-#pragma omp parallel for if (outer > 1 && outer * run > 65536) schedule(static)
-      for (int64_t r = 0; r < outer; ++r) {
-        std::memcpy(o + static_cast<size_t>(r * out_row + start * inner) * elem, s + static_cast<size_t>(r * run) * elem,
-                    static_cast<size_t>(run) * elem);
-      }
-    } else {
-      cpu::copy_strided(out.narrow(static_cast<int64_t>(d), start, len), t);
-    }
-    start += len;
-  }
-  return out;
+// The (already checked) tensors concatenated along `d` into a fresh tensor of `out_shape`.
+Tensor cat_copy(const std::vector<Tensor>& ts, size_t d, const Shape& out_shape, const char* op) {
+  return detail::on_device(op, ts[0].device(), [&] { return cpu::cat(ts, d, out_shape); });
 }
 
 std::vector<int64_t> even_sizes(int64_t extent, int64_t split_size) {
@@ -85,7 +60,7 @@ std::vector<int64_t> even_sizes(int64_t extent, int64_t split_size) {
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   const Shape out_shape = cat_shape(tensors, dim, "cat");
   const size_t d = static_cast<size_t>(normalize_dim(dim, tensors[0].dim(), "cat"));
-  Tensor out = cat_copy(tensors, d, out_shape);
+  Tensor out = cat_copy(tensors, d, out_shape, "cat");
   if (is_floating(out.dtype()) && autograd::needs_grad(tensors)) {
     std::vector<int64_t> lengths;
     for (const Tensor& t : tensors) lengths.push_back(t.shape()[d]);
@@ -114,7 +89,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   views.reserve(tensors.size());
   for (const Tensor& t : tensors) views.push_back(t.detach().unsqueeze(d));
   const Shape out_shape = cat_shape(views, d, "stack");
-  Tensor out = cat_copy(views, static_cast<size_t>(d), out_shape);
+  Tensor out = cat_copy(views, static_cast<size_t>(d), out_shape, "stack");
   if (is_floating(out.dtype()) && autograd::needs_grad(tensors)) {
     const size_t count = tensors.size();
     autograd::record("StackBackward", tensors, {out}, [count, d](autograd::BackwardContext& ctx) {
@@ -152,7 +127,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   if (is_floating(x.dtype()) && autograd::needs_grad({x})) {
     autograd::record("SplitBackward", {x}, pieces, [d, shape = x.shape()](autograd::BackwardContext& ctx) {
       // Pieces that received no gradient arrive as zeros from the engine.
-      return std::vector<Tensor>{cat_copy(ctx.grads, static_cast<size_t>(d), shape)};
+      return std::vector<Tensor>{cat_copy(ctx.grads, static_cast<size_t>(d), shape, "split backward")};
     });
   }
   return pieces;

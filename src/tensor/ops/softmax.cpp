@@ -1,6 +1,7 @@
 // softmax, log_softmax and cross_entropy (kernels in src/tensor/cpu/softmax).
 #include "../cpu/softmax.h"
 
+#include "../device_dispatch.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/ops/nn_functional.h"
@@ -13,12 +14,14 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   detail::check_nn_input(x, op, "input");
   STRATA_CHECK(x.dim() > 0, op, ": input is a scalar (shape []); it needs at least one dimension");
   const int64_t d = normalize_dim(dim, x.dim(), op);
-  Tensor out = cpu::softmax_forward(detail::contiguous_data(x), d, log);
+  Tensor xc = detail::contiguous_data(x);
+  Tensor out = detail::on_device(op, xc.device(), [&] { return cpu::softmax_forward(xc, d, log); });
   if (autograd::needs_grad({x})) {
     autograd::record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {x}, {out},
-                     [saved = out.detach(), d, log](autograd::BackwardContext& ctx) {
-                       return std::vector<Tensor>{
-                           cpu::softmax_backward(detail::contiguous_data(ctx.grad()), saved, d, log)};
+                     [saved = out.detach(), d, log, op](autograd::BackwardContext& ctx) {
+                       Tensor g = detail::contiguous_data(ctx.grad());
+                       return std::vector<Tensor>{detail::on_device(
+                           op, saved.device(), [&] { return cpu::softmax_backward(g, saved, d, log); })};
                      });
   }
   return out;
@@ -36,20 +39,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   STRATA_CHECK(targets.defined(), "cross_entropy: targets are undefined");
   STRATA_CHECK(targets.dtype() == DType::Int32 || targets.dtype() == DType::Int64, "cross_entropy: targets have dtype ",
                targets.dtype(), "; int32 or int64 class indices expected");
-  STRATA_CHECK(targets.device().is_cpu(), "cross_entropy: targets are on ", targets.device(),
-               "; only CPU tensors are supported so far");
+  const Device device = detail::common_device("cross_entropy", {{"logits", logits}, {"targets", targets}});
   STRATA_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "cross_entropy: targets must be [N] = [",
                logits.size(0), "] for logits of shape ", logits.shape(), ", got shape ", targets.shape());
   STRATA_CHECK(logits.size(1) > 0 || logits.size(0) == 0, "cross_entropy: logits of shape ", logits.shape(),
                " have no classes");
   Tensor x = detail::contiguous_data(logits);
   Tensor t = targets.contiguous();
-  cpu::CrossEntropyResult r = cpu::cross_entropy_forward(x, t, ignore_index);
+  cpu::CrossEntropyResult r =
+      detail::on_device("cross_entropy", device, [&] { return cpu::cross_entropy_forward(x, t, ignore_index); });
   if (autograd::needs_grad({logits})) {
     autograd::record("CrossEntropyBackward", {logits}, {r.loss},
                      [x, t, stats = r.stats, ignore_index, count = r.count](autograd::BackwardContext& ctx) {
-                       return std::vector<Tensor>{
-                           cpu::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count)};
+                       return std::vector<Tensor>{detail::on_device("cross_entropy backward", x.device(), [&] {
+                         return cpu::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count);
+                       })};
                      });
   }
   return r.loss;

@@ -1,7 +1,10 @@
 #pragma once
-// A plain switch from a runtime dtype to a template argument:
+// dtype switches for host (CPU) code: a runtime dtype becomes a template argument,
 //   dispatch_floating(t.dtype(), "gelu", [&]<class T>() { ...T... });
+// CPU-only: the loops they run read host memory. Device choice happens earlier, in the
+// op's device switch (../device_dispatch.h).
 #include <cstdint>
+#include <type_traits>
 
 #include "strata/core/dtype.h"
 #include "strata/core/error.h"
@@ -23,14 +26,6 @@ class CpuOpScope {
  private:
   const char* previous_;
 };
-
-// CPU kernels read and write host memory: a tensor on another device fails here, naming
-// the op and the device, before anything is allocated or dereferenced.
-inline void require_cpu(const char* op, const Tensor& t, const char* what = "input") {
-  if (t.defined() && !t.device().is_cpu()) [[unlikely]]
-    STRATA_FAIL(op, ": ", what, " of shape ", t.shape(), " is on ", t.device(),
-                "; this op runs only on CPU tensors so far (move it with .to(Device::cpu()))");
-}
 
 template <class F>
 decltype(auto) dispatch_all(DType dtype, F&& f) {
