@@ -81,9 +81,9 @@ expect_error single_relabel_stop_at "saved at step 20, after the requested end \
 expect_error single_relabel_steps "saved at step 20, after the requested end \(--steps 10\)" \
   one --resume "$work/s.ckpt" --steps 10 --save "$work/s.ckpt"
 cmp -s "$work/s.ckpt" "$work/s.orig" || fail "single_relabel: the checkpoint was rewritten"
-expect_error single_heads "'config.n_head' is 2 in the checkpoint, 4 in this run" one --resume "$work/s.ckpt" --heads 4
-sed 's/"step":"20"/"step":"30"/' "$work/s.ckpt" > "$work/s_edit.ckpt"
-cmp -s "$work/s.ckpt" "$work/s_edit.ckpt" && fail "single_edit: the step was not edited"
+expect_error single_heads "'config.n_head' is 2 in the checkpoint, 4 in this run" one --resume "$work/s.orig" --heads 4
+sed 's/"step":"20"/"step":"30"/' "$work/s.orig" > "$work/s_edit.ckpt"
+cmp -s "$work/s.orig" "$work/s_edit.ckpt" && fail "single_edit: the step was not edited"
 expect_error single_edited_step "header checksum mismatch" one --resume "$work/s_edit.ckpt"
 
 # --- ZeRO sharded checkpoints (2 ranks) ---
@@ -129,14 +129,15 @@ expect_ok zero_after_kill2 "resumed from .* at step 20" two "${zero[@]}" --resum
 [ "$(find "$work/zK" -maxdepth 1 -name 'step-*' | wc -l)" -eq 1 ] || fail "zero_after_kill2: older step directories left"
 expect_ok zero_after_kill3 "resumed from .* at step 20" two "${zero[@]}" --resume "$work/zK" --stop-at 20
 
-# --- A stalled peer: the survivor fails with the timeout and every process exits ---
+# --- A stalled peer: the survivor fails with the timeout and every process exits (without the
+# fix it hangs in MPI_Finalize: `timeout 60` then ends it with status 124, a failure here) ---
 start=$(date +%s)
 expect_error stalled_peer "timed out after 2000 ms" env STRATA_TEST_STALL_RANK=1 STRATA_TEST_STALL_AT_STEP=3 \
-  "$mpirun" --oversubscribe -np 2 "$bin" "${tiny[@]}" --collective-timeout 2
+  timeout 60 "$mpirun" --oversubscribe -np 2 "$bin" "${tiny[@]}" --collective-timeout 2
 [ $(( $(date +%s) - start )) -le 30 ] || fail "stalled_peer: took more than 30 s"
 start=$(date +%s)
 expect_error stalled_peer_env "timed out after 1500 ms" env STRATA_TEST_STALL_RANK=0 STRATA_TEST_STALL_AT_STEP=2 \
-  STRATA_COLLECTIVE_TIMEOUT=1.5 "$mpirun" --oversubscribe -np 2 "$bin" "${tiny[@]}" --zero 3
+  STRATA_COLLECTIVE_TIMEOUT=1.5 timeout 60 "$mpirun" --oversubscribe -np 2 "$bin" "${tiny[@]}" --zero 3
 [ $(( $(date +%s) - start )) -le 30 ] || fail "stalled_peer_env: took more than 30 s"
 
 if [ "$failures" -ne 0 ]; then echo "$failures fault case(s) failed"; exit 1; fi
