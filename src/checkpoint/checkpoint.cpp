@@ -33,7 +33,7 @@ const std::string& required(const Metadata& meta, const char* key, const std::st
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const StateDict& tensors, const Metadata& metadata) {
+std::string save_checkpoint(const std::string& path, const StateDict& tensors, const Metadata& metadata) {
   for (const char* key : {kCheckpointFormatKey, kCheckpointDataCrcKey, kCheckpointHeaderCrcKey}) {
     STRATA_CHECK(!metadata.contains(key), "save_checkpoint '", path, "': metadata key \"", key,
                  "\" is reserved for the checkpoint format");
@@ -43,8 +43,10 @@ void save_checkpoint(const std::string& path, const StateDict& tensors, const Me
   meta[kCheckpointFormatKey] = kCheckpointFormat;
   meta[kCheckpointDataCrcKey] = hex32(detail::data_crc32(entries));
   nlohmann::json header = detail::safetensors_header(entries, meta);
-  header["__metadata__"][kCheckpointHeaderCrcKey] = hex32(header_crc32(header, path));
+  const std::string header_crc = hex32(header_crc32(header, path));
+  header["__metadata__"][kCheckpointHeaderCrcKey] = header_crc;
   detail::write_safetensors(path, entries, header);
+  return header_crc;
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
@@ -64,7 +66,7 @@ Checkpoint load_checkpoint(const std::string& path) {
                " (stored in the header), found ", data_found, " (tensor data is corrupted)");
 
   for (const char* key : {kCheckpointFormatKey, kCheckpointDataCrcKey, kCheckpointHeaderCrcKey}) meta.erase(key);
-  return {std::move(read.file.tensors), std::move(meta)};
+  return {std::move(read.file.tensors), std::move(meta), header_found};
 }
 
 }  // namespace strata::checkpoint

@@ -28,8 +28,11 @@ resume_case() {  # name, then train_gpt flags; compares against $work/<name>/mod
   run "${common[@]}" "$@" --save "$work/ckpt_$name" --save-every 3 --stop-at 6 > "$work/$name.first.log"
   [ "$(grep -c "stopped at step 6 of 10" "$work/$name.first.log")" -eq 1 ] \
     || { echo "$name: expected one stop line (rank 0 only)"; cat "$work/$name.first.log"; exit 1; }
-  [ -f "$work/ckpt_$name/index.json" ] && [ -f "$work/ckpt_$name/shard_0.safetensors" ] \
-    && [ -f "$work/ckpt_$name/shard_1.safetensors" ] || { echo "$name: sharded checkpoint missing"; exit 1; }
+  local step_dir="$work/ckpt_$name/$(cat "$work/ckpt_$name/latest")"
+  [ -f "$step_dir/index.json" ] && [ -f "$step_dir/shard_0.safetensors" ] \
+    && [ -f "$step_dir/shard_1.safetensors" ] || { echo "$name: sharded checkpoint missing"; exit 1; }
+  [ "$(basename "$step_dir")" = "$(cd "$work/ckpt_$name" && ls -d step-6-*)" ] \
+    || { echo "$name: expected only the step-6 save"; ls "$work/ckpt_$name"; exit 1; }
   run "${common[@]}" "$@" --resume "$work/ckpt_$name" --export-hf "$work/$name.resumed" > "$work/$name.resumed.log"
   [ "$(grep -c "resumed from .* at step 6" "$work/$name.resumed.log")" -eq 1 ] \
     || { echo "$name: expected one resume line (rank 0 only)"; cat "$work/$name.resumed.log"; exit 1; }

@@ -87,6 +87,17 @@ TEST(Checkpoint, RoundTripTensorsAndMetadata) {
   EXPECT_EQ(dir.entries(), std::vector<std::string>{"ckpt.safetensors"});
 }
 
+TEST(Checkpoint, SaveReturnsTheHeaderChecksumThatLoadVerifies) {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  const std::string crc = save_checkpoint(path, training_state(5), kMeta);
+  EXPECT_EQ(crc.size(), 8u);
+  EXPECT_EQ(load_safetensors(path).metadata.at("header_crc32"), crc);
+  EXPECT_EQ(load_checkpoint(path).header_crc32, crc);
+  // Another save of other values is another file: another checksum.
+  EXPECT_NE(save_checkpoint(path, training_state(6), kMeta), crc);
+}
+
 TEST(Checkpoint, ReservedMetadataKeysAreRefused) {
   TempDir dir;
   for (const char* key : {"format", "data_crc32", "header_crc32"}) {

@@ -102,3 +102,84 @@ TEST(TrainingState, ErrorsNameTheFileAndEntry) {
   EXPECT_THROW(train::save_training_state(path, run.refs(), 1, {{"step", "7"}}), Error);
   fs::remove_all(fs::path(path).parent_path());
 }
+
+namespace {
+// The file's bytes with `from` replaced by `to` (same length: the safetensors structure stays valid).
+void edit_file(const std::string& path, const std::string& from, const std::string& to) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = bytes.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  bytes.replace(at, from.size(), to);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+}  // namespace
+
+TEST(TrainingState, AnEditedStepIsAHeaderChecksumMismatch) {
+  TrainingRun run;
+  const std::string path = temp_path("edited.ckpt");
+  train::save_training_state(path, run.refs(), 20);
+  edit_file(path, "\"step\":\"20\"", "\"step\":\"30\"");
+  try {
+    train::load_training_state(path, run.refs());
+    FAIL() << "an edited step must be refused";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("edited.ckpt"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("header checksum mismatch"), std::string::npos) << msg;
+  }
+  fs::remove_all(fs::path(path).parent_path());
+}
+
+TEST(TrainingState, TheModelConfigurationIsStoredAndChecked) {
+  const nn::GPTConfig two_heads{.vocab_size = 14, .context = 9, .n_layer = 2, .n_head = 2, .n_embd = 16,
+                                .dropout = 0.1, .seed = 3};
+  nn::GPTConfig four_heads = two_heads;
+  four_heads.n_head = 4;  // the same parameter shapes
+  TrainingRun run;
+  const std::string path = temp_path("config.ckpt");
+  train::TrainingStateRefs refs = run.refs();
+  refs.config = train::gpt_config_metadata(two_heads);
+  train::save_training_state(path, refs, 3);
+  EXPECT_EQ(train::load_training_state(path, refs), 3);
+
+  TrainingRun other;
+  train::TrainingStateRefs other_refs = other.refs();
+  other_refs.config = train::gpt_config_metadata(four_heads);
+  try {
+    train::load_training_state(path, other_refs);
+    FAIL() << "a state saved with 2 heads must not resume with 4";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("config.ckpt"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'config.n_head' is 2 in the checkpoint, 4 in this run"), std::string::npos) << msg;
+  }
+  // A state saved without a configuration is refused by a run that checks one.
+  train::save_training_state(path, run.refs(), 3);
+  try {
+    train::load_training_state(path, refs);
+    FAIL() << "a state without a configuration must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is missing"), std::string::npos) << e.what();
+  }
+  fs::remove_all(fs::path(path).parent_path());
+}
+
+TEST(TrainingState, MalformedNumbersAreNamedErrors) {
+  const Metadata meta{{"ok", "20"}, {"dash", "-"}, {"long", "99999999999999999999"}, {"neg", "-5"},
+                      {"space", " 7"}, {"tail", "7x"}, {"empty", ""}};
+  EXPECT_EQ(train::metadata_int(meta, "ok", "w"), 20);
+  for (const char* key : {"dash", "long", "neg", "space", "tail", "empty"}) {
+    try {
+      train::metadata_int(meta, key, "index 'x'");
+      FAIL() << key;
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("index 'x': metadata field '" + std::string(key) + "' is not an integer"), std::string::npos)
+          << msg;
+    }
+  }
+  EXPECT_THROW(train::metadata_u64(meta, "long", "w"), Error);
+  EXPECT_THROW(train::metadata_u64(meta, "dash", "w"), Error);
+  EXPECT_THROW(train::metadata_int(meta, "absent", "w"), Error);
+}

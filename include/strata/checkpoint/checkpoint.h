@@ -19,11 +19,15 @@ inline constexpr const char* kCheckpointHeaderCrcKey = "header_crc32";
 struct Checkpoint {
   StateDict tensors;
   Metadata metadata;  // the caller's metadata (the format's own keys removed)
+  // The file's verified header checksum ("%08x"): it covers every name, shape, metadata value
+  // and the data checksum, so it identifies the whole file (a sharded checkpoint's index
+  // records it per shard).
+  std::string header_crc32;
 };
 
 // Writes atomically: a failed save (I/O error, bad tensor, crash) leaves any previous file
-// at `path` intact and loadable.
-void save_checkpoint(const std::string& path, const StateDict& tensors, const Metadata& metadata = {});
+// at `path` intact and loadable. Returns the header checksum written (see Checkpoint).
+std::string save_checkpoint(const std::string& path, const StateDict& tensors, const Metadata& metadata = {});
 
 // Validates the safetensors structure, the format tag and both checksums; throws
 // strata::Error naming the file and what is wrong (e.g. "data checksum mismatch:
