@@ -58,9 +58,11 @@ std::vector<Tensor> finish_function(const std::type_info& type, std::shared_ptr<
     Tensor& out = outputs[i];
     STRATA_CHECK(out.defined(), name, "::forward returned an undefined output ", i);
     if (!ctx->is_non_differentiable(out)) differentiable.push_back(i);
-    // An input returned as is (or anything else with a history) gets a fresh handle, so
-    // the node below can own its history.
-    if (has_history(out)) out = out.detach();
+    // An input returned as is (or anything else with a history, or an output returned
+    // twice) gets a fresh handle, so the node below can own its history.
+    bool repeated = false;
+    for (size_t j = 0; j < i; ++j) repeated = repeated || outputs[j].is_same(out);
+    if (repeated || has_history(out)) out = out.detach();
     metas.push_back({out.shape(), out.dtype(), out.device()});
   }
   if (!needs_grad(inputs) || differentiable.empty()) return outputs;

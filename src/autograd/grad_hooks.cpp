@@ -6,7 +6,7 @@
 namespace strata {
 
 uint64_t GradHookList::add(Hook hook) {
-  const uint64_t id = hooks.empty() ? 1 : hooks.back().first + 1;
+  const uint64_t id = next_id++;
   hooks.emplace_back(id, std::move(hook));
   return id;
 }

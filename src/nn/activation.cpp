@@ -4,24 +4,13 @@
 
 namespace strata::nn {
 
-Tensor ReLU::forward(const Tensor& x) {
-  auto hooks = forward_hooks();
-  return hooks.output(relu(x));
-}
-
-Tensor GELU::forward(const Tensor& x) {
-  auto hooks = forward_hooks();
-  return hooks.output(gelu(x));
-}
-
-Tensor Tanh::forward(const Tensor& x) {
-  auto hooks = forward_hooks();
-  return hooks.output(tanh(x));
-}
-
 Tensor Functional::forward(const Tensor& x) {
   auto hooks = forward_hooks();
   return hooks.output(fn_(x));
 }
+
+ReLU::ReLU() : Functional([](const Tensor& x) { return relu(x); }) {}
+GELU::GELU() : Functional([](const Tensor& x) { return gelu(x); }) {}
+Tanh::Tanh() : Functional([](const Tensor& x) { return tanh(x); }) {}
 
 }  // namespace strata::nn

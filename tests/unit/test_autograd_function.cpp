@@ -77,6 +77,17 @@ struct PassThrough : autograd::Function<PassThrough> {
   static std::vector<Tensor> backward(AutogradContext*, std::vector<Tensor> grads) { return {mul(grads[0], 2.0)}; }
 };
 
+// Returns one tensor twice, as two outputs.
+struct Twice : autograd::Function<Twice> {
+  static std::vector<Tensor> forward(AutogradContext*, const Tensor& x) {
+    Tensor y = mul(x, 3.0);
+    return {y, y};
+  }
+  static std::vector<Tensor> backward(AutogradContext*, std::vector<Tensor> grads) {
+    return {mul(add(grads[0], grads[1]), 3.0)};
+  }
+};
+
 // backward returns too few gradients.
 struct WrongCount : autograd::Function<WrongCount> {
   static Tensor forward(AutogradContext*, const Tensor& x, const Tensor& y) { return add(x, y); }
@@ -145,6 +156,14 @@ TEST(AutogradFunction, ReturningAnInputGivesANewHandle) {
   EXPECT_FALSE(y.is_leaf());
   sum(y).backward();
   EXPECT_TRUE(allclose(x.grad(), full({3}, 2.0, {.dtype = DType::Float64})));
+}
+
+TEST(AutogradFunction, OneTensorReturnedTwiceIsTwoOutputs) {
+  Tensor x = leaf64({2}, 13);
+  std::vector<Tensor> out = Twice::apply(x);
+  EXPECT_FALSE(out[0].is_same(out[1]));
+  add(sum(out[0]), sum(mul(out[1], 2.0))).backward();
+  EXPECT_TRUE(allclose(x.grad(), full({2}, 9.0, {.dtype = DType::Float64})));
 }
 
 TEST(AutogradFunction, WrongGradientCountIsNamed) {

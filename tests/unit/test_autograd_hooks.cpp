@@ -97,3 +97,14 @@ TEST(GradHook, RefusedOnATensorWithoutGrad) {
   Tensor c = f64({2}, 1.0);
   expect_error_mentions([&] { c.register_hook([](const Tensor& g) { return g; }); }, {"does not require grad"});
 }
+
+TEST(GradHook, AStaleHandleCannotRemoveANewerHook) {
+  Tensor x = leaf64({2}, 9);
+  GradHookHandle first = x.register_hook([](const Tensor& g) { return mul(g, 10.0); });
+  GradHookHandle copy = first;
+  first.remove();
+  x.register_hook([](const Tensor& g) { return mul(g, 3.0); });
+  copy.remove();  // its hook is gone already; the newer one must stay
+  sum(x).backward();
+  EXPECT_EQ(max_abs_diff(x.grad(), f64({2}, 3.0)), 0.0);
+}

@@ -29,6 +29,7 @@ struct TensorMeta {
 struct GradHookList {
   using Hook = std::function<Tensor(const Tensor& grad)>;
   std::vector<std::pair<uint64_t, Hook>> hooks;
+  uint64_t next_id = 1;  // never reused, so a stale handle cannot remove a newer hook
   uint64_t add(Hook hook);
   // Passes `grad` through every hook; a replacement must keep `meta`'s shape and dtype
   // (`where` names the tensor in the error).

@@ -1,28 +1,12 @@
 #pragma once
-// Parameterless modules around the activation ops, and Functional for any tensor function,
-// so that they can sit in a Sequential.
+// Modules that apply a tensor function and hold no parameters: Functional for any function,
+// and the activations as Functional modules, so that they can sit in a Sequential.
 #include <functional>
 #include <utility>
 
 #include "strata/nn/module.h"
 
 namespace strata::nn {
-
-class ReLU : public Module {
- public:
-  Tensor forward(const Tensor& x);
-};
-
-// The tanh approximation (GPT-2's; torch.nn.GELU(approximate='tanh')).
-class GELU : public Module {
- public:
-  Tensor forward(const Tensor& x);
-};
-
-class Tanh : public Module {
- public:
-  Tensor forward(const Tensor& x);
-};
 
 // A module that calls `fn`: Functional([](const Tensor& x) { return mul(x, 2.0); }).
 class Functional : public Module {
@@ -32,6 +16,22 @@ class Functional : public Module {
 
  private:
   std::function<Tensor(const Tensor&)> fn_;
+};
+
+class ReLU : public Functional {
+ public:
+  ReLU();
+};
+
+// The tanh approximation (GPT-2's; torch.nn.GELU(approximate='tanh')).
+class GELU : public Functional {
+ public:
+  GELU();
+};
+
+class Tanh : public Functional {
+ public:
+  Tanh();
 };
 
 }  // namespace strata::nn
