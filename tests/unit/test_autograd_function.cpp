@@ -77,6 +77,22 @@ struct PassThrough : autograd::Function<PassThrough> {
   static std::vector<Tensor> backward(AutogradContext*, std::vector<Tensor> grads) { return {mul(grads[0], 2.0)}; }
 };
 
+// The example in custom_function.h's header comment, as written there.
+struct ScaledTanh : autograd::Function<ScaledTanh> {
+  static Tensor forward(autograd::AutogradContext* ctx, const Tensor& x, double scale) {
+    Tensor y = mul(tanh(x), scale);
+    ctx->save_for_backward({y});
+    ctx->saved_data["scale"] = scale;
+    return y;
+  }
+  static std::vector<Tensor> backward(autograd::AutogradContext* ctx, std::vector<Tensor> grads) {
+    Tensor y = ctx->get_saved_variables()[0];
+    double s = std::get<double>(ctx->saved_data["scale"]);
+    // d/dx s tanh(x) = s (1 - tanh^2) = s - y^2 / s
+    return {mul(grads[0], add(mul(mul(y, y), -1.0 / s), s)), Tensor()};  // one per argument
+  }
+};
+
 // Returns one tensor twice, as two outputs.
 struct Twice : autograd::Function<Twice> {
   static std::vector<Tensor> forward(AutogradContext*, const Tensor& x) {
@@ -99,6 +115,11 @@ struct WrongCount : autograd::Function<WrongCount> {
 TEST(AutogradFunction, GradientsMatchFiniteDifferences) {
   expect_gradients_match([](const std::vector<Tensor>& in) { return ScaledXSinY::apply(in[0], in[1], 1.5); },
                          {leaf64({3, 4}, 1), leaf64({3, 4}, 2)});
+}
+
+TEST(AutogradFunction, TheHeaderExampleIsRight) {
+  expect_gradients_match([](const std::vector<Tensor>& in) { return ScaledTanh::apply(in[0], 2.0); },
+                         {leaf64({5}, 14)});
 }
 
 TEST(AutogradFunction, NeedsInputGradFollowsTheInputs) {
