@@ -1,5 +1,6 @@
 #pragma once
 // The umbrella header: everything a training program needs.
+#include "strata/autograd/custom_function.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
@@ -27,6 +28,8 @@
 #include "strata/distributed/device_mesh.h"
 #include "strata/distributed/init.h"
 #include "strata/distributed/process_group.h"
+#include "strata/nn/activation.h"
+#include "strata/nn/containers.h"
 #include "strata/nn/gpt.h"
 #include "strata/nn/layers.h"
 #include "strata/nn/module.h"
