@@ -7,7 +7,6 @@
 #include "strata/autograd/node.h"
 #include "strata/checkpoint/atomic_file.h"
 #include "strata/checkpoint/checkpoint.h"
-#include "strata/checkpoint/checksum.h"
 #include "strata/checkpoint/hf_gpt2.h"
 #include "strata/checkpoint/safetensors.h"
 #include "strata/core/device.h"
