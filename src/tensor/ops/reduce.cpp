@@ -102,10 +102,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   return sum_mask(x, mask, true).reshape(shape);
 }
 
-Tensor var(const Tensor& x, VarOptions options) {
+Tensor var(const Tensor& x) {
   std::vector<int64_t> all(x.shape().size());
   for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
-  return var(x, all, options);
+  return var(x, all);
 }
 
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, VarOptions options) {

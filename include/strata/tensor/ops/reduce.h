@@ -18,7 +18,7 @@ struct VarOptions {
   int64_t correction = 1;
   bool keepdim = false;
 };
-Tensor var(const Tensor& x, VarOptions options = {});  // all elements -> shape []
+Tensor var(const Tensor& x);  // all elements, correction 1 -> shape []
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, VarOptions options = {});
 
 // A reduction's values and their int64 positions along the reduced dimension.
