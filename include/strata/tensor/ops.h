@@ -1,5 +1,6 @@
 #pragma once
 #include "strata/tensor/ops/elementwise.h"
+#include "strata/tensor/ops/indexing.h"
 #include "strata/tensor/ops/linalg.h"
 #include "strata/tensor/ops/nn_functional.h"
 #include "strata/tensor/ops/reduce.h"
