@@ -1,9 +1,15 @@
 """PyTorch peer for benchmarks/gpt_step: one training step (forward, backward, AdamW) of the
 same GPT (vocab 256, context 128, 4 layers, width 256, 4 heads, batch 8) on CPU.
 
-Prints one line: `torch_ms_median=<ms> threads=<torch threads>`. Thread settings come from
-the command line (torch.set_num_threads) and the environment (OPENBLAS_NUM_THREADS,
-OMP_NUM_THREADS), which the runner sets.
+Runs under Debian's torch 1.13 (/usr/bin/python3) and under PyTorch 2.x from PyPI (the venv
+of scripts/setup_peer_venv.sh). Attention is the fastest path the version offers, as a user
+would write it: F.scaled_dot_product_attention(is_causal=True) where it exists (2.0 on), the
+explicit masked softmax before; --attention picks one.
+
+Prints one line: `torch_ms_median=<ms> threads=<torch threads> torch=<version>
+attention=<sdpa|masked_softmax> loss=<last loss>`. Thread settings come from the command
+line (torch.set_num_threads) and the environment (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS for
+Debian's OpenBLAS build, MKL_NUM_THREADS for PyPI's MKL/oneDNN build), which the runner sets.
 """
 import argparse
 import math
@@ -15,10 +21,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+
+
 class Block(nn.Module):
-    def __init__(self, c, h):
+    def __init__(self, c, h, sdpa=HAS_SDPA):
         super().__init__()
         self.h = h
+        self.sdpa = sdpa
         self.ln_1 = nn.LayerNorm(c)
         self.c_attn = nn.Linear(c, 3 * c)
         self.c_proj = nn.Linear(c, c)
@@ -30,20 +40,26 @@ class Block(nn.Module):
         B, T, C = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
         q, k, v = [t.view(B, T, self.h, C // self.h).transpose(1, 2) for t in (q, k, v)]
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.h))
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.h))
+            mask = torch.ones(T, T, dtype=torch.bool).tril()
+            att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).reshape(B, T, C)
         x = x + self.c_proj(y)
         return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, ctx, layers, c, heads):
+    # sdpa: F.scaled_dot_product_attention (default where this torch has it) or the explicit
+    # masked softmax. benchmarks/ddp_step_torch.py builds this model with the default.
+    def __init__(self, vocab, ctx, layers, c, heads, sdpa=HAS_SDPA):
         super().__init__()
         self.wte = nn.Embedding(vocab, c)
         self.wpe = nn.Embedding(ctx, c)
-        self.h = nn.ModuleList([Block(c, heads) for _ in range(layers)])
+        self.h = nn.ModuleList([Block(c, heads, sdpa) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(c)
 
     def forward(self, idx, targets):
@@ -66,10 +82,15 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--attention", choices=("auto", "sdpa", "masked_softmax"), default="auto",
+                    help="auto: sdpa where this torch has it, else the masked softmax")
     a = ap.parse_args()
+    if a.attention == "sdpa" and not HAS_SDPA:
+        ap.error(f"torch {torch.__version__} has no F.scaled_dot_product_attention (2.0 on)")
+    sdpa = a.attention == "sdpa" or (a.attention == "auto" and HAS_SDPA)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = GPT(a.vocab, a.context, a.layers, a.width, a.heads)
+    model = GPT(a.vocab, a.context, a.layers, a.width, a.heads, sdpa)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     idx = torch.randint(0, a.vocab, (a.batch, a.context))
     tgt = torch.randint(0, a.vocab, (a.batch, a.context))
@@ -83,7 +104,9 @@ def main():
         t1 = time.perf_counter()
         if i >= a.warmup:
             times.append((t1 - t0) * 1e3)
-    print(f"torch_ms_median={statistics.median(times):.2f} threads={torch.get_num_threads()}")
+    print(f"torch_ms_median={statistics.median(times):.2f} threads={torch.get_num_threads()} "
+          f"torch={torch.__version__} attention={'sdpa' if sdpa else 'masked_softmax'} "
+          f"loss={loss.item():.4f}")
 
 
 if __name__ == "__main__":
