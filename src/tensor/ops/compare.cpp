@@ -65,9 +65,10 @@ Tensor ge(const Tensor& a, double b) { return ge(a, scalar_like(a, b, "ge")); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_mask("where", "condition", cond);
+  STRATA_CHECK(a.defined() && b.defined(), "where: ", a.defined() ? "b" : "a", " is undefined");
+  const Shape shape = where_shape(cond, a, b);
   const Device device = detail::check_binary("where", a, b);
   detail::common_device("where", {{"condition", cond}, {"a", a}});
-  const Shape shape = where_shape(cond, a, b);
   Tensor out = detail::on_device("where", device, [&] { return cpu::where(cond, a, b, shape, "where"); });
   if (autograd::needs_grad({a, b})) {
     autograd::record("WhereBackward", {a, b}, {out}, [cond, sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
