@@ -6,6 +6,8 @@
 // minimum/maximum and clamp's gradient mask are those of PyTorch 1.13 (ties split the
 // gradient half/half; clamp passes the gradient at its bounds).
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -54,6 +56,18 @@ STRATA_HD T abs_value(T x) {
 template <class T>
 STRATA_HD T abs_grad(T x) {
   return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+}
+
+// d sqrt(x) / dx = 1 / (2 sqrt(x)), from the output r = sqrt(x).
+template <class T>
+STRATA_HD T sqrt_grad_from_output(T r) {
+  return T(0.5) / r;
+}
+
+// d tanh(x) / dx = 1 - tanh(x)^2, from the output t.
+template <class T>
+STRATA_HD T tanh_grad_from_output(T t) {
+  return T(1) - t * t;
 }
 
 template <class T>
@@ -109,6 +123,29 @@ STRATA_HD T pow_grad_base(T a, T b) {
 template <class T>
 STRATA_HD T pow_grad_exponent(T a, T b) {
   return a == T(0) && b >= T(0) ? T(0) : pow(a, b) * log(a);
+}
+
+// c ? x : y without a branch on the host: with an unpredictable condition (a mask) a branch
+// mispredicts half the time, and baseline x86-64 has no blend instruction that would let the
+// compiler vectorise the select, but it has and/or on vectors.
+template <class T>
+STRATA_HD T select_value(bool c, T x, T y) {
+#if defined(__CUDA_ARCH__)
+  return c ? x : y;
+#else
+  using U = std::conditional_t<sizeof(T) == 8, uint64_t,
+                               std::conditional_t<sizeof(T) == 4, uint32_t,
+                                                  std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
+  static_assert(sizeof(U) == sizeof(T));
+  U ux, uy;
+  memcpy(&ux, &x, sizeof(T));
+  memcpy(&uy, &y, sizeof(T));
+  const U mask = static_cast<U>(U(0) - static_cast<U>(c));
+  const U r = static_cast<U>((ux & mask) | (uy & static_cast<U>(~mask)));
+  T out;
+  memcpy(&out, &r, sizeof(T));
+  return out;
+#endif
 }
 
 }  // namespace strata_kernels

@@ -61,6 +61,15 @@ TEST(OpsCompare, WhereAndMaskedFillValues) {
   EXPECT_EQ(wide.to_vector<float>(), (std::vector<float>{0, 5}));
   EXPECT_EQ(masked_fill(a, cond, -std::numeric_limits<double>::infinity()).to_vector<float>()[0],
             -std::numeric_limits<float>::infinity());
+  // The select is bitwise: NaN and -0.0 pass through unchanged; int64 and bool select too.
+  Tensor special = from_vector(std::vector<double>{std::nan(""), -0.0}, {2});
+  std::vector<double> picked = where(cond, special, special).to_vector<double>();
+  EXPECT_TRUE(std::isnan(picked[0]));
+  EXPECT_TRUE(std::signbit(picked[1]));
+  Tensor big = from_vector(std::vector<int64_t>{int64_t{1} << 60, -7}, {2});
+  EXPECT_EQ(where(cond, big, zeros({2}, {.dtype = DType::Int64})).to_vector<int64_t>(),
+            (std::vector<int64_t>{int64_t{1} << 60, 0}));
+  EXPECT_EQ(ints(where(cond, cond, gt(ones({2}), 0.0))), (std::vector<int32_t>{1, 1}));
 }
 
 TEST(OpsCompare, ConditionsAndMasksMustBeBool) {

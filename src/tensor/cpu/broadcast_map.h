@@ -54,15 +54,19 @@ void for_each_row(const Shape& shape, const std::array<Strides, N>& strides, F&&
 
 namespace map_detail {
 
+// Both loops call a local copy of f: a reference could alias the output (a captured float
+// scalar and a float output), which would block vectorisation.
 template <class O, class F, class... P>
-void flat(O* o, int64_t n, const F& f, const P*... x) {
+void flat(O* o, int64_t n, const F& f_in, const P*... x) {
+  const F f = f_in;
 #pragma omp parallel for simd if (n > kParallelThreshold)
   for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]...);
 }
 
 template <class O, class F, class... P, size_t... K>
-void row(O* o, int64_t len, const F& f, const std::tuple<const P*...>& p, const std::array<int64_t, sizeof...(P)>& step,
-         std::index_sequence<K...>) {
+void row(O* o, int64_t len, const F& f_in, const std::tuple<const P*...>& p,
+         const std::array<int64_t, sizeof...(P)>& step, std::index_sequence<K...>) {
+  const F f = f_in;
   if (((step[K] == 1) && ...)) {
 #pragma omp simd
     for (int64_t i = 0; i < len; ++i) o[i] = f(std::get<K>(p)[i]...);

@@ -1,10 +1,13 @@
 // Comparisons (to Bool) and selections by a Bool condition.
 #include "broadcast_map.h"
+#include "common/elementwise.h"
 #include "dtype_dispatch.h"
 #include "elementwise.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {
+
+namespace k = strata_kernels;
 
 Tensor compare(CompareOp op, const Tensor& a, const Tensor& b, const char* name) {
   Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), {.dtype = DType::Bool, .device = a.device()});
@@ -25,7 +28,7 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b, const char* name)
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape, const char* name) {
   Tensor out = empty(shape, {.dtype = a.dtype(), .device = a.device()});
   detail::dispatch_arith_or_bool(a.dtype(), name, [&]<class T>() {
-    map_broadcast<T, bool, T, T>(out, [](bool c, T x, T y) { return c ? x : y; }, cond, a, b);
+    map_broadcast<T, bool, T, T>(out, [](bool c, T x, T y) { return k::select_value(c, x, y); }, cond, a, b);
   });
   return out;
 }
@@ -34,7 +37,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, const Shap
   Tensor out = empty(shape, {.dtype = x.dtype(), .device = x.device()});
   detail::dispatch_arith_or_bool(x.dtype(), name, [&]<class T>() {
     const T v = detail::scalar_as<T>(value);
-    map_broadcast<T, T, bool>(out, [v](T y, bool m) { return m ? v : y; }, x, mask);
+    map_broadcast<T, T, bool>(out, [v](T y, bool m) { return k::select_value(m, v, y); }, x, mask);
   });
   return out;
 }

@@ -11,9 +11,9 @@ enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
 // p and q below are the op's scalars: Pow's exponent, AddScalar's and MulScalar's operand,
 // Clamp's bounds.
 enum class UnaryOp { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Silu, Pow, AddScalar, MulScalar, Clamp };
-// grad * d op(x) / dx, computed from `saved`: the op's output for Sigmoid and Rsqrt, its
-// input otherwise.
-enum class UnaryGradOp { Abs, Sigmoid, Silu, Rsqrt, Clamp, Pow };
+// grad * d op(x) / dx, computed from `saved`: the op's output for Exp, Sqrt, Rsqrt, Tanh and
+// Sigmoid, its input otherwise.
+enum class UnaryGradOp { Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Silu, Clamp, Pow };
 // grad * d op(a, b) / da (the A and Base forms) or / db (B, Exponent).
 enum class BinaryGradOp { MinimumA, MinimumB, MaximumA, MaximumB, PowBase, PowExponent };
 

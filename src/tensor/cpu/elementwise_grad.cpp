@@ -18,6 +18,10 @@ Tensor unary_grad(UnaryGradOp op, const Tensor& grad, const Tensor& saved, const
     auto map = [&](auto f) { map_broadcast<T, T, T>(out, f, grad, saved); };
     switch (op) {
       case UnaryGradOp::Abs: return map([](T g, T x) { return g * k::abs_grad(x); });
+      case UnaryGradOp::Exp: return map([](T g, T e) { return g * e; });
+      case UnaryGradOp::Log: return map([](T g, T x) { return g / x; });
+      case UnaryGradOp::Sqrt: return map([](T g, T r) { return g * k::sqrt_grad_from_output(r); });
+      case UnaryGradOp::Tanh: return map([](T g, T t) { return g * k::tanh_grad_from_output(t); });
       case UnaryGradOp::Sigmoid: return map([](T g, T s) { return g * k::sigmoid_grad_from_output(s); });
       case UnaryGradOp::Silu: return map([](T g, T x) { return g * k::silu_grad(x); });
       case UnaryGradOp::Rsqrt: return map([](T g, T r) { return g * k::rsqrt_grad_from_output(r); });

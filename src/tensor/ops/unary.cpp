@@ -60,45 +60,12 @@ Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> m
                          max.value_or(inf));
 }
 
-Tensor exp(const Tensor& a) {
-  Tensor out = detail::unary_op(UnaryOp::Exp, a, "exp");
-  if (autograd::needs_grad({a})) {
-    autograd::record("ExpBackward", {a}, {out}, [out = out.detach()](BackwardContext& ctx) {
-      return std::vector<Tensor>{mul(ctx.grad(), out)};
-    });
-  }
-  return out;
-}
-
-Tensor log(const Tensor& a) {
-  Tensor out = detail::unary_op(UnaryOp::Log, a, "log");
-  if (autograd::needs_grad({a})) {
-    autograd::record("LogBackward", {a}, {out}, [a = a.detach()](BackwardContext& ctx) {
-      return std::vector<Tensor>{div(ctx.grad(), a)};
-    });
-  }
-  return out;
-}
+Tensor exp(const Tensor& a) { return unary_with_grad(UnaryOp::Exp, UnaryGradOp::Exp, a, "exp", "ExpBackward", true); }
+Tensor log(const Tensor& a) { return unary_with_grad(UnaryOp::Log, UnaryGradOp::Log, a, "log", "LogBackward", false); }
+Tensor tanh(const Tensor& a) { return unary_with_grad(UnaryOp::Tanh, UnaryGradOp::Tanh, a, "tanh", "TanhBackward", true); }
 
 Tensor sqrt(const Tensor& a) {
-  Tensor out = detail::unary_op(UnaryOp::Sqrt, a, "sqrt");
-  if (autograd::needs_grad({a})) {
-    autograd::record("SqrtBackward", {a}, {out}, [out = out.detach()](BackwardContext& ctx) {
-      return std::vector<Tensor>{div(mul(ctx.grad(), 0.5), out)};
-    });
-  }
-  return out;
-}
-
-Tensor tanh(const Tensor& a) {
-  Tensor out = detail::unary_op(UnaryOp::Tanh, a, "tanh");
-  if (autograd::needs_grad({a})) {
-    autograd::record("TanhBackward", {a}, {out}, [out = out.detach()](BackwardContext& ctx) {
-      // d tanh = 1 - tanh^2
-      return std::vector<Tensor>{mul(ctx.grad(), add(neg(mul(out, out)), 1.0))};
-    });
-  }
-  return out;
+  return unary_with_grad(UnaryOp::Sqrt, UnaryGradOp::Sqrt, a, "sqrt", "SqrtBackward", true);
 }
 
 }  // namespace strata
