@@ -1,12 +1,12 @@
 #pragma once
 // The umbrella header: everything a training program needs.
+#include "strata/autograd/custom_function.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/autograd/node.h"
 #include "strata/checkpoint/atomic_file.h"
 #include "strata/checkpoint/checkpoint.h"
-#include "strata/checkpoint/checksum.h"
 #include "strata/checkpoint/hf_gpt2.h"
 #include "strata/checkpoint/safetensors.h"
 #include "strata/core/device.h"
@@ -27,6 +27,8 @@
 #include "strata/distributed/device_mesh.h"
 #include "strata/distributed/init.h"
 #include "strata/distributed/process_group.h"
+#include "strata/nn/activation.h"
+#include "strata/nn/containers.h"
 #include "strata/nn/gpt.h"
 #include "strata/nn/layers.h"
 #include "strata/nn/module.h"

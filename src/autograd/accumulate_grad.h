@@ -12,8 +12,9 @@ void accumulate_gradient_(Tensor& dst, const Tensor& src);
 Tensor sum_gradients(const Tensor& a, const Tensor& b);
 bool is_16bit_float(DType dtype);
 
-// The sink of a leaf: adds the incoming gradient into leaf.grad() (in place when it exists,
-// so a DDP bucket view stays a view) and then runs the leaf's post-accumulate hooks.
+// The sink of a leaf: passes the incoming gradient through the leaf's register_hook hooks,
+// adds it into leaf.grad() (in place when it exists, so a DDP bucket view stays a view) and
+// then runs the leaf's post-accumulate hooks.
 class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);

@@ -129,6 +129,7 @@ void backward(std::span<const Tensor> roots, std::span<const Tensor> grads, bool
 
     std::vector<Tensor> outputs;
     if (any) {
+      node->run_output_grad_hooks(inputs);  // Tensor::register_hook on this node's outputs
       const auto& metas = node->output_meta();
       for (size_t i = 0; i < metas.size(); ++i) {
         if (!inputs[i].defined()) inputs[i] = zeros(metas[i].shape, {.dtype = metas[i].dtype});

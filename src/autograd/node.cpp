@@ -95,6 +95,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   Tensor leaf(leaf_);
   AutogradMeta& meta = *leaf_->autograd;
   Tensor& incoming = grad_outputs[0];
+  if (meta.grad_hooks) incoming = meta.grad_hooks->run(std::move(incoming), output_meta_[0], "a leaf");
   if (meta.grad.defined()) {
     accumulate_gradient_(meta.grad, incoming);
   } else if (incoming.impl_ptr().use_count() == 1 && incoming.storage().use_count() == 1 &&

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "checkpoint/safetensors_detail.h"
-#include "strata/checkpoint/checksum.h"
+#include "checkpoint/checksum.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -21,7 +21,7 @@ uint32_t header_crc32(nlohmann::json header, const std::string& path) {
   auto meta = header.find("__metadata__");
   if (meta != header.end() && meta->is_object()) meta->erase(kCheckpointHeaderCrcKey);
   const std::string text = detail::dump_json(header, path);
-  return crc32(text.data(), text.size());
+  return detail::crc32(text.data(), text.size());
 }
 
 const std::string& required(const Metadata& meta, const char* key, const std::string& path) {

@@ -1,8 +1,8 @@
-#include "strata/checkpoint/checksum.h"
+#include "checksum.h"
 
 #include <array>
 
-namespace strata::checkpoint {
+namespace strata::checkpoint::detail {
 namespace {
 
 constexpr uint32_t kPolynomial = 0xEDB88320u;
@@ -45,4 +45,4 @@ uint32_t crc32(const void* data, size_t n, uint32_t crc) {
   return ~c;
 }
 
-}  // namespace strata::checkpoint
+}  // namespace strata::checkpoint::detail

@@ -8,7 +8,7 @@
 #include "checkpoint/safetensors_detail.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/checkpoint/atomic_file.h"
-#include "strata/checkpoint/checksum.h"
+#include "checkpoint/checksum.h"
 #include "strata/tensor/factory.h"
 
 // The data section is the tensors' bytes as they lie in memory; the format says little-endian.
@@ -185,7 +185,7 @@ std::vector<SafetensorsEntry> plan_safetensors(const StateDict& tensors, const s
 
 uint32_t data_crc32(const std::vector<SafetensorsEntry>& entries) {
   uint32_t crc = 0;
-  for (const SafetensorsEntry& e : entries) crc = crc32(e.tensor.raw_data(), e.tensor.nbytes(), crc);
+  for (const SafetensorsEntry& e : entries) crc = detail::crc32(e.tensor.raw_data(), e.tensor.nbytes(), crc);
   return crc;
 }
 
@@ -259,7 +259,7 @@ SafetensorsRead read_safetensors(const std::string& path) {
     Tensor t = empty(e.shape, {.dtype = e.dtype});
     if (e.end > e.begin) {
       file.read_at(data_start + e.begin, t.raw_data(), e.end - e.begin);
-      crc = crc32(t.raw_data(), e.end - e.begin, crc);
+      crc = detail::crc32(t.raw_data(), e.end - e.begin, crc);
       if (e.dtype == DType::Bool) check_bool_bytes(path, e.name, t);
     }
     out.file.tensors.emplace(e.name, std::move(t));

@@ -6,6 +6,12 @@
 #include "strata/tensor/ops.h"
 
 namespace strata::nn {
+namespace {
+// GPT-2's Linear initialisation: normal(0, std) weights and zero biases.
+InitOptions gpt2_init(double std, const GPTConfig& config, Generator& gen) {
+  return {.std = std, .dtype = config.parameter_dtype(), .gen = &gen, .linear_init = LinearInit::Normal};
+}
+}  // namespace
 
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen) : n_head(config.n_head) {
   STRATA_CHECK(config.n_embd % config.n_head == 0, "CausalSelfAttention: n_embd ", config.n_embd,
@@ -13,9 +19,9 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen
   // GPT-2 scales the init of projections into the residual stream by 1/sqrt(2 n_layer).
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
   c_attn = register_module("c_attn", std::make_shared<Linear>(config.n_embd, 3 * config.n_embd, true,
-                                                              InitOptions{.dtype = config.parameter_dtype(), .gen = &gen}));
+                                                              gpt2_init(0.02, config, gen)));
   c_proj = register_module("c_proj", std::make_shared<Linear>(config.n_embd, config.n_embd, true,
-                                                              InitOptions{proj_std, config.parameter_dtype(), &gen}));
+                                                              gpt2_init(proj_std, config, gen)));
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout));
 }
 
@@ -36,9 +42,9 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
 MLP::MLP(const GPTConfig& config, Generator& gen) {
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
   c_fc = register_module("c_fc", std::make_shared<Linear>(config.n_embd, 4 * config.n_embd, true,
-                                                          InitOptions{.dtype = config.parameter_dtype(), .gen = &gen}));
+                                                          gpt2_init(0.02, config, gen)));
   c_proj = register_module("c_proj", std::make_shared<Linear>(4 * config.n_embd, config.n_embd, true,
-                                                              InitOptions{proj_std, config.parameter_dtype(), &gen}));
+                                                              gpt2_init(proj_std, config, gen)));
   dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout));
 }
 

@@ -1,5 +1,7 @@
 #include "strata/nn/layers.h"
 
+#include <cmath>
+
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops.h"
 
@@ -13,6 +15,13 @@ Tensor normal_init(const Shape& shape, const InitOptions& init) {
   mul_(t, init.std);
   return draw == init.dtype ? t : t.to(init.dtype);
 }
+
+// uniform(-bound, bound), drawn like normal_init (in float32 for 16-bit parameters).
+Tensor uniform_init(const Shape& shape, double bound, const InitOptions& init) {
+  const DType draw = compute_dtype(init.dtype);
+  Tensor t = add(mul(rand(shape, {.dtype = draw}, init.gen), 2.0 * bound), -bound);
+  return draw == init.dtype ? t : t.to(init.dtype);
+}
 }  // namespace
 
 DType compute_dtype(DType param_dtype) { return is_16bit(param_dtype) ? DType::Float32 : param_dtype; }
@@ -24,8 +33,14 @@ Tensor compute_param(const Tensor& param) {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, InitOptions init) {
   STRATA_CHECK(in_features > 0 && out_features > 0, "Linear: invalid sizes in=", in_features, " out=", out_features);
-  weight = register_parameter("weight", normal_init({out_features, in_features}, init));
-  if (with_bias) bias = register_parameter("bias", zeros({out_features}, {.dtype = init.dtype}));
+  if (init.linear_init == LinearInit::Normal) {
+    weight = register_parameter("weight", normal_init({out_features, in_features}, init));
+    if (with_bias) bias = register_parameter("bias", zeros({out_features}, {.dtype = init.dtype}));
+    return;
+  }
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight", uniform_init({out_features, in_features}, bound, init));
+  if (with_bias) bias = register_parameter("bias", uniform_init({out_features}, bound, init));
 }
 
 Tensor Linear::forward(const Tensor& x) {

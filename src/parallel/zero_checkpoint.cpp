@@ -13,7 +13,7 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/checkpoint/atomic_file.h"
 #include "strata/checkpoint/checkpoint.h"
-#include "strata/checkpoint/checksum.h"
+#include "checkpoint/checksum.h"
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
 #include "checkpoint/crash_point.h"
@@ -47,7 +47,7 @@ std::string hex64(uint64_t v) {
 uint32_t index_crc32(nlohmann::json index) {
   index.erase(kIndexCrcKey);
   const std::string text = index.dump();
-  return checkpoint::crc32(text.data(), text.size());
+  return checkpoint::detail::crc32(text.data(), text.size());
 }
 
 // The step of a save's identity: the caller's "step" when it is a plain number, else the

@@ -7,9 +7,19 @@
 
 #include "strata/core/error.h"
 #include "strata/tensor/storage.h"
+#include "tensor/allocator_buckets.h"
 #include "tensor/cuda/cuda_backend.h"
 
 namespace strata {
+
+size_t detail::allocator_block_size(size_t nbytes) {
+  if (nbytes == 0) nbytes = 1;
+  if (nbytes <= (size_t{1} << 20)) return (nbytes + 511) & ~size_t{511};
+  size_t pow2 = size_t{1} << (63 - __builtin_clzll(nbytes));
+  size_t step = pow2 / 8;
+  return (nbytes + step - 1) / step * step;
+}
+
 namespace cpu_allocator {
 namespace {
 
@@ -28,18 +38,8 @@ State& state() {
 
 }  // namespace
 
-size_t rounded_size(size_t nbytes) {
-  if (nbytes == 0) nbytes = 1;
-  // Up to 1 MiB: multiples of 512 bytes. Above: 8 steps per power of two, so reuse across
-  // slightly different sizes wastes at most 12.5%.
-  if (nbytes <= (size_t{1} << 20)) return (nbytes + 511) & ~size_t{511};
-  size_t pow2 = size_t{1} << (63 - __builtin_clzll(nbytes));
-  size_t step = pow2 / 8;
-  return (nbytes + step - 1) / step * step;
-}
-
 void* allocate(size_t nbytes) {
-  size_t size = rounded_size(nbytes);
+  size_t size = detail::allocator_block_size(nbytes);
   State& s = state();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -70,7 +70,7 @@ void* allocate(size_t nbytes) {
 
 void deallocate(void* ptr, size_t nbytes) {
   if (ptr == nullptr) return;
-  size_t size = rounded_size(nbytes);
+  size_t size = detail::allocator_block_size(nbytes);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.stats.in_use_bytes -= size;

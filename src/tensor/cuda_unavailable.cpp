@@ -28,7 +28,6 @@ namespace cuda_allocator {
 AllocatorStats stats(int) { return {}; }
 void reset_peak(int) {}
 void empty_cache() {}
-size_t rounded_size(size_t nbytes) { return cpu_allocator::rounded_size(nbytes); }
 }  // namespace cuda_allocator
 
 namespace cuda_detail {

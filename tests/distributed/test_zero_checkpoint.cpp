@@ -8,11 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "strata/checkpoint/checksum.h"
+#include "checkpoint/checksum.h"
 #include "zero_test_util.h"
 
 namespace strata::test {
 using namespace strata::checkpoint;
+using strata::checkpoint::detail::crc32;
 namespace {
 
 namespace fs = std::filesystem;

@@ -2,6 +2,7 @@
 // fill, the caching allocator. Skips where no GPU is visible.
 #include <gtest/gtest.h>
 
+#include "tensor/allocator_buckets.h"
 #include "test_util.h"
 
 namespace strata {
@@ -96,12 +97,12 @@ TEST_F(CudaTensor, CachingAllocatorReusesBlocks) {
   EXPECT_EQ(s1.requests, s0.requests + 1);
   EXPECT_EQ(s1.system_allocs, s0.system_allocs + 1);
   EXPECT_EQ(s1.in_use_bytes, s0.in_use_bytes);
-  EXPECT_EQ(s1.cached_bytes, s0.cached_bytes + cuda_allocator::rounded_size(4000));
+  EXPECT_EQ(s1.cached_bytes, s0.cached_bytes + detail::allocator_block_size(4000));
   { Tensor b = empty({1000}, {.device = gpu}); }  // served from the cache
   AllocatorStats s2 = cuda_allocator::stats(0);
   EXPECT_EQ(s2.requests, s1.requests + 1);
   EXPECT_EQ(s2.system_allocs, s1.system_allocs);
-  EXPECT_GE(s2.peak_in_use_bytes, cuda_allocator::rounded_size(4000));
+  EXPECT_GE(s2.peak_in_use_bytes, detail::allocator_block_size(4000));
   cuda_allocator::empty_cache();
   EXPECT_EQ(cuda_allocator::stats(0).cached_bytes, 0u);
 }

@@ -9,7 +9,6 @@
 
 #include "file_test_util.h"
 #include "strata/checkpoint/checkpoint.h"
-#include "strata/checkpoint/checksum.h"
 #include "strata/strata.h"
 #include "test_util.h"
 

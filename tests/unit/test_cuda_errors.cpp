@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "strata/distributed/init.h"
+#include "tensor/allocator_buckets.h"
 #include "test_util.h"
 
 namespace strata {
@@ -105,9 +106,9 @@ TEST(CudaErrors, NoGpuMessages) {
 }
 
 TEST(CudaErrors, AllocatorRounding) {
-  EXPECT_EQ(cuda_allocator::rounded_size(1), 512u);
-  EXPECT_EQ(cuda_allocator::rounded_size(513), 1024u);
-  EXPECT_EQ(cuda_allocator::rounded_size((size_t{1} << 21) + 1), (size_t{1} << 21) + (size_t{1} << 18));
+  EXPECT_EQ(detail::allocator_block_size(1), 512u);
+  EXPECT_EQ(detail::allocator_block_size(513), 1024u);
+  EXPECT_EQ(detail::allocator_block_size((size_t{1} << 21) + 1), (size_t{1} << 21) + (size_t{1} << 18));
 }
 
 // A group of one whose ops record what was issued (no MPI needed).

@@ -8,13 +8,14 @@
 
 #include "file_test_util.h"
 #include "strata/checkpoint/atomic_file.h"
-#include "strata/checkpoint/checksum.h"
+#include "checkpoint/checksum.h"
 #include "strata/checkpoint/safetensors.h"
 #include "strata/strata.h"
 #include "test_util.h"
 
 using namespace strata;
 using namespace strata::checkpoint;
+using strata::checkpoint::detail::crc32;
 using strata::testing::error_of;
 using strata::testing::read_bytes;
 using strata::testing::TempDir;

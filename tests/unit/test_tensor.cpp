@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "strata/strata.h"
+#include "tensor/allocator_buckets.h"
 
 using namespace strata;
 
@@ -120,8 +121,8 @@ TEST(Allocator, ReusesFreedBlocks) {
   EXPECT_EQ(after.system_allocs, before.system_allocs);
   EXPECT_EQ(after.requests, before.requests + 10);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(empty({7}).raw_data()) % 64, 0u);
-  EXPECT_EQ(cpu_allocator::rounded_size(1), 512u);
-  EXPECT_GE(cpu_allocator::rounded_size((1 << 20) + 1), (1u << 20) + 1);
+  EXPECT_EQ(detail::allocator_block_size(1), 512u);
+  EXPECT_GE(detail::allocator_block_size((1 << 20) + 1), (1u << 20) + 1);
 }
 
 TEST(Errors, CarryFileAndLine) {

@@ -25,6 +25,17 @@ struct TensorMeta {
   Device device;
 };
 
+// The gradient hooks of one tensor (Tensor::register_hook), run in registration order.
+struct GradHookList {
+  using Hook = std::function<Tensor(const Tensor& grad)>;
+  std::vector<std::pair<uint64_t, Hook>> hooks;
+  uint64_t next_id = 1;  // never reused, so a stale handle cannot remove a newer hook
+  uint64_t add(Hook hook);
+  // Passes `grad` through every hook; a replacement must keep `meta`'s shape and dtype
+  // (`where` names the tensor in the error).
+  Tensor run(Tensor grad, const TensorMeta& meta, std::string_view where) const;
+};
+
 // One recorded operation. apply() maps the gradients of its forward outputs to the
 // gradients of its forward inputs, in next_edges() order.
 class Node {
@@ -44,11 +55,16 @@ class Node {
   std::vector<TensorMeta>& mutable_output_meta() { return output_meta_; }
   // Creation order; the engine runs later nodes first, like PyTorch.
   uint64_t sequence_nr() const { return sequence_nr_; }
+  // Hooks on the gradient of forward output `slot`, run before apply() (created on demand).
+  std::shared_ptr<GradHookList> output_grad_hooks(uint32_t slot);
+  // Runs those hooks on the defined gradients the engine is about to pass to apply().
+  void run_output_grad_hooks(std::vector<Tensor>& grad_outputs) const;
 
  protected:
   std::vector<Edge> next_edges_;
   std::vector<TensorMeta> output_meta_;
   uint64_t sequence_nr_;
+  std::vector<std::shared_ptr<GradHookList>> output_grad_hooks_;  // by output slot
 };
 
 // Per-tensor autograd state.
@@ -59,6 +75,7 @@ struct AutogradMeta {
   Tensor grad;                    // accumulated gradient (leaves)
   std::weak_ptr<Node> grad_accumulator;  // the AccumulateGrad node of a leaf
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
+  std::shared_ptr<GradHookList> grad_hooks;  // a leaf's Tensor::register_hook hooks
 };
 
 namespace autograd {

@@ -7,13 +7,26 @@
 
 namespace strata::nn {
 
-// Initial values: GPT-2's normal(0, init_std) weights and zero biases. `dtype` is the
+// How Linear draws its initial values.
+enum class LinearInit {
+  // torch.nn.Linear's default (kaiming_uniform_ with a = sqrt(5), whose bound works out to
+  // 1/sqrt(in)): weight, then bias, uniform(-1/sqrt(in), 1/sqrt(in)). InitOptions::std is
+  // not used.
+  KaimingUniform,
+  // GPT-2's: weight normal(0, InitOptions::std) (0.02 unless set), bias zeros. nn::GPT uses
+  // this for all its Linear layers (with std 0.02 / sqrt(2 n_layer) for the projections
+  // into the residual stream).
+  Normal,
+};
+
+// Initial values. Embedding: normal(0, std). Linear: as linear_init says. `dtype` is the
 // parameters' storage dtype. 16-bit parameters (bfloat16, float16) are drawn in float32 from
 // the same generator and rounded, so such a layer equals the float32 layer rounded.
 struct InitOptions {
   double std = 0.02;
   DType dtype = DType::Float32;
   Generator* gen = nullptr;  // default generator when null
+  LinearInit linear_init = LinearInit::KaimingUniform;  // Linear only
 };
 
 // Mixed precision: a layer with 16-bit parameters (bfloat16, float16) computes in float32.
@@ -31,6 +44,8 @@ Tensor compute_param(const Tensor& param);
 // parameters, else the parameters' own.
 DType compute_dtype(DType param_dtype);
 
+// y = x W^T + b. Initialised as init.linear_init says: PyTorch's kaiming-uniform by default,
+// or GPT-2's normal(0, 0.02) with {.linear_init = LinearInit::Normal}.
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, InitOptions init = {});

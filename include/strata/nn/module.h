@@ -35,6 +35,26 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
   int64_t num_parameters() const;
 
+  // This module ("") and every module below it with its dotted path ("h.0.attn"), parents
+  // before children, in registration order. A module registered twice is listed once,
+  // under its first path. The pointers are valid while this module lives.
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  std::vector<Module*> modules();
+  // Calls fn on every module below this one and then on this one: children before their
+  // parent (a child's own children first), in registration order, each module once
+  // (torch.nn.Module.apply's order). For initialisers: `model.apply(init_weights)`.
+  void apply(const std::function<void(Module&)>& fn);
+
+  // Converts every parameter and every floating buffer to `dtype` in place: each tensor
+  // keeps its identity (the TensorImpl every handle shares: the module's members, tied
+  // weights), so optimizers built afterwards see the new tensors. Gradients are converted
+  // too. Build optimizers after to(): one built before keeps its state (moments) in the old
+  // dtype. Refused, changing nothing, for parameters already wrapped by DDP or ZeRO (they
+  // have post-accumulate hooks) and for a non-floating dtype. Graphs recorded before to()
+  // must not be backpropagated after it.
+  void to(DType dtype);
+
+  // Sets the mode of this module and of every module below it; read with is_training().
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
@@ -77,6 +97,9 @@ class Module {
     Module& module_;
   };
   HookScope forward_hooks() { return HookScope(*this); }
+
+  // The registered children in order, for containers that index them without a copy.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& child_entries() const { return children_; }
 
  private:
   void check_new_name(const std::string& name) const;

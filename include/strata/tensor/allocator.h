@@ -20,8 +20,6 @@ void deallocate(void* ptr, size_t nbytes);
 AllocatorStats stats();
 void reset_peak();
 void empty_cache();  // returns every cached block to the system
-// The bucket a request of nbytes is served from (exposed for tests).
-size_t rounded_size(size_t nbytes);
 }  // namespace cpu_allocator
 
 // The CUDA caching allocator: device blocks (cudaMalloc) in size-bucketed free lists, one
@@ -34,7 +32,6 @@ namespace cuda_allocator {
 AllocatorStats stats(int device = 0);
 void reset_peak(int device = 0);
 void empty_cache();  // cudaFree of every cached block on every device
-size_t rounded_size(size_t nbytes);  // 512-byte multiples, then 8 steps per power of two
 }  // namespace cuda_allocator
 
 }  // namespace strata

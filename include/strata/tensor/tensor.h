@@ -15,7 +15,21 @@ namespace strata {
 
 class Node;
 struct AutogradMeta;
+struct GradHookList;
 class Tensor;
+
+// Removes a hook added by Tensor::register_hook. Removing twice, or after the graph or the
+// tensor is gone, does nothing.
+class GradHookHandle {
+ public:
+  GradHookHandle() = default;
+  GradHookHandle(std::weak_ptr<GradHookList> list, uint64_t id) : list_(std::move(list)), id_(id) {}
+  void remove();
+
+ private:
+  std::weak_ptr<GradHookList> list_;
+  uint64_t id_ = 0;
+};
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -104,6 +118,12 @@ class Tensor {
   void backward(const Tensor& grad = {}, bool retain_graph = false) const;
   // Called with the leaf after its .grad() has been accumulated in a backward pass.
   void register_post_accumulate_grad_hook(std::function<void(Tensor&)> hook);
+  // Runs `hook` on this tensor's gradient each time a backward pass computes it, in
+  // registration order; a defined return value replaces the gradient (same shape and
+  // dtype), an undefined one keeps it. On a non-leaf the hook belongs to the tensor's place
+  // in the graph (it runs even after this handle is gone); on a leaf it runs before the
+  // gradient is accumulated into .grad(). The tensor must require grad.
+  GradHookHandle register_hook(std::function<Tensor(const Tensor& grad)> hook);
 
   // --- in place, not recorded by autograd (optimizers, initialisers) ---
   Tensor& zero_();

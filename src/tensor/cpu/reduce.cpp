@@ -1,5 +1,10 @@
 #include "reduce.h"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "dim_layout.h"
 #include "dtype_dispatch.h"
 #include "strata/tensor/factory.h"
 
@@ -60,12 +65,9 @@ Tensor sum_keepdim(const Tensor& x_in, const std::vector<bool>& reduced) {
 void max_keepdim(const Tensor& x_in, int64_t dim, Tensor* values, Tensor* indices) {
   Tensor x = x_in.contiguous();
   Shape out_shape = x.shape();
-  const int64_t n = out_shape[static_cast<size_t>(dim)];
-  STRATA_CHECK(n > 0, "max: dimension ", dim, " of shape ", x.shape(), " is empty");
   out_shape[static_cast<size_t>(dim)] = 1;
-  int64_t inner = 1;
-  for (size_t d = static_cast<size_t>(dim) + 1; d < x.shape().size(); ++d) inner *= x.shape()[d];
-  const int64_t outer = out_shape.numel() / inner;
+  const Layout l = layout_of(x.shape(), dim);
+  const int64_t n = l.n, outer = l.outer, inner = l.inner;
   *values = empty(out_shape, {.dtype = x.dtype()});
   *indices = empty(out_shape, {.dtype = DType::Int64});
   detail::dispatch_arith(x.dtype(), "max", [&]<class T>() {
@@ -90,21 +92,82 @@ void max_keepdim(const Tensor& x_in, int64_t dim, Tensor* values, Tensor* indice
   });
 }
 
-Tensor max_backward(const Tensor& grad, const Tensor& indices, const Shape& in_shape, int64_t dim) {
-  Tensor gx = zeros(in_shape, {.dtype = grad.dtype()});
-  const int64_t n = in_shape[static_cast<size_t>(dim)];
-  int64_t inner = 1;
-  for (size_t k = static_cast<size_t>(dim) + 1; k < in_shape.size(); ++k) inner *= in_shape[k];
-  const int64_t* ix = indices.data<int64_t>();
-  detail::dispatch_floating(grad.dtype(), "max backward", [&]<class T>() {
-    const T* pg = grad.data<T>();
-    T* px = gx.data<T>();
-    for (int64_t i = 0; i < grad.numel(); ++i) {
-      int64_t o = i / inner, r = i % inner;
-      px[(o * n + ix[i]) * inner + r] = pg[i];
+namespace {
+
+// Order for topk: a before b when a's value ranks higher (NaN above every number), equal
+// values by lower index. A strict weak order, so std::partial_sort is well defined.
+template <class T>
+struct TopkBefore {
+  bool largest;
+  bool operator()(const std::pair<T, int64_t>& a, const std::pair<T, int64_t>& b) const {
+    const bool a_nan = a.first != a.first, b_nan = b.first != b.first;
+    if (a_nan != b_nan) return largest ? a_nan : b_nan;
+    if (!a_nan && a.first != b.first) return largest ? a.first > b.first : a.first < b.first;
+    return a.second < b.second;
+  }
+};
+
+}  // namespace
+
+void topk(const Tensor& x_in, int64_t k, int64_t dim, bool largest, Tensor* values, Tensor* indices) {
+  Tensor x = x_in.contiguous();
+  Shape out_shape = x.shape();
+  const int64_t n = x.size(dim);
+  out_shape[static_cast<size_t>(dim)] = k;
+  const Layout l = layout_of(x.shape(), dim);
+  const int64_t outer = l.outer, inner = l.inner;
+  *values = empty(out_shape, {.dtype = x.dtype()});
+  *indices = empty(out_shape, {.dtype = DType::Int64});
+  detail::dispatch_arith(x.dtype(), "topk", [&]<class T>() {
+    const T* p = x.data<T>();
+    T* v = values->data<T>();
+    int64_t* ix = indices->data<int64_t>();
+#pragma omp parallel if (x.numel() > 32768 && outer * inner > 1)
+    {
+      std::vector<std::pair<T, int64_t>> lane(static_cast<size_t>(n));
+#pragma omp for schedule(static)
+      for (int64_t l = 0; l < outer * inner; ++l) {
+        const int64_t o = l / inner, i = l % inner;
+        const T* src = p + o * n * inner + i;
+        for (int64_t j = 0; j < n; ++j) lane[static_cast<size_t>(j)] = {src[j * inner], j};
+        std::partial_sort(lane.begin(), lane.begin() + k, lane.end(), TopkBefore<T>{largest});
+        for (int64_t j = 0; j < k; ++j) {
+          v[(o * k + j) * inner + i] = lane[static_cast<size_t>(j)].first;
+          ix[(o * k + j) * inner + i] = lane[static_cast<size_t>(j)].second;
+        }
+      }
     }
   });
-  return gx;
+}
+
+Tensor cumsum(const Tensor& x_in, int64_t dim, bool reverse) {
+  Tensor x = x_in.contiguous();
+  Tensor out = empty(x.shape(), {.dtype = x.dtype()});
+  const int64_t n = x.size(dim);
+  const Layout l = layout_of(x.shape(), dim);
+  const int64_t outer = l.outer, inner = l.inner;
+  detail::dispatch_arith(x.dtype(), "cumsum", [&]<class T>() {
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+    const T* p = x.data<T>();
+    T* o = out.data<T>();
+    // Row by row along `dim`, with one running sum per inner position: contiguous reads.
+#pragma omp parallel if (x.numel() > 32768 && outer > 1)
+    {
+      std::vector<Acc> acc(static_cast<size_t>(inner));
+#pragma omp for schedule(static)
+      for (int64_t b = 0; b < outer; ++b) {
+        std::fill(acc.begin(), acc.end(), Acc(0));
+        for (int64_t j = 0; j < n; ++j) {
+          const int64_t at = (b * n + (reverse ? n - 1 - j : j)) * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            acc[static_cast<size_t>(i)] += p[at + i];
+            o[at + i] = static_cast<T>(acc[static_cast<size_t>(i)]);
+          }
+        }
+      }
+    }
+  });
+  return out;
 }
 
 }  // namespace strata::cpu

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/fast_math.h"
+#include "dim_layout.h"
 #include "dtype_dispatch.h"
 #include "multiversion.h"
 #include "strata/tensor/factory.h"
@@ -187,17 +188,6 @@ STRATA_ALWAYS_INLINE void softmax_backward_columns(const T* g, const T* y, T* dx
       for (int64_t c = 0; c < w; ++c) dr[c] = yr[c] * (gr[c] - acc[c]);
     }
   }
-}
-
-struct Layout {
-  int64_t outer, n, inner;
-};
-
-Layout layout_of(const Shape& shape, int64_t dim) {
-  Layout l{1, shape[static_cast<size_t>(dim)], 1};
-  for (int64_t d = 0; d < dim; ++d) l.outer *= shape[static_cast<size_t>(d)];
-  for (size_t d = static_cast<size_t>(dim) + 1; d < shape.size(); ++d) l.inner *= shape[d];
-  return l;
 }
 
 template <class T>

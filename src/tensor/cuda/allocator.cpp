@@ -7,6 +7,7 @@
 
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"
+#include "tensor/allocator_buckets.h"
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/cuda_check.h"
 
@@ -41,8 +42,6 @@ void release_cached(int device, DeviceCache& cache) {
 
 namespace cuda_allocator {
 
-size_t rounded_size(size_t nbytes) { return cpu_allocator::rounded_size(nbytes); }
-
 AllocatorStats stats(int device) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -69,7 +68,7 @@ namespace cuda_detail {
 
 void* allocate(size_t nbytes, int device) {
   check_device(Device::cuda(device), "Storage::allocate");
-  const size_t size = cuda_allocator::rounded_size(nbytes);
+  const size_t size = detail::allocator_block_size(nbytes);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   DeviceCache& cache = s.devices[device];
@@ -102,7 +101,7 @@ void* allocate(size_t nbytes, int device) {
 
 void deallocate(void* ptr, size_t nbytes, int device) {
   if (ptr == nullptr) return;
-  const size_t size = cuda_allocator::rounded_size(nbytes);
+  const size_t size = detail::allocator_block_size(nbytes);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   DeviceCache& cache = s.devices[device];

@@ -5,9 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace strata::checkpoint {
+namespace strata::checkpoint::detail {
 
 // Continues `crc` (0 to start) over n bytes: crc32(b, crc32(a)) == crc32(a + b).
 uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);
 
-}  // namespace strata::checkpoint
+}  // namespace strata::checkpoint::detail
