@@ -30,6 +30,7 @@ std::optional<DType> dtype_from_name(std::string_view name) {
   if (name == "F16") return DType::Float16;
   if (name == "I32") return DType::Int32;
   if (name == "I64") return DType::Int64;
+  if (name == "BOOL") return DType::Bool;
   return std::nullopt;
 }
 
@@ -61,7 +62,7 @@ HeaderEntry parse_entry(const std::string& path, const std::string& name, const 
   STRATA_CHECK(dtype.is_string(), where, ": field \"dtype\" must be a string, found ", dtype.dump());
   std::optional<DType> dt = dtype_from_name(dtype.get<std::string>());
   STRATA_CHECK(dt.has_value(), where, ": unknown dtype \"", dtype.get<std::string>(),
-               "\" (strata reads F32, F64, BF16, F16, I32, I64)");
+               "\" (strata reads F32, F64, BF16, F16, I32, I64, BOOL)");
   e.dtype = *dt;
 
   const json& shape = field("shape");
@@ -127,6 +128,15 @@ void check_layout(const std::string& path, std::vector<HeaderEntry>& entries, ui
                " bytes but the tensors cover ", expected, " (", data_bytes - expected, " trailing bytes)");
 }
 
+// A bool tensor holds 0 or 1 in each byte; any other byte would be an invalid C++ bool.
+void check_bool_bytes(const std::string& path, const std::string& name, const Tensor& t) {
+  const auto* bytes = static_cast<const uint8_t*>(t.raw_data());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    STRATA_CHECK(bytes[i] <= 1, "safetensors '", path, "': BOOL tensor '", name, "' holds byte ",
+                 static_cast<int>(bytes[i]), " at element ", i, " (expected 0 or 1)");
+  }
+}
+
 }  // namespace
 
 std::string_view safetensors_dtype_name(DType dtype) {
@@ -137,13 +147,14 @@ std::string_view safetensors_dtype_name(DType dtype) {
     case DType::Float16: return "F16";
     case DType::Int32: return "I32";
     case DType::Int64: return "I64";
+    case DType::Bool: return "BOOL";
   }
   STRATA_FAIL("safetensors: dtype ", static_cast<int>(dtype), " has no safetensors name");
 }
 
 DType parse_safetensors_dtype(std::string_view name) {
   std::optional<DType> dt = dtype_from_name(name);
-  STRATA_CHECK(dt.has_value(), "unknown safetensors dtype \"", name, "\" (strata reads F32, F64, BF16, F16, I32, I64)");
+  STRATA_CHECK(dt.has_value(), "unknown safetensors dtype \"", name, "\" (strata reads F32, F64, BF16, F16, I32, I64, BOOL)");
   return *dt;
 }
 
@@ -249,6 +260,7 @@ SafetensorsRead read_safetensors(const std::string& path) {
     if (e.end > e.begin) {
       file.read_at(data_start + e.begin, t.raw_data(), e.end - e.begin);
       crc = detail::crc32(t.raw_data(), e.end - e.begin, crc);
+      if (e.dtype == DType::Bool) check_bool_bytes(path, e.name, t);
     }
     out.file.tensors.emplace(e.name, std::move(t));
   }

@@ -16,6 +16,7 @@ size_t dtype_size(DType dtype) {
     case DType::Float16: return 2;
     case DType::Int32: return 4;
     case DType::Int64: return 8;
+    case DType::Bool: return 1;
   }
   STRATA_FAIL("unknown dtype ", static_cast<int>(dtype));
 }
@@ -28,11 +29,14 @@ std::string_view dtype_name(DType dtype) {
     case DType::Float16: return "float16";
     case DType::Int32: return "int32";
     case DType::Int64: return "int64";
+    case DType::Bool: return "bool";
   }
   return "unknown";
 }
 
-bool is_floating(DType dtype) { return dtype != DType::Int32 && dtype != DType::Int64; }
+bool is_floating(DType dtype) {
+  return dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::BFloat16 || dtype == DType::Float16;
+}
 
 std::ostream& operator<<(std::ostream& os, DType dtype) { return os << dtype_name(dtype); }
 

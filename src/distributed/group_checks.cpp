@@ -11,6 +11,7 @@ namespace strata::dist::detail {
 // --- arguments ---
 
 void check_average_dtype(const char* op, ReduceOp reduce, DType dtype) {
+  STRATA_CHECK(dtype != DType::Bool, op, ": bool tensors cannot be reduced (sums would leave 0/1; convert with .to())");
   STRATA_CHECK(reduce != ReduceOp::Avg || is_floating(dtype), op, ": ReduceOp::Avg needs a floating dtype, got ",
                dtype, " (integer averages would truncate; reduce with Sum and divide yourself)");
 }

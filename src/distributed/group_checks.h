@@ -14,7 +14,7 @@ namespace strata::dist::detail {
 
 // --- arguments (each throws strata::Error naming the op) ---
 
-// ReduceOp::Avg on an integer dtype would truncate.
+// ReduceOp::Avg on an integer dtype would truncate; bool is never reduced.
 void check_average_dtype(const char* op, ReduceOp reduce, DType dtype);
 // "all_gather: out is float32 but in is float64".
 void check_same_dtype(const char* op, const Tensor& out, const Tensor& in);

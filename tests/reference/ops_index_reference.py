@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from gpt_reference import read_safetensors, write_safetensors
+from safetensors_numpy import read_safetensors, write_safetensors
 
 
 def results(t, idx, sfx):

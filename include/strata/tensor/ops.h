@@ -1,4 +1,5 @@
 #pragma once
+#include "strata/tensor/ops/compare.h"
 #include "strata/tensor/ops/elementwise.h"
 #include "strata/tensor/ops/indexing.h"
 #include "strata/tensor/ops/linalg.h"

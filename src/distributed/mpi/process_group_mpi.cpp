@@ -84,6 +84,7 @@ MPI_Datatype wire_type(DType d) {
     case DType::Float16: return MPI_UINT16_T;
     case DType::Int32: return MPI_INT32_T;
     case DType::Int64: return MPI_INT64_T;
+    case DType::Bool: return MPI_UINT8_T;  // moved, never reduced (check_average_dtype)
   }
   STRATA_FAIL("dist: unknown dtype ", static_cast<int>(d));
 }

@@ -26,6 +26,7 @@ ncclDataType_t nccl_type(DType d) {
     case DType::Float16: return ncclFloat16;
     case DType::Int32: return ncclInt32;
     case DType::Int64: return ncclInt64;
+    case DType::Bool: return ncclUint8;  // moved, never reduced (check_average_dtype)
   }
   STRATA_FAIL("nccl: unknown dtype ", static_cast<int>(d));
 }

@@ -4,7 +4,9 @@
 // CPU-only: the loops they run read host memory. Device choice happens earlier, in the
 // op's device switch (../device_dispatch.h).
 #include <cstdint>
+#include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "strata/core/dtype.h"
 #include "strata/core/error.h"
@@ -27,6 +29,7 @@ class CpuOpScope {
   const char* previous_;
 };
 
+// Every dtype (copies, conversions, factories).
 template <class F>
 decltype(auto) dispatch_all(DType dtype, F&& f) {
   switch (dtype) {
@@ -36,6 +39,7 @@ decltype(auto) dispatch_all(DType dtype, F&& f) {
     case DType::Float16: return f.template operator()<float16>();
     case DType::Int32: return f.template operator()<int32_t>();
     case DType::Int64: return f.template operator()<int64_t>();
+    case DType::Bool: return f.template operator()<bool>();
   }
   STRATA_FAIL("unknown dtype ", static_cast<int>(dtype));
 }
@@ -63,7 +67,17 @@ decltype(auto) dispatch_arith(DType dtype, const char* op, F&& f) {
     case DType::Int64: return f.template operator()<int64_t>();
     default: break;
   }
-  STRATA_FAIL(op, ": dtype ", dtype, " is not supported on CPU (convert 16-bit tensors with .to(DType::Float32))");
+  STRATA_FAIL(op, ": dtype ", dtype, " is not supported on CPU (float32, float64, int32 or int64; convert with .to())");
+}
+
+// The arithmetic dtypes and bool: what comparisons and selections (where) read.
+template <class F>
+decltype(auto) dispatch_arith_or_bool(DType dtype, const char* op, F&& f) {
+  if (dtype == DType::Bool) {
+    CpuOpScope scope(op);
+    return f.template operator()<bool>();
+  }
+  return dispatch_arith(dtype, op, std::forward<F>(f));
 }
 
 // Value conversion between storage types (16-bit floats go through float).
@@ -74,6 +88,18 @@ inline To convert(From v) {
   } else {
     return static_cast<To>(v);
   }
+}
+
+// A double scalar operand in T. Integer T saturates to its range (a missing clamp bound is
+// +-inf, which a plain cast would turn into undefined behaviour).
+template <class T>
+inline T scalar_as(double v) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    constexpr T lo = std::numeric_limits<T>::lowest(), hi = std::numeric_limits<T>::max();
+    if (!(v > static_cast<double>(lo))) return lo;
+    if (v >= static_cast<double>(hi)) return hi;
+  }
+  return convert<T>(v);
 }
 
 }  // namespace strata::detail

@@ -2,34 +2,82 @@
 
 #include <cmath>
 
-#include "../cpu/elementwise.h"
 #include "../device_dispatch.h"
+#include "elementwise_common.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
+#include "strata/tensor/factory.h"
 #include "strata/tensor/ops/reduce.h"
 
 namespace strata {
 
 using autograd::BackwardContext;
+using cpu::BinaryGradOp;
 using cpu::BinaryOp;
 using cpu::UnaryOp;
 
-namespace {
+namespace detail {
 
-// The device switches of the elementwise kernels; `name` is the public op.
-Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
-  const Device device = detail::common_device(name, {{"a", a}, {"b", b}});
-  return detail::on_device(name, device, [&] { return cpu::binary(op, a, b, name); });
+Device check_binary(const char* name, const Tensor& a, const Tensor& b) {
+  STRATA_CHECK(a.defined() && b.defined(), name, ": ", a.defined() ? "b" : "a", " is undefined");
+  const Device device = common_device(name, {{"a", a}, {"b", b}});
+  STRATA_CHECK(a.dtype() == b.dtype(), name, ": dtype mismatch, ", a.dtype(), " tensor of shape ", a.shape(), " and ",
+               b.dtype(), " tensor of shape ", b.shape());
+  broadcast_shapes(a.shape(), b.shape(), name);
+  return device;
 }
 
-Tensor unary_op(UnaryOp op, const Tensor& a, double param, const char* name) {
-  return detail::on_device(name, a.device(), [&] { return cpu::unary(op, a, param, name); });
+void check_not_bool(const char* name, const Tensor& t) {
+  STRATA_CHECK(t.dtype() != DType::Bool, name, ": bool tensor of shape ", t.shape(),
+               " has no arithmetic (convert it with .to(), e.g. to float32)");
+}
+
+Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  const Device device = check_binary(name, a, b);
+  check_not_bool(name, a);
+  return on_device(name, device, [&] { return cpu::binary(op, a, b, name); });
+}
+
+Tensor unary_op(UnaryOp op, const Tensor& a, const char* name, double p, double q) {
+  STRATA_CHECK(a.defined(), name, ": input is undefined");
+  check_not_bool(name, a);
+  return on_device(name, a.device(), [&] { return cpu::unary(op, a, name, p, q); });
+}
+
+Tensor unary_grad_op(cpu::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name, double p,
+                     double q) {
+  return on_device(name, saved.device(), [&] { return cpu::unary_grad(op, grad, saved, name, p, q); });
+}
+
+Tensor binary_grad_op(BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b, const char* name) {
+  return on_device(name, grad.device(), [&] { return cpu::binary_grad(op, grad, a, b, name); });
+}
+
+}  // namespace detail
+
+namespace {
+
+// A binary op whose gradients are grad_a(g, a, b) and grad_b(g, a, b), each summed back to
+// its input's shape.
+Tensor binary_with_grads(BinaryOp op, BinaryGradOp grad_a, BinaryGradOp grad_b, const Tensor& a, const Tensor& b,
+                         const char* name, const char* node) {
+  Tensor out = detail::binary_op(op, a, b, name);
+  if (autograd::needs_grad({a, b})) {
+    autograd::record(node, {a, b}, {out}, [a = a.detach(), b = b.detach(), grad_a, grad_b, node](BackwardContext& ctx) {
+      const Tensor& g = ctx.grad();
+      Tensor ga, gb;
+      if (ctx.needs(0)) ga = sum_to(detail::binary_grad_op(grad_a, g, a, b, node), a.shape());
+      if (ctx.needs(1)) gb = sum_to(detail::binary_grad_op(grad_b, g, a, b, node), b.shape());
+      return std::vector<Tensor>{ga, gb};
+    });
+  }
+  return out;
 }
 
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_op(BinaryOp::Add, a, b, "add");
+  Tensor out = detail::binary_op(BinaryOp::Add, a, b, "add");
   if (autograd::needs_grad({a, b})) {
     autograd::record("AddBackward", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
@@ -40,7 +88,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_op(BinaryOp::Sub, a, b, "sub");
+  Tensor out = detail::binary_op(BinaryOp::Sub, a, b, "sub");
   if (autograd::needs_grad({a, b})) {
     autograd::record("SubBackward", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
@@ -51,7 +99,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_op(BinaryOp::Mul, a, b, "mul");
+  Tensor out = detail::binary_op(BinaryOp::Mul, a, b, "mul");
   if (autograd::needs_grad({a, b})) {
     autograd::record("MulBackward", {a, b}, {out}, [a = a.detach(), b = b.detach()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
@@ -63,7 +111,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_op(BinaryOp::Div, a, b, "div");
+  Tensor out = detail::binary_op(BinaryOp::Div, a, b, "div");
   if (autograd::needs_grad({a, b})) {
     autograd::record("DivBackward", {a, b}, {out}, [a = a.detach(), b = b.detach()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
@@ -76,8 +124,28 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary_with_grads(BinaryOp::Minimum, BinaryGradOp::MinimumA, BinaryGradOp::MinimumB, a, b, "minimum",
+                           "MinimumBackward");
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary_with_grads(BinaryOp::Maximum, BinaryGradOp::MaximumA, BinaryGradOp::MaximumB, a, b, "maximum",
+                           "MaximumBackward");
+}
+
+Tensor pow(const Tensor& a, const Tensor& exponent) {
+  return binary_with_grads(BinaryOp::Pow, BinaryGradOp::PowBase, BinaryGradOp::PowExponent, a, exponent, "pow",
+                           "PowBackward");
+}
+
+Tensor pow(double base, const Tensor& exponent) {
+  STRATA_CHECK(exponent.defined(), "pow: exponent is undefined");
+  return pow(scalar_tensor(base, {.dtype = exponent.dtype(), .device = exponent.device()}), exponent);
+}
+
 Tensor add(const Tensor& a, double b) {
-  Tensor out = unary_op(UnaryOp::AddScalar, a, b, "add");
+  Tensor out = detail::unary_op(UnaryOp::AddScalar, a, "add", b);
   if (autograd::needs_grad({a})) {
     autograd::record("AddScalarBackward", {a}, {out}, [](BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad()}; });
   }
@@ -85,69 +153,10 @@ Tensor add(const Tensor& a, double b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
-  Tensor out = unary_op(UnaryOp::MulScalar, a, b, "mul");
+  Tensor out = detail::unary_op(UnaryOp::MulScalar, a, "mul", b);
   if (autograd::needs_grad({a})) {
     autograd::record("MulScalarBackward", {a}, {out}, [b](BackwardContext& ctx) {
       return std::vector<Tensor>{mul(ctx.grad(), b)};
-    });
-  }
-  return out;
-}
-
-Tensor neg(const Tensor& a) {
-  Tensor out = unary_op(UnaryOp::Neg, a, 0.0, "neg");
-  if (autograd::needs_grad({a})) {
-    autograd::record("NegBackward", {a}, {out}, [](BackwardContext& ctx) { return std::vector<Tensor>{neg(ctx.grad())}; });
-  }
-  return out;
-}
-
-Tensor exp(const Tensor& a) {
-  Tensor out = unary_op(UnaryOp::Exp, a, 0.0, "exp");
-  if (autograd::needs_grad({a})) {
-    autograd::record("ExpBackward", {a}, {out}, [out = out.detach()](BackwardContext& ctx) {
-      return std::vector<Tensor>{mul(ctx.grad(), out)};
-    });
-  }
-  return out;
-}
-
-Tensor log(const Tensor& a) {
-  Tensor out = unary_op(UnaryOp::Log, a, 0.0, "log");
-  if (autograd::needs_grad({a})) {
-    autograd::record("LogBackward", {a}, {out}, [a = a.detach()](BackwardContext& ctx) {
-      return std::vector<Tensor>{div(ctx.grad(), a)};
-    });
-  }
-  return out;
-}
-
-Tensor sqrt(const Tensor& a) {
-  Tensor out = unary_op(UnaryOp::Sqrt, a, 0.0, "sqrt");
-  if (autograd::needs_grad({a})) {
-    autograd::record("SqrtBackward", {a}, {out}, [out = out.detach()](BackwardContext& ctx) {
-      return std::vector<Tensor>{div(mul(ctx.grad(), 0.5), out)};
-    });
-  }
-  return out;
-}
-
-Tensor tanh(const Tensor& a) {
-  Tensor out = unary_op(UnaryOp::Tanh, a, 0.0, "tanh");
-  if (autograd::needs_grad({a})) {
-    autograd::record("TanhBackward", {a}, {out}, [out = out.detach()](BackwardContext& ctx) {
-      // d tanh = 1 - tanh^2
-      return std::vector<Tensor>{mul(ctx.grad(), add(neg(mul(out, out)), 1.0))};
-    });
-  }
-  return out;
-}
-
-Tensor pow(const Tensor& a, double exponent) {
-  Tensor out = unary_op(UnaryOp::Pow, a, exponent, "pow");
-  if (autograd::needs_grad({a})) {
-    autograd::record("PowBackward", {a}, {out}, [a = a.detach(), exponent](BackwardContext& ctx) {
-      return std::vector<Tensor>{mul(mul(ctx.grad(), pow(a, exponent - 1.0)), exponent)};
     });
   }
   return out;

@@ -1,5 +1,13 @@
 #pragma once
-// Elementwise arithmetic with NumPy broadcasting. Differentiable.
+// Elementwise arithmetic with NumPy broadcasting. Differentiable (float32, float64).
+//
+// Binary ops take two tensors of one dtype (no implicit promotion) and broadcast their
+// shapes as NumPy and PyTorch do; shapes that do not broadcast throw an error naming the op
+// and both shapes. Gradients are summed back to each input's shape. add, sub, mul, div,
+// minimum, maximum, neg, abs and clamp also run on int32/int64; the others need float32 or
+// float64. Bool tensors have no arithmetic (comparisons and where: compare.h).
+#include <optional>
+
 #include "strata/tensor/tensor.h"
 
 namespace strata {
@@ -8,14 +16,30 @@ Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
+// NaN in either input gives NaN. The gradient goes to the selected input; on a tie each
+// input gets half of it (as PyTorch).
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+// a^b with both gradients: d/da = b a^(b-1) (0 where b == 0), d/db = a^b log a, which is NaN
+// where a < 0 (log undefined) and 0 where a == 0 and b >= 0, as PyTorch.
+Tensor pow(const Tensor& a, const Tensor& exponent);
+Tensor pow(double base, const Tensor& exponent);  // gradient to exponent only
+Tensor pow(const Tensor& a, double exponent);     // d/da = exponent a^(exponent-1), 0 for exponent 0
 Tensor add(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor neg(const Tensor& a);
+Tensor abs(const Tensor& a);  // gradient sign(a), 0 at 0
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);  // 1 / sqrt(a)
 Tensor tanh(const Tensor& a);
-Tensor pow(const Tensor& a, double exponent);
+Tensor sigmoid(const Tensor& a);  // 1 / (1 + exp(-a)), without overflow for any a
+Tensor silu(const Tensor& a);     // a * sigmoid(a)
+// min(max(a, min), max) with either bound optional (at least one given); all `max` when
+// min > max; NaN stays NaN. Gradient 1 where min <= a <= max (bounds included, as
+// PyTorch), else 0.
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

@@ -1,0 +1,32 @@
+#pragma once
+// Comparisons to Bool tensors, and selection by a Bool condition, with NumPy broadcasting.
+//
+// Comparisons take two tensors of one dtype (float32, float64, int32, int64 or bool), are
+// not differentiable and return a Bool tensor of the broadcast shape. The scalar forms
+// convert `b` to a's dtype first. Shapes that do not broadcast throw an error naming the op
+// and the shapes.
+#include "strata/tensor/tensor.h"
+
+namespace strata {
+
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+
+// cond ? a : b elementwise; cond is Bool, a and b share a dtype; all three broadcast.
+// Differentiable in a (gradient where cond) and b (where !cond).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// value where mask, else x; mask is Bool and broadcasts with x. Differentiable in x (zero
+// gradient where masked).
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+}  // namespace strata
