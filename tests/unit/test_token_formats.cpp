@@ -1,37 +1,26 @@
 // TokenFile on the formats other tools write: llm.c token shards and nanoGPT's raw uint16
 // .bin files (docs/data-format.md). The fixtures are written here, byte by byte.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "file_test_util.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 using namespace strata;
 using namespace strata::data;
-namespace fs = std::filesystem;
+using strata::testing::expect_error_mentions;
+namespace st = strata::testing;
 using Tokens = std::vector<int64_t>;
-using Bytes = std::vector<unsigned char>;
+using Bytes = std::string;
 
 namespace {
 
-template <class F>
-void expect_error(F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected a strata::Error";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const auto& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-  }
-}
-
 void put_le(Bytes& out, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i, v >>= 8) out.push_back(static_cast<unsigned char>(v & 0xff));
+  for (int i = 0; i < bytes; ++i, v >>= 8) out.push_back(static_cast<char>(v & 0xff));
 }
 
 // llm.c's layout: 256 int32 (magic, version, token count, zeros), then the tokens.
@@ -53,20 +42,11 @@ Bytes raw_uint16(const Tokens& tokens) {
 
 class TokenFormatsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("strata_test_formats_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string write(const std::string& name, const Bytes& bytes) const {
-    const std::string p = (dir_ / name).string();
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    return p;
+    st::write_bytes(dir_.file(name), bytes);
+    return dir_.file(name);
   }
-  fs::path dir_;
+  st::TempDir dir_;
 };
 
 }  // namespace
@@ -87,8 +67,8 @@ TEST_F(TokenFormatsTest, ReadsLlmcGpt2Shards) {
   TokenFile given = TokenFile::open(p, {.vocab_size = 50304});  // a padded model vocabulary
   EXPECT_EQ(given.vocab_size(), 50304);
   TokenFile small = TokenFile::open(p, {.vocab_size = 1000});
-  expect_error([&] { small.validate(); }, {"fineweb_train_000001.bin", "token 0 is 50256", "vocab_size 1000"});
-  expect_error([&] { small.batch(std::vector<int64_t>{1}, 2); }, {"token 1 is 15496", "vocab_size 1000"});
+  expect_error_mentions([&] { small.validate(); }, {"fineweb_train_000001.bin", "token 0 is 50256", "vocab_size 1000"});
+  expect_error_mentions([&] { small.batch(std::vector<int64_t>{1}, 2); }, {"token 1 is 15496", "vocab_size 1000"});
   EXPECT_NO_THROW(small.batch(std::vector<int64_t>{2}, 2));  // 11, 995, 0
 }
 
@@ -110,27 +90,28 @@ TEST_F(TokenFormatsTest, ReadsLlmcLlama3Shards) {
 TEST_F(TokenFormatsTest, RejectsBadLlmcShards) {
   const Tokens tokens = {1, 2, 3};
   // Only the (magic, version) pairs llm.c writes.
-  expect_error([&] { TokenFile::open(write("v2.bin", llmc_shard(kLlmcMagicGpt2, 2, tokens, 4))); },
+  expect_error_mentions([&] { TokenFile::open(write("v2.bin", llmc_shard(kLlmcMagicGpt2, 2, tokens, 4))); },
                {"v2.bin", "magic 20240520", "unsupported version 2", "version 1", "version 7"});
-  expect_error([&] { TokenFile::open(write("v1.bin", llmc_shard(kLlmcMagicLlama3, 1, tokens, 2))); },
+  expect_error_mentions([&] { TokenFile::open(write("v1.bin", llmc_shard(kLlmcMagicLlama3, 1, tokens, 2))); },
                {"magic 20240801", "unsupported version 1"});
   Bytes shard = llmc_shard(kLlmcMagicGpt2, 1, tokens, 2);
-  Bytes head(shard.begin(), shard.begin() + 100);
-  expect_error([&] { TokenFile::open(write("head.bin", head)); },
+  Bytes head = shard.substr(0, 100);
+  expect_error_mentions([&] { TokenFile::open(write("head.bin", head)); },
                {"head.bin", "truncated header", "100 bytes", "1024"});
-  Bytes cut(shard.begin(), shard.end() - 2);
-  expect_error([&] { TokenFile::open(write("cut.bin", cut)); },
+  Bytes cut = shard.substr(0, shard.size() - 2);
+  expect_error_mentions([&] { TokenFile::open(write("cut.bin", cut)); },
                {"cut.bin", "1028 bytes", "3 tokens of 2 bytes", "exactly 1030", "(truncated)"});
   Bytes extra = shard;
   extra.push_back(0);
-  expect_error([&] { TokenFile::open(write("extra.dat", extra)); }, {"1031 bytes", "exactly 1030", "(trailing bytes)"});
+  expect_error_mentions([&] { TokenFile::open(write("extra.dat", extra)); },
+                        {"1031 bytes", "exactly 1030", "(trailing bytes)"});
   Bytes negative = shard;
-  negative[11] = 0xff;
-  expect_error([&] { TokenFile::open(write("neg.bin", negative)); }, {"negative token count"});
-  expect_error([&] { TokenFile::open(write("hellaswag_val.bin", llmc_shard(kLlmcMagicEval, 1, tokens, 2))); },
+  negative[11] = '\xff';
+  expect_error_mentions([&] { TokenFile::open(write("neg.bin", negative)); }, {"negative token count"});
+  expect_error_mentions([&] { TokenFile::open(write("hellaswag_val.bin", llmc_shard(kLlmcMagicEval, 1, tokens, 2))); },
                {"hellaswag_val.bin", "llm.c eval file", "not a token shard"});
   const std::string x = write("x.bin", llmc_shard(kLlmcMagicGpt2, 1, tokens, 2));
-  expect_error([&] { TokenFile::open(x, {.vocab_size = 70000}); },
+  expect_error_mentions([&] { TokenFile::open(x, {.vocab_size = 70000}); },
                {"TokenFileOptions::vocab_size 70000", "[1, 65536]"});
 }
 
@@ -154,26 +135,27 @@ TEST_F(TokenFormatsTest, ReadsNanoGptRawUint16) {
 
 TEST_F(TokenFormatsTest, RawNeedsABinNameAndAnEvenSize) {
   const Bytes raw = raw_uint16({1, 2, 3});
-  expect_error([&] { TokenFile::open(write("train.tokens", raw)); },
+  expect_error_mentions([&] { TokenFile::open(write("train.tokens", raw)); },
                {"train.tokens", "unknown format", "6 bytes starting with 01 00 02 00 03 00", "does not end in .bin",
                 "STRTOK01", "20240520", "raw little-endian uint16"});
   Bytes odd = raw;
   odd.push_back(4);
-  expect_error([&] { TokenFile::open(write("odd.bin", odd)); }, {"odd.bin", "unknown format", "odd size"});
-  expect_error([&] { TokenFile::open(write("empty.bin", {})); }, {"empty.bin", "empty (0 bytes)", "accepted formats"});
+  expect_error_mentions([&] { TokenFile::open(write("odd.bin", odd)); }, {"odd.bin", "unknown format", "odd size"});
+  expect_error_mentions([&] { TokenFile::open(write("empty.bin", "")); },
+                        {"empty.bin", "empty (0 bytes)", "accepted formats"});
   // The documented risk: raw tokens whose first two happen to spell a magic are read as that
   // format (here 20240520 = 0x0134d888: tokens 0xd888, 0x0134), and then fail its checks.
-  expect_error([&] { TokenFile::open(write("unlucky.bin", raw_uint16({0xd888, 0x0134, 1, 0}))); },
+  expect_error_mentions([&] { TokenFile::open(write("unlucky.bin", raw_uint16({0xd888, 0x0134, 1, 0}))); },
                {"unlucky.bin", "llm.c token shard", "truncated header"});
 }
 
 TEST_F(TokenFormatsTest, StrataFilesKeepTheirVocabulary) {
-  const std::string p = (dir_ / "corpus.bin").string();
+  const std::string p = dir_.file("corpus.bin");
   write_token_file(p, Tokens{1, 2, 3}, 2, 10);
   TokenFile f = TokenFile::open(p, {.vocab_size = 16});  // the model's vocabulary may be larger
   EXPECT_EQ(f.format(), TokenFormat::Strata);
   EXPECT_EQ(f.vocab_size(), 10);
-  expect_error([&] { TokenFile::open(p, {.vocab_size = 5}); },
+  expect_error_mentions([&] { TokenFile::open(p, {.vocab_size = 5}); },
                {"corpus.bin", "vocab_size 10 is larger than TokenFileOptions::vocab_size 5"});
   EXPECT_STREQ(to_string(TokenFormat::LlmC), "llm.c token shard");
 }
@@ -181,16 +163,16 @@ TEST_F(TokenFormatsTest, StrataFilesKeepTheirVocabulary) {
 // nanoGPT's prepare.py writes np.array(ids, dtype=np.uint16).tofile(...) and train.py reads
 // np.memmap(..., dtype=np.uint16); llm.c writes its header with numpy too. Check both writers.
 TEST_F(TokenFormatsTest, ReadsWhatNumpyWrites) {
-  if (std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "/usr/bin/python3 with numpy is not available";
-  const std::string raw = (dir_ / "val.bin").string(), shard = (dir_ / "shard.bin").string();
+  if (!st::python_has_module("numpy")) GTEST_SKIP() << "/usr/bin/python3 with numpy is not available";
+  const std::string raw = dir_.file("val.bin"), shard = dir_.file("shard.bin");
   const std::string script =
       "import numpy as np, sys\n"
       "ids = np.arange(0, 60000, 7, dtype=np.uint16)\n"
       "ids.tofile(sys.argv[1])\n"
       "h = np.zeros(256, dtype=np.int32); h[0] = 20240801; h[1] = 7; h[2] = 3\n"
       "open(sys.argv[2], 'wb').write(h.tobytes() + np.array([5, 70000, 128255], dtype=np.uint32).tobytes())\n";
-  const std::string cmd = "/usr/bin/python3 -c \"" + script + "\" '" + raw + "' '" + shard + "'";
+  const std::string cmd = std::string(st::kPython) + " -c " + st::shell_quote(script) + " " +
+                          st::shell_quote(raw) + " " + st::shell_quote(shard);
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   TokenFile r = TokenFile::open(raw);
   EXPECT_EQ(r.format(), TokenFormat::RawUint16);
