@@ -61,7 +61,7 @@ int64_t choose_vocab(const std::string& path, const detail::TokenLayout& layout,
 
 }  // namespace
 
-const char* to_string(TokenFormat format) {
+const char* token_format_name(TokenFormat format) {
   switch (format) {
     case TokenFormat::Strata: return "strata token file";
     case TokenFormat::LlmC: return "llm.c token shard";

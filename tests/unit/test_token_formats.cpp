@@ -157,7 +157,7 @@ TEST_F(TokenFormatsTest, StrataFilesKeepTheirVocabulary) {
   EXPECT_EQ(f.vocab_size(), 10);
   expect_error_mentions([&] { TokenFile::open(p, {.vocab_size = 5}); },
                {"corpus.bin", "vocab_size 10 is larger than TokenFileOptions::vocab_size 5"});
-  EXPECT_STREQ(to_string(TokenFormat::LlmC), "llm.c token shard");
+  EXPECT_STREQ(token_format_name(TokenFormat::LlmC), "llm.c token shard");
 }
 
 // nanoGPT's prepare.py writes np.array(ids, dtype=np.uint16).tofile(...) and train.py reads

@@ -45,7 +45,7 @@ inline constexpr uint32_t kLlmcMagicEval = 20240522;
 inline constexpr int64_t kLlmcHeaderBytes = 256 * 4;
 
 enum class TokenFormat { Strata, LlmC, RawUint16 };
-const char* to_string(TokenFormat format);
+const char* token_format_name(TokenFormat format);  // "llm.c token shard", ...
 
 struct TokenFileOptions {
   // The tokenizer's vocabulary (e.g. 50257 for GPT-2) for llm.c and raw files, whose bytes do
