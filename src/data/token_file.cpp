@@ -12,15 +12,12 @@
 
 #include "strata/checkpoint/atomic_file.h"
 #include "strata/tensor/factory.h"
+#include "token_formats.h"
 
 namespace strata::data {
 namespace {
 
-uint64_t load_le(const unsigned char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
+using detail::load_le;
 
 void store_le(unsigned char* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i, v >>= 8) p[i] = static_cast<unsigned char>(v & 0xff);
@@ -37,53 +34,56 @@ struct FdCloser {
   }
 };
 
+// The file's first min(file_bytes, sizeof(head)) bytes.
+void read_head(int fd, const std::string& path, unsigned char* head, size_t want) {
+  size_t got = 0;
+  while (got < want) {
+    ssize_t n = ::pread(fd, head + got, want - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    STRATA_CHECK(n > 0, "token file '", path, "': reading the header failed: ",
+                 n == 0 ? "unexpected end of file" : std::strerror(errno));
+    got += static_cast<size_t>(n);
+  }
+}
+
+// The vocabulary TokenFile uses: the header's, else the caller's, else 0 (scan when asked).
+int64_t choose_vocab(const std::string& path, const detail::TokenLayout& layout, int64_t requested) {
+  const uint64_t limit = max_vocab(layout.token_bytes);
+  STRATA_CHECK(requested >= 0 && static_cast<uint64_t>(requested) <= limit, "token file '", path,
+               "': TokenFileOptions::vocab_size ", requested, " must be in [1, ", limit, "] for ",
+               layout.token_bytes, "-byte tokens (or 0: take it from the file)");
+  if (layout.vocab_size == 0) return requested;
+  STRATA_CHECK(requested == 0 || requested >= layout.vocab_size, "token file '", path, "': the file's vocab_size ",
+               layout.vocab_size, " is larger than TokenFileOptions::vocab_size ", requested,
+               ": its tokens may not fit the model");
+  return layout.vocab_size;
+}
+
 }  // namespace
 
-TokenFile TokenFile::open(const std::string& path) {
-  const char* where = path.c_str();
+const char* token_format_name(TokenFormat format) {
+  switch (format) {
+    case TokenFormat::Strata: return "strata token file";
+    case TokenFormat::LlmC: return "llm.c token shard";
+    case TokenFormat::RawUint16: return "raw uint16 tokens";
+  }
+  return "unknown";
+}
+
+TokenFile TokenFile::open(const std::string& path, const TokenFileOptions& options) {
   // O_NONBLOCK: opening a FIFO by mistake must fail below, not wait for a writer.
-  int fd = ::open(where, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   STRATA_CHECK(fd >= 0, "token file '", path, "': cannot open: ", std::strerror(errno));
   FdCloser closer{fd};
   struct stat st {};
   STRATA_CHECK(::fstat(fd, &st) == 0, "token file '", path, "': cannot stat: ", std::strerror(errno));
   STRATA_CHECK(S_ISREG(st.st_mode), "token file '", path, "': not a regular file");
   const auto file_bytes = static_cast<uint64_t>(st.st_size);
-  STRATA_CHECK(file_bytes >= static_cast<uint64_t>(kTokenFileHeaderBytes), "token file '", path, "': ", file_bytes,
-               " bytes is too short for the ", kTokenFileHeaderBytes, "-byte header");
 
-  unsigned char header[kTokenFileHeaderBytes];
-  size_t got = 0;
-  while (got < sizeof(header)) {
-    ssize_t n = ::pread(fd, header + got, sizeof(header) - got, static_cast<off_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    STRATA_CHECK(n > 0, "token file '", path, "': reading the header failed: ",
-                 n == 0 ? "unexpected end of file" : std::strerror(errno));
-    got += static_cast<size_t>(n);
-  }
-  STRATA_CHECK(std::memcmp(header, kTokenFileMagic, sizeof(kTokenFileMagic)) == 0, "token file '", path,
-               "': not a strata token file (the magic bytes at offset 0 are not \"STRTOK01\")");
-  const uint64_t version = load_le(header + 8, 4);
-  STRATA_CHECK(version == kTokenFileVersion, "token file '", path, "': unsupported version ", version,
-               " (field 'version' at offset 8; this build reads version ", kTokenFileVersion, ")");
-  const uint64_t token_bytes = load_le(header + 12, 4);
-  STRATA_CHECK(token_bytes == 2 || token_bytes == 4, "token file '", path, "': unsupported token_bytes ", token_bytes,
-               " (field 'token_bytes' at offset 12 must be 2 or 4)");
-  const uint64_t token_count = load_le(header + 16, 8);
-  const uint64_t vocab_size = load_le(header + 24, 8);
-  STRATA_CHECK(vocab_size >= 1 && vocab_size <= max_vocab(static_cast<int>(token_bytes)), "token file '", path,
-               "': vocab_size ", vocab_size, " (field 'vocab_size' at offset 24) must be in [1, ",
-               max_vocab(static_cast<int>(token_bytes)), "] for token_bytes ", token_bytes);
-  for (int i = 32; i < kTokenFileHeaderBytes; ++i)
-    STRATA_CHECK(header[i] == 0, "token file '", path, "': reserved header byte at offset ", i, " is ",
-                 static_cast<int>(header[i]), ", must be 0 in version ", kTokenFileVersion);
-  const uint64_t max_count = (UINT64_MAX - kTokenFileHeaderBytes) / token_bytes;
-  STRATA_CHECK(token_count <= max_count && token_count <= static_cast<uint64_t>(INT64_MAX), "token file '", path,
-               "': token_count ", token_count, " (field 'token_count' at offset 16) is impossibly large");
-  const uint64_t expected = kTokenFileHeaderBytes + token_count * token_bytes;
-  STRATA_CHECK(file_bytes == expected, "token file '", path, "': the file has ", file_bytes, " bytes but token_count ",
-               token_count, " with token_bytes ", token_bytes, " needs exactly ", expected,
-               file_bytes < expected ? " (truncated)" : " (trailing bytes)");
+  unsigned char head[kTokenFileHeaderBytes] = {};
+  read_head(fd, path, head, static_cast<size_t>(std::min<uint64_t>(file_bytes, sizeof(head))));
+  const detail::TokenLayout layout = detail::detect_token_layout(path, head, file_bytes);
+  const int64_t vocab = choose_vocab(path, layout, options.vocab_size);
 
   void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, fd, 0);
   STRATA_CHECK(map != MAP_FAILED, "token file '", path, "': mmap of ", file_bytes, " bytes failed: ",
@@ -92,10 +92,11 @@ TokenFile TokenFile::open(const std::string& path) {
   tf.path_ = path;
   tf.map_ = map;
   tf.map_bytes_ = file_bytes;
-  tf.data_ = static_cast<const unsigned char*>(map) + kTokenFileHeaderBytes;
-  tf.token_count_ = static_cast<int64_t>(token_count);
-  tf.vocab_size_ = static_cast<int64_t>(vocab_size);
-  tf.token_bytes_ = static_cast<int>(token_bytes);
+  tf.data_ = static_cast<const unsigned char*>(map) + layout.header_bytes;
+  tf.token_count_ = layout.token_count;
+  tf.vocab_size_ = vocab;
+  tf.token_bytes_ = layout.token_bytes;
+  tf.format_ = layout.format;
   return tf;  // the mapping outlives the descriptor
 }
 
@@ -109,8 +110,9 @@ TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
     map_bytes_ = std::exchange(other.map_bytes_, 0);
     data_ = std::exchange(other.data_, nullptr);
     token_count_ = std::exchange(other.token_count_, 0);
-    vocab_size_ = std::exchange(other.vocab_size_, 0);
+    vocab_size_.store(other.vocab_size_.exchange(0));
     token_bytes_ = std::exchange(other.token_bytes_, 0);
+    format_ = other.format_;
   }
   return *this;
 }
@@ -141,20 +143,51 @@ std::vector<int64_t> TokenFile::tokens(int64_t offset, int64_t count) const {
   return out;
 }
 
+int64_t TokenFile::vocab_size() const {
+  int64_t v = vocab_size_.load(std::memory_order_relaxed);
+  if (v == 0 && data_ != nullptr) {
+    v = scan_vocab();
+    vocab_size_.store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
+uint64_t TokenFile::token_limit() const {
+  const int64_t v = vocab_size_.load(std::memory_order_relaxed);
+  return v > 0 ? static_cast<uint64_t>(v) : max_vocab(token_bytes_);
+}
+
+// Calls f.template operator()<kBytes>() with the file's token width as a constant, so the
+// compiler turns the byte loop of load_le into one load.
+template <class F>
+static void with_width(int token_bytes, F&& f) {
+  if (token_bytes == 2)
+    f.template operator()<2>();
+  else
+    f.template operator()<4>();
+}
+
+int64_t TokenFile::scan_vocab() const {
+  uint64_t top = 0;
+  with_width(token_bytes_, [&]<int kBytes>() {
+    for (int64_t i = 0; i < token_count_; ++i) top = std::max(top, load_le(data_ + i * kBytes, kBytes));
+  });
+  return static_cast<int64_t>(top) + 1;
+}
+
 void TokenFile::validate() const {
   STRATA_CHECK(data_ != nullptr, "TokenFile: use of a moved-from token file");
-  const auto vocab = static_cast<uint64_t>(vocab_size_);
-  // The width as a template argument lets the compiler turn the byte loop into one load.
-  auto scan = [&]<int kBytes>() {
+  if (vocab_size_.load(std::memory_order_relaxed) == 0) {
+    vocab_size();  // nothing to check against: the scan defines it
+    return;
+  }
+  const uint64_t vocab = token_limit();
+  with_width(token_bytes_, [&]<int kBytes>() {
     for (int64_t i = 0; i < token_count_; ++i) {
       uint64_t t = load_le(data_ + i * kBytes, kBytes);
       STRATA_CHECK(t < vocab, "token file '", path_, "': token ", i, " is ", t, ", not below vocab_size ", vocab);
     }
-  };
-  if (token_bytes_ == 2)
-    scan.template operator()<2>();
-  else
-    scan.template operator()<4>();
+  });
 }
 
 Batch TokenFile::batch(std::span<const int64_t> offsets, int64_t seq_len) const {
@@ -162,6 +195,7 @@ Batch TokenFile::batch(std::span<const int64_t> offsets, int64_t seq_len) const 
   STRATA_CHECK(seq_len >= 1, "token file '", path_, "': seq_len must be positive, got ", seq_len);
   STRATA_CHECK(!offsets.empty(), "token file '", path_, "': batch of no offsets");
   const auto rows = static_cast<int64_t>(offsets.size());
+  const uint64_t limit = token_limit();  // no scan here: an unknown vocab_size is not forced
   std::vector<int64_t> inputs(static_cast<size_t>(rows * seq_len)), targets(static_cast<size_t>(rows * seq_len));
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t o = offsets[static_cast<size_t>(r)];
@@ -171,8 +205,8 @@ Batch TokenFile::batch(std::span<const int64_t> offsets, int64_t seq_len) const 
                  " + ", seq_len, " + 1) but the file has ", token_count_, " tokens");
     std::vector<int64_t> window = tokens(o, seq_len + 1);
     for (size_t k = 0; k < window.size(); ++k)
-      STRATA_CHECK(window[k] < vocab_size_, "token file '", path_, "': token ", o + static_cast<int64_t>(k), " is ",
-                   window[k], ", not below vocab_size ", vocab_size_);
+      STRATA_CHECK(static_cast<uint64_t>(window[k]) < limit, "token file '", path_, "': token ",
+                   o + static_cast<int64_t>(k), " is ", window[k], ", not below vocab_size ", limit);
     std::copy(window.begin(), window.end() - 1, inputs.begin() + r * seq_len);
     std::copy(window.begin() + 1, window.end(), targets.begin() + r * seq_len);
   }

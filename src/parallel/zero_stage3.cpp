@@ -5,6 +5,8 @@
 // of the unit's gradients free them. The root unit (parameters in no unit: embeddings, final
 // LayerNorm) is gathered by the model's pre-hook and kept until the end of backward.
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
@@ -13,8 +15,56 @@
 #include "zero_state.h"
 
 namespace strata::parallel {
+namespace {
+
+// The name of `target` in the tree under `module` ("h.0"), or "" when it is not there.
+std::string module_name(const nn::Module& module, const nn::Module* target, const std::string& prefix = "") {
+  for (const auto& [name, child] : module.named_children()) {
+    const std::string path = prefix.empty() ? name : prefix + "." + name;
+    if (child.get() == target) return path;
+    if (std::string found = module_name(*child, target, path); !found.empty()) return found;
+  }
+  return "";
+}
+
+// A parameter's bytes within its unit's storage.
+struct ParamBytes {
+  size_t begin = 0, end = 0;
+  std::string name;
+};
+
+// Tensor::data_ptr's error for a read of a unit's released memory: which parameter was read
+// (by the byte offset of the read) and where it can be read instead.
+Storage::ReleasedNote released_note(std::vector<ParamBytes> params, std::string unit) {
+  return [params = std::move(params), unit = std::move(unit)](size_t byte_offset) {
+    std::string what = "padding of the unit";
+    for (const ParamBytes& p : params)
+      if (byte_offset >= p.begin && byte_offset < p.end) what = "parameter '" + p.name + "'";
+    const std::string where = unit.empty() ? "the root unit, the parameters in no unit, gathered by the model's forward"
+                                           : "unit '" + unit + "'";
+    return ::strata::detail::concat(what, " was released: it is sharded by ZeroOptimizer stage 3 and is only ",
+                                    "gathered inside its unit's forward/backward (", where, "); read it inside the ",
+                                    "unit, through ZeroOptimizer::full_parameters(), or while a ",
+                                    "ZeroOptimizer::gathered_parameters() guard lives");
+  };
+}
+
+}  // namespace
 
 void ZeroOptimizer::State::install_stage3_hooks(nn::Module& root) {
+  // A read of a unit's memory while it is released then names the parameter (Tensor::data_ptr).
+  for (const Bucket& u : buckets) {
+    const Tensor memory = u.param->data();
+    const size_t elem = dtype_size(memory.dtype());
+    std::vector<ParamBytes> names;
+    for (int p : u.params) {
+      const Param& param = params[static_cast<size_t>(p)];
+      const auto& entry = u.param->entries()[param.entry];
+      const auto begin = static_cast<size_t>(memory.offset() + entry.offset) * elem;
+      names.push_back({begin, begin + static_cast<size_t>(entry.numel) * elem, param.name});
+    }
+    memory.storage()->set_released_note(released_note(std::move(names), u.unit ? module_name(root, u.unit) : ""));
+  }
   std::weak_ptr<State> weak = shared_from_this();
   for (size_t i = 0; i < buckets.size(); ++i) {
     const int b = static_cast<int>(i);

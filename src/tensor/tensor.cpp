@@ -49,9 +49,14 @@ void fill_any(const Tensor& dst, double value) {
 
 void* Tensor::data_ptr() const {
   const TensorImpl& t = checked();
-  STRATA_CHECK(!t.storage->released(), "the memory of this tensor (shape ", t.shape,
-               ") was released: a ZeRO-3 parameter used outside its unit's forward and backward (gather the "
-               "parameters first, e.g. ZeroOptimizer::gathered_parameters())");
+  if (t.storage->released()) [[unlikely]] {
+    if (const auto& note = t.storage->released_note())
+      STRATA_FAIL(note(static_cast<size_t>(t.offset) * dtype_size(t.dtype)), " (read of a tensor of shape ", t.shape,
+                  ")");
+    STRATA_FAIL("the memory of this tensor (shape ", t.shape,
+                ") was released: a ZeRO-3 parameter used outside its unit's forward and backward (gather the "
+                "parameters first, e.g. ZeroOptimizer::gathered_parameters())");
+  }
   return static_cast<char*>(t.storage->data()) + t.offset * static_cast<int64_t>(dtype_size(t.dtype));
 }
 

@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "strata/core/device.h"
 
@@ -33,6 +34,11 @@ class Storage {
   // Fresh memory of nbytes() bytes (contents undefined); no-op unless released.
   void reallocate();
   bool released() const { return released_; }
+  // What a read of the released memory at a byte offset hit, for the error (ZeRO-3 names the
+  // parameter there and its unit). Unset: the error says only that the memory was released.
+  using ReleasedNote = std::function<std::string(size_t byte_offset)>;
+  void set_released_note(ReleasedNote note) { released_note_ = std::move(note); }
+  const ReleasedNote& released_note() const { return released_note_; }
 
  private:
   Storage(void* data, size_t nbytes, Device device, Deleter deleter, bool from_allocator)
@@ -43,6 +49,7 @@ class Storage {
   Deleter deleter_;
   bool from_allocator_;
   bool released_ = false;
+  ReleasedNote released_note_;
 };
 
 }  // namespace strata
