@@ -145,6 +145,15 @@ TEST(Attention, NoGradPathMatches) {
   EXPECT_EQ(max_abs_diff(with_grad, attention(q, k, v, {.causal = true})), 0.0);
 }
 
+TEST(Attention, RowWithEveryKeyMaskedIsNaN) {
+  // As in torch: a query that may see no key has no defined output; the others are unaffected.
+  Tensor q = rand64({1, 2, 3, 4}, 83), kv = rand64({1, 1, 3, 4}, 84);
+  Tensor mask = zeros({3, 3}, {.dtype = DType::Float64});
+  mask.data<double>()[0] = -kInf;  // query 0 sees only key 0 when causal
+  std::vector<double> y = attention(q, kv, kv, {.causal = true, .mask = mask}).to_vector<double>();
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(std::isnan(y[i]), (i / 4) % 3 == 0) << "element " << i;
+}
+
 TEST(Attention, NoQueriesGiveZeroKeyGradients) {
   Tensor q = leaf64({1, 2, 0, 3}, 85), k = leaf64({1, 1, 4, 3}, 86), v = leaf64({1, 1, 4, 3}, 87);
   sum(attention(q, k, v, {.causal = true})).backward();
