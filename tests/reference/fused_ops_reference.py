@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from gpt_reference import read_safetensors, write_safetensors
+from safetensors_numpy import read_safetensors, write_safetensors
 
 
 def rms_norm(x, w, eps):

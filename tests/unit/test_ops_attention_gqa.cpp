@@ -84,6 +84,20 @@ TEST(Attention, MatchesComposition) {
   }
 }
 
+TEST(Attention, BoolMaskEqualsItsAdditiveForm) {
+  Tensor q = rand64({2, 4, 3, 4}, 15), k = rand64({2, 2, 5, 4}, 16), v = rand64({2, 2, 5, 4}, 17);
+  Tensor additive = zeros({2, 1, 1, 5}, {.dtype = DType::Float64});
+  additive.data<double>()[1] = -kInf;  // batch 0 ignores key 1, batch 1 key 3
+  additive.data<double>()[8] = -kInf;
+  Tensor keep = eq(additive, 0.0);
+  ASSERT_EQ(keep.dtype(), DType::Bool);
+  for (bool causal : {false, true}) {
+    EXPECT_EQ(max_abs_diff(attention(q, k, v, {.causal = causal, .mask = keep}),
+                           attention(q, k, v, {.causal = causal, .mask = additive})),
+              0.0);
+  }
+}
+
 TEST(Attention, CausalAttentionIsTheCausalCase) {
   Tensor q = rand64({2, 3, 70, 8}, 20), k = rand64({2, 3, 70, 8}, 21), v = rand64({2, 3, 70, 8}, 22);
   EXPECT_EQ(max_abs_diff(causal_attention(q, k, v), attention(q, k, v, {.causal = true})), 0.0);
@@ -174,6 +188,9 @@ TEST(Attention, Errors) {
                         {"attention", "mask of shape [2, 3]", "[1, 4, 3, 3]"});
   expect_error_mentions([&] { attention(q, ones({1, 2, 3, 8}), ones({1, 2, 3, 8}), {.mask = ones({2, 1, 1, 1, 3})}); },
                         {"attention", "mask"});
+  expect_error_mentions(
+      [&] { attention(q, ones({1, 2, 3, 8}), ones({1, 2, 3, 8}), {.mask = ones({3, 3}, {.dtype = DType::Int32})}); },
+      {"attention", "mask has dtype int32", "Bool"});
   Tensor learned = ones({3, 3}).set_requires_grad(true);
   expect_error_mentions([&] { attention(q, ones({1, 2, 3, 8}), ones({1, 2, 3, 8}), {.mask = learned}); },
                         {"attention", "mask", "requires grad"});

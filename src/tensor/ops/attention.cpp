@@ -5,12 +5,14 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <limits>
 
 #include "../device_dispatch.h"
 #include "../gemm_plan.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
+#include "strata/tensor/ops/compare.h"
 #include "strata/tensor/ops/nn_functional.h"
 
 namespace strata {
@@ -76,9 +78,10 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op
   }
 }
 
-// The mask as a [B, H, Tq, Tk] view (stride 0 along broadcast dimensions).
-Tensor broadcast_mask(const Tensor& mask, const Shape& scores) {
-  detail::check_nn_input(mask, "attention", "mask");
+// A mask of q's dtype (additive) or Bool, broadcastable to the scores [B, H, Tq, Tk].
+void check_mask(const Tensor& mask, const Shape& scores, DType dtype) {
+  STRATA_CHECK(mask.dtype() == dtype || mask.dtype() == DType::Bool, "attention: mask has dtype ", mask.dtype(),
+               " (shape ", mask.shape(), ") but q has ", dtype, "; a mask is additive, of q's dtype, or Bool");
   bool fits = mask.dim() <= 4;
   for (int64_t i = 1; fits && i <= mask.dim(); ++i) {
     const int64_t have = mask.size(-i), want = scores[static_cast<size_t>(4 - i)];
@@ -88,14 +91,16 @@ Tensor broadcast_mask(const Tensor& mask, const Shape& scores) {
                " ([B, H, Tq, Tk])");
   STRATA_CHECK(!autograd::needs_grad({mask}),
                "attention: mask requires grad, but it is a constant here (no gradient reaches it); pass it detached");
-  return mask.detach().expand(scores);
 }
 
-// The device switch, naming `op` (the user's mask, before broadcasting, is an input too).
-Tensor run_attention(const char* op, const Tensor& q, const Tensor& k, const Tensor& v,
-                     const cpu::AttentionParams& params, const Tensor& user_mask) {
-  const Device device = detail::common_device(op, {{"q", q}, {"k", k}, {"v", v}, {"mask", user_mask}});
-  return detail::on_device(op, device, [&] { return cpu_attention(q, k, v, params); });
+// The mask as an additive [B, H, Tq, Tk] view (stride 0 along broadcast dimensions). A Bool
+// mask becomes 0 (true: the key takes part) or -inf in its own shape first.
+Tensor additive_mask(const Tensor& mask, const Shape& scores, DType dtype) {
+  Tensor m = mask.detach();
+  if (m.dtype() == DType::Bool) {
+    m = where(m, zeros({}, {.dtype = dtype}), full({}, -std::numeric_limits<double>::infinity(), {.dtype = dtype}));
+  }
+  return m.expand(scores);
 }
 
 double default_scale(const Tensor& q) { return 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(q.size(3), 1))); }
@@ -117,13 +122,12 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   const double scale = options.scale.value_or(default_scale(q));
   STRATA_CHECK(std::isfinite(scale), "attention: scale must be finite, got ", scale);
   const Shape scores{batch, heads, tq, tk};
-  Tensor mask;
-  if (options.mask.defined()) {
-    mask = broadcast_mask(options.mask, scores);
-    STRATA_CHECK(mask.dtype() == q.dtype(), "attention: mask has dtype ", mask.dtype(), " but q has ", q.dtype());
-  }
-  return run_attention("attention", q, k, v, {.causal = options.causal, .scale = scale, .mask = mask},
-                       options.mask);
+  if (options.mask.defined()) check_mask(options.mask, scores, q.dtype());
+  const Device device = detail::common_device("attention", {{"q", q}, {"k", k}, {"v", v}, {"mask", options.mask}});
+  return detail::on_device("attention", device, [&] {
+    Tensor mask = options.mask.defined() ? additive_mask(options.mask, scores, q.dtype()) : Tensor();
+    return cpu_attention(q, k, v, {.causal = options.causal, .scale = scale, .mask = mask});
+  });
 }
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -132,8 +136,10 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
     STRATA_CHECK(t.shape() == q.shape(), "causal_attention: ", name, " has shape ", t.shape(), " but q has shape ",
                  q.shape(), " (all three must be [B, H, T, D])");
   }
-  return run_attention("causal_attention", q, k, v, {.causal = true, .scale = default_scale(q), .mask = Tensor()},
-                       Tensor());
+  const Device device = detail::common_device("causal_attention", {{"q", q}, {"k", k}, {"v", v}});
+  return detail::on_device("causal_attention", device, [&] {
+    return cpu_attention(q, k, v, {.causal = true, .scale = default_scale(q), .mask = Tensor()});
+  });
 }
 
 }  // namespace strata

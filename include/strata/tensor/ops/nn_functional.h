@@ -93,10 +93,11 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v);
 // positions, as with a KV cache; Tq <= Tk) and sees keys j <= Tk - Tq + i. For Tq == Tk this
 // is the usual lower triangle; for Tq < Tk it is aligned to the end as Hugging Face does with
 // a cache (torch's scaled_dot_product_attention(is_causal=True) aligns it to the start).
-// mask: added to the scaled scores before the softmax, q's dtype, broadcastable to
-// [B, H, Tq, Tk] (e.g. [Tq, Tk] or [B, 1, 1, Tk] for padding); -inf excludes a key, and a row
-// whose keys are all excluded is NaN, as in torch. It is a constant (must not require grad).
-// A boolean mask will be accepted once the Bool dtype exists.
+// mask: broadcastable to [B, H, Tq, Tk] (e.g. [Tq, Tk] or [B, 1, 1, Tk] for padding); of q's
+// dtype, added to the scaled scores before the softmax (-inf excludes a key), or Bool, true
+// where the key takes part (torch's scaled_dot_product_attention convention; it becomes 0 /
+// -inf in the mask's own shape). A row whose keys are all excluded is NaN, as in torch. The
+// mask is a constant (must not require grad).
 // scale: multiplies q.k before the mask; default 1/sqrt(D).
 // q, k, v may be strided views (read in place when each [T, D] slice has unit stride along
 // D); the result's memory is ordered [B, Tq, H, D], as causal_attention's. Backward keeps the
