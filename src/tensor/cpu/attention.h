@@ -1,22 +1,31 @@
 #pragma once
-// Causal scaled dot-product attention per (batch, head), BLAS for the products, the
-// softmax fused in between. Work on the masked upper triangle is skipped block-wise.
+// Scaled dot-product attention per (batch, head), BLAS for the products, the mask and softmax
+// fused in between. Grouped-query heads read their kv head in place. With a causal mask, work
+// on the masked part is skipped block-wise.
 #include "strata/tensor/tensor.h"
 
 namespace strata::cpu {
 
-// q, k, v, out: [B, H, T, D] with gemm::row_major_in_place (../gemm_plan.h): each [T, D]
-// slice has unit stride along D and a row stride >= D (out is written). probs: [B, H, T, T]
-// contiguous, receiving the attention probabilities for backward, or undefined (then a
-// per-thread scratch is used). Entries of probs above the diagonal are zero up to the end
-// of the row's block (an internal block size) and unspecified beyond; backward reads only
-// the defined part.
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& probs);
+struct AttentionParams {
+  bool causal = false;  // query i sees keys j <= Tk - Tq + i
+  double scale = 1.0;
+  Tensor mask;  // additive, a [B, H, Tq, Tk] view of q's dtype (any strides, 0 included), or undefined
+};
 
-// grad_out, q, k, v: [B, H, T, D] with gemm::row_major_in_place; probs from
-// attention_forward. Writes dq, dk, dv ([B, H, T, D], row_major_in_place); any may be undefined.
+// q, out [B, H, Tq, D]; k, v [B, Hkv, Tk, D], H % Hkv == 0, each with gemm::row_major_in_place
+// (../gemm_plan.h): unit stride along D, a row stride >= D (out is written). probs:
+// [B, H, Tq, Tk] contiguous, receiving the attention probabilities for backward, or
+// undefined (then a per-thread scratch is used). Causally masked entries of probs are zero
+// up to the end of the row's block (an internal block size) and unspecified beyond;
+// backward reads only the defined part.
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionParams& params,
+                       const Tensor& out, const Tensor& probs);
+
+// grad_out as q, probs from attention_forward (params.mask is not read). Writes dq (as q),
+// dk and dv (as k, summed over the query heads of each kv head); any may be undefined.
 //   dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)), dQ = dS K s, dK = dS^T Q s.
 void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& probs, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+                        const Tensor& probs, const AttentionParams& params, const Tensor& dq, const Tensor& dk,
+                        const Tensor& dv);
 
 }  // namespace strata::cpu

@@ -7,6 +7,7 @@
 
 #include "dtype_dispatch.h"
 #include "multiversion.h"
+#include "thread_partials.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {
@@ -90,25 +91,18 @@ STRATA_ALWAYS_INLINE void layer_norm_backward_rows(const T* g, const T* x, const
   }
 }
 
-// partial: [threads, 2 d] scratch ([dweight | dbias] per thread) or null when the
-// parameter gradients are not needed. Returns the number of threads that wrote partials.
+// partials: slots of 2 d elements ([dweight | dbias]), or none when the parameter
+// gradients are not needed.
 template <class T>
-STRATA_MULTIVERSION int layer_norm_backward_kernel(const T* g, const T* x, const T* w, const T* mean, const T* rstd,
-                                                   int64_t rows, int64_t d, int threads, T* dx, T* partial) {
-  int used = 1;
+STRATA_MULTIVERSION void layer_norm_backward_kernel(const T* g, const T* x, const T* w, const T* mean, const T* rstd,
+                                                    int64_t rows, int64_t d, int threads, T* dx,
+                                                    ThreadPartials<T>& partials) {
 #pragma omp parallel num_threads(threads)
   {
-    const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
-#pragma omp single
-    used = nt;
-    // Contiguous row ranges in thread order: the reduction below is deterministic.
-    const int64_t r0 = rows * tid / nt, r1 = rows * (tid + 1) / nt;
-    T* dw = partial != nullptr ? partial + static_cast<int64_t>(tid) * 2 * d : nullptr;
-    T* db = dw != nullptr ? dw + d : nullptr;
-    if (dw != nullptr) std::fill(dw, dw + 2 * d, T(0));
-    layer_norm_backward_rows(g, x, w, mean, rstd, r0, r1, d, dx, dw, db);
+    const auto c = partials.claim(rows);
+    T* db = c.slot != nullptr ? c.slot + d : nullptr;
+    layer_norm_backward_rows(g, x, w, mean, rstd, c.r0, c.r1, d, dx, c.slot, db);
   }
-  return used;
 }
 
 }  // namespace
@@ -141,21 +135,12 @@ LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Te
   Tensor partial = need_params ? empty({threads, 2 * d}, {.dtype = x.dtype()}) : Tensor();
   Tensor w = or_filled(weight, d, x.dtype(), 1.0);
   detail::dispatch_floating(x.dtype(), "layer_norm backward", [&]<class T>() {
-    T* ppart = need_params ? partial.data<T>() : nullptr;
-    const int used = layer_norm_backward_kernel(grad.data<T>(), x.data<T>(), w.data<T>(), mean.data<T>(),
-                                                rstd.data<T>(), rows, d, threads,
-                                                need_dx ? g.dx.data<T>() : nullptr, ppart);
-    if (!need_params) return;
+    ThreadPartials<T> partials(need_params ? partial.data<T>() : nullptr, 2 * d);
+    layer_norm_backward_kernel(grad.data<T>(), x.data<T>(), w.data<T>(), mean.data<T>(), rstd.data<T>(), rows, d,
+                               threads, need_dx ? g.dx.data<T>() : nullptr, partials);
     // Reduce the partial sums in thread order.
-    T* dw = need_dweight ? g.dweight.data<T>() : nullptr;
-    T* db = need_dbias ? g.dbias.data<T>() : nullptr;
-    for (int t = 0; t < used; ++t) {
-      const T* part = ppart + static_cast<int64_t>(t) * 2 * d;
-      if (dw != nullptr)
-        for (int64_t j = 0; j < d; ++j) dw[j] += part[j];
-      if (db != nullptr)
-        for (int64_t j = 0; j < d; ++j) db[j] += part[d + j];
-    }
+    if (need_dweight) partials.add_to(g.dweight.data<T>(), 0, d);
+    if (need_dbias) partials.add_to(g.dbias.data<T>(), d, d);
   });
   return g;
 }

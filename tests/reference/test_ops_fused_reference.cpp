@@ -1,0 +1,58 @@
+// rms_norm, rotary_embedding (with rotary_tables) and grouped-query attention against
+// PyTorch 1.13 (fused_ops_reference.py): relative error < 1e-5 in float32 and < 1e-12 in
+// float64 on the same inputs.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "file_test_util.h"
+#include "strata/strata.h"
+#include "test_util.h"
+
+using namespace strata;
+using namespace strata::checkpoint;
+using strata::testing::rand64;
+using strata::testing::rel_err;
+
+TEST(Reference, FusedNnOpsMatchPyTorch) {
+  if (!strata::testing::python_has_module("torch")) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
+  strata::testing::TempDir dir;
+  const double eps = 1e-6, theta = 10000.0;
+  const int64_t offset = 3;
+  // x doubles as the rms_norm input ([..., D]) and the rotary input ([B, H, T, D]).
+  StateDict f64 = {{"x", rand64({2, 3, 6, 8}, 1)},      {"w", rand64({8}, 2)},
+                   {"q", rand64({2, 4, 6, 8}, 3)},      {"k", rand64({2, 2, 9, 8}, 4)},
+                   {"v", rand64({2, 2, 9, 8}, 5)},      {"mask", rand64({2, 1, 1, 9}, 6)}};
+  StateDict input;
+  for (const auto& [name, t] : f64) {
+    input[name + ".f64"] = t;
+    input[name + ".f32"] = t.to(DType::Float32);
+  }
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    const std::string sfx = dt == DType::Float32 ? ".f32" : ".f64";
+    RotaryTables tab = rotary_tables(6, 8, theta, offset, dt);
+    input["cos" + sfx] = tab.cos;
+    input["sin" + sfx] = tab.sin;
+  }
+  save_safetensors(dir.file("input.safetensors"), input,
+                   {{"eps", "1e-6"}, {"theta", "10000"}, {"offset", std::to_string(offset)}});
+  std::string output;
+  const int rc = strata::testing::run_python_script(
+      "reference/fused_ops_reference.py", {dir.file("input.safetensors"), dir.file("output.safetensors")}, &output);
+  ASSERT_EQ(rc, 0) << output;
+  StateDict ref = load_safetensors(dir.file("output.safetensors")).tensors;
+
+  EXPECT_LT(rel_err(input["cos.f64"], ref.at("cos.ref")), 1e-14);
+  EXPECT_LT(rel_err(input["sin.f64"], ref.at("sin.ref")), 1e-14);
+  for (const std::string sfx : {".f32", ".f64"}) {
+    const double tol = sfx == ".f32" ? 1e-5 : 1e-12;
+    auto in = [&](const std::string& name) { return input.at(name + sfx); };
+    EXPECT_LT(rel_err(rms_norm(in("x"), in("w"), eps), ref.at("rms" + sfx)), tol) << sfx;
+    EXPECT_LT(rel_err(rotary_embedding(in("x"), in("cos"), in("sin")), ref.at("rope" + sfx)), tol) << sfx;
+    EXPECT_LT(rel_err(attention(in("q"), in("k"), in("v"), {.mask = in("mask")}), ref.at("attn" + sfx)), tol) << sfx;
+    EXPECT_LT(rel_err(attention(in("q"), in("k"), in("v"), {.causal = true, .mask = in("mask")}),
+                      ref.at("attn_causal" + sfx)),
+              tol)
+        << sfx;
+  }
+}
