@@ -40,6 +40,7 @@ void for_each_row(const Shape& shape, const Strides& sa, const Strides& sb, F&& 
 void copy_strided(const Tensor& dst, const Tensor& src) {
   STRATA_CHECK(dst.shape() == src.shape(), "copy: destination shape ", dst.shape(), " differs from source shape ",
                src.shape());
+  if (dst.numel() == 0) return;  // an empty tensor may have no storage: nothing to read or write
   if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
     std::memcpy(dst.raw_data(), src.raw_data(), dst.nbytes());
     return;
