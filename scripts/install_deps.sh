@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what strata needs to build and test from the Debian/Ubuntu archive (Debian 12,
 # Ubuntu 24.04 or newer: CMake >= 3.25). Idempotent: when every package is installed it
-# returns at once without calling apt. Runs apt through sudo when not root.
+# returns at once without calling apt. Runs apt through sudo when not root. Arguments are
+# further required packages (scripts/setup_peer_venv.sh passes python3-venv).
 # The CUDA toolkit is not in the archive and is not installed here; where nvcc exists
 # (/usr/local/cuda), the build picks it up.
 set -euo pipefail
 
 required=(build-essential cmake g++ libopenblas-openmp-dev libopenmpi-dev openmpi-bin
-          libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev)
+          libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev "$@")
 # Only the reference tests (comparisons with PyTorch) use the first two, and only the Slurm
 # test (tests/slurm: a private one-node cluster running srun --mpi=pmix) the others; those
 # tests skip without them.

@@ -35,20 +35,7 @@ start=$SECONDS
 # venv; both come with python3-venv.
 if ! "$py" -c 'import ensurepip, venv' 2>/dev/null; then
   log "installing python3-venv"
-  if [ "$(id -u)" = 0 ]; then
-    as_root=()
-  elif command -v sudo >/dev/null 2>&1; then
-    as_root=(sudo)
-  else
-    log "need root or sudo to install python3-venv" >&2
-    exit 1
-  fi
-  apt_get() {
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-      apt-get -o Dpkg::Use-Pty=0 -o DPkg::Lock::Timeout=600 "$@"
-  }
-  apt_get update -qq
-  apt_get install -y -qq --no-install-recommends python3-venv
+  "$STRATA_ROOT/scripts/install_deps.sh" python3-venv
 fi
 
 log "creating $venv with $py ($("$py" --version 2>&1))"
