@@ -154,7 +154,11 @@ std::vector<Library> libraries(int threads) {
                       po.append_sum(g.beta);
                       attr.set_post_ops(po);
                     }
+#if DNNL_VERSION_MAJOR >= 3
+                    auto prim = std::make_shared<matmul>(matmul::primitive_desc(*eng, a, b, c, attr));
+#else
                     auto prim = std::make_shared<matmul>(matmul::primitive_desc(matmul::desc(a, b, c), attr, *eng));
+#endif
                     return [eng, prim, a, b, c](const Gemm&, const float* pa, const float* pb, float* pc) {
                       stream s(*eng);
                       memory ma(a, *eng, const_cast<float*>(pa)), mb(b, *eng, const_cast<float*>(pb)),
