@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Times one GPT training step in strata and in two PyTorch peers on the CPU, in the same run,
 # at 1 and 2 threads, and prints the medians, both ratios (strata / torch 1.13, strata /
-# torch 2.x) and strata's GFLOP/s against the sgemm rate.
+# torch 2.x) and strata's GFLOP/s against the 1024^3 float32 matmul rate of its GEMM backend.
 #   benchmarks/run_gpt_step.sh [build-dir] [steps]
 # The peers (benchmarks/gpt_step_torch.py, the same model, batch and step):
 #   torch 1.13  Debian's python3-torch under /usr/bin/python3 (OpenBLAS; attention as an
@@ -43,9 +43,10 @@ peer() {
 min() { awk -v a="$1" -v b="$2" 'BEGIN{print (a<b)?a:b}'; }
 
 rows=()
-about113="" about2=""
+about113="" about2="" backend=""
 for t in 1 2; do
   s=$(OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t OMP_WAIT_POLICY=passive "$bench" --steps "$steps")
+  backend=$(echo "$s" | value gemm_backend)
   p1=-
   if [ -n "$py113" ]; then
     # Debian's torch uses OpenBLAS: its own t threads with OpenBLAS at 1, and (t > 1) with
@@ -68,6 +69,7 @@ for t in 1 2; do
   rows+=("$t $(echo "$s" | value strata_ms_median) $p1 $p2 $(echo "$s" | value gflops) $(echo "$s" | value sgemm_gflops)")
 done
 
+echo "strata:     GEMM backend ${backend:-?} (sgemm_gflops: 1024^3 float32 matmul through it)"
 [ -z "$py113" ] || echo "torch 1.13: $py113, $about113"
 [ -z "$py2" ] || echo "torch 2.x:  $py2, $about2"
 printf '%-8s %-10s %-13s %-12s %-14s %-13s %-8s %-13s %s\n' \
