@@ -13,7 +13,8 @@ InitOptions gpt2_init(double std, const GPTConfig& config, Generator& gen) {
 }
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen) : n_head(config.n_head) {
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen, int64_t layer)
+    : n_head(config.n_head), layer_index(layer) {
   STRATA_CHECK(config.n_embd % config.n_head == 0, "CausalSelfAttention: n_embd ", config.n_embd,
                " is not divisible by n_head ", config.n_head);
   // GPT-2 scales the init of projections into the residual stream by 1/sqrt(2 n_layer).
@@ -25,7 +26,7 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x) {
+Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) {
   auto hooks = forward_hooks();
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
   const int64_t D = C / n_head;
@@ -33,7 +34,13 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   // split (not three selects) so that backward assembles the qkv gradient in one pass.
   std::vector<Tensor> qkv = split(c_attn->forward(x).view({B, T, 3, n_head, D}), 1, 2);
   auto heads = [](const Tensor& t) { return t.squeeze(2).transpose(1, 2); };
-  Tensor y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));  // [B, H, T, D]
+  Tensor y;  // [B, H, T, D]
+  if (cache != nullptr) {
+    auto [k, v] = cache->append(layer_index, heads(qkv[1]), heads(qkv[2]));
+    y = attention(heads(qkv[0]), k, v, {.causal = true});  // causal aligned to the end
+  } else {
+    y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));
+  }
   // Attention writes its output in [B, T, H, D] memory order: merging heads is a view.
   y = y.transpose(1, 2).reshape({B, T, C});
   return resid_dropout->forward(c_proj->forward(y));
@@ -53,16 +60,16 @@ Tensor MLP::forward(const Tensor& x) {
   return dropout->forward(c_proj->forward(gelu(c_fc->forward(x))));
 }
 
-Block::Block(const GPTConfig& config, Generator& gen) {
+Block::Block(const GPTConfig& config, Generator& gen, int64_t layer_index) {
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
-  attn = register_module("attn", std::make_shared<CausalSelfAttention>(config, gen));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(config, gen, layer_index));
   ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
   mlp = register_module("mlp", std::make_shared<MLP>(config, gen));
 }
 
-Tensor Block::forward(const Tensor& x) {
+Tensor Block::forward(const Tensor& x, KVCache* cache) {
   auto hooks = forward_hooks();
-  Tensor h = add(x, attn->forward(ln_1->forward(x)));
+  Tensor h = add(x, attn->forward(ln_1->forward(x), cache));
   return hooks.output(add(h, mlp->forward(ln_2->forward(h))));
 }
 
@@ -88,28 +95,20 @@ GPT::GPT(const GPTConfig& config) : config_(config) {
   wpe = register_module("wpe", std::make_shared<Embedding>(config.context, config.n_embd, init));
   drop = register_module("drop", std::make_shared<Dropout>(config.dropout));
   h = register_module("h", std::make_shared<BlockList>());
-  for (int64_t i = 0; i < config.n_layer; ++i) h->append(std::make_shared<Block>(config, gen));
+  for (int64_t i = 0; i < config.n_layer; ++i) h->append(std::make_shared<Block>(config, gen, i));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
 }
 
-Tensor GPT::forward(const Tensor& tokens) {
+Tensor GPT::forward(const Tensor& tokens, KVCache* cache) {
   auto hooks = forward_hooks();
-  STRATA_CHECK(tokens.dim() == 2, "GPT: tokens must be [batch, time], got shape ", tokens.shape());
+  const int64_t offset = check_tokens("GPT", tokens, cache);
   const int64_t T = tokens.size(1);
-  STRATA_CHECK(T <= config_.context, "GPT: sequence length ", T, " exceeds the context of ", config_.context);
-  Tensor positions = arange(0, T);
+  Tensor positions = arange(offset, offset + T);
   Tensor x = drop->forward(add(wte->forward(tokens), wpe->forward(positions)));
-  for (size_t i = 0; i < h->size(); ++i) x = (*h)[i].forward(x);
+  for (size_t i = 0; i < h->size(); ++i) x = (*h)[i].forward(x, cache);
+  if (cache != nullptr) cache->advance(T);
   x = ln_f->forward(x);
   return hooks.output(linear(x, wte->weight));  // tied head (a 16-bit wte: float32 compute, no float32 copy kept)
-}
-
-Tensor GPT::loss(const Tensor& tokens, const Tensor& targets) {
-  STRATA_CHECK(targets.shape() == tokens.shape(), "GPT::loss: targets shape ", targets.shape(),
-               " differs from tokens shape ", tokens.shape());
-  Tensor logits = forward(tokens);
-  const int64_t N = tokens.numel();
-  return cross_entropy(logits.view({N, config_.vocab_size}), targets.reshape({N}));
 }
 
 double GPT::flops_per_step(int64_t batch, int64_t seq_len) const {

@@ -69,6 +69,17 @@ Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, weight, bias, eps);
 }
 
+RMSNorm::RMSNorm(int64_t dim, double eps_, DType dtype) : eps(eps_) {
+  STRATA_CHECK(dim > 0, "RMSNorm: invalid size ", dim);
+  STRATA_CHECK(eps_ > 0.0, "RMSNorm: eps must be positive, got ", eps_);
+  weight = register_parameter("weight", ones({dim}, {.dtype = dtype}));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  return rms_norm(x, weight, eps);
+}
+
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
 
 }  // namespace strata::nn

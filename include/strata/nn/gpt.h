@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "strata/nn/causal_lm.h"
 #include "strata/nn/layers.h"
 
 namespace strata::nn {
@@ -32,12 +33,14 @@ struct GPTConfig {
 
 class CausalSelfAttention : public Module {
  public:
-  CausalSelfAttention(const GPTConfig& config, Generator& gen);
-  Tensor forward(const Tensor& x);  // [B, T, C] -> [B, T, C]
+  CausalSelfAttention(const GPTConfig& config, Generator& gen, int64_t layer_index);
+  // [B, T, C] -> [B, T, C]; with a cache, x continues the cached positions (see CausalLM).
+  Tensor forward(const Tensor& x, KVCache* cache = nullptr);
   std::shared_ptr<Linear> c_attn;   // C -> 3C (q, k, v)
   std::shared_ptr<Linear> c_proj;   // C -> C
   std::shared_ptr<Dropout> resid_dropout;
   int64_t n_head;
+  int64_t layer_index;  // this layer's slot in a KVCache
 };
 
 class MLP : public Module {
@@ -49,10 +52,10 @@ class MLP : public Module {
   std::shared_ptr<Dropout> dropout;
 };
 
-class Block : public Module {
+class Block : public TransformerBlock {
  public:
-  Block(const GPTConfig& config, Generator& gen);
-  Tensor forward(const Tensor& x);
+  Block(const GPTConfig& config, Generator& gen, int64_t layer_index);
+  Tensor forward(const Tensor& x, KVCache* cache = nullptr);
   std::shared_ptr<LayerNorm> ln_1;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<LayerNorm> ln_2;
@@ -70,14 +73,16 @@ class BlockList : public Module {
   std::vector<std::shared_ptr<Block>> blocks_;
 };
 
-class GPT : public Module {
+class GPT : public CausalLM {
  public:
   explicit GPT(const GPTConfig& config);
-  // tokens int64 [B, T] (T <= context) -> logits [B, T, vocab]
-  Tensor forward(const Tensor& tokens);
-  // Mean next-token cross-entropy over targets != -100; targets int64 [B, T].
-  Tensor loss(const Tensor& tokens, const Tensor& targets);
+  using CausalLM::forward;
+  // tokens int64 [B, T] (cached + T <= context) -> logits [B, T, vocab]
+  Tensor forward(const Tensor& tokens, KVCache* cache) override;
   const GPTConfig& config() const { return config_; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t context_length() const override { return config_.context; }
+  int64_t num_layers() const override { return config_.n_layer; }
   // Training FLOPs of one step on `tokens` tokens of length `seq_len`: 6 x (non-embedding
   // params + the tied head) x tokens, plus attention (as in the PaLM appendix, causal half
   // not subtracted).

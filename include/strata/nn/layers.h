@@ -71,6 +71,15 @@ class LayerNorm : public Module {
   double eps;
 };
 
+// x / sqrt(mean(x^2 over the last dim) + eps) * weight, as LLaMA's (and torch.nn.RMSNorm's).
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::Float32);
+  Tensor forward(const Tensor& x);
+  Tensor weight;  // ones
+  double eps;
+};
+
 // Uses the default generator, so its randomness is part of the saved RNG state.
 class Dropout : public Module {
  public:
