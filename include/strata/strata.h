@@ -39,6 +39,8 @@
 #include "strata/nn/module_predicates.h"
 #include "strata/parallel/ddp.h"
 #include "strata/parallel/flat_buffer.h"
+#include "strata/parallel/tp_layers.h"
+#include "strata/parallel/tp_mappings.h"
 #include "strata/parallel/zero.h"
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"

@@ -49,16 +49,24 @@ DType compute_dtype(DType param_dtype);
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, InitOptions init = {});
-  Tensor forward(const Tensor& x);  // [.., in] -> [.., out]
-  Tensor weight;                    // [out, in]
-  Tensor bias;                      // [out] or undefined
+  virtual Tensor forward(const Tensor& x);  // [.., in] -> [.., out]
+  Tensor weight;                            // [out, in]
+  Tensor bias;                              // [out] or undefined
+
+ protected:
+  // For layers that hold a part of the weight (tensor parallelism): registers these tensors
+  // as "weight" and "bias" (bias may be undefined).
+  Linear(Tensor weight, Tensor bias);
 };
 
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t dim, InitOptions init = {});
-  Tensor forward(const Tensor& indices);  // int64 [..] -> [.., dim] in compute_dtype(weight)
-  Tensor weight;                          // [num_embeddings, dim]
+  virtual Tensor forward(const Tensor& indices);  // int64 [..] -> [.., dim] in compute_dtype(weight)
+  Tensor weight;                                  // [num_embeddings, dim]
+
+ protected:
+  explicit Embedding(Tensor weight);  // for layers holding a part of the table
 };
 
 class LayerNorm : public Module {
