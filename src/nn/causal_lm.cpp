@@ -1,15 +1,24 @@
 #include "strata/nn/causal_lm.h"
 
+#include <utility>
+
 #include "strata/tensor/ops.h"
 
 namespace strata::nn {
 
+CausalLM::CausalLM(std::shared_ptr<LayerFactory> factory)
+    : factory_(factory != nullptr ? std::move(factory) : default_layer_factory()) {}
+
+Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) {
+  return factory_->gather_logits(local_logits(tokens, cache), vocab_size());
+}
+
 Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) {
   STRATA_CHECK(targets.shape() == tokens.shape(), "loss: targets shape ", targets.shape(),
                " differs from tokens shape ", tokens.shape());
-  Tensor logits = forward(tokens, nullptr);
+  Tensor logits = local_logits(tokens, nullptr);
   const int64_t N = tokens.numel();
-  return cross_entropy(logits.view({N, vocab_size()}), targets.reshape({N}));
+  return factory_->cross_entropy(logits.reshape({N, logits.size(-1)}), targets.reshape({N}), vocab_size());
 }
 
 int64_t CausalLM::check_tokens(const char* model, const Tensor& tokens, const KVCache* cache) const {

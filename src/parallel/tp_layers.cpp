@@ -55,7 +55,9 @@ ColumnParallelLinear::ColumnParallelLinear(Parts parts, dist::ProcessGroup& grou
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
   auto hooks = forward_hooks();
-  Tensor in = options_.sequence_parallel ? gather_from_sequence_region(x, 1, group_) : copy_to_tp_region(x, group_);
+  Tensor in = !options_.enter_region        ? x
+              : options_.sequence_parallel ? gather_from_sequence_region(x, 1, group_)
+                                           : copy_to_tp_region(x, group_);
   Tensor y = linear(in, weight, bias);
   return options_.gather_output ? gather_from_tp_region(y, -1, group_) : y;
 }

@@ -90,6 +90,14 @@ void load_full_state_dict(nn::Module& model, const StateDict& full, dist::Proces
   model.load_state_dict(local, /*strict=*/true);
 }
 
+std::vector<Tensor> replicated_parameters(nn::Module& model) {
+  const auto layouts = layouts_of(model);
+  std::vector<Tensor> out;
+  for (auto& [name, p] : model.named_parameters())
+    if (layouts.find(name) == layouts.end()) out.push_back(p);
+  return out;
+}
+
 StateDict full_state_dict(nn::Module& model, dist::ProcessGroup& group) {
   const auto layouts = layouts_of(model);
   StateDict state = model.state_dict();

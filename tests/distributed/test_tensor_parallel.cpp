@@ -3,6 +3,7 @@
 // embedding and loss, and the single-process <-> sharded state dicts, each against the
 // single-process computation in float64.
 #include <cmath>
+#include <sstream>
 
 #include "dist_test_util.h"
 #include "strata/strata.h"
@@ -240,7 +241,9 @@ TEST(TensorParallel, FullStateDictsLoadBySlicingAndComeBackByGathering) {
   const std::string msg = error_of([&] { parallel::load_full_state_dict(b, full, tp); });
   EXPECT_NE(msg.find("proj.weight"), std::string::npos) << msg;
   EXPECT_NE(msg.find("degree " + std::to_string(n)), std::string::npos) << msg;
-  EXPECT_NE(msg.find("[" + std::to_string(C) + ", " + std::to_string(H + 1) + "]"), std::string::npos) << msg;
+  std::ostringstream shape;
+  shape << Shape({C, H + 1});
+  EXPECT_NE(msg.find(shape.str()), std::string::npos) << msg;
 }
 
 }  // namespace strata

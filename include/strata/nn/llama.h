@@ -37,30 +37,32 @@ struct LlamaConfig {
 
 class LlamaAttention : public Module {
  public:
-  LlamaAttention(const LlamaConfig& config, Generator& gen, int64_t layer_index);
+  LlamaAttention(const LlamaConfig& config, Generator& gen, int64_t layer_index, LayerFactory& factory);
   // x [B, T, C]; cos and sin [T, head_dim] for the positions of x -> [B, T, C].
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache = nullptr);
-  std::shared_ptr<Linear> q_proj;  // C -> n_head * head_dim
-  std::shared_ptr<Linear> k_proj;  // C -> n_kv_head * head_dim
-  std::shared_ptr<Linear> v_proj;  // C -> n_kv_head * head_dim
-  std::shared_ptr<Linear> o_proj;  // n_head * head_dim -> C
-  int64_t n_head, n_kv_head, head_dim;
-  int64_t layer_index;  // this layer's slot in a KVCache
+  std::shared_ptr<Linear> q_proj;  // C -> n_head * head_dim (column-parallel by head)
+  std::shared_ptr<Linear> k_proj;  // C -> n_kv_head * head_dim (column-parallel by head)
+  std::shared_ptr<Linear> v_proj;  // C -> n_kv_head * head_dim (column-parallel by head)
+  std::shared_ptr<Linear> o_proj;  // n_head * head_dim -> C (row-parallel)
+  int64_t n_head, n_kv_head, head_dim;  // this rank's heads (all without tensor parallelism)
+  int64_t layer_index;                  // this layer's slot in a KVCache
+  LayerFactory& factory;
 };
 
 // down_proj(silu(gate_proj(x)) * up_proj(x)).
 class LlamaMLP : public Module {
  public:
-  LlamaMLP(const LlamaConfig& config, Generator& gen);
+  LlamaMLP(const LlamaConfig& config, Generator& gen, LayerFactory& factory);
   Tensor forward(const Tensor& x);
-  std::shared_ptr<Linear> gate_proj;  // C -> intermediate
-  std::shared_ptr<Linear> up_proj;    // C -> intermediate
-  std::shared_ptr<Linear> down_proj;  // intermediate -> C
+  std::shared_ptr<Linear> gate_proj;  // C -> intermediate (column-parallel)
+  std::shared_ptr<Linear> up_proj;    // C -> intermediate (column-parallel)
+  std::shared_ptr<Linear> down_proj;  // intermediate -> C (row-parallel)
+  LayerFactory& factory;
 };
 
 class LlamaDecoderLayer : public TransformerBlock {
  public:
-  LlamaDecoderLayer(const LlamaConfig& config, Generator& gen, int64_t layer_index);
+  LlamaDecoderLayer(const LlamaConfig& config, Generator& gen, int64_t layer_index, LayerFactory& factory);
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache = nullptr);
   std::shared_ptr<RMSNorm> input_layernorm;
   std::shared_ptr<LlamaAttention> self_attn;
@@ -70,10 +72,9 @@ class LlamaDecoderLayer : public TransformerBlock {
 
 class Llama : public CausalLM {
  public:
-  explicit Llama(const LlamaConfig& config);
-  using CausalLM::forward;
-  // tokens int64 [B, T] (cached + T <= context) -> logits [B, T, vocab]
-  Tensor forward(const Tensor& tokens, KVCache* cache) override;
+  // `factory` makes the layers tensor parallelism splits (parallel::TensorParallelFactory;
+  // default: one process). Its degree must divide n_head, n_kv_head and intermediate_size.
+  explicit Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory = nullptr);
   const LlamaConfig& config() const { return config_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t context_length() const override { return config_.context; }
@@ -88,12 +89,16 @@ class Llama : public CausalLM {
   std::shared_ptr<RMSNorm> norm;
   std::shared_ptr<Linear> lm_head;
 
+ protected:
+  Tensor local_logits(const Tensor& tokens, KVCache* cache) override;
+
  private:
   LlamaConfig config_;
   std::vector<std::shared_ptr<LlamaDecoderLayer>> layers_;  // the entries of `layers`, typed
 };
 
-// Checks a config's sizes and dtypes; errors name the field (Llama's constructor calls it).
-void check_llama_config(const LlamaConfig& config);
+// Checks a config's sizes and dtypes, and that the tensor-parallel degree divides what it
+// splits; errors name the field (Llama's constructor calls it).
+void check_llama_config(const LlamaConfig& config, int64_t tp_degree = 1);
 
 }  // namespace strata::nn

@@ -45,6 +45,9 @@ struct ColumnParallelOptions {
   bool pad = false;              // out need not divide by N (vocabulary heads); padding rows are zero
   bool gather_output = false;    // all-gather the output features (else each rank keeps its part)
   bool sequence_parallel = false;  // input sharded along dim 1 (the sequence): all-gather it first
+  // Forward enters the TP region itself (false: the caller did, once for several column
+  // layers reading the same input, so that backward all-reduces their input gradient once).
+  bool enter_region = true;
 };
 
 // y = x W^T + b with W's output rows (and b) split across ranks: rank r computes its part
@@ -119,6 +122,8 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
 // built with tensor-parallel layers: split parameters get this rank's part, the rest are
 // copied whole. Errors name the parameter, both shapes and the degree.
 void load_full_state_dict(nn::Module& model, const StateDict& full, dist::ProcessGroup& group);
+// The parameters of `model` that every rank holds whole (those no TensorParallelLayer splits).
+std::vector<Tensor> replicated_parameters(nn::Module& model);
 // The single-process state dict of such a model (collective over `group`: every rank gets it).
 StateDict full_state_dict(nn::Module& model, dist::ProcessGroup& group);
 
