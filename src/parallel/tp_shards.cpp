@@ -102,9 +102,10 @@ StateDict full_state_dict(nn::Module& model, dist::ProcessGroup& group) {
   const auto layouts = layouts_of(model);
   StateDict state = model.state_dict();
   // Every rank walks the names in the same (sorted) order, so the gathers line up.
+  // Copies throughout: the result stays valid when ZeRO-3 releases the parameters again.
   for (auto& [name, value] : state) {
     auto it = layouts.find(name);
-    if (it != layouts.end()) value = unshard(value, it->second, group);
+    value = it != layouts.end() ? unshard(value, it->second, group) : value.clone();
   }
   return state;
 }

@@ -124,7 +124,8 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
 void load_full_state_dict(nn::Module& model, const StateDict& full, dist::ProcessGroup& group);
 // The parameters of `model` that every rank holds whole (those no TensorParallelLayer splits).
 std::vector<Tensor> replicated_parameters(nn::Module& model);
-// The single-process state dict of such a model (collective over `group`: every rank gets it).
+// The single-process state dict of such a model, as copies (collective over `group`: every
+// rank gets it). Under ZeRO-3, call it while a ZeroOptimizer::gathered_parameters() guard lives.
 StateDict full_state_dict(nn::Module& model, dist::ProcessGroup& group);
 
 }  // namespace strata::parallel
