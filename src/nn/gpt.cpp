@@ -11,6 +11,10 @@ namespace {
 InitOptions gpt2_init(double std, const GPTConfig& config, Generator& gen) {
   return {.std = std, .dtype = config.parameter_dtype(), .gen = &gen, .linear_init = LinearInit::Normal};
 }
+// GPT's dropouts act outside the tensor-parallel regions, on activations every rank holds
+// whole (the default generator, alike on every rank), unless sequence parallelism gives each
+// rank its own piece of the sequence (then a per-rank stream).
+Generator* dropout_generator(LayerFactory& f) { return f.sequence_parallel() ? f.sharded_generator() : nullptr; }
 }  // namespace
 
 CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen, int64_t layer,
@@ -21,7 +25,7 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen
   c_attn = register_module("c_attn", f.column(config.n_embd, 3 * config.n_embd, true, gpt2_init(0.02, config, gen),
                                               /*sections=*/3));
   c_proj = register_module("c_proj", f.row(config.n_embd, config.n_embd, true, gpt2_init(proj_std, config, gen)));
-  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout));
+  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout, dropout_generator(f)));
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) {
@@ -50,7 +54,7 @@ MLP::MLP(const GPTConfig& config, Generator& gen, LayerFactory& f) : factory(f) 
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
   c_fc = register_module("c_fc", f.column(config.n_embd, 4 * config.n_embd, true, gpt2_init(0.02, config, gen)));
   c_proj = register_module("c_proj", f.row(4 * config.n_embd, config.n_embd, true, gpt2_init(proj_std, config, gen)));
-  dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout));
+  dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout, dropout_generator(f)));
 }
 
 Tensor MLP::forward(const Tensor& x) {
@@ -97,7 +101,7 @@ GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory)
   InitOptions init{.dtype = pd, .gen = &gen};
   wte = register_module("wte", factory_->embedding(config.vocab_size, config.n_embd, init));
   wpe = register_module("wpe", std::make_shared<Embedding>(config.context, config.n_embd, init));
-  drop = register_module("drop", std::make_shared<Dropout>(config.dropout));
+  drop = register_module("drop", std::make_shared<Dropout>(config.dropout, dropout_generator(*factory_)));
   h = register_module("h", std::make_shared<BlockList>());
   for (int64_t i = 0; i < config.n_layer; ++i) h->append(std::make_shared<Block>(config, gen, i, *factory_));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));

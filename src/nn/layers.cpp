@@ -88,6 +88,6 @@ Tensor RMSNorm::forward(const Tensor& x) {
   return rms_norm(x, weight, eps);
 }
 
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), generator); }
 
 }  // namespace strata::nn

@@ -7,7 +7,9 @@
 namespace strata::parallel {
 
 TensorParallelFactory::TensorParallelFactory(dist::ProcessGroup& group, TensorParallelOptions options)
-    : group_(group), options_(options) {}
+    : group_(group), options_(options) {
+  tracker_.add(RngTracker::kTensorParallel, tensor_parallel_seed(options.seed, group.rank()));
+}
 
 Tensor TensorParallelFactory::enter_region(const Tensor& x) {
   return options_.sequence_parallel ? gather_from_sequence_region(x, 1, group_) : copy_to_tp_region(x, group_);

@@ -90,11 +90,17 @@ void load_full_state_dict(nn::Module& model, const StateDict& full, dist::Proces
   model.load_state_dict(local, /*strict=*/true);
 }
 
+std::set<std::string> split_parameter_names(nn::Module& model) {
+  std::set<std::string> out;
+  for (const auto& [name, layout] : layouts_of(model)) out.insert(name);
+  return out;
+}
+
 std::vector<Tensor> replicated_parameters(nn::Module& model) {
-  const auto layouts = layouts_of(model);
+  const std::set<std::string> split = split_parameter_names(model);
   std::vector<Tensor> out;
   for (auto& [name, p] : model.named_parameters())
-    if (layouts.find(name) == layouts.end()) out.push_back(p);
+    if (split.count(name) == 0) out.push_back(p);
   return out;
 }
 

@@ -293,3 +293,108 @@ TEST(TensorParallelModels, DegreesThatDoNotDivideAreRefusedNamingThem) {
 }
 
 }  // namespace strata
+
+namespace strata {
+
+// Dropout outside the tensor-parallel regions draws from the default generator, alike on
+// every rank, in the same order as one process: with dropout on, TP training still equals
+// one-process training (float64).
+TEST(TensorParallelModels, DropoutOutsideTheRegionsMatchesOneProcess) {
+  auto& world = dist::world();
+  nn::GPTConfig config{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers, .n_head = 4, .n_embd = 16,
+                       .dropout = 0.2, .seed = 3, .dtype = DType::Float64};
+  auto run = [&](std::shared_ptr<nn::LayerFactory> factory) {
+    manual_seed(77);
+    nn::GPT model(config, factory);
+    optim::AdamW opt(model.parameters(), adamw());
+    for (int s = 0; s < 3; ++s) {
+      auto [x, y] = batch(s, 2);
+      opt.zero_grad();
+      model.loss(x, y).backward();
+      opt.step();
+    }
+    return factory ? parallel::full_state_dict(model, world) : model.state_dict();
+  };
+  const Reference ref{.weights = run(nullptr)};
+  std::string where;
+  const double worst =
+      worst_difference(run(std::make_shared<parallel::TensorParallelFactory>(world)), ref, DType::Float64, where);
+  EXPECT_LE(worst, 1e-11) << where;
+}
+
+// With sequence parallelism each rank drops positions of its own piece from its own stream:
+// the streams differ across ranks and repeat from the same seeds.
+TEST(TensorParallelModels, SequenceParallelDropoutIsPerRankAndReproducible) {
+  auto& world = dist::world();
+  auto factory = [&] {
+    return std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{true, 5});
+  };
+  auto a = factory(), b = factory();
+  Tensor ones = full({64}, 1.0);
+  Tensor mask_a = dropout(ones, 0.5, true, a->sharded_generator());
+  Tensor mask_b = dropout(ones, 0.5, true, b->sharded_generator());
+  EXPECT_EQ(mask_a.to_vector<float>(), mask_b.to_vector<float>());  // same seed, same stream
+  Tensor all = zeros({64 * world.size()});
+  world.all_gather(all, mask_a)->wait();
+  for (int r = 1; r < world.size(); ++r)
+    EXPECT_NE(all.narrow(0, 0, 64).to_vector<float>(), all.narrow(0, 64 * r, 64).to_vector<float>()) << "rank " << r;
+  // The model's dropouts use that stream, and its state saves and restores.
+  nn::GPT model({.vocab_size = kVocab, .context = kSeq, .n_layer = 1, .n_head = 4, .n_embd = 16, .dropout = 0.3}, a);
+  EXPECT_EQ(model.drop->generator, a->sharded_generator());
+  auto saved = a->rng_tracker().states();
+  auto [x, y] = batch(0, 2);
+  const double first = model.loss(x, y).item();
+  a->rng_tracker().set_states(saved);
+  EXPECT_EQ(model.loss(x, y).item(), first);
+  EXPECT_NE(test::error_of([&] { a->rng_tracker().get("pipeline"); }).find("tensor-parallel"), std::string::npos);
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// Clipping counts each parameter once: the norm of a TP model's gradients (alone, with DDP
+// and with ZeRO-3 on dp=2 x tp=2) equals the single-process norm, and a clipped step equals
+// the single-process clipped step.
+TEST(TensorParallelModels, GlobalNormClippingCountsEachParameterOnce) {
+  auto& world = dist::world();
+  const double max_norm = 0.05;  // below the norm: clipping acts
+  for (Family f : {Family::Gpt, Family::Llama}) {
+    auto single = build(f, DType::Float64);
+    auto [x, y] = batch(1, 4);
+    single->loss(x, y).backward();
+    const double want = optim::clip_grad_norm(single->parameters(), max_norm);
+    ASSERT_GT(want, max_norm);
+    optim::AdamW(single->parameters(), adamw()).step();
+    const Reference ref{.weights = single->state_dict()};
+    std::string where;
+
+    auto tp = std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{true});
+    auto model = build(f, DType::Float64, tp);
+    model->loss(x, y).backward();
+    EXPECT_NEAR(parallel::tp_clip_grad_norm(*model, max_norm, world), want, 1e-12 * want) << name_of(f);
+    optim::AdamW(model->parameters(), adamw()).step();
+    EXPECT_LE(worst_difference(parallel::full_state_dict(*model, world), ref, DType::Float64, where), 1e-11)
+        << name_of(f) << " " << where;
+
+    if (world.size() != 4) continue;
+    dist::DeviceMesh mesh(world, {.dp = 2, .tp = 2});
+    auto& dp = mesh.group(dist::MeshDim::Data);
+    auto& tpg = mesh.group(dist::MeshDim::Tensor);
+    Tensor lx = x.narrow(0, 2 * dp.rank(), 2).contiguous(), ly = y.narrow(0, 2 * dp.rank(), 2).contiguous();
+    for (int stage : {0, 3}) {
+      auto m = build(f, DType::Float64, std::make_shared<parallel::TensorParallelFactory>(tpg));
+      parallel::ZeroOptions zo{.stage = stage, .master_dtype = DType::Float64};
+      zo.tensor_parallel = {.group = &tpg, .is_split = parallel::split_parameter_predicate(*m)};
+      parallel::ZeroOptimizer zero(*m, adamw(), dp, zo);
+      m->loss(lx, ly).backward();
+      EXPECT_NEAR(zero.clip_grad_norm(max_norm), want, 1e-12 * want) << name_of(f) << " zero stage " << stage;
+      zero.step();
+      auto gathered = zero.gathered_parameters();
+      EXPECT_LE(worst_difference(parallel::full_state_dict(*m, tpg), ref, DType::Float64, where), 1e-11)
+          << name_of(f) << " zero stage " << stage << " " << where;
+    }
+  }
+}
+
+}  // namespace strata

@@ -51,6 +51,13 @@ class LayerFactory {
   // (GPT's position embeddings), where sequence parallelism splits activations; x otherwise.
   virtual Tensor sequence_piece(const Tensor& x) { return x; }
 
+  // The generator for dropout on activations that differ across tensor-parallel ranks
+  // (sequence-parallel pieces, a rank's own heads or features): a per-rank stream, so that
+  // ranks do not drop the same positions of different data. Null: the default generator,
+  // which every rank of a tensor-parallel group must seed alike (activations that all ranks
+  // hold whole then drop identically, as in one process).
+  virtual Generator* sharded_generator() { return nullptr; }
+
   // Called by a model at the end of its constructor, with every parameter in place (the
   // tensor-parallel factory hooks the gradients of replicated parameters here).
   virtual void model_built(Module& /*model*/) {}

@@ -88,12 +88,15 @@ class RMSNorm : public Module {
   double eps;
 };
 
-// Uses the default generator, so its randomness is part of the saved RNG state.
+// Draws from `generator`, or from the default generator when it is null (so that its
+// randomness is part of the saved RNG state). Tensor-parallel models point the dropouts on
+// activations that differ across ranks at a per-rank generator (parallel/rng_tracker.h).
 class Dropout : public Module {
  public:
-  explicit Dropout(double probability) : p(probability) {}
+  explicit Dropout(double probability, Generator* generator = nullptr) : p(probability), generator(generator) {}
   Tensor forward(const Tensor& x);
   double p;
+  Generator* generator;  // not owned; must outlive this module's forwards
 };
 
 }  // namespace strata::nn

@@ -22,11 +22,15 @@
 
 #include "strata/distributed/process_group.h"
 #include "strata/nn/layer_factory.h"
+#include "strata/parallel/rng_tracker.h"
 
 namespace strata::parallel {
 
 struct TensorParallelOptions {
   bool sequence_parallel = false;
+  // Seed of the per-rank stream (rng_tracker().get(RngTracker::kTensorParallel)), mixed
+  // with the TP rank; the same value on every rank.
+  uint64_t seed = 1234;
 };
 
 class TensorParallelFactory : public nn::LayerFactory {
@@ -48,11 +52,15 @@ class TensorParallelFactory : public nn::LayerFactory {
   Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab) override;
   Tensor gather_logits(const Tensor& logits, int64_t vocab) override;
   Tensor sequence_piece(const Tensor& x) override;
+  Generator* sharded_generator() override { return &tracker_.get(RngTracker::kTensorParallel); }
   void model_built(nn::Module& model) override;
+  // The named streams (save states() with a checkpoint to resume dropout exactly).
+  RngTracker& rng_tracker() { return tracker_; }
 
  private:
   dist::ProcessGroup& group_;
   TensorParallelOptions options_;
+  RngTracker tracker_;
 };
 
 }  // namespace strata::parallel

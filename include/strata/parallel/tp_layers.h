@@ -5,6 +5,7 @@
 // the part, so a tensor-parallel model built with the same seed is the single-process model,
 // cut. Parameters not listed in a layer's shard_layouts() are replicated on every rank.
 #include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,7 +123,9 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
 // built with tensor-parallel layers: split parameters get this rank's part, the rest are
 // copied whole. Errors name the parameter, both shapes and the degree.
 void load_full_state_dict(nn::Module& model, const StateDict& full, dist::ProcessGroup& group);
-// The parameters of `model` that every rank holds whole (those no TensorParallelLayer splits).
+// The names of the parameters of `model` that TensorParallelLayers split, and the
+// parameters every rank holds whole (all others).
+std::set<std::string> split_parameter_names(nn::Module& model);
 std::vector<Tensor> replicated_parameters(nn::Module& model);
 // The single-process state dict of such a model, as copies (collective over `group`: every
 // rank gets it). Under ZeRO-3, call it while a ZeroOptimizer::gathered_parameters() guard lives.
