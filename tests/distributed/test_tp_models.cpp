@@ -3,7 +3,10 @@
 // weights by construction, 5 AdamW steps, float64 within 1e-11 and float32 within 1e-5
 // (relative), with and without sequence parallelism. Also the collectives each step issues on
 // the TP group, counted per op.
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -395,6 +398,34 @@ TEST(TensorParallelModels, GlobalNormClippingCountsEachParameterOnce) {
           << name_of(f) << " zero stage " << stage << " " << where;
     }
   }
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// A TP model exports to the Hugging Face GPT-2 layout by gathering, and an HF export loads
+// into a TP model (of another seed) by slicing: the logits come back the same.
+TEST(TensorParallelModels, HuggingFaceExportGathersAndImportSlices) {
+  auto& world = dist::world();
+  nn::GPTConfig c{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers, .n_head = 4, .n_embd = 16, .seed = 3};
+  nn::GPT a(c, std::make_shared<parallel::TensorParallelFactory>(world));
+  Tensor pid = full({1}, static_cast<double>(::getpid()), {.dtype = DType::Int64});
+  world.broadcast(pid, 0)->wait();  // one directory, named by rank 0's process
+  const std::string dir = "/tmp/strata_tp_hf_export_" + std::to_string(static_cast<int64_t>(pid.item()));
+  StateDict full = parallel::full_state_dict(a, world);
+  if (world.rank() == 0)
+    checkpoint::export_gpt2_safetensors(dir, full, {.vocab_size = kVocab, .n_positions = kSeq, .n_embd = 16,
+                                                    .n_layer = kLayers, .n_head = 4});
+  world.barrier()->wait();
+  c.seed = 4;
+  nn::GPT b(c, std::make_shared<parallel::TensorParallelFactory>(world));
+  parallel::load_full_state_dict(b, checkpoint::import_gpt2_safetensors(dir), world);
+  NoGradGuard no_grad;
+  Tensor x = batch(0, 2).first;
+  EXPECT_EQ(b.forward(x).to_vector<float>(), a.forward(x).to_vector<float>());
+  world.barrier()->wait();
+  if (world.rank() == 0) std::filesystem::remove_all(dir);
 }
 
 }  // namespace strata
