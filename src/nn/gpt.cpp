@@ -11,58 +11,67 @@ namespace {
 InitOptions gpt2_init(double std, const GPTConfig& config, Generator& gen) {
   return {.std = std, .dtype = config.parameter_dtype(), .gen = &gen, .linear_init = LinearInit::Normal};
 }
+// GPT's dropouts act outside the tensor-parallel regions, on activations every rank holds
+// whole (the default generator, alike on every rank), unless sequence parallelism gives each
+// rank its own piece of the sequence (then a per-rank stream).
+Generator* dropout_generator(LayerFactory& f) { return f.sequence_parallel() ? f.sharded_generator() : nullptr; }
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen) : n_head(config.n_head) {
-  STRATA_CHECK(config.n_embd % config.n_head == 0, "CausalSelfAttention: n_embd ", config.n_embd,
-               " is not divisible by n_head ", config.n_head);
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen, int64_t layer,
+                                         LayerFactory& f)
+    : n_head(config.n_head / f.degree()), layer_index(layer), factory(f) {
   // GPT-2 scales the init of projections into the residual stream by 1/sqrt(2 n_layer).
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
-  c_attn = register_module("c_attn", std::make_shared<Linear>(config.n_embd, 3 * config.n_embd, true,
-                                                              gpt2_init(0.02, config, gen)));
-  c_proj = register_module("c_proj", std::make_shared<Linear>(config.n_embd, config.n_embd, true,
-                                                              gpt2_init(proj_std, config, gen)));
-  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout));
+  c_attn = register_module("c_attn", f.column(config.n_embd, 3 * config.n_embd, true, gpt2_init(0.02, config, gen),
+                                              /*sections=*/3));
+  c_proj = register_module("c_proj", f.row(config.n_embd, config.n_embd, true, gpt2_init(proj_std, config, gen)));
+  resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout, dropout_generator(f)));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x) {
+Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) {
   auto hooks = forward_hooks();
-  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-  const int64_t D = C / n_head;
+  Tensor in = factory.enter_region(x);  // the whole sequence, even with sequence parallelism
+  const int64_t B = in.size(0), T = in.size(1);
+  const int64_t D = in.size(2) / (n_head * factory.degree());
+  const int64_t C = n_head * D;  // this rank's width
   // [B, T, 3C] -> q, k, v as strided [B, H, T, D] views that attention reads in place.
   // split (not three selects) so that backward assembles the qkv gradient in one pass.
-  std::vector<Tensor> qkv = split(c_attn->forward(x).view({B, T, 3, n_head, D}), 1, 2);
+  std::vector<Tensor> qkv = split(c_attn->forward(in).view({B, T, 3, n_head, D}), 1, 2);
   auto heads = [](const Tensor& t) { return t.squeeze(2).transpose(1, 2); };
-  Tensor y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));  // [B, H, T, D]
+  Tensor y;  // [B, H, T, D]
+  if (cache != nullptr) {
+    auto [k, v] = cache->append(layer_index, heads(qkv[1]), heads(qkv[2]));
+    y = attention(heads(qkv[0]), k, v, {.causal = true});  // causal aligned to the end
+  } else {
+    y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));
+  }
   // Attention writes its output in [B, T, H, D] memory order: merging heads is a view.
   y = y.transpose(1, 2).reshape({B, T, C});
   return resid_dropout->forward(c_proj->forward(y));
 }
 
-MLP::MLP(const GPTConfig& config, Generator& gen) {
+MLP::MLP(const GPTConfig& config, Generator& gen, LayerFactory& f) : factory(f) {
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
-  c_fc = register_module("c_fc", std::make_shared<Linear>(config.n_embd, 4 * config.n_embd, true,
-                                                          gpt2_init(0.02, config, gen)));
-  c_proj = register_module("c_proj", std::make_shared<Linear>(4 * config.n_embd, config.n_embd, true,
-                                                              gpt2_init(proj_std, config, gen)));
-  dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout));
+  c_fc = register_module("c_fc", f.column(config.n_embd, 4 * config.n_embd, true, gpt2_init(0.02, config, gen)));
+  c_proj = register_module("c_proj", f.row(4 * config.n_embd, config.n_embd, true, gpt2_init(proj_std, config, gen)));
+  dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout, dropout_generator(f)));
 }
 
 Tensor MLP::forward(const Tensor& x) {
   auto hooks = forward_hooks();
-  return dropout->forward(c_proj->forward(gelu(c_fc->forward(x))));
+  return dropout->forward(c_proj->forward(gelu(c_fc->forward(factory.enter_region(x)))));
 }
 
-Block::Block(const GPTConfig& config, Generator& gen) {
+Block::Block(const GPTConfig& config, Generator& gen, int64_t layer_index, LayerFactory& factory) {
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
-  attn = register_module("attn", std::make_shared<CausalSelfAttention>(config, gen));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(config, gen, layer_index, factory));
   ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
-  mlp = register_module("mlp", std::make_shared<MLP>(config, gen));
+  mlp = register_module("mlp", std::make_shared<MLP>(config, gen, factory));
 }
 
-Tensor Block::forward(const Tensor& x) {
+Tensor Block::forward(const Tensor& x, KVCache* cache) {
   auto hooks = forward_hooks();
-  Tensor h = add(x, attn->forward(ln_1->forward(x)));
+  Tensor h = add(x, attn->forward(ln_1->forward(x), cache));
   return hooks.output(add(h, mlp->forward(ln_2->forward(h))));
 }
 
@@ -71,7 +80,8 @@ void BlockList::append(std::shared_ptr<Block> block) {
   blocks_.push_back(std::move(block));
 }
 
-GPT::GPT(const GPTConfig& config) : config_(config) {
+GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory)
+    : CausalLM(std::move(factory)), config_(config) {
   STRATA_CHECK(config.vocab_size > 0 && config.context > 0 && config.n_layer > 0 && config.n_head > 0 &&
                    config.n_embd > 0,
                "GPT: every size in the config must be positive (vocab ", config.vocab_size, ", context ",
@@ -82,34 +92,35 @@ GPT::GPT(const GPTConfig& config) : config_(config) {
   STRATA_CHECK(pd == config.dtype || ((pd == DType::BFloat16 || pd == DType::Float16) && config.dtype == DType::Float32),
                "GPT: param_dtype ", pd, " with dtype ", config.dtype,
                " is not supported; parameters are stored in dtype, or in bfloat16/float16 with dtype float32");
+  STRATA_CHECK(config.n_embd % config.n_head == 0, "GPT: n_embd ", config.n_embd, " is not divisible by n_head ",
+               config.n_head);
+  const int64_t tp = factory_->degree();
+  STRATA_CHECK(config.n_head % tp == 0, "GPT: the tensor-parallel degree ", tp, " does not divide n_head ",
+               config.n_head);
   Generator gen(config.seed);
   InitOptions init{.dtype = pd, .gen = &gen};
-  wte = register_module("wte", std::make_shared<Embedding>(config.vocab_size, config.n_embd, init));
+  wte = register_module("wte", factory_->embedding(config.vocab_size, config.n_embd, init));
   wpe = register_module("wpe", std::make_shared<Embedding>(config.context, config.n_embd, init));
-  drop = register_module("drop", std::make_shared<Dropout>(config.dropout));
+  drop = register_module("drop", std::make_shared<Dropout>(config.dropout, dropout_generator(*factory_)));
   h = register_module("h", std::make_shared<BlockList>());
-  for (int64_t i = 0; i < config.n_layer; ++i) h->append(std::make_shared<Block>(config, gen));
+  for (int64_t i = 0; i < config.n_layer; ++i) h->append(std::make_shared<Block>(config, gen, i, *factory_));
   ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
+  factory_->model_built(*this);
 }
 
-Tensor GPT::forward(const Tensor& tokens) {
+Tensor GPT::local_logits(const Tensor& tokens, KVCache* cache) {
   auto hooks = forward_hooks();
-  STRATA_CHECK(tokens.dim() == 2, "GPT: tokens must be [batch, time], got shape ", tokens.shape());
+  const int64_t offset = check_tokens("GPT", tokens, cache);
   const int64_t T = tokens.size(1);
-  STRATA_CHECK(T <= config_.context, "GPT: sequence length ", T, " exceeds the context of ", config_.context);
-  Tensor positions = arange(0, T);
-  Tensor x = drop->forward(add(wte->forward(tokens), wpe->forward(positions)));
-  for (size_t i = 0; i < h->size(); ++i) x = (*h)[i].forward(x);
+  // With sequence parallelism the token embedding returns this rank's piece of the sequence.
+  Tensor positions = factory_->sequence_piece(wpe->forward(arange(offset, offset + T)).unsqueeze(0));
+  Tensor x = drop->forward(add(wte->forward(tokens), positions));
+  for (size_t i = 0; i < h->size(); ++i) x = (*h)[i].forward(x, cache);
+  if (cache != nullptr) cache->advance(T);
   x = ln_f->forward(x);
-  return hooks.output(linear(x, wte->weight));  // tied head (a 16-bit wte: float32 compute, no float32 copy kept)
-}
-
-Tensor GPT::loss(const Tensor& tokens, const Tensor& targets) {
-  STRATA_CHECK(targets.shape() == tokens.shape(), "GPT::loss: targets shape ", targets.shape(),
-               " differs from tokens shape ", tokens.shape());
-  Tensor logits = forward(tokens);
-  const int64_t N = tokens.numel();
-  return cross_entropy(logits.view({N, config_.vocab_size}), targets.reshape({N}));
+  // Tied head (a 16-bit wte: float32 compute, no float32 copy kept); with tensor
+  // parallelism, this rank's rows of wte give its part of the vocabulary.
+  return hooks.output(linear(factory_->enter_region(x), wte->weight));
 }
 
 double GPT::flops_per_step(int64_t batch, int64_t seq_len) const {

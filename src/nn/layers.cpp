@@ -1,6 +1,7 @@
 #include "strata/nn/layers.h"
 
 #include <cmath>
+#include <utility>
 
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops.h"
@@ -43,6 +44,11 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, InitOp
   if (with_bias) bias = register_parameter("bias", uniform_init({out_features}, bound, init));
 }
 
+Linear::Linear(Tensor w, Tensor b) {
+  weight = register_parameter("weight", std::move(w));
+  if (b.defined()) bias = register_parameter("bias", std::move(b));
+}
+
 Tensor Linear::forward(const Tensor& x) {
   auto hooks = forward_hooks();
   return linear(x, weight, bias);  // 16-bit parameters: the ops compute in float32
@@ -52,6 +58,8 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitOptions init) {
   STRATA_CHECK(num_embeddings > 0 && dim > 0, "Embedding: invalid sizes ", num_embeddings, "x", dim);
   weight = register_parameter("weight", normal_init({num_embeddings, dim}, init));
 }
+
+Embedding::Embedding(Tensor w) { weight = register_parameter("weight", std::move(w)); }
 
 Tensor Embedding::forward(const Tensor& indices) {
   auto hooks = forward_hooks();
@@ -69,6 +77,17 @@ Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, weight, bias, eps);
 }
 
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+RMSNorm::RMSNorm(int64_t dim, double eps_, DType dtype) : eps(eps_) {
+  STRATA_CHECK(dim > 0, "RMSNorm: invalid size ", dim);
+  STRATA_CHECK(eps_ > 0.0, "RMSNorm: eps must be positive, got ", eps_);
+  weight = register_parameter("weight", ones({dim}, {.dtype = dtype}));
+}
+
+Tensor RMSNorm::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  return rms_norm(x, weight, eps);
+}
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training(), generator); }
 
 }  // namespace strata::nn

@@ -278,23 +278,27 @@ void shard_bucket(State& s, State::Bucket& b) {
   b.master = b.master_separate ? b.param_shard.to(s.options.master_dtype) : b.param_shard;
 }
 
+// The parts of bucket b's entries in this rank's own range: at stage 0 every entry whole,
+// otherwise their overlaps with the shard (offsets within the own range).
+std::vector<FlatBuffer::Piece> own_pieces(const State& s, const State::Bucket& b) {
+  if (s.options.stage >= 1) return b.param->pieces(s.rank);
+  std::vector<FlatBuffer::Piece> all;
+  const auto& entries = b.param->entries();
+  for (size_t e = 0; e < entries.size(); ++e)
+    all.push_back({.entry = e, .entry_offset = 0, .shard_offset = entries[e].offset, .numel = entries[e].numel});
+  return all;
+}
+
 // What the inner optimizer updates in bucket b, added to the parameter's group: at stage 0
 // whole parameters in their shapes, otherwise the 1-D overlaps of parameters with the shard.
 void add_pieces(const State& s, State::Bucket& b, std::vector<optim::ParamGroup>& inner_groups) {
-  auto add = [&](Tensor piece, int64_t begin, size_t entry) {
+  for (const FlatBuffer::Piece& pc : own_pieces(s, b)) {
+    Tensor piece = b.master.narrow(0, pc.shard_offset, pc.numel);
+    if (s.options.stage == 0) piece = piece.view(b.param->entries()[pc.entry].shape);
     b.pieces.push_back(std::move(piece));
-    b.piece_begin.push_back(begin);
-    const int group = s.params[static_cast<size_t>(b.params[entry])].group;
+    b.piece_begin.push_back(pc.shard_offset);
+    const int group = s.params[static_cast<size_t>(b.params[pc.entry])].group;
     inner_groups[static_cast<size_t>(group)].params.push_back(b.pieces.back());
-  };
-  if (s.options.stage == 0) {
-    for (size_t e = 0; e < b.params.size(); ++e) {
-      const auto& entry = b.param->entries()[e];
-      add(b.master.narrow(0, entry.offset, entry.numel).view(entry.shape), entry.offset, e);
-    }
-  } else {
-    for (const FlatBuffer::Piece& pc : b.param->pieces(s.rank))
-      add(b.master.narrow(0, pc.shard_offset, pc.numel), pc.shard_offset, pc.entry);
   }
 }
 
@@ -652,22 +656,42 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
   STRATA_CHECK(std::isfinite(max_norm) && max_norm > 0, "ZeroOptimizer::clip_grad_norm: max_norm ", max_norm,
                " must be finite and > 0");
   if (!s.grads_prepared) s.prepare_master_grads();
-  double sum = 0.0;
+  // Squares of this rank's shard, split parameters apart from replicated ones when tensor
+  // parallelism runs beside ZeRO; summed over ZeRO's group, then the split part over the
+  // tensor-parallel group (a replicated parameter is the same on every TP rank: once).
+  const ZeroOptions::TensorParallel& tp = s.options.tensor_parallel;
+  double split = 0.0, replicated = 0.0;
   for (State::Bucket& b : s.buckets) {
     detail::dispatch_floating(b.master_grad.dtype(), "clip_grad_norm", [&]<class T>() {
       const T* g = b.master_grad.data<T>();
-      const int64_t n = b.master_grad.numel();
-      double part = 0.0;
+      auto squares = [g](int64_t begin, int64_t n) {
+        double part = 0.0;
 #pragma omp parallel for reduction(+ : part) schedule(static) if (n > 32768)
-      for (int64_t i = 0; i < n; ++i) part += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-      sum += part;
+        for (int64_t i = begin; i < begin + n; ++i) part += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+        return part;
+      };
+      if (tp.group == nullptr) {
+        replicated += squares(0, b.master_grad.numel());
+        return;
+      }
+      for (const FlatBuffer::Piece& piece : own_pieces(s, b)) {
+        const double part = squares(piece.shard_offset, piece.numel);
+        (tp.is_split(b.param->entries()[piece.entry].name) ? split : replicated) += part;
+      }
     });
   }
   if (s.options.stage >= 1 && s.world > 1) {
-    Tensor t = full({1}, sum, {.dtype = DType::Float64});
+    Tensor t = from_vector(std::vector<double>{split, replicated}, {2});
     s.group->all_reduce(t, dist::ReduceOp::Sum)->wait();
-    sum = t.item();
+    split = t.data<double>()[0];
+    replicated = t.data<double>()[1];
   }
+  if (tp.group != nullptr && tp.group->size() > 1) {
+    Tensor t = full({1}, split, {.dtype = DType::Float64});
+    tp.group->all_reduce(t, dist::ReduceOp::Sum)->wait();
+    split = t.item();
+  }
+  const double sum = split + replicated;
   const double norm = std::sqrt(sum);
   if (!std::isfinite(norm)) return norm;
   const double coef = max_norm / (norm + 1e-6);

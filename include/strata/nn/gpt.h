@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "strata/nn/causal_lm.h"
 #include "strata/nn/layers.h"
 
 namespace strata::nn {
@@ -32,27 +33,31 @@ struct GPTConfig {
 
 class CausalSelfAttention : public Module {
  public:
-  CausalSelfAttention(const GPTConfig& config, Generator& gen);
-  Tensor forward(const Tensor& x);  // [B, T, C] -> [B, T, C]
-  std::shared_ptr<Linear> c_attn;   // C -> 3C (q, k, v)
-  std::shared_ptr<Linear> c_proj;   // C -> C
+  CausalSelfAttention(const GPTConfig& config, Generator& gen, int64_t layer_index, LayerFactory& factory);
+  // [B, T, C] -> [B, T, C]; with a cache, x continues the cached positions (see CausalLM).
+  Tensor forward(const Tensor& x, KVCache* cache = nullptr);
+  std::shared_ptr<Linear> c_attn;   // C -> 3C (q, k, v; column-parallel by head)
+  std::shared_ptr<Linear> c_proj;   // C -> C (row-parallel)
   std::shared_ptr<Dropout> resid_dropout;
-  int64_t n_head;
+  int64_t n_head;       // this rank's heads (all of them without tensor parallelism)
+  int64_t layer_index;  // this layer's slot in a KVCache
+  LayerFactory& factory;
 };
 
 class MLP : public Module {
  public:
-  MLP(const GPTConfig& config, Generator& gen);
+  MLP(const GPTConfig& config, Generator& gen, LayerFactory& factory);
   Tensor forward(const Tensor& x);
-  std::shared_ptr<Linear> c_fc;    // C -> 4C
-  std::shared_ptr<Linear> c_proj;  // 4C -> C
+  std::shared_ptr<Linear> c_fc;    // C -> 4C (column-parallel)
+  std::shared_ptr<Linear> c_proj;  // 4C -> C (row-parallel)
   std::shared_ptr<Dropout> dropout;
+  LayerFactory& factory;
 };
 
-class Block : public Module {
+class Block : public TransformerBlock {
  public:
-  Block(const GPTConfig& config, Generator& gen);
-  Tensor forward(const Tensor& x);
+  Block(const GPTConfig& config, Generator& gen, int64_t layer_index, LayerFactory& factory);
+  Tensor forward(const Tensor& x, KVCache* cache = nullptr);
   std::shared_ptr<LayerNorm> ln_1;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<LayerNorm> ln_2;
@@ -70,24 +75,28 @@ class BlockList : public Module {
   std::vector<std::shared_ptr<Block>> blocks_;
 };
 
-class GPT : public Module {
+class GPT : public CausalLM {
  public:
-  explicit GPT(const GPTConfig& config);
-  // tokens int64 [B, T] (T <= context) -> logits [B, T, vocab]
-  Tensor forward(const Tensor& tokens);
-  // Mean next-token cross-entropy over targets != -100; targets int64 [B, T].
-  Tensor loss(const Tensor& tokens, const Tensor& targets);
+  // `factory` makes the layers tensor parallelism splits (parallel::TensorParallelFactory;
+  // default: one process). Its degree must divide n_head.
+  explicit GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory = nullptr);
   const GPTConfig& config() const { return config_; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t context_length() const override { return config_.context; }
+  int64_t num_layers() const override { return config_.n_layer; }
   // Training FLOPs of one step on `tokens` tokens of length `seq_len`: 6 x (non-embedding
   // params + the tied head) x tokens, plus attention (as in the PaLM appendix, causal half
   // not subtracted).
   double flops_per_step(int64_t batch, int64_t seq_len) const;
 
-  std::shared_ptr<Embedding> wte;
+  std::shared_ptr<Embedding> wte;  // also the output head (tied)
   std::shared_ptr<Embedding> wpe;
   std::shared_ptr<Dropout> drop;
   std::shared_ptr<BlockList> h;
   std::shared_ptr<LayerNorm> ln_f;
+
+ protected:
+  Tensor local_logits(const Tensor& tokens, KVCache* cache) override;
 
  private:
   GPTConfig config_;

@@ -49,16 +49,24 @@ DType compute_dtype(DType param_dtype);
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, InitOptions init = {});
-  Tensor forward(const Tensor& x);  // [.., in] -> [.., out]
-  Tensor weight;                    // [out, in]
-  Tensor bias;                      // [out] or undefined
+  virtual Tensor forward(const Tensor& x);  // [.., in] -> [.., out]
+  Tensor weight;                            // [out, in]
+  Tensor bias;                              // [out] or undefined
+
+ protected:
+  // For layers that hold a part of the weight (tensor parallelism): registers these tensors
+  // as "weight" and "bias" (bias may be undefined).
+  Linear(Tensor weight, Tensor bias);
 };
 
 class Embedding : public Module {
  public:
   Embedding(int64_t num_embeddings, int64_t dim, InitOptions init = {});
-  Tensor forward(const Tensor& indices);  // int64 [..] -> [.., dim] in compute_dtype(weight)
-  Tensor weight;                          // [num_embeddings, dim]
+  virtual Tensor forward(const Tensor& indices);  // int64 [..] -> [.., dim] in compute_dtype(weight)
+  Tensor weight;                                  // [num_embeddings, dim]
+
+ protected:
+  explicit Embedding(Tensor weight);  // for layers holding a part of the table
 };
 
 class LayerNorm : public Module {
@@ -71,12 +79,24 @@ class LayerNorm : public Module {
   double eps;
 };
 
-// Uses the default generator, so its randomness is part of the saved RNG state.
+// x / sqrt(mean(x^2 over the last dim) + eps) * weight, as LLaMA's (and torch.nn.RMSNorm's).
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, double eps = 1e-6, DType dtype = DType::Float32);
+  Tensor forward(const Tensor& x);
+  Tensor weight;  // ones
+  double eps;
+};
+
+// Draws from `generator`, or from the default generator when it is null (so that its
+// randomness is part of the saved RNG state). Tensor-parallel models point the dropouts on
+// activations that differ across ranks at a per-rank generator (parallel/rng_tracker.h).
 class Dropout : public Module {
  public:
-  explicit Dropout(double probability) : p(probability) {}
+  explicit Dropout(double probability, Generator* generator = nullptr) : p(probability), generator(generator) {}
   Tensor forward(const Tensor& x);
   double p;
+  Generator* generator;  // not owned; must outlive this module's forwards
 };
 
 }  // namespace strata::nn

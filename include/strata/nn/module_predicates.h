@@ -1,6 +1,6 @@
 #pragma once
 // Predicates that pick modules out of a model by what they are, for code that must not know
-// the concrete model: parallel/ (ZeRO-3's units) includes this header, never gpt.h.
+// the concrete model: parallel/ (ZeRO-3's units) includes this header, never a model's header.
 #include <functional>
 #include <string>
 
@@ -17,7 +17,8 @@ ModulePredicate module_type_predicate() {
   return [](const std::string&, const Module& m) { return dynamic_cast<const M*>(&m) != nullptr; };
 }
 
-// Matches each transformer block (nn::Block of gpt.h): ZeRO-3's default unit.
+// Matches each nn::TransformerBlock (GPT's Block, Llama's LlamaDecoderLayer): ZeRO-3's
+// default unit.
 bool is_transformer_block(const std::string& name, const Module& module);
 
 }  // namespace strata::nn

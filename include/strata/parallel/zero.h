@@ -68,6 +68,14 @@ struct ZeroOptions {
   // forward and backward; otherwise they stay gathered until its gradients are reduced.
   nn::ModulePredicate is_unit = nn::is_transformer_block;
   bool prefetch = true;  // stage 3: gather the next unit while the current one computes
+  // Tensor parallelism beside ZeRO (a mesh's tensor group; ZeRO's own group is then the data
+  // group): clip_grad_norm also sums the squares of the parameters that tensor parallelism
+  // splits over this group, and counts the replicated ones once. is_split takes a parameter
+  // name (parallel::split_parameter_predicate(model) gives it). Unset: ZeRO's group only.
+  struct TensorParallel {
+    dist::ProcessGroup* group = nullptr;
+    std::function<bool(const std::string& name)> is_split = {};
+  } tensor_parallel = {};
 };
 
 // Bytes held by this rank for the model states, by kind. Persistent memory only: stage 3's

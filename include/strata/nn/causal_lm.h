@@ -1,0 +1,45 @@
+#pragma once
+// What every decoder-only language model in nn (GPT, Llama) offers, so that training loops,
+// generation and ZeRO-3's unit policy work with either without knowing which.
+#include <cstdint>
+#include <memory>
+
+#include "strata/nn/kv_cache.h"
+#include "strata/nn/layer_factory.h"
+#include "strata/nn/module.h"
+
+namespace strata::nn {
+
+// A transformer block: the unit ZeRO-3 gathers and frees by default
+// (nn::is_transformer_block). Model blocks derive from it.
+class TransformerBlock : public Module {};
+
+class CausalLM : public Module {
+ public:
+  // tokens int64 [B, T] -> logits [B, T, vocab]. With a cache, the tokens continue the
+  // cached sequence: they sit at positions cache->length() onwards, attend to the cached keys
+  // and values, and append their own (the cache must be used with grad mode off). A
+  // tensor-parallel model gathers the vocabulary parts here (loss() never does).
+  Tensor forward(const Tensor& tokens, KVCache* cache = nullptr);
+  // Mean next-token cross-entropy over targets != -100; targets int64 [B, T].
+  Tensor loss(const Tensor& tokens, const Tensor& targets);
+
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t context_length() const = 0;  // the longest sequence forward accepts
+  virtual int64_t num_layers() const = 0;
+  // A cache that holds up to context_length() positions of every layer.
+  KVCache make_cache() const { return KVCache(num_layers(), context_length()); }
+  // The factory the model's split layers came from (single-process unless given one).
+  LayerFactory& layer_factory() const { return *factory_; }
+
+ protected:
+  explicit CausalLM(std::shared_ptr<LayerFactory> factory);
+  // Logits of this rank's part of the vocabulary, [B, T, part] (the whole vocabulary in one
+  // process); forward() and loss() call it.
+  virtual Tensor local_logits(const Tensor& tokens, KVCache* cache) = 0;
+  // Checks tokens [B, T] and that positions [offset, offset + T) fit the context; returns offset.
+  int64_t check_tokens(const char* model, const Tensor& tokens, const KVCache* cache) const;
+  std::shared_ptr<LayerFactory> factory_;
+};
+
+}  // namespace strata::nn

@@ -1,0 +1,24 @@
+#pragma once
+// Gradient clipping for tensor-parallel models: the global L2 norm counts every parameter
+// once. A split parameter's squares are summed over the tensor-parallel group; a replicated
+// one (a norm weight, a row-parallel bias) has the same gradient on every rank and is
+// counted once, not degree times. With ZeRO, set ZeroOptions::tensor_parallel instead and
+// call ZeroOptimizer::clip_grad_norm.
+#include <functional>
+#include <string>
+
+#include "strata/distributed/process_group.h"
+#include "strata/nn/module.h"
+
+namespace strata::parallel {
+
+// The global norm of `model`'s gradients (collective over `tp`: one 8-byte all-reduce).
+double tp_grad_norm(nn::Module& model, dist::ProcessGroup& tp);
+// Scales every gradient by max_norm / (norm + 1e-6) when below 1, as
+// optim::clip_grad_norm; returns the norm before clipping (inf or nan: gradients untouched).
+double tp_clip_grad_norm(nn::Module& model, double max_norm, dist::ProcessGroup& tp);
+// Whether a parameter name belongs to a tensor-parallel layer's split parameters in `model`
+// (for ZeroOptions::tensor_parallel.is_split). Holds a copy of the names.
+std::function<bool(const std::string&)> split_parameter_predicate(nn::Module& model);
+
+}  // namespace strata::parallel

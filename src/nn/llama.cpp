@@ -1,0 +1,132 @@
+#include "strata/nn/llama.h"
+
+#include <tuple>
+#include <utility>
+
+#include "strata/tensor/factory.h"
+#include "strata/tensor/ops.h"
+
+namespace strata::nn {
+namespace {
+InitOptions llama_init(const LlamaConfig& config, Generator& gen) {
+  return {.std = config.init_std, .dtype = config.parameter_dtype(), .gen = &gen, .linear_init = LinearInit::Normal};
+}
+}  // namespace
+
+void check_llama_config(const LlamaConfig& c, int64_t tp) {
+  STRATA_CHECK(c.vocab_size > 0 && c.context > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_kv_head > 0 &&
+                   c.n_embd > 0 && c.intermediate_size > 0,
+               "Llama: every size in the config must be positive (vocab_size ", c.vocab_size, ", context ", c.context,
+               ", n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_kv_head ", c.n_kv_head, ", n_embd ", c.n_embd,
+               ", intermediate_size ", c.intermediate_size, ")");
+  STRATA_CHECK(c.n_embd % c.n_head == 0, "Llama: n_embd ", c.n_embd, " is not divisible by n_head ", c.n_head);
+  STRATA_CHECK(c.head_dim() % 2 == 0, "Llama: head_dim ", c.head_dim(), " (n_embd / n_head) must be even for rotary");
+  STRATA_CHECK(c.n_head % c.n_kv_head == 0, "Llama: n_head ", c.n_head, " is not divisible by n_kv_head ",
+               c.n_kv_head);
+  STRATA_CHECK(c.rope_theta > 0.0 && c.rms_norm_eps > 0.0 && c.init_std > 0.0,
+               "Llama: rope_theta, rms_norm_eps and init_std must be positive (got ", c.rope_theta, ", ",
+               c.rms_norm_eps, ", ", c.init_std, ")");
+  STRATA_CHECK(tp >= 1 && c.n_head % tp == 0 && c.n_kv_head % tp == 0 && c.intermediate_size % tp == 0,
+               "Llama: the tensor-parallel degree ", tp, " must divide n_head ", c.n_head, ", n_kv_head ",
+               c.n_kv_head, " and intermediate_size ", c.intermediate_size);
+  STRATA_CHECK(c.dtype == DType::Float32 || c.dtype == DType::Float64, "Llama: dtype ", c.dtype,
+               " cannot be computed in; use float32 or float64 (and param_dtype for 16-bit parameters)");
+  const DType pd = c.parameter_dtype();
+  STRATA_CHECK(pd == c.dtype || ((pd == DType::BFloat16 || pd == DType::Float16) && c.dtype == DType::Float32),
+               "Llama: param_dtype ", pd, " with dtype ", c.dtype,
+               " is not supported; parameters are stored in dtype, or in bfloat16/float16 with dtype float32");
+}
+
+LlamaAttention::LlamaAttention(const LlamaConfig& config, Generator& gen, int64_t layer, LayerFactory& f)
+    : n_head(config.n_head / f.degree()),
+      n_kv_head(config.n_kv_head / f.degree()),
+      head_dim(config.head_dim()),
+      layer_index(layer),
+      factory(f) {
+  const int64_t C = config.n_embd, D = head_dim;
+  q_proj = register_module("q_proj", f.column(C, config.n_head * D, false, llama_init(config, gen)));
+  k_proj = register_module("k_proj", f.column(C, config.n_kv_head * D, false, llama_init(config, gen)));
+  v_proj = register_module("v_proj", f.column(C, config.n_kv_head * D, false, llama_init(config, gen)));
+  o_proj = register_module("o_proj", f.row(config.n_head * D, C, false, llama_init(config, gen)));
+}
+
+Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache) {
+  auto hooks = forward_hooks();
+  Tensor in = factory.enter_region(x);  // the whole sequence, even with sequence parallelism
+  const int64_t B = in.size(0), T = in.size(1);
+  // [B, T, heads * D] -> [B, heads, T, D] views; rotary writes q and k contiguous.
+  auto heads = [&](const Tensor& t, int64_t n) { return t.view({B, T, n, head_dim}).transpose(1, 2); };
+  Tensor q = rotary_embedding(heads(q_proj->forward(in), n_head), cos, sin);
+  Tensor k = rotary_embedding(heads(k_proj->forward(in), n_kv_head), cos, sin);
+  Tensor v = heads(v_proj->forward(in), n_kv_head);
+  if (cache != nullptr) std::tie(k, v) = cache->append(layer_index, k, v);
+  Tensor y = attention(q, k, v, {.causal = true});  // [B, H, T, D], memory [B, T, H, D]
+  return o_proj->forward(y.transpose(1, 2).reshape({B, T, n_head * head_dim}));
+}
+
+LlamaMLP::LlamaMLP(const LlamaConfig& config, Generator& gen, LayerFactory& f) : factory(f) {
+  const int64_t C = config.n_embd, I = config.intermediate_size;
+  gate_proj = register_module("gate_proj", f.column(C, I, false, llama_init(config, gen)));
+  up_proj = register_module("up_proj", f.column(C, I, false, llama_init(config, gen)));
+  down_proj = register_module("down_proj", f.row(I, C, false, llama_init(config, gen)));
+}
+
+Tensor LlamaMLP::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  Tensor in = factory.enter_region(x);  // once for both column projections
+  return down_proj->forward(mul(silu(gate_proj->forward(in)), up_proj->forward(in)));
+}
+
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, Generator& gen, int64_t layer_index,
+                                     LayerFactory& factory) {
+  const DType pd = config.parameter_dtype();
+  input_layernorm = register_module("input_layernorm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, pd));
+  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(config, gen, layer_index, factory));
+  post_attention_layernorm =
+      register_module("post_attention_layernorm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, pd));
+  mlp = register_module("mlp", std::make_shared<LlamaMLP>(config, gen, factory));
+}
+
+Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache) {
+  auto hooks = forward_hooks();
+  Tensor h = add(x, self_attn->forward(input_layernorm->forward(x), cos, sin, cache));
+  return hooks.output(add(h, mlp->forward(post_attention_layernorm->forward(h))));
+}
+
+Llama::Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory)
+    : CausalLM(std::move(factory)), config_(config) {
+  check_llama_config(config, factory_->degree());
+  Generator gen(config.seed);
+  embed_tokens =
+      register_module("embed_tokens", factory_->embedding(config.vocab_size, config.n_embd, llama_init(config, gen)));
+  layers = register_module("layers", std::make_shared<ModuleList>());
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    layers_.push_back(std::make_shared<LlamaDecoderLayer>(config, gen, i, *factory_));
+    layers->push_back(layers_.back());
+  }
+  norm = register_module("norm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, config.parameter_dtype()));
+  lm_head = register_module("lm_head", factory_->head(config.n_embd, config.vocab_size, llama_init(config, gen)));
+  factory_->model_built(*this);
+}
+
+Tensor Llama::local_logits(const Tensor& tokens, KVCache* cache) {
+  auto hooks = forward_hooks();
+  const int64_t offset = check_tokens("Llama", tokens, cache);
+  const int64_t T = tokens.size(1);
+  // One table for every layer: the positions [offset, offset + T) of these tokens.
+  RotaryTables rope = rotary_tables(T, config_.head_dim(), config_.rope_theta, offset, config_.dtype);
+  Tensor x = embed_tokens->forward(tokens);
+  for (auto& layer : layers_) x = layer->forward(x, rope.cos, rope.sin, cache);
+  if (cache != nullptr) cache->advance(T);
+  return hooks.output(lm_head->forward(factory_->enter_region(norm->forward(x))));
+}
+
+double Llama::flops_per_step(int64_t batch, int64_t seq_len) const {
+  const double tokens = static_cast<double>(batch * seq_len);
+  const double matmul_params = static_cast<double>(num_parameters() - embed_tokens->weight.numel());
+  const double attention = 12.0 * static_cast<double>(config_.n_layer) * static_cast<double>(batch) *
+                           static_cast<double>(seq_len * seq_len) * static_cast<double>(config_.n_embd);
+  return 6.0 * matmul_params * tokens + attention;
+}
+
+}  // namespace strata::nn

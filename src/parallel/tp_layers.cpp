@@ -1,0 +1,131 @@
+#include "strata/parallel/tp_layers.h"
+
+#include <utility>
+
+#include "strata/autograd/grad_mode.h"
+#include "strata/parallel/tp_mappings.h"
+#include "strata/tensor/factory.h"
+#include "strata/tensor/ops.h"
+
+namespace strata::parallel {
+namespace {
+
+using Parts = std::pair<Tensor, Tensor>;  // weight, bias (may be undefined)
+
+ShardLayout column_layout(int64_t out, const ColumnParallelOptions& o) {
+  return {.dim = 0, .full_size = out, .sections = o.sections, .pad = o.pad};
+}
+ShardLayout row_layout(int64_t in) { return {.dim = 1, .full_size = in}; }
+ShardLayout vocab_layout(int64_t vocab) { return {.dim = 0, .full_size = vocab, .pad = true}; }
+
+// Each draws the single-process layer (same generator, same order as nn::Linear or
+// nn::Embedding) and keeps this rank's part.
+Parts column_parts(int64_t in, int64_t out, bool bias, const nn::InitOptions& init, dist::ProcessGroup& g,
+                   const ColumnParallelOptions& o) {
+  STRATA_CHECK(!(o.gather_output && (o.pad || o.sections > 1)), "ColumnParallelLinear: gather_output needs an "
+               "unpadded output of one section (got pad ", o.pad, ", sections ", o.sections, ")");
+  nn::Linear full(in, out, bias, init);
+  const ShardLayout l = column_layout(out, o);
+  return {shard_of(full.weight, l, g.rank(), g.size()), bias ? shard_of(full.bias, l, g.rank(), g.size()) : Tensor{}};
+}
+
+Parts row_parts(int64_t in, int64_t out, bool bias, const nn::InitOptions& init, dist::ProcessGroup& g) {
+  nn::Linear full(in, out, bias, init);
+  NoGradGuard no_grad;
+  return {shard_of(full.weight, row_layout(in), g.rank(), g.size()), bias ? full.bias.detach().clone() : Tensor{}};
+}
+
+Tensor vocab_part(int64_t vocab, int64_t dim, const nn::InitOptions& init, dist::ProcessGroup& g) {
+  nn::Embedding full(vocab, dim, init);
+  return shard_of(full.weight, vocab_layout(vocab), g.rank(), g.size());
+}
+
+}  // namespace
+
+ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, bool bias, nn::InitOptions init,
+                                           dist::ProcessGroup& group, ColumnParallelOptions options)
+    : ColumnParallelLinear(column_parts(in, out, bias, init, group, options), group, options, out) {}
+
+ColumnParallelLinear::ColumnParallelLinear(Parts parts, dist::ProcessGroup& group, ColumnParallelOptions options,
+                                           int64_t out_features)
+    : nn::Linear(std::move(parts.first), std::move(parts.second)),
+      group_(group),
+      options_(options),
+      out_features_(out_features) {}
+
+Tensor ColumnParallelLinear::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  Tensor in = !options_.enter_region        ? x
+              : options_.sequence_parallel ? gather_from_sequence_region(x, 1, group_)
+                                           : copy_to_tp_region(x, group_);
+  Tensor y = linear(in, weight, bias);
+  return options_.gather_output ? gather_from_tp_region(y, -1, group_) : y;
+}
+
+std::vector<std::pair<std::string, ShardLayout>> ColumnParallelLinear::shard_layouts() const {
+  std::vector<std::pair<std::string, ShardLayout>> out{{"weight", column_layout(out_features_, options_)}};
+  if (bias.defined()) out.emplace_back("bias", column_layout(out_features_, options_));
+  return out;
+}
+
+RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, bool bias, nn::InitOptions init,
+                                     dist::ProcessGroup& group, RowParallelOptions options)
+    : RowParallelLinear(row_parts(in, out, bias, init, group), group, options, in) {}
+
+RowParallelLinear::RowParallelLinear(Parts parts, dist::ProcessGroup& group, RowParallelOptions options,
+                                     int64_t in_features)
+    : nn::Linear(std::move(parts.first), std::move(parts.second)),
+      group_(group),
+      options_(options),
+      in_features_(in_features) {}
+
+Tensor RowParallelLinear::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  Tensor in = options_.input_is_parallel ? x : scatter_to_tp_region(x, -1, group_);
+  Tensor partial = linear(in, weight);  // this rank's share of x W^T
+  Tensor y = options_.sequence_parallel ? reduce_scatter_to_sequence_region(partial, 1, group_)
+                                        : reduce_from_tp_region(partial, group_);
+  return bias.defined() ? add(y, nn::compute_param(bias)) : y;  // once, after the sum
+}
+
+std::vector<std::pair<std::string, ShardLayout>> RowParallelLinear::shard_layouts() const {
+  return {{"weight", row_layout(in_features_)}};
+}
+
+VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t dim, nn::InitOptions init,
+                                               dist::ProcessGroup& group, bool sequence_parallel)
+    : nn::Embedding(vocab_part(num_embeddings, dim, init, group)),
+      group_(group),
+      sequence_parallel_(sequence_parallel),
+      vocab_size_(num_embeddings),
+      vocab_start_(vocab_layout(num_embeddings).part_size(group.size()) * group.rank()) {}
+
+Tensor VocabParallelEmbedding::forward(const Tensor& indices) {
+  auto hooks = forward_hooks();
+  STRATA_CHECK(indices.dtype() == DType::Int64, "VocabParallelEmbedding: indices must be int64, got ",
+               indices.dtype());
+  // Tokens outside this rank's rows look up row 0 and are zeroed; the sum over ranks then
+  // holds each token's row exactly once.
+  const int64_t part = weight.size(0);
+  Tensor src = indices.contiguous();
+  Tensor local = empty(src.shape(), {.dtype = DType::Int64});
+  Tensor outside = empty(src.shape(), {.dtype = DType::Bool});
+  const int64_t* in = src.data<int64_t>();
+  int64_t* li = local.data<int64_t>();
+  bool* out = outside.data<bool>();
+  for (int64_t i = 0; i < src.numel(); ++i) {
+    STRATA_CHECK(in[i] >= 0 && in[i] < vocab_size_, "VocabParallelEmbedding: index ", in[i], " at position ", i,
+                 " is out of range for a vocabulary of ", vocab_size_);
+    const int64_t j = in[i] - vocab_start_;
+    out[i] = j < 0 || j >= part;
+    li[i] = out[i] ? 0 : j;
+  }
+  Tensor e = masked_fill(embedding(local, weight), outside.unsqueeze(-1), 0.0);
+  return sequence_parallel_ ? reduce_scatter_to_sequence_region(e, 1, group_) : reduce_from_tp_region(e, group_);
+}
+
+std::vector<std::pair<std::string, ShardLayout>> VocabParallelEmbedding::shard_layouts() const {
+  return {{"weight", vocab_layout(vocab_size_)}};
+}
+
+}  // namespace strata::parallel

@@ -1,0 +1,431 @@
+// GPT and Llama built tensor-parallel (TP = world size, 2 or 4; and dp=2 x tp=2 with DDP and
+// ZeRO-3 on 4 ranks) train exactly like one process on the same global batch: same initial
+// weights by construction, 5 AdamW steps, float64 within 1e-11 and float32 within 1e-5
+// (relative), with and without sequence parallelism. Also the collectives each step issues on
+// the TP group, counted per op.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "dist_test_util.h"
+#include "strata/strata.h"
+#include "strata/parallel/tp_factory.h"
+
+namespace strata {
+namespace {
+
+enum class Family { Gpt, Llama };
+const char* name_of(Family f) { return f == Family::Gpt ? "gpt" : "llama"; }
+
+constexpr int64_t kVocab = 15;  // divides by neither 2 nor 4: the vocabulary parts are padded
+constexpr int64_t kSeq = 8;
+constexpr int64_t kLayers = 2;
+constexpr int kSteps = 5;
+
+std::unique_ptr<nn::CausalLM> build(Family f, DType dtype, std::shared_ptr<nn::LayerFactory> factory = nullptr) {
+  if (f == Family::Gpt)
+    return std::make_unique<nn::GPT>(nn::GPTConfig{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers,
+                                                   .n_head = 4, .n_embd = 16, .seed = 3, .dtype = dtype},
+                                     factory);
+  return std::make_unique<nn::Llama>(nn::LlamaConfig{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers,
+                                                     .n_head = 8, .n_kv_head = 4, .n_embd = 32,
+                                                     .intermediate_size = 24, .seed = 3, .dtype = dtype},
+                                     factory);
+}
+
+// Global batch of step s: [rows, kSeq] tokens and targets, one ignored target per row (so
+// that every data-parallel slice counts as many targets and the mean of their means is the
+// global mean).
+std::pair<Tensor, Tensor> batch(int s, int64_t rows) {
+  Generator gen(99, static_cast<uint64_t>(s) * 7919);
+  Tensor tokens = randint(0, kVocab, {rows, kSeq}, {.dtype = DType::Int64}, &gen);
+  Tensor targets = randint(0, kVocab, {rows, kSeq}, {.dtype = DType::Int64}, &gen);
+  for (int64_t r = 0; r < rows; ++r) targets.data<int64_t>()[r * kSeq + s % kSeq] = -100;
+  return {tokens, targets};
+}
+
+optim::AdamWOptions adamw() { return {.lr = 1e-3, .weight_decay = 0.1}; }
+
+// Entries whose single-process gradient is at rounding-noise level at some step
+// (|g| <= 1e-5 max|g| of its tensor), by parameter name: the rule of the DDP tests
+// (ddp_test_util.h). GPT's key bias has an exactly zero gradient in exact arithmetic
+// (softmax ignores a shift common to every key), so float32 sees only rounding noise there,
+// which AdamW's division by sqrt(v) turns into full steps of arbitrary sign.
+using NoiseMask = std::map<std::string, std::vector<bool>>;
+
+void mark_noise(const nn::Module& model, NoiseMask& mask) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    std::vector<double> g = p.grad().to_vector<double>();
+    std::vector<bool>& m = mask[name];
+    m.resize(g.size(), false);
+    double gmax = 0;
+    for (double x : g) gmax = std::max(gmax, std::fabs(x));
+    for (size_t k = 0; k < g.size(); ++k) m[k] = m[k] || std::fabs(g[k]) <= 1e-5 * gmax;
+  }
+}
+
+struct Reference {
+  std::vector<double> losses;
+  StateDict weights;
+  NoiseMask noise;
+};
+
+// One process on the whole global batch.
+Reference train_single(Family f, DType dtype, int64_t rows) {
+  auto model = build(f, dtype);
+  optim::AdamW opt(model->parameters(), adamw());
+  Reference ref;
+  for (int s = 0; s < kSteps; ++s) {
+    auto [x, y] = batch(s, rows);
+    opt.zero_grad();
+    Tensor loss = model->loss(x, y);
+    loss.backward();
+    mark_noise(*model, ref.noise);
+    opt.step();
+    ref.losses.push_back(loss.item());
+  }
+  ref.weights = model->state_dict();
+  return ref;
+}
+
+// The worst max|a - b| / max|b| over the tensors, leaving out float32 entries at noise level
+// (float64 keeps every entry); `where` names the tensor.
+double worst_difference(const StateDict& got, const Reference& ref, DType dtype, std::string& where) {
+  double worst = 0;
+  int64_t excluded = 0;
+  for (const auto& [name, w] : ref.weights) {
+    std::vector<double> a = got.at(name).to_vector<double>(), b = w.to_vector<double>();
+    const std::vector<bool>* noise = ref.noise.count(name) != 0 ? &ref.noise.at(name) : nullptr;
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, std::fabs(b[i]));
+      if (dtype == DType::Float32 && noise != nullptr && (*noise)[i]) {
+        ++excluded;
+        continue;
+      }
+      diff = std::max(diff, std::fabs(a[i] - b[i]));
+    }
+    const double rel = diff / std::max(scale, 1e-300);
+    if (rel > worst) {
+      worst = rel;
+      where = name;
+    }
+  }
+  where += " (" + std::to_string(excluded) + " noise entries left out)";
+  return worst;
+}
+
+double tolerance(DType dtype) { return dtype == DType::Float64 ? 1e-11 : 1e-5; }
+
+struct Case {
+  Family family;
+  DType dtype;
+  bool sequence_parallel;
+};
+
+std::string describe(const Case& c) {
+  return std::string(name_of(c.family)) + " " + std::string(dtype_name(c.dtype)) +
+         (c.sequence_parallel ? " sequence-parallel" : "");
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> out;
+  for (Family f : {Family::Gpt, Family::Llama})
+    for (DType d : {DType::Float64, DType::Float32})
+      for (bool sp : {false, true}) out.push_back({f, d, sp});
+  return out;
+}
+
+}  // namespace
+
+TEST(TensorParallelModels, TrainLikeOneProcess) {
+  auto& world = dist::world();
+  const int64_t rows = 2;
+  for (const Case& c : all_cases()) {
+    const Reference ref = train_single(c.family, c.dtype, rows);
+    auto tp = std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{c.sequence_parallel});
+    auto model = build(c.family, c.dtype, tp);
+    // Built with the same seed, the parts are the single-process weights, cut.
+    std::string where;
+    const Reference initial{.weights = build(c.family, c.dtype)->state_dict()};
+    EXPECT_EQ(worst_difference(parallel::full_state_dict(*model, world), initial, DType::Float64, where), 0.0)
+        << describe(c) << ": initial " << where;
+    optim::AdamW opt(model->parameters(), adamw());
+    for (int s = 0; s < kSteps; ++s) {
+      auto [x, y] = batch(s, rows);
+      opt.zero_grad();
+      Tensor loss = model->loss(x, y);
+      loss.backward();
+      opt.step();
+      EXPECT_NEAR(loss.item(), ref.losses[static_cast<size_t>(s)], tolerance(c.dtype) * 10) << describe(c) << " step " << s;
+    }
+    const double worst = worst_difference(parallel::full_state_dict(*model, world), ref, c.dtype, where);
+    EXPECT_LE(worst, tolerance(c.dtype)) << describe(c) << ": " << where;
+    if (world.rank() == 0) std::printf("tp=%d %s: worst relative difference %.2e (%s)\n", world.size(), describe(c).c_str(), worst, where.c_str());
+    // forward() gathers the full logits.
+    NoGradGuard no_grad;
+    EXPECT_EQ(model->forward(batch(0, rows).first).shape(), Shape({rows, kSeq, kVocab})) << describe(c);
+  }
+}
+
+// dp=2 x tp=2 on 4 ranks: each data-parallel rank takes half the global batch; DDP or ZeRO-3
+// over the data group, tensor parallelism over the tensor group.
+TEST(TensorParallelModels, DataByTensorWithDdpAndZero3) {
+  auto& world = dist::world();
+  if (world.size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  dist::DeviceMesh mesh(world, {.dp = 2, .tp = 2});
+  auto& dp = mesh.group(dist::MeshDim::Data);
+  auto& tpg = mesh.group(dist::MeshDim::Tensor);
+  const int64_t rows = 4, local_rows = 2;
+  for (const Case& c : all_cases()) {
+    for (bool zero : {false, true}) {
+      const Reference ref = train_single(c.family, c.dtype, rows);
+      auto tp = std::make_shared<parallel::TensorParallelFactory>(tpg, parallel::TensorParallelOptions{c.sequence_parallel});
+      auto model = build(c.family, c.dtype, tp);
+      std::unique_ptr<parallel::DistributedDataParallel> ddp;
+      std::unique_ptr<optim::AdamW> opt;
+      std::unique_ptr<parallel::ZeroOptimizer> zero_opt;
+      if (zero) {
+        zero_opt = std::make_unique<parallel::ZeroOptimizer>(*model, adamw(), dp,
+                                                             parallel::ZeroOptions{.stage = 3, .master_dtype = c.dtype});
+      } else {
+        ddp = std::make_unique<parallel::DistributedDataParallel>(*model, dp);
+        opt = std::make_unique<optim::AdamW>(model->parameters(), adamw());
+      }
+      for (int s = 0; s < kSteps; ++s) {
+        auto [x, y] = batch(s, rows);
+        Tensor lx = x.narrow(0, local_rows * dp.rank(), local_rows).contiguous();
+        Tensor ly = y.narrow(0, local_rows * dp.rank(), local_rows).contiguous();
+        if (zero) zero_opt->zero_grad(); else opt->zero_grad();
+        model->loss(lx, ly).backward();
+        if (zero) zero_opt->step(); else opt->step();
+      }
+      std::string where;
+      StateDict got;
+      {
+        // ZeRO-3 holds shards over dp: gather them (a no-op for DDP), then the TP parts.
+        std::optional<parallel::ZeroOptimizer::GatheredParameters> gathered;
+        if (zero) gathered.emplace(*zero_opt);
+        got = parallel::full_state_dict(*model, tpg);
+      }
+      const double worst = worst_difference(got, ref, c.dtype, where);
+      EXPECT_LE(worst, tolerance(c.dtype)) << describe(c) << (zero ? " zero-3" : " ddp") << ": " << where;
+      if (world.rank() == 0)
+        std::printf("dp=2 x tp=2 %s %s: worst relative difference %.2e (%s)\n", zero ? "zero-3" : "ddp",
+                    describe(c).c_str(), worst, where.c_str());
+    }
+  }
+}
+
+// The collectives of one training step on the TP group, per op, and nothing else.
+TEST(TensorParallelModels, OneStepIssuesExactlyTheExpectedCollectives) {
+  auto& world = dist::world();
+  for (const Case& c : all_cases()) {
+    if (c.dtype != DType::Float32) continue;
+    auto tp = std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{c.sequence_parallel});
+    auto model = build(c.family, c.dtype, tp);
+    auto [x, y] = batch(0, 2);
+    world.reset_stats();
+    Tensor loss = model->loss(x, y);
+    const dist::CommStats fwd = world.stats();
+    world.reset_stats();
+    loss.backward();
+    const dist::CommStats bwd = world.stats();
+    auto calls = [](const dist::CommStats& s, dist::OpType op) -> int64_t {
+      auto it = s.find(op);
+      return it == s.end() ? 0 : static_cast<int64_t>(it->second.calls);
+    };
+    auto total = [](const dist::CommStats& s) {
+      int64_t n = 0;
+      for (const auto& [op, k] : s) n += static_cast<int64_t>(k.calls);
+      return n;
+    };
+    const int64_t L = kLayers;
+    const int64_t loss_reductions = 3;  // row max, sum of exponentials, target logit
+    if (!c.sequence_parallel) {
+      // Forward: the embedding's all-reduce, one after attention and one after the MLP per
+      // block, the loss's three. Backward: one per block region entered (attention, MLP) and
+      // one for the head's input.
+      EXPECT_EQ(calls(fwd, dist::OpType::AllReduce), 1 + 2 * L + loss_reductions) << describe(c);
+      EXPECT_EQ(total(fwd), 1 + 2 * L + loss_reductions) << describe(c);
+      EXPECT_EQ(calls(bwd, dist::OpType::AllReduce), 2 * L + 1) << describe(c);
+      EXPECT_EQ(total(bwd), 2 * L + 1) << describe(c);
+    } else {
+      // Each all-reduce becomes a reduce-scatter plus an all-gather: per block, an all-gather
+      // entering attention and the MLP, a reduce-scatter leaving them (the embedding
+      // reduce-scatters, the head all-gathers); backward the transposes. Replicated
+      // parameters see only their rank's tokens: one all-reduce of each one's gradient.
+      const int64_t replicated = c.family == Family::Gpt ? 6 * L + 3 : 2 * L + 1;
+      EXPECT_EQ(calls(fwd, dist::OpType::AllGather), 2 * L + 1) << describe(c);
+      EXPECT_EQ(calls(fwd, dist::OpType::ReduceScatter), 2 * L + 1) << describe(c);
+      EXPECT_EQ(calls(fwd, dist::OpType::AllReduce), loss_reductions) << describe(c);
+      EXPECT_EQ(total(fwd), 4 * L + 2 + loss_reductions) << describe(c);
+      EXPECT_EQ(calls(bwd, dist::OpType::AllGather), 2 * L + 1) << describe(c);
+      EXPECT_EQ(calls(bwd, dist::OpType::ReduceScatter), 2 * L + 1) << describe(c);
+      EXPECT_EQ(calls(bwd, dist::OpType::AllReduce), replicated) << describe(c);
+      EXPECT_EQ(total(bwd), 4 * L + 2 + replicated) << describe(c);
+    }
+  }
+}
+
+TEST(TensorParallelModels, DegreesThatDoNotDivideAreRefusedNamingThem) {
+  auto& world = dist::world();
+  if (world.size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  auto tp = std::make_shared<parallel::TensorParallelFactory>(world);
+  std::string msg = test::error_of([&] {
+    nn::GPT m({.vocab_size = kVocab, .context = kSeq, .n_layer = 1, .n_head = 2, .n_embd = 8}, tp);
+  });
+  EXPECT_NE(msg.find("degree 4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("n_head 2"), std::string::npos) << msg;
+  msg = test::error_of([&] {
+    nn::Llama m({.vocab_size = kVocab, .context = kSeq, .n_layer = 1, .n_head = 8, .n_kv_head = 2, .n_embd = 32,
+                 .intermediate_size = 24},
+                tp);
+  });
+  EXPECT_NE(msg.find("degree 4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("n_kv_head 2"), std::string::npos) << msg;
+  // Sequence parallelism needs a sequence that divides.
+  auto sp = std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{true});
+  auto model = build(Family::Llama, DType::Float32, sp);
+  msg = test::error_of([&] { model->loss(zeros({1, 6}, {.dtype = DType::Int64}), zeros({1, 6}, {.dtype = DType::Int64})); });
+  EXPECT_NE(msg.find("does not divide"), std::string::npos) << msg;
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// Dropout outside the tensor-parallel regions draws from the default generator, alike on
+// every rank, in the same order as one process: with dropout on, TP training still equals
+// one-process training (float64).
+TEST(TensorParallelModels, DropoutOutsideTheRegionsMatchesOneProcess) {
+  auto& world = dist::world();
+  nn::GPTConfig config{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers, .n_head = 4, .n_embd = 16,
+                       .dropout = 0.2, .seed = 3, .dtype = DType::Float64};
+  auto run = [&](std::shared_ptr<nn::LayerFactory> factory) {
+    manual_seed(77);
+    nn::GPT model(config, factory);
+    optim::AdamW opt(model.parameters(), adamw());
+    for (int s = 0; s < 3; ++s) {
+      auto [x, y] = batch(s, 2);
+      opt.zero_grad();
+      model.loss(x, y).backward();
+      opt.step();
+    }
+    return factory ? parallel::full_state_dict(model, world) : model.state_dict();
+  };
+  const Reference ref{.weights = run(nullptr)};
+  std::string where;
+  const double worst =
+      worst_difference(run(std::make_shared<parallel::TensorParallelFactory>(world)), ref, DType::Float64, where);
+  EXPECT_LE(worst, 1e-11) << where;
+}
+
+// With sequence parallelism each rank drops positions of its own piece from its own stream:
+// the streams differ across ranks and repeat from the same seeds.
+TEST(TensorParallelModels, SequenceParallelDropoutIsPerRankAndReproducible) {
+  auto& world = dist::world();
+  auto factory = [&] {
+    return std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{true, 5});
+  };
+  auto a = factory(), b = factory();
+  Tensor ones = full({64}, 1.0);
+  Tensor mask_a = dropout(ones, 0.5, true, a->sharded_generator());
+  Tensor mask_b = dropout(ones, 0.5, true, b->sharded_generator());
+  EXPECT_EQ(mask_a.to_vector<float>(), mask_b.to_vector<float>());  // same seed, same stream
+  Tensor all = zeros({64 * world.size()});
+  world.all_gather(all, mask_a)->wait();
+  for (int r = 1; r < world.size(); ++r)
+    EXPECT_NE(all.narrow(0, 0, 64).to_vector<float>(), all.narrow(0, 64 * r, 64).to_vector<float>()) << "rank " << r;
+  // The model's dropouts use that stream, and its state saves and restores.
+  nn::GPT model({.vocab_size = kVocab, .context = kSeq, .n_layer = 1, .n_head = 4, .n_embd = 16, .dropout = 0.3}, a);
+  EXPECT_EQ(model.drop->generator, a->sharded_generator());
+  auto saved = a->rng_tracker().states();
+  auto [x, y] = batch(0, 2);
+  const double first = model.loss(x, y).item();
+  a->rng_tracker().set_states(saved);
+  EXPECT_EQ(model.loss(x, y).item(), first);
+  EXPECT_NE(test::error_of([&] { a->rng_tracker().get("pipeline"); }).find("tensor-parallel"), std::string::npos);
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// Clipping counts each parameter once: the norm of a TP model's gradients (alone, with DDP
+// and with ZeRO-3 on dp=2 x tp=2) equals the single-process norm, and a clipped step equals
+// the single-process clipped step.
+TEST(TensorParallelModels, GlobalNormClippingCountsEachParameterOnce) {
+  auto& world = dist::world();
+  const double max_norm = 0.05;  // below the norm: clipping acts
+  for (Family f : {Family::Gpt, Family::Llama}) {
+    auto single = build(f, DType::Float64);
+    auto [x, y] = batch(1, 4);
+    single->loss(x, y).backward();
+    const double want = optim::clip_grad_norm(single->parameters(), max_norm);
+    ASSERT_GT(want, max_norm);
+    optim::AdamW(single->parameters(), adamw()).step();
+    const Reference ref{.weights = single->state_dict()};
+    std::string where;
+
+    auto tp = std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{true});
+    auto model = build(f, DType::Float64, tp);
+    model->loss(x, y).backward();
+    EXPECT_NEAR(parallel::tp_clip_grad_norm(*model, max_norm, world), want, 1e-12 * want) << name_of(f);
+    optim::AdamW(model->parameters(), adamw()).step();
+    EXPECT_LE(worst_difference(parallel::full_state_dict(*model, world), ref, DType::Float64, where), 1e-11)
+        << name_of(f) << " " << where;
+
+    if (world.size() != 4) continue;
+    dist::DeviceMesh mesh(world, {.dp = 2, .tp = 2});
+    auto& dp = mesh.group(dist::MeshDim::Data);
+    auto& tpg = mesh.group(dist::MeshDim::Tensor);
+    Tensor lx = x.narrow(0, 2 * dp.rank(), 2).contiguous(), ly = y.narrow(0, 2 * dp.rank(), 2).contiguous();
+    for (int stage : {0, 3}) {
+      auto m = build(f, DType::Float64, std::make_shared<parallel::TensorParallelFactory>(tpg));
+      parallel::ZeroOptions zo{.stage = stage, .master_dtype = DType::Float64};
+      zo.tensor_parallel = {.group = &tpg, .is_split = parallel::split_parameter_predicate(*m)};
+      parallel::ZeroOptimizer zero(*m, adamw(), dp, zo);
+      m->loss(lx, ly).backward();
+      EXPECT_NEAR(zero.clip_grad_norm(max_norm), want, 1e-12 * want) << name_of(f) << " zero stage " << stage;
+      zero.step();
+      auto gathered = zero.gathered_parameters();
+      EXPECT_LE(worst_difference(parallel::full_state_dict(*m, tpg), ref, DType::Float64, where), 1e-11)
+          << name_of(f) << " zero stage " << stage << " " << where;
+    }
+  }
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// A TP model exports to the Hugging Face GPT-2 layout by gathering, and an HF export loads
+// into a TP model (of another seed) by slicing: the logits come back the same.
+TEST(TensorParallelModels, HuggingFaceExportGathersAndImportSlices) {
+  auto& world = dist::world();
+  nn::GPTConfig c{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers, .n_head = 4, .n_embd = 16, .seed = 3};
+  nn::GPT a(c, std::make_shared<parallel::TensorParallelFactory>(world));
+  Tensor pid = full({1}, static_cast<double>(::getpid()), {.dtype = DType::Int64});
+  world.broadcast(pid, 0)->wait();  // one directory, named by rank 0's process
+  const std::string dir = "/tmp/strata_tp_hf_export_" + std::to_string(static_cast<int64_t>(pid.item()));
+  StateDict full = parallel::full_state_dict(a, world);
+  if (world.rank() == 0)
+    checkpoint::export_gpt2_safetensors(dir, full, {.vocab_size = kVocab, .n_positions = kSeq, .n_embd = 16,
+                                                    .n_layer = kLayers, .n_head = 4});
+  world.barrier()->wait();
+  c.seed = 4;
+  nn::GPT b(c, std::make_shared<parallel::TensorParallelFactory>(world));
+  parallel::load_full_state_dict(b, checkpoint::import_gpt2_safetensors(dir), world);
+  NoGradGuard no_grad;
+  Tensor x = batch(0, 2).first;
+  EXPECT_EQ(b.forward(x).to_vector<float>(), a.forward(x).to_vector<float>());
+  world.barrier()->wait();
+  if (world.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+}  // namespace strata
