@@ -11,9 +11,11 @@
 #   torch 2.x   PyPI's current torch in the venv $STRATA_PEER_VENV (default <repo>/.venv-peer;
 #               made by scripts/setup_peer_venv.sh, about 5.6 GB; MKL/oneDNN; attention by
 #               F.scaled_dot_product_attention). Skipped with a note when the venv is missing.
-# At each thread count the three run one after the other (strata, 1.13, 2.x), so all see
-# the machine in about the same state. The 2 vCPUs here are shared and noisy: compare only
-# the ratios printed by one run, and prefer the median over a few runs.
+# OMP_WAIT_POLICY stays unset for all three (their runtimes' default), so no side sleeps
+# between parallel regions while another spins. At each thread count the three run one
+# after the other (strata, 1.13, 2.x), so all see the machine in about the same state. The
+# 2 vCPUs here are shared and noisy: compare only the ratios printed by one run, and prefer
+# the median over a few runs.
 set -euo pipefail
 # shellcheck source=scripts/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/common.sh"
@@ -49,7 +51,8 @@ min() { awk -v a="$1" -v b="$2" 'BEGIN{print (a<b)?a:b}'; }
 rows=()
 about113="" about2="" backend=""
 for t in 1 2; do
-  s=$(OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t OMP_WAIT_POLICY=passive "$bench" --steps "$steps")
+  # Every side runs under its OpenMP runtime's default wait policy (OMP_WAIT_POLICY unset).
+  s=$(OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$bench" --steps "$steps")
   backend=$(echo "$s" | value gemm_backend)
   p1=-
   if [ -n "$py113" ]; then
