@@ -6,9 +6,30 @@
 
 #include "dim_layout.h"
 #include "dtype_dispatch.h"
+#include "multiversion.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {
+namespace {
+
+// o[c] = sum over rows of x[r, c] for a contiguous [rows, cols] x (bias gradients), in
+// blocks of 256 columns accumulated in Acc. Compiled per ISA level: the float-to-double
+// accumulation ran 2 lanes wide as baseline SSE2. The sum over rows keeps its order.
+template <class T, class Acc>
+STRATA_MULTIVERSION void column_sums(const T* x, int64_t rows, int64_t cols, T* o) {
+#pragma omp parallel for if (rows * cols > 32768) schedule(static)
+  for (int64_t c0 = 0; c0 < cols; c0 += 256) {
+    const int64_t c1 = std::min(cols, c0 + 256);
+    Acc acc[256] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = x + r * cols;
+      for (int64_t c = c0; c < c1; ++c) acc[c - c0] += row[c];
+    }
+    for (int64_t c = c0; c < c1; ++c) o[c] = static_cast<T>(acc[c - c0]);
+  }
+}
+
+}  // namespace
 
 Tensor sum_keepdim(const Tensor& x_in, const std::vector<bool>& reduced) {
   const size_t nd = x_in.shape().size();
@@ -27,19 +48,9 @@ Tensor sum_keepdim(const Tensor& x_in, const std::vector<bool>& reduced) {
     using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
     T* o = out.data<T>();
     if (prefix && x_in.is_contiguous()) {
-      const T* x = x_in.data<T>();
       const int64_t cols = out.numel();
       const int64_t rows = cols == 0 ? 0 : x_in.numel() / cols;
-#pragma omp parallel for if (rows * cols > 32768) schedule(static)
-      for (int64_t c0 = 0; c0 < cols; c0 += 256) {
-        const int64_t c1 = std::min(cols, c0 + 256);
-        Acc acc[256] = {};
-        for (int64_t r = 0; r < rows; ++r) {
-          const T* row = x + r * cols;
-          for (int64_t c = c0; c < c1; ++c) acc[c - c0] += row[c];
-        }
-        for (int64_t c = c0; c < c1; ++c) o[c] = static_cast<T>(acc[c - c0]);
-      }
+      column_sums<T, Acc>(x_in.data<T>(), rows, cols, o);
       return;
     }
     std::vector<int64_t> order;
