@@ -9,10 +9,10 @@ set -euo pipefail
 
 required=(build-essential cmake g++ libopenblas-openmp-dev libopenmpi-dev openmpi-bin
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev "$@")
-# Only the reference tests (comparisons with PyTorch) use the first two, and only the Slurm
-# test (tests/slurm: a private one-node cluster running srun --mpi=pmix) the others; those
-# tests skip without them.
-optional=(python3-torch python3-numpy slurmctld slurmd slurm-client munge)
+# Only the reference tests (comparisons with PyTorch) use the first two, scripts/plot_loss.py
+# the third, and only the Slurm test (tests/slurm: a private one-node cluster running srun
+# --mpi=pmix) the others; those tests (or steps) skip without them.
+optional=(python3-torch python3-numpy python3-matplotlib slurmctld slurmd slurm-client munge)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 

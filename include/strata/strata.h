@@ -14,6 +14,7 @@
 #include "strata/core/error.h"
 #include "strata/core/random.h"
 #include "strata/core/shape.h"
+#include "strata/data/byte_text.h"
 #include "strata/data/dataset.h"
 #include "strata/data/loader.h"
 #include "strata/data/synthetic.h"

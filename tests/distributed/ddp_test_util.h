@@ -1,12 +1,15 @@
 #pragma once
-// Shared by the DDP tests: a tiny GPT, deterministic global batches, and a comparison of a
-// DDP run (per-rank batch B) against a single-process run on the whole global batch N*B,
-// which every rank computes itself.
+// Shared by the DDP tests: a tiny GPT and a tiny Llama, deterministic global batches, and a
+// comparison of a DDP run (per-rank batch B) against a single-process run on the whole global
+// batch N*B, which every rank computes itself.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
+#include <optional>
+#include <string>
 
 #include "dist_test_util.h"
 #include "strata/strata.h"
@@ -33,12 +36,43 @@ inline nn::GPTConfig tiny_gpt(DType dtype) {
           .dtype = dtype};
 }
 
-// Global batch `step` (tokens, targets), [global_batch, T], identical on every rank.
-inline Batch global_batch(int64_t step, int64_t global_batch_size, const nn::GPTConfig& c) {
+// The same sizes as tiny_gpt, with grouped-query attention (2 query heads per kv head).
+inline nn::LlamaConfig tiny_llama(DType dtype) {
+  return {.vocab_size = 14, .context = 8, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .n_embd = 32,
+          .intermediate_size = 64, .seed = 7, .dtype = dtype};
+}
+
+// The model families the equivalence tests run on (through nn::CausalLM).
+enum class Family { GPT, Llama };
+inline std::string family_name(const ::testing::TestParamInfo<Family>& info) {
+  return info.param == Family::GPT ? "GPT" : "Llama";
+}
+
+// A tiny model of `family`; param_dtype: 16-bit parameters computed in float32.
+inline std::unique_ptr<nn::CausalLM> tiny_model(Family family, DType dtype,
+                                                std::optional<DType> param_dtype = std::nullopt) {
+  if (family == Family::GPT) {
+    nn::GPTConfig c = tiny_gpt(dtype);
+    c.param_dtype = param_dtype;
+    return std::make_unique<nn::GPT>(c);
+  }
+  nn::LlamaConfig c = tiny_llama(dtype);
+  c.param_dtype = param_dtype;
+  return std::make_unique<nn::Llama>(c);
+}
+
+// Global batch `step` (tokens, targets), [global_batch, context], identical on every rank.
+inline Batch global_batch(int64_t step, int64_t global_batch_size, int64_t vocab_size, int64_t context) {
   Generator gen(1234, static_cast<uint64_t>(step) * 1000003);
-  Tensor tokens = randint(0, c.vocab_size, {global_batch_size, c.context}, {.dtype = DType::Int64}, &gen);
-  Tensor targets = randint(0, c.vocab_size, {global_batch_size, c.context}, {.dtype = DType::Int64}, &gen);
+  Tensor tokens = randint(0, vocab_size, {global_batch_size, context}, {.dtype = DType::Int64}, &gen);
+  Tensor targets = randint(0, vocab_size, {global_batch_size, context}, {.dtype = DType::Int64}, &gen);
   return {tokens, targets};
+}
+inline Batch global_batch(int64_t step, int64_t global_batch_size, const nn::GPTConfig& c) {
+  return global_batch(step, global_batch_size, c.vocab_size, c.context);
+}
+inline Batch global_batch(int64_t step, int64_t global_batch_size, const nn::CausalLM& model) {
+  return global_batch(step, global_batch_size, model.vocab_size(), model.context_length());
 }
 
 inline Batch rank_slice(const Batch& b, int rank, int64_t per_rank) {
@@ -129,11 +163,11 @@ inline double max_entry_error_outside_noise(const nn::Module& a, const nn::Modul
 
 // Reference: one process, one backward per step on the whole global batch of `global` rows;
 // `noise` (optional) receives its rounding-noise gradient entries.
-inline void train_reference(nn::GPT& model, int steps, int64_t global, Opt which = Opt::AdamW,
+inline void train_reference(nn::CausalLM& model, int steps, int64_t global, Opt which = Opt::AdamW,
                             NoiseMask* noise = nullptr) {
   auto opt = make_optimizer(which, model);
   for (int s = 0; s < steps; ++s) {
-    Batch b = global_batch(s, global, model.config());
+    Batch b = global_batch(s, global, model);
     model.loss(b.inputs, b.targets).backward();
     if (noise) mark_noise(model, *noise);
     opt->step();
