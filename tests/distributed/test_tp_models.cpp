@@ -70,9 +70,9 @@ void mark_noise(const nn::Module& model, NoiseMask& mask) {
 }
 
 struct Reference {
-  std::vector<double> losses;
-  StateDict weights;
-  NoiseMask noise;
+  std::vector<double> losses = {};
+  StateDict weights = {};
+  NoiseMask noise = {};
 };
 
 // One process on the whole global batch.
@@ -464,7 +464,9 @@ TEST(TensorParallelModels, RecomputeIsBitIdentical) {
       return grads;
     };
     EXPECT_EQ(grads_of(true, false), grads_of(false, false)) << name_of(f);
-    if (mesh) EXPECT_EQ(grads_of(true, true), grads_of(false, true)) << name_of(f) << " with DDP";
+    if (mesh) {
+      EXPECT_EQ(grads_of(true, true), grads_of(false, true)) << name_of(f) << " with DDP";
+    }
   }
 }
 
