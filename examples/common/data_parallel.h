@@ -22,8 +22,11 @@ struct StepResult {
 
 class DataParallelTrainer {
  public:
-  // Collective: every rank passes the same model (rank 0's weights are broadcast).
-  DataParallelTrainer(nn::Module& model, dist::ProcessGroup& world, const TrainOptions& o);
+  // Collective over `data`: every rank passes the same model (rank 0's weights are
+  // broadcast). `tensor` (with --tp): the tensor-parallel group, so that clipping counts
+  // each parameter once.
+  DataParallelTrainer(nn::Module& model, dist::ProcessGroup& data, const TrainOptions& o,
+                      dist::ProcessGroup* tensor = nullptr);
   DataParallelTrainer(const DataParallelTrainer&) = delete;
   DataParallelTrainer& operator=(const DataParallelTrainer&) = delete;
 
@@ -36,7 +39,8 @@ class DataParallelTrainer {
   parallel::ZeroOptimizer* zero() { return zero_.get(); }  // null without --zero
 
  private:
-  dist::ProcessGroup& world_;
+  dist::ProcessGroup& world_;  // the data-parallel group
+  dist::ProcessGroup* tensor_;
   nn::Module& model_;
   double clip_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;

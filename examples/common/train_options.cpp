@@ -47,6 +47,12 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     o.collective_timeout = std::strtod(env, &end);
     if (end == env || *end != '\0') o.collective_timeout = std::nan("");  // refused by validate_train_options()
   }
+  app.add_option("--tp", o.tp, "tensor-parallel degree: ranks that split every layer (Megatron-style); the "
+                 "data-parallel degree is ranks / --tp")
+      ->capture_default_str()
+      ->check(fits_int64());
+  app.add_flag("--sequence-parallel", o.sequence_parallel,
+               "with --tp: norms, residuals and dropout on each rank's piece of the sequence");
   app.add_option("--collective-timeout", o.collective_timeout,
                  "seconds a collective may wait for the other ranks before the run fails (default: "
                  "$STRATA_COLLECTIVE_TIMEOUT, else 600)")
@@ -66,6 +72,8 @@ void validate_train_options(const TrainOptions& o) {
   check_not_negative({{"--warmup", o.warmup}});
   STRATA_CHECK(o.warmup <= o.steps, "--warmup ", o.warmup, " must not exceed --steps ", o.steps);
   STRATA_CHECK(o.zero >= -1, "--zero must be -1 (off) or a ZeRO stage 0-3, got ", o.zero);
+  STRATA_CHECK(o.tp >= 1, "--tp must be at least 1, got ", o.tp);
+  STRATA_CHECK(!o.sequence_parallel || o.tp > 1, "--sequence-parallel needs --tp of 2 or more");
   STRATA_CHECK(std::isfinite(o.clip) && o.clip >= 0, "--clip must be a finite number >= 0 (0: off), got ", o.clip);
   STRATA_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a finite number > 0, got ", o.lr);
   STRATA_CHECK(std::isfinite(o.min_lr_ratio) && o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,

@@ -27,6 +27,8 @@ struct TrainOptions {
   int zero = -1;        // ZeRO stage; -1: DDP (or one process) with a plain AdamW
   std::string param_dtype = "float32";  // or bf16 (with --zero)
   double collective_timeout = 600;      // seconds; --collective-timeout or STRATA_COLLECTIVE_TIMEOUT
+  int64_t tp = 1;                       // tensor-parallel degree (divides the world size)
+  bool sequence_parallel = false;       // with --tp > 1
 };
 
 // CLI11 saturates integers that overflow; this refuses them instead, naming the value.

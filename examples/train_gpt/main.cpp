@@ -8,6 +8,7 @@
 //   mpirun -np 2 train_gpt --batch 32            # data parallel: 2 ranks x 32 sequences
 //   mpirun -np 2 train_gpt --zero 2              # the same with ZeRO stage 2 (0-3)
 //   mpirun -np 2 train_gpt --zero 3 --param-dtype bf16 --save runs/z3  # bf16 + fp32 master
+//   mpirun -np 4 train_gpt --tp 2 --zero 1       # dp=2 x tp=2: each layer split over 2 ranks
 //
 // Under mpirun every rank builds the same model, DistributedDataParallel averages the
 // gradients, and the BatchSampler gives each rank its slice of every global batch (so N
@@ -31,9 +32,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "data_parallel.h"
+#include "layout.h"
 #include "preflight.h"
 #include "run_example.h"
 #include "step_log.h"
@@ -132,8 +135,12 @@ void validate(const Options& o) {
 int run(const Options& o) {
   validate(o);
   const examples::TrainOptions& t = o.train;
+  STRATA_CHECK(t.tp == 1 || (o.save.empty() && o.resume.empty()), "--save and --resume do not support --tp ", t.tp,
+               " yet: a training state of a tensor-parallel run is not implemented (--export-hf works)");
   dist::ProcessGroup& world = examples::init_world(t);
   g_lead = world.rank() == 0;
+  examples::Layout layout = examples::make_layout(world, t);
+  dist::ProcessGroup& data = *layout.data;  // DDP or ZeRO, the sampler, the loss average
   if (g_lead && !o.export_hf.empty()) check_writable_dir(o.export_hf, "--export-hf");
   if (g_lead && !o.save.empty()) {
     const std::filesystem::path parent = std::filesystem::path(o.save).parent_path();
@@ -149,14 +156,15 @@ int run(const Options& o) {
                                   " x width " + std::to_string(config.n_embd) + " x " + std::to_string(config.n_layer) +
                                   " layers, " + std::to_string(dist::local_size()) + " rank(s) on this node");
   const checkpoint::Metadata config_meta = train::gpt_config_metadata(config);
-  nn::GPT model(config);
-  examples::DataParallelTrainer trainer(model, world, t);
+  nn::GPT model(config, layout.factory);
+  examples::DataParallelTrainer trainer(model, data, t, layout.tensor);
   parallel::ZeroOptimizer* zero = trainer.zero();
   optim::Optimizer& optimizer = trainer.optimizer();
   manual_seed(t.seed);
   // An index space far larger than any run: every step sees fresh problems.
+  // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
   data::BatchSampler sampler({.dataset_size = int64_t{1} << 40, .batch_size = t.batch, .seed = t.seed,
-                        .rank = world.rank(), .world_size = world.size()});
+                              .rank = data.rank(), .world_size = data.size()});
 
   int64_t start = 0;
   if (!o.resume.empty()) {
@@ -174,16 +182,16 @@ int run(const Options& o) {
   }
   const std::string metrics_path = g_lead ? t.metrics : "";
   train::MetricsWriter metrics(metrics_path, /*append=*/start > 0);
-  const int64_t global_batch = t.batch * world.size();
+  const int64_t global_batch = t.batch * data.size();
   const int64_t tokens_per_step = global_batch * task.sequence_length();
   train::Progress progress(t.steps, tokens_per_step, model.flops_per_step(global_batch, task.sequence_length()));
   if (g_lead)
     std::printf("GPT: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocab %lld); "
-              "task: %d-digit addition; batch %lld x %d rank(s); parameters %s\n",
+              "task: %d-digit addition; batch %lld x %d rank(s)%s; parameters %s\n",
               static_cast<long long>(model.num_parameters()), static_cast<long long>(o.layers),
               static_cast<long long>(o.heads), static_cast<long long>(o.width),
               static_cast<long long>(config.context), static_cast<long long>(config.vocab_size), o.digits,
-              static_cast<long long>(t.batch), world.size(),
+              static_cast<long long>(t.batch), data.size(), examples::tensor_parallel_note(t).c_str(),
                 t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
 
   // ZeRO: collective, every rank writes its shard (after zero_grad, as the loop leaves it).
@@ -222,8 +230,15 @@ int run(const Options& o) {
     return 0;
   }
   const double accuracy = evaluate(model, task, o.eval_examples, metrics, t.steps);
-  // ZeRO-3 holds only shards: gather the full weights (a collective) for the export.
-  StateDict weights = zero && !o.export_hf.empty() ? zero->full_parameters() : model.state_dict();
+  // ZeRO-3 holds only shards and tensor parallelism parts: gather the full weights (collectives).
+  StateDict weights;
+  if (layout.tensor != nullptr && !o.export_hf.empty()) {
+    std::optional<parallel::ZeroOptimizer::GatheredParameters> gathered;
+    if (zero) gathered.emplace(*zero);
+    weights = parallel::full_state_dict(model, *layout.tensor);
+  } else {
+    weights = zero && !o.export_hf.empty() ? zero->full_parameters() : model.state_dict();
+  }
   if (!o.export_hf.empty() && g_lead) {
     checkpoint::export_gpt2_safetensors(o.export_hf, weights,
                             {.vocab_size = config.vocab_size, .n_positions = config.context,

@@ -6,6 +6,7 @@
 //   train_llama --data train.tokens --val-data val.tokens   # token files (tools/text_to_tokens)
 //   mpirun -np 2 train_llama                      # data parallel: 2 ranks x --batch sequences
 //   mpirun -np 2 train_llama --zero 3 --param-dtype bf16     # ZeRO stage 3, bf16 parameters
+//   mpirun -np 2 train_llama --tp 2 --sequence-parallel      # every layer split over 2 ranks
 //
 // Without --data, rank 0 turns --text (default /usr/share/common-licenses, from Debian's
 // base-files) into a byte-level token file, every byte one token (vocab 256), and every rank
@@ -27,6 +28,7 @@
 
 #include "corpus.h"
 #include "data_parallel.h"
+#include "layout.h"
 #include "preflight.h"
 #include "run_example.h"
 #include "step_log.h"
@@ -111,8 +113,9 @@ std::string prepare_data(const Options& o, dist::ProcessGroup& world) {
 }
 
 // The mean next-token loss over the held-out windows (at most --eval-windows, a multiple of
-// the world size): each rank computes an equal share, so that every rank runs the same number
-// of forward passes (ZeRO-3 gathers parameters in them), and the sums are all-reduced.
+// the data-parallel size): each data rank computes an equal share (the ranks of a
+// tensor-parallel group the same one, together), so that every rank runs the same number of
+// forward passes (ZeRO-3 gathers parameters in them), and the sums are all-reduced.
 double validation_loss(nn::CausalLM& model, const examples::TextCorpus& corpus, const Options& o,
                        dist::ProcessGroup& world) {
   const int64_t n = world.size();
@@ -202,13 +205,15 @@ int run(const Options& o) {
   const examples::TrainOptions& t = o.train;
   dist::ProcessGroup& world = examples::init_world(t);
   g_lead = world.rank() == 0;
+  examples::Layout layout = examples::make_layout(world, t);
+  dist::ProcessGroup& data = *layout.data;  // DDP or ZeRO, the sampler, the loss average
   const std::string data_path = prepare_data(o, world);
   const examples::TextCorpus corpus(data_path, o.val_data, o.val_fraction);
-  const int64_t global_batch = t.batch * world.size();
+  const int64_t global_batch = t.batch * data.size();
   STRATA_CHECK(corpus.train_windows(o.context) >= global_batch, "the training part has ", corpus.train_tokens(),
                " tokens: too few for ", global_batch, " windows of --context ", o.context, " + 1");
-  STRATA_CHECK(corpus.val_windows(o.context) >= world.size(), "the validation part has ", corpus.val_tokens(),
-               " tokens: fewer than ", world.size(), " window(s) of --context ", o.context,
+  STRATA_CHECK(corpus.val_windows(o.context) >= data.size(), "the validation part has ", corpus.val_tokens(),
+               " tokens: fewer than ", data.size(), " window(s) of --context ", o.context,
                " + 1 (one per rank); raise --val-fraction or lower --context");
 
   nn::LlamaConfig config{.vocab_size = corpus.vocab_size(), .context = o.context, .n_layer = o.layers,
@@ -219,22 +224,27 @@ int run(const Options& o) {
                               "--batch " + std::to_string(t.batch) + " x --context " + std::to_string(o.context) +
                                   " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) +
                                   " layers, " + std::to_string(dist::local_size()) + " rank(s) on this node");
-  nn::Llama model(config);
-  examples::DataParallelTrainer trainer(model, world, t);
+  nn::Llama model(config, layout.factory);
+  examples::DataParallelTrainer trainer(model, data, t, layout.tensor);
+  // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
   data::BatchSampler sampler({.dataset_size = corpus.train_windows(o.context), .batch_size = t.batch,
-                              .seed = t.seed, .rank = world.rank(), .world_size = world.size()});
+                              .seed = t.seed, .rank = data.rank(), .world_size = data.size()});
   train::MetricsWriter metrics(g_lead ? t.metrics : "");
   train::Progress progress(t.steps, global_batch * o.context, model.flops_per_step(global_batch, o.context));
   if (g_lead)
     std::printf("LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
                 "context %lld, vocab %lld); data: %lld training and %lld validation tokens; batch %lld x %d rank(s)"
-                "; %s; parameters %s\n",
+                "%s; %s; parameters %s\n",
                 static_cast<long long>(model.num_parameters()), static_cast<long long>(o.layers),
                 static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads), static_cast<long long>(o.width),
                 static_cast<long long>(o.intermediate), static_cast<long long>(o.context),
                 static_cast<long long>(config.vocab_size), static_cast<long long>(corpus.train_tokens()),
-                static_cast<long long>(corpus.val_tokens()), static_cast<long long>(t.batch), world.size(),
-                t.zero >= 0 ? ("ZeRO stage " + std::to_string(t.zero)).c_str() : world.size() > 1 ? "DDP" : "one process",
+                static_cast<long long>(corpus.val_tokens()), static_cast<long long>(t.batch), data.size(),
+                examples::tensor_parallel_note(t).c_str(),
+                t.zero >= 0             ? ("ZeRO stage " + std::to_string(t.zero)).c_str()
+                : data.size() > 1       ? "DDP"
+                : layout.tensor != nullptr ? "no data parallelism"
+                                           : "one process",
                 t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
 
   // ZeRO-3 keeps shards only: gather the whole model once for evaluation and sampling instead
@@ -242,7 +252,7 @@ int run(const Options& o) {
   auto evaluate = [&](int64_t step) {
     std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
     if (trainer.zero()) full.emplace(*trainer.zero());
-    log_validation(metrics, step, validation_loss(model, corpus, o, world));
+    log_validation(metrics, step, validation_loss(model, corpus, o, data));
   };
   evaluate(0);
   for (int64_t step = 0; step < t.steps; ++step) {

@@ -27,11 +27,13 @@ Tensor CausalLM::local_logits(const Tensor& tokens, KVCache* cache) {
   auto hooks = forward_hooks();
   const int64_t offset = check_tokens(tokens, cache);
   const Positions positions{offset, tokens.size(1)};
+  factory_->begin_forward(positions.length);
   Tensor x = embed(tokens, positions);
   const bool recompute = recompute_ && cache == nullptr && grad_enabled();
   for (int64_t i = 0; i < num_layers(); ++i) {
     if (recompute) {
       auto block = [this, i, positions](const std::vector<Tensor>& in) {
+        factory_->begin_forward(positions.length);  // the same split when backward runs it again
         return std::vector<Tensor>{run_block(i, in[0], positions)};
       };
       x = autograd::checkpoint(block, {x}, block_generators())[0];

@@ -471,3 +471,25 @@ TEST(TensorParallelModels, RecomputeIsBitIdentical) {
 }
 
 }  // namespace strata
+
+namespace strata {
+
+// Generation from a tensor-parallel model (sequence parallel too: its one-token steps run
+// without the split) gives the tokens one process gives, with and without the KV cache.
+TEST(TensorParallelModels, GenerationMatchesOneProcess) {
+  auto& world = dist::world();
+  for (Family f : {Family::Gpt, Family::Llama}) {
+    auto single = build(f, DType::Float64);
+    auto tp = build(f, DType::Float64,
+                    std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{true}));
+    Tensor prompt = batch(3, 2).first.narrow(1, 0, 3).contiguous();
+    for (bool cache : {true, false}) {
+      nn::GenerateOptions o{.temperature = 0.9, .top_k = 5, .seed = 4, .use_cache = cache};
+      EXPECT_EQ(nn::generate(*tp, prompt, 5, o).to_vector<int64_t>(),
+                nn::generate(*single, prompt, 5, o).to_vector<int64_t>())
+          << name_of(f) << (cache ? " cached" : " uncached");
+    }
+  }
+}
+
+}  // namespace strata
