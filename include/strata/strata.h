@@ -40,6 +40,7 @@
 #include "strata/nn/module_predicates.h"
 #include "strata/parallel/ddp.h"
 #include "strata/parallel/flat_buffer.h"
+#include "strata/parallel/pipeline_schedule.h"
 #include "strata/parallel/rng_tracker.h"
 #include "strata/parallel/tp_factory.h"
 #include "strata/parallel/tp_grad_norm.h"
