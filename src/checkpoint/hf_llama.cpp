@@ -40,17 +40,18 @@ std::string what_params(const HfLlamaConfig& c) {
   return "LLaMA parameter for n_layer=" + std::to_string(c.n_layer);
 }
 
+// Messages give the config.json key and, in parentheses, HfLlamaConfig's field.
 void check_config(const HfLlamaConfig& c, const std::string& where) {
   STRATA_CHECK(c.vocab_size > 0 && c.context > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_kv_head > 0 &&
                    c.n_embd > 0 && c.intermediate_size > 0,
-               where, ": LLaMA config needs positive sizes, got vocab_size=", c.vocab_size,
-               " max_position_embeddings=", c.context, " num_hidden_layers=", c.n_layer,
-               " num_attention_heads=", c.n_head, " num_key_value_heads=", c.n_kv_head, " hidden_size=", c.n_embd,
-               " intermediate_size=", c.intermediate_size);
-  STRATA_CHECK(c.n_embd % c.n_head == 0 && (c.n_embd / c.n_head) % 2 == 0, where, ": hidden_size=", c.n_embd,
-               " must be num_attention_heads=", c.n_head, " times an even head_dim (rotary pairs)");
-  STRATA_CHECK(c.n_head % c.n_kv_head == 0, where, ": num_attention_heads=", c.n_head,
-               " is not divisible by num_key_value_heads=", c.n_kv_head);
+               where, ": LLaMA config needs positive sizes, got vocab_size ", c.vocab_size,
+               ", max_position_embeddings (context) ", c.context, ", num_hidden_layers (n_layer) ", c.n_layer,
+               ", num_attention_heads (n_head) ", c.n_head, ", num_key_value_heads (n_kv_head) ", c.n_kv_head,
+               ", hidden_size (n_embd) ", c.n_embd, ", intermediate_size ", c.intermediate_size);
+  STRATA_CHECK(c.n_embd % c.n_head == 0 && (c.n_embd / c.n_head) % 2 == 0, where, ": hidden_size (n_embd) ",
+               c.n_embd, " must be num_attention_heads (n_head) ", c.n_head, " times an even head_dim (rotary pairs)");
+  STRATA_CHECK(c.n_head % c.n_kv_head == 0, where, ": num_attention_heads (n_head) ", c.n_head,
+               " is not divisible by num_key_value_heads (n_kv_head) ", c.n_kv_head);
   STRATA_CHECK(c.rope_theta > 0.0 && c.rms_norm_eps > 0.0, where, ": rope_theta (", c.rope_theta,
                ") and rms_norm_eps (", c.rms_norm_eps, ") must be positive");
 }
@@ -168,7 +169,8 @@ StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config
   for (auto& [name, t] : file.tensors) {
     if (!is_rotary_buffer(name)) tensors.emplace(name, t);
   }
-  // save_pretrained leaves a tied head out of the file.
+  // save_pretrained leaves a tied head out of the file (one that is there is used, as
+  // transformers 5 does).
   const bool head_from_embedding = read.tied && !tensors.contains("lm_head.weight");
   if (head_from_embedding && tensors.contains("model.embed_tokens.weight")) {
     tensors.emplace("lm_head.weight", tensors.at("model.embed_tokens.weight"));

@@ -147,7 +147,8 @@ TEST(HfLlama, RoundTripIsExact) {
   EXPECT_EQ(fields(back), fields(kSmall));
 }
 
-// A trained-from-seed nn::Llama survives export + import bit for bit: same logits.
+// A seeded nn::Llama survives export + import bit for bit: a differently seeded model that
+// loads the import gives the same logits.
 TEST(HfLlama, ModelStateRoundTripGivesTheSameLogits) {
   TempDir tmp;
   nn::LlamaConfig cfg = nn_config(kSmall);
@@ -190,6 +191,10 @@ TEST(HfLlama, ImportAcceptsWhatTransformersWrites) {
   EXPECT_EQ(back.rope_theta, 500000.0);
   // The copied head owns its storage: training it leaves the embedding alone.
   EXPECT_NE(imported.at("lm_head.weight").data<float>(), imported.at("embed_tokens.weight").data<float>());
+  // Tied with a head in the file: that head is used (transformers 5 does the same).
+  hf["lm_head.weight"] = zeros({11, 16});
+  e.write(hf, cfg);
+  EXPECT_EQ(import_llama_safetensors(e.dir).at("lm_head.weight").to_vector<float>(), std::vector<float>(11 * 16, 0.f));
 
   // transformers' defaults fill what a file leaves out: one kv head per head, rope_theta 1e4.
   cfg = e.config;
@@ -218,7 +223,8 @@ TEST(HfLlama, ExportErrorsNameTheTensorAndWriteNothing) {
   };
   StateDict s = numbered_state();
   s.erase("layers.1.mlp.gate_proj.weight");
-  EXPECT_CONTAINS(export_error(s), "model_state has no tensor 'layers.1.mlp.gate_proj.weight' (expected shape [24, 16])");
+  EXPECT_CONTAINS(export_error(s),
+                  "model_state has no tensor 'layers.1.mlp.gate_proj.weight' (expected shape [24, 16])");
   s = numbered_state();
   s["layers.0.self_attn.k_proj.weight"] = zeros({16, 16});  // one kv head per head
   EXPECT_CONTAINS(export_error(s), "tensor 'layers.0.self_attn.k_proj.weight' has shape [16, 16], expected [8, 16]");
@@ -230,7 +236,8 @@ TEST(HfLlama, ExportErrorsNameTheTensorAndWriteNothing) {
   EXPECT_CONTAINS(export_error(s), "'layers.1.input_layernorm.weight' has dtype int32");
   HfLlamaConfig bad = kSmall;
   bad.n_kv_head = 3;
-  EXPECT_CONTAINS(export_error(numbered_state(), bad), "num_attention_heads=4 is not divisible by num_key_value_heads=3");
+  EXPECT_CONTAINS(export_error(numbered_state(), bad),
+                  "num_attention_heads (n_head) 4 is not divisible by num_key_value_heads (n_kv_head) 3");
   EXPECT_CONTAINS(export_error(numbered_state(), bad), "export_llama_safetensors '" + out + "'");
   EXPECT_TRUE(tmp.entries().empty());
 }
@@ -304,7 +311,8 @@ TEST(HfLlama, PythonReadsExport) {
   if (!std::filesystem::exists(strata::testing::kPython)) GTEST_SKIP() << "/usr/bin/python3 is missing";
   Exported e;
   const StateDict state = numbered_state();
-  json expect = {{"file", e.tmp.file("model.safetensors")}, {"metadata", {{"format", "pt"}}}, {"tensors", json::object()}};
+  json expect = {
+      {"file", e.tmp.file("model.safetensors")}, {"metadata", {{"format", "pt"}}}, {"tensors", json::object()}};
   for (const auto& [name, shape] : hf_names_and_shapes()) {
     expect["tensors"][name] = {{"dtype", "F32"}, {"shape", shape.vec()},
                                {"values", state.at(strata_name(name)).to_vector<float>()}};
