@@ -8,6 +8,7 @@
 #include "strata/checkpoint/atomic_file.h"
 #include "strata/checkpoint/checkpoint.h"
 #include "strata/checkpoint/hf_gpt2.h"
+#include "strata/checkpoint/hf_llama.h"
 #include "strata/checkpoint/safetensors.h"
 #include "strata/core/device.h"
 #include "strata/core/dtype.h"
