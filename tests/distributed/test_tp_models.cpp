@@ -405,8 +405,8 @@ TEST(TensorParallelModels, GlobalNormClippingCountsEachParameterOnce) {
 
 namespace strata {
 
-// A TP model exports to the Hugging Face GPT-2 layout by gathering, and an HF export loads
-// into a TP model (of another seed) by slicing: the logits come back the same.
+// A TP model exports to the Hugging Face layout (GPT-2, LLaMA) by gathering, and an HF export
+// loads into a TP model (of another seed) by slicing: the logits come back the same.
 TEST(TensorParallelModels, HuggingFaceExportGathersAndImportSlices) {
   auto& world = dist::world();
   nn::GPTConfig c{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers, .n_head = 4, .n_embd = 16, .seed = 3};
@@ -425,8 +425,29 @@ TEST(TensorParallelModels, HuggingFaceExportGathersAndImportSlices) {
   NoGradGuard no_grad;
   Tensor x = batch(0, 2).first;
   EXPECT_EQ(b.forward(x).to_vector<float>(), a.forward(x).to_vector<float>());
+
+  // The same for Llama through the LlamaForCausalLM layout.
+  auto la = build(Family::Llama, DType::Float32, std::make_shared<parallel::TensorParallelFactory>(world));
+  const nn::LlamaConfig& lc = dynamic_cast<nn::Llama&>(*la).config();
+  StateDict lfull = parallel::full_state_dict(*la, world);
   world.barrier()->wait();
-  if (world.rank() == 0) std::filesystem::remove_all(dir);
+  if (world.rank() == 0)
+    checkpoint::export_llama_safetensors(dir + "-llama", lfull,
+                                         {.vocab_size = lc.vocab_size, .context = lc.context, .n_layer = lc.n_layer,
+                                          .n_head = lc.n_head, .n_kv_head = lc.n_kv_head, .n_embd = lc.n_embd,
+                                          .intermediate_size = lc.intermediate_size, .rope_theta = lc.rope_theta,
+                                          .rms_norm_eps = lc.rms_norm_eps, .init_std = lc.init_std});
+  world.barrier()->wait();
+  nn::LlamaConfig other = lc;
+  other.seed = 8;
+  nn::Llama lb(other, std::make_shared<parallel::TensorParallelFactory>(world));
+  parallel::load_full_state_dict(lb, checkpoint::import_llama_safetensors(dir + "-llama"), world);
+  EXPECT_EQ(lb.forward(x).to_vector<float>(), la->forward(x).to_vector<float>());
+  world.barrier()->wait();
+  if (world.rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(dir + "-llama");
+  }
 }
 
 }  // namespace strata
