@@ -6,22 +6,20 @@ of scripts/setup_peer_venv.sh). Attention is the fastest path the version offers
 would write it: F.scaled_dot_product_attention(is_causal=True) where it exists (2.0 on), the
 explicit masked softmax before; --attention picks one.
 
-Prints one line: `torch_ms_median=<ms> threads=<torch threads> torch=<version>
-attention=<sdpa|masked_softmax> loss=<last loss>`. Thread settings come from the command
-line (torch.set_num_threads) and the environment (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS for
-Debian's OpenBLAS build, MKL_NUM_THREADS for PyPI's MKL/oneDNN build), which the runner sets.
+Prints one line (torch_step.py): `torch_ms_median=<ms> threads=<torch threads> torch=<version>
+attention=<sdpa|masked_softmax> loss=<last loss>`.
 """
-import argparse
 import math
-import statistics
-import time
+import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_step  # noqa: E402  (the loop, options and output shared with llama_step_torch.py)
+from torch_step import HAS_SDPA  # noqa: E402
 
 
 class Block(nn.Module):
@@ -72,41 +70,11 @@ class GPT(nn.Module):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--context", type=int, default=128)
-    ap.add_argument("--vocab", type=int, default=256)
-    ap.add_argument("--layers", type=int, default=4)
-    ap.add_argument("--width", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--attention", choices=("auto", "sdpa", "masked_softmax"), default="auto",
-                    help="auto: sdpa where this torch has it, else the masked softmax")
+    ap = torch_step.parser("One GPT training step in PyTorch (benchmarks/gpt_step.cpp's peer).")
     a = ap.parse_args()
-    if a.attention == "sdpa" and not HAS_SDPA:
-        ap.error(f"torch {torch.__version__} has no F.scaled_dot_product_attention (2.0 on)")
-    sdpa = a.attention == "sdpa" or (a.attention == "auto" and HAS_SDPA)
-    torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
+    sdpa = torch_step.setup(ap, a)
     model = GPT(a.vocab, a.context, a.layers, a.width, a.heads, sdpa)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
-    idx = torch.randint(0, a.vocab, (a.batch, a.context))
-    tgt = torch.randint(0, a.vocab, (a.batch, a.context))
-    times = []
-    for i in range(a.warmup + a.steps):
-        t0 = time.perf_counter()
-        loss = model(idx, tgt)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        t1 = time.perf_counter()
-        if i >= a.warmup:
-            times.append((t1 - t0) * 1e3)
-    print(f"torch_ms_median={statistics.median(times):.2f} threads={torch.get_num_threads()} "
-          f"torch={torch.__version__} attention={'sdpa' if sdpa else 'masked_softmax'} "
-          f"loss={loss.item():.4f}")
+    torch_step.run(model, a, "sdpa" if sdpa else "masked_softmax")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ required=(build-essential cmake g++ libopenblas-openmp-dev libopenmpi-dev openmp
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev "$@")
 # Only the reference tests (comparisons with PyTorch) use the first two, scripts/plot_loss.py
 # the third, and only the Slurm test (tests/slurm: a private one-node cluster running srun
-# --mpi=pmix) the others; those tests (or steps) skip without them.
-optional=(python3-torch python3-numpy python3-matplotlib slurmctld slurmd slurm-client munge)
+# --mpi=pmix) the next four; those tests (or steps) skip without them. libdnnl-dev (oneDNN)
+# runs large float32 GEMMs faster than OpenBLAS (docs/performance.md); without it the build
+# uses OpenBLAS for every product.
+optional=(python3-torch python3-numpy python3-matplotlib slurmctld slurmd slurm-client munge libdnnl-dev)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
@@ -54,7 +56,7 @@ done
 to_install=()
 for p in "${missing[@]}"; do
   if [[ " ${optional[*]} " == *" $p "* ]] && ! apt-cache show "$p" >/dev/null 2>&1; then
-    echo "install_deps: warning: optional package $p is not available here; tests that need it will skip" >&2
+    echo "install_deps: warning: optional package $p is not available here; what uses it is skipped" >&2
   else
     to_install+=("$p")
   fi

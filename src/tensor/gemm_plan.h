@@ -1,5 +1,5 @@
 #pragma once
-// GEMM stride planning, shared by every GEMM backend (OpenBLAS in cpu/matmul.cpp today, a
+// GEMM stride planning, shared by every GEMM backend (oneDNN/OpenBLAS in cpu/matmul.cpp, a
 // cuBLASLt matmul later): how strided operands are read in place (row-major or transposed,
 // leading dimension, where each product's matrix starts) and when dimensions merge so that
 // a stack of products becomes one larger GEMM. Only geometry: no device code, no dtype.

@@ -128,6 +128,31 @@ TEST(Matmul, Float32AgreesWithFloat64) {
   EXPECT_LT(rel_err(linear(a32, w32, bias.to(DType::Float32)), linear(a, w, bias)), 1e-5);
 }
 
+TEST(Matmul, LargeFloat32ProductsAgreeWithFloat64) {
+  // Products large enough for the float32 backend (oneDNN where built with it: from 2^24
+  // multiply-adds, or 2^20 on one thread), every transpose combination, with and without a
+  // bias, into outputs that reuse NaN-filled blocks (beta 0 must not read them).
+  const std::string backend = gemm_backend();
+  EXPECT_TRUE(backend == "onednn" || backend == "openblas") << backend;
+  const int saved = omp_get_max_threads();
+  for (int threads : {saved, 1}) {
+    omp_set_num_threads(threads);
+    const int64_t m = 300, k = 256, n = 240;  // 18.4 M multiply-adds
+    Tensor a = rnd({m, k}, DType::Float64, 11), b = rnd({k, n}, DType::Float64, 12);
+    Tensor at = rnd({k, m}, DType::Float64, 13), bt = rnd({n, k}, DType::Float64, 14);
+    Tensor bias = rnd({n}, DType::Float64, 15);
+    auto f32 = [](const Tensor& t) { return t.to(DType::Float32); };
+    for (int i = 0; i < 4; ++i) {
+      const Tensor x = i & 1 ? at.transpose(0, 1) : a, y = i & 2 ? bt.transpose(0, 1) : b;
+      { Tensor nan = full({m, n}, std::nan("")); }  // back to the allocator's cache
+      EXPECT_LT(rel_err(matmul(f32(x), f32(y)), matmul(x, y)), 1e-5) << "case " << i << ", threads " << threads;
+      EXPECT_LT(rel_err(linear(f32(x), f32(y.transpose(0, 1)), f32(bias)), linear(x, y.transpose(0, 1), bias)), 1e-5)
+          << "case " << i << ", threads " << threads;
+    }
+  }
+  omp_set_num_threads(saved);
+}
+
 TEST(Matmul, Errors) {
   Tensor a = ones({2, 3}), b = ones({4, 5});
   expect_error_mentions([&] { matmul(a, b); }, {"matmul", "inner", "[2, 3]", "[4, 5]"});

@@ -1,5 +1,5 @@
 #pragma once
-// Scaled dot-product attention per (batch, head), BLAS for the products, the mask and softmax
+// Scaled dot-product attention per (batch, head), GEMMs for the products, the mask and softmax
 // fused in between. Grouped-query heads read their kv head in place. With a causal mask, work
 // on the masked part is skipped block-wise.
 #include "strata/tensor/tensor.h"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "gemm_backend.h"
 #include "strata/core/error.h"
 
 namespace strata::cpu {
@@ -41,27 +42,13 @@ void scale_c(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
   }
 }
 
-inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                      const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
-}
-
-inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-                      const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
-}
-
 template <class T>
 void gemm_impl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
                int64_t ldb, T beta, T* c, int64_t ldc) {
   check_args("gemm", ta, tb, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_c(m, n, beta, c, ldc);
-  blas_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  backend_gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <class T>
@@ -82,7 +69,7 @@ void gemm_batched_impl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alph
   const bool small = m * n * k < kSmallGemmWork;
 #pragma omp parallel for if (batch > 1 && small) schedule(static)
   for (int64_t i = 0; i < batch; ++i) {
-    blas_gemm(ta, tb, m, n, k, alpha, a + a_offsets[i], lda, b + b_offsets[i], ldb, beta, c + i * c_stride, ldc);
+    backend_gemm(ta, tb, m, n, k, alpha, a + a_offsets[i], lda, b + b_offsets[i], ldb, beta, c + i * c_stride, ldc);
   }
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// Checked wrappers over cblas_sgemm / cblas_dgemm, row-major:
+// Checked GEMMs over the backend library (cpu/gemm_backend.h: oneDNN or OpenBLAS), row-major:
 //   C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C
 // op(X) = X, stored row-major with leading dimension ld (trans = false), or X^T, where X^T
 // is stored row-major (trans = true). Passing a transposed view as trans = true is how the

@@ -1,5 +1,5 @@
 #pragma once
-// matmul on BLAS: the shared GEMM plan (../gemm_plan.h) run through cpu::gemm.
+// matmul on the CPU: the shared GEMM plan (../gemm_plan.h) run through cpu::gemm.
 #include "strata/tensor/tensor.h"
 
 namespace strata::cpu {

@@ -1,6 +1,7 @@
 #pragma once
 // The library is built for baseline x86-64 (SSE2), but the exp-heavy loops (softmax,
-// cross-entropy, GELU, attention) run 2-4x faster with AVX2/AVX-512. Functions marked
+// cross-entropy, GELU, attention, the same-shape elementwise maps such as SiLU) run 2-4x
+// faster with AVX2/AVX-512. Functions marked
 // STRATA_MULTIVERSION are compiled once per ISA level and the best version is picked when
 // the library loads (GCC function multi-versioning through ifunc); OpenMP bodies inside
 // them are versioned too. Helpers they call must be STRATA_ALWAYS_INLINE (or trivially

@@ -1,5 +1,5 @@
 #pragma once
-// Matrix products through BLAS sgemm/dgemm with transpose flags (no materialised
+// Matrix products through a GEMM library with transpose flags (no materialised
 // transposes). Differentiable; CPU, float32 and float64.
 #include "strata/tensor/tensor.h"
 
@@ -23,5 +23,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // results equal linear(x, weight.to(Float32), bias.to(Float32)) bit for bit, without keeping
 // the float32 copies alive until backward (see nn_functional.h).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
+// The library that runs large float32 CPU products: "onednn" or "openblas", as chosen by
+// STRATA_GEMM_BACKEND when strata was built. Small products and float64 always run on OpenBLAS.
+const char* gemm_backend();
 
 }  // namespace strata
