@@ -114,13 +114,16 @@ inline double max_relative_difference(const nn::Module& a, const nn::Module& b, 
 }
 
 // Entries whose single-process gradient is at rounding-noise level, per parameter (by
-// index in named_parameters): the rule of tests/reference/test_gpt_reference.cpp,
-// |g| <= 1e-5 * max|g| of the tensor, applied at every step (an entry is noise if it is
-// noise at any step). The key part of c_attn.bias has an exactly zero gradient in exact
-// arithmetic (softmax ignores a shift common to every key), so float32 sees only rounding
-// noise there, which AdamW's normalisation turns into full steps of arbitrary sign.
+// index in named_parameters): |g| <= 3e-5 * max|g| of the tensor, applied at every step (an
+// entry is noise if it is noise at any step). The key part of c_attn.bias has an exactly zero
+// gradient in exact arithmetic (softmax ignores a shift common to every key), so float32 sees
+// only rounding noise there, which AdamW's normalisation turns into full steps of arbitrary
+// sign. The level was 1e-5 (the reference test's rule) until the multiversioned kernels
+// (FMA contraction) moved float32 rounding: a Llama k_proj entry at 2.0e-5 of its tensor's
+// largest gradient then ended 2.0e-5 (relative) away after 5 AdamW steps on 3 ranks; AdamW
+// scales such an entry's relative rounding noise, ~1e-7 max|g| / |g|, up to steps of lr.
 using NoiseMask = std::vector<std::vector<double>>;  // min over steps of |g| / max|g|
-constexpr double kNoiseLevel = 1e-5;
+constexpr double kNoiseLevel = 3e-5;
 
 inline void mark_noise(const nn::Module& model, NoiseMask& mask) {
   auto params = model.named_parameters();
