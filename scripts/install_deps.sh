@@ -9,11 +9,12 @@ set -euo pipefail
 
 required=(build-essential cmake g++ libopenblas-openmp-dev libopenmpi-dev openmpi-bin
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev "$@")
-# Only the reference tests (comparisons with PyTorch) use the first two, and only the Slurm
-# test (tests/slurm: a private one-node cluster running srun --mpi=pmix) the next four; those
-# tests skip without them. libdnnl-dev (oneDNN) runs large float32 GEMMs faster than OpenBLAS
-# (docs/performance.md); without it the build uses OpenBLAS for every product.
-optional=(python3-torch python3-numpy slurmctld slurmd slurm-client munge libdnnl-dev)
+# Only the reference tests (comparisons with PyTorch) use the first two, scripts/plot_loss.py
+# the third, and only the Slurm test (tests/slurm: a private one-node cluster running srun
+# --mpi=pmix) the next four; those tests (or steps) skip without them. libdnnl-dev (oneDNN)
+# runs large float32 GEMMs faster than OpenBLAS (docs/performance.md); without it the build
+# uses OpenBLAS for every product.
+optional=(python3-torch python3-numpy python3-matplotlib slurmctld slurmd slurm-client munge libdnnl-dev)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 

@@ -45,7 +45,9 @@ void backward(std::span<const Tensor> roots, std::span<const Tensor> grads, bool
   STRATA_CHECK(!roots.empty(), "backward: no tensors given");
   STRATA_CHECK(grads.empty() || grads.size() == roots.size(), "backward: ", roots.size(), " tensors but ",
                grads.size(), " gradients");
-  STRATA_CHECK(t_pass == nullptr, "backward: called re-entrantly from inside a backward pass");
+  // A pass started from inside another (activation recompute backpropagates through its
+  // recomputed block) joins the outer pass: its final callbacks run when the outer one ends.
+  const bool nested = t_pass != nullptr;
   NoGradGuard no_grad;  // backward functions are not themselves recorded
 
   std::unordered_map<Node*, std::vector<Tensor>> buffers;
@@ -111,10 +113,13 @@ void backward(std::span<const Tensor> roots, std::span<const Tensor> grads, bool
   }
 
   PassState pass;
-  t_pass = &pass;
+  if (!nested) t_pass = &pass;
   struct ResetPass {
-    ~ResetPass() { t_pass = nullptr; }
-  } reset_pass;
+    bool active;
+    ~ResetPass() {
+      if (active) t_pass = nullptr;
+    }
+  } reset_pass{!nested};
 
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
@@ -151,6 +156,7 @@ void backward(std::span<const Tensor> roots, std::span<const Tensor> grads, bool
     }
   }
 
+  if (nested) return;
   // Callbacks may queue further callbacks (a DDP flush that launches more work).
   for (size_t i = 0; i < pass.final_callbacks.size(); ++i) {
     auto callback = std::move(pass.final_callbacks[i]);

@@ -1,13 +1,9 @@
 #include "strata/checkpoint/hf_gpt2.h"
 
-#include <filesystem>
 #include <nlohmann/json.hpp>
-#include <system_error>
 #include <vector>
 
-#include "checkpoint/posix_file.h"
-#include "strata/autograd/grad_mode.h"
-#include "strata/checkpoint/atomic_file.h"
+#include "checkpoint/hf_layout.h"
 #include "strata/checkpoint/safetensors.h"
 
 namespace strata::checkpoint {
@@ -15,33 +11,32 @@ namespace {
 
 using nlohmann::json;
 
-struct ParamSpec {
-  std::string name;
-  Shape shape;          // strata's layout
-  bool conv1d = false;  // HF stores it transposed, [in, out]
-  Shape hf_shape() const { return conv1d ? Shape{shape[1], shape[0]} : shape; }
-};
-
-std::vector<ParamSpec> gpt2_params(const Gpt2Config& c) {
+std::vector<hf::TensorSpec> gpt2_params(const Gpt2Config& c) {
   const int64_t C = c.n_embd;
-  std::vector<ParamSpec> p = {{"wte.weight", {c.vocab_size, C}}, {"wpe.weight", {c.n_positions, C}}};
+  std::vector<hf::TensorSpec> p;
+  // GPT-2's file names are strata's; four weights are stored transposed.
+  auto add = [&p](const std::string& name, Shape shape, bool conv1d = false) {
+    p.push_back({name, name, std::move(shape), conv1d});
+  };
+  add("wte.weight", {c.vocab_size, C});
+  add("wpe.weight", {c.n_positions, C});
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string h = "h." + std::to_string(i) + ".";
-    p.push_back({h + "ln_1.weight", {C}});
-    p.push_back({h + "ln_1.bias", {C}});
-    p.push_back({h + "attn.c_attn.weight", {3 * C, C}, true});
-    p.push_back({h + "attn.c_attn.bias", {3 * C}});
-    p.push_back({h + "attn.c_proj.weight", {C, C}, true});
-    p.push_back({h + "attn.c_proj.bias", {C}});
-    p.push_back({h + "ln_2.weight", {C}});
-    p.push_back({h + "ln_2.bias", {C}});
-    p.push_back({h + "mlp.c_fc.weight", {4 * C, C}, true});
-    p.push_back({h + "mlp.c_fc.bias", {4 * C}});
-    p.push_back({h + "mlp.c_proj.weight", {C, 4 * C}, true});
-    p.push_back({h + "mlp.c_proj.bias", {C}});
+    add(h + "ln_1.weight", {C});
+    add(h + "ln_1.bias", {C});
+    add(h + "attn.c_attn.weight", {3 * C, C}, true);
+    add(h + "attn.c_attn.bias", {3 * C});
+    add(h + "attn.c_proj.weight", {C, C}, true);
+    add(h + "attn.c_proj.bias", {C});
+    add(h + "ln_2.weight", {C});
+    add(h + "ln_2.bias", {C});
+    add(h + "mlp.c_fc.weight", {4 * C, C}, true);
+    add(h + "mlp.c_fc.bias", {4 * C});
+    add(h + "mlp.c_proj.weight", {C, 4 * C}, true);
+    add(h + "mlp.c_proj.bias", {C});
   }
-  p.push_back({"ln_f.weight", {C}});
-  p.push_back({"ln_f.bias", {C}});
+  add("ln_f.weight", {C});
+  add("ln_f.bias", {C});
   return p;
 }
 
@@ -63,10 +58,8 @@ bool is_attention_buffer(const std::string& name) {
 }
 
 json config_json(const Gpt2Config& c) {
-  json j = {
-      {"model_type", "gpt2"},
-      {"architectures", {"GPT2LMHeadModel"}},
-      {"vocab_size", c.vocab_size},
+  json j = hf::common_config("gpt2", "GPT2LMHeadModel", c.vocab_size, /*tie_word_embeddings=*/true, 0.02);
+  j.update({
       {"n_positions", c.n_positions},
       {"n_ctx", c.n_positions},
       {"n_embd", c.n_embd},
@@ -79,14 +72,10 @@ json config_json(const Gpt2Config& c) {
       {"embd_pdrop", c.dropout},
       {"attn_pdrop", c.dropout},
       {"summary_first_dropout", c.dropout},
-      {"initializer_range", 0.02},
       {"scale_attn_weights", true},
       {"scale_attn_by_inverse_layer_idx", false},
       {"reorder_and_upcast_attn", false},
-      {"tie_word_embeddings", true},
-      {"use_cache", true},
-      {"torch_dtype", "float32"},
-  };
+  });
   // GPT-2's tokenizer puts <|endoftext|> at 50256; other vocabularies keep HF's defaults.
   if (c.vocab_size > 50256) {
     j["bos_token_id"] = 50256;
@@ -95,52 +84,32 @@ json config_json(const Gpt2Config& c) {
   return j;
 }
 
-int64_t config_int(const json& j, const char* key, const std::string& path) {
-  auto it = j.find(key);
-  STRATA_CHECK(it != j.end(), "GPT-2 config '", path, "': missing field \"", key, "\"");
-  STRATA_CHECK(it->is_number_integer(), "GPT-2 config '", path, "': field \"", key, "\" must be an integer, found ",
-               it->dump());
-  return it->get<int64_t>();
-}
-
 Gpt2Config read_config(const std::string& path) {
-  json j;
-  try {
-    j = json::parse(detail::read_text_file(path));
-  } catch (const json::exception& ex) {
-    STRATA_FAIL("GPT-2 config '", path, "' is not valid JSON: ", ex.what());
-  }
-  STRATA_CHECK(j.is_object(), "GPT-2 config '", path, "' must be a JSON object");
-  if (j.contains("model_type")) {
-    STRATA_CHECK(j["model_type"] == "gpt2", "GPT-2 config '", path, "': model_type is ", j["model_type"].dump(),
-                 ", expected \"gpt2\"");
-  }
+  const hf::ConfigJson j(path, "GPT-2");
+  const json& raw = j.json();
+  j.expect_model_type("gpt2");
   // Architecture choices Gpt2Config cannot express: refuse rather than compute something else.
-  if (j.contains("activation_function")) {
-    const json& act = j["activation_function"];
-    STRATA_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", "GPT-2 config '", path,
-                 "': activation_function ", act.dump(), " is not the tanh GELU strata's GPT uses");
+  if (j.has("activation_function")) {
+    const json& act = raw["activation_function"];
+    STRATA_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh", j.where(), ": activation_function ", act.dump(),
+                 " is not the tanh GELU strata's GPT uses");
   }
-  if (j.contains("n_inner") && !j["n_inner"].is_null()) {
-    STRATA_CHECK(j["n_inner"] == 4 * config_int(j, "n_embd", path), "GPT-2 config '", path, "': n_inner ",
-                 j["n_inner"].dump(), " is not 4 * n_embd");
+  if (j.has("n_inner")) {
+    STRATA_CHECK(raw["n_inner"] == 4 * j.integer("n_embd"), j.where(), ": n_inner ", raw["n_inner"].dump(),
+                 " is not 4 * n_embd");
   }
-  if (j.contains("layer_norm_epsilon")) {
-    const json& eps = j["layer_norm_epsilon"];
-    STRATA_CHECK(eps.is_number() && eps.get<double>() == 1e-5, "GPT-2 config '", path, "': layer_norm_epsilon ",
-                 eps.dump(), " differs from the 1e-5 strata's GPT uses");
+  if (j.has("layer_norm_epsilon")) {
+    STRATA_CHECK(j.number_or("layer_norm_epsilon", 0.0) == 1e-5, j.where(), ": layer_norm_epsilon ",
+                 raw["layer_norm_epsilon"].dump(), " differs from the 1e-5 strata's GPT uses");
   }
   Gpt2Config c;
-  c.vocab_size = config_int(j, "vocab_size", path);
-  c.n_positions = j.contains("n_positions") ? config_int(j, "n_positions", path) : config_int(j, "n_ctx", path);
-  c.n_embd = config_int(j, "n_embd", path);
-  c.n_layer = config_int(j, "n_layer", path);
-  c.n_head = config_int(j, "n_head", path);
-  if (j.contains("resid_pdrop")) {
-    STRATA_CHECK(j["resid_pdrop"].is_number(), "GPT-2 config '", path, "': resid_pdrop must be a number");
-    c.dropout = j["resid_pdrop"].get<double>();
-  }
-  check_config(c, "GPT-2 config '" + path + "'");
+  c.vocab_size = j.integer("vocab_size");
+  c.n_positions = j.has("n_positions") ? j.integer("n_positions") : j.integer("n_ctx");
+  c.n_embd = j.integer("n_embd");
+  c.n_layer = j.integer("n_layer");
+  c.n_head = j.integer("n_head");
+  c.dropout = j.number_or("resid_pdrop", c.dropout);
+  check_config(c, j.where());
   return c;
 }
 
@@ -149,42 +118,16 @@ Gpt2Config read_config(const std::string& path) {
 void export_gpt2_safetensors(const std::string& dir, const StateDict& model_state, const Gpt2Config& config) {
   const std::string where = "export_gpt2_safetensors '" + dir + "'";
   check_config(config, where);
-  NoGradGuard no_grad;
-  const std::vector<ParamSpec> specs = gpt2_params(config);
-  StateDict out;
-  for (const ParamSpec& p : specs) {
-    auto it = model_state.find(p.name);
-    STRATA_CHECK(it != model_state.end(), where, ": model_state has no tensor '", p.name, "' (expected shape ",
-                 p.shape, ")");
-    const Tensor& t = it->second;
-    STRATA_CHECK(t.defined(), where, ": tensor '", p.name, "' is undefined");
-    STRATA_CHECK(t.shape() == p.shape, where, ": tensor '", p.name, "' has shape ", t.shape(), ", expected ", p.shape,
-                 p.conv1d ? " (strata Linear layout [out, in])" : "");
-    STRATA_CHECK(is_floating(t.dtype()), where, ": tensor '", p.name, "' has dtype ", t.dtype(),
-                 ", expected a floating type");
-    Tensor f = t.to(DType::Float32);
-    out.emplace(p.name, p.conv1d ? f.transpose(0, 1) : f);  // written contiguously by the saver
-  }
-  if (model_state.size() != out.size()) {
-    for (const auto& [name, t] : model_state) {
-      STRATA_CHECK(out.contains(name) || name == "lm_head.weight", where, ": unexpected tensor '", name,
-                   "' in model_state (not a GPT-2 parameter for n_layer=", config.n_layer, ")");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  STRATA_CHECK(!ec, where, ": cannot create the directory: ", ec.message());
-  // transformers refuses safetensors files whose metadata lacks format "pt".
-  save_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), out, {{"format", "pt"}});
-  write_file_atomic((std::filesystem::path(dir) / "config.json").string(), config_json(config).dump(2) + "\n");
+  const StateDict out = hf::tensors_for_export(
+      model_state, gpt2_params(config), [](const std::string& name) { return name == "lm_head.weight"; }, where,
+      "GPT-2 parameter for n_layer=" + std::to_string(config.n_layer));
+  hf::write_model_dir(dir, out, config_json(config), where);
 }
 
 StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out) {
-  const std::string config_path = (std::filesystem::path(dir) / "config.json").string();
-  const std::string model_path = (std::filesystem::path(dir) / "model.safetensors").string();
-  const Gpt2Config config = read_config(config_path);
+  const Gpt2Config config = read_config(hf::file_in(dir, "config.json"));
+  const std::string model_path = hf::file_in(dir, "model.safetensors");
   const std::string where = "import_gpt2_safetensors '" + model_path + "'";
-
   SafetensorsFile file = load_safetensors(model_path);
   StateDict by_name;  // prefix stripped
   for (auto& [name, t] : file.tensors) {
@@ -194,23 +137,8 @@ StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out
     by_name.emplace(key, t);
   }
 
-  NoGradGuard no_grad;
-  StateDict out;
-  for (const ParamSpec& p : gpt2_params(config)) {
-    auto it = by_name.find(p.name);
-    STRATA_CHECK(it != by_name.end(), where, ": missing tensor '", p.name, "' (expected shape ", p.hf_shape(), ")");
-    const Tensor& t = it->second;
-    STRATA_CHECK(t.shape() == p.hf_shape(), where, ": tensor '", p.name, "' has shape ", t.shape(), ", expected ",
-                 p.hf_shape(), p.conv1d ? " (HF Conv1D layout [in, out])" : "");
-    STRATA_CHECK(is_floating(t.dtype()), where, ": tensor '", p.name, "' has dtype ", t.dtype(),
-                 ", expected a floating type");
-    Tensor f = t.to(DType::Float32);
-    out.emplace(p.name, p.conv1d ? f.transpose(0, 1).contiguous() : f);
-  }
-  for (const auto& [name, t] : by_name) {
-    STRATA_CHECK(out.contains(name), where, ": unexpected tensor '", name, "' (not a GPT-2 parameter for n_layer=",
-                 config.n_layer, ")");
-  }
+  StateDict out = hf::tensors_from_import(by_name, gpt2_params(config), where,
+                                          "GPT-2 parameter for n_layer=" + std::to_string(config.n_layer));
   if (config_out) *config_out = config;
   return out;
 }

@@ -108,20 +108,23 @@ GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory)
   factory_->model_built(*this);
 }
 
-Tensor GPT::local_logits(const Tensor& tokens, KVCache* cache) {
-  auto hooks = forward_hooks();
-  const int64_t offset = check_tokens("GPT", tokens, cache);
-  const int64_t T = tokens.size(1);
+Tensor GPT::embed(const Tensor& tokens, Positions p) {
   // With sequence parallelism the token embedding returns this rank's piece of the sequence.
-  Tensor positions = factory_->sequence_piece(wpe->forward(arange(offset, offset + T)).unsqueeze(0));
-  Tensor x = drop->forward(add(wte->forward(tokens), positions));
-  for (size_t i = 0; i < h->size(); ++i) x = (*h)[i].forward(x, cache);
-  if (cache != nullptr) cache->advance(T);
-  x = ln_f->forward(x);
+  Tensor positions = factory_->sequence_piece(wpe->forward(arange(p.offset, p.offset + p.length)).unsqueeze(0));
+  return drop->forward(add(wte->forward(tokens), positions));
+}
+
+Tensor GPT::run_block(int64_t index, const Tensor& hidden, Positions, KVCache* cache) {
+  return (*h)[static_cast<size_t>(index)].forward(hidden, cache);
+}
+
+Tensor GPT::head(const Tensor& hidden) {
   // Tied head (a 16-bit wte: float32 compute, no float32 copy kept); with tensor
   // parallelism, this rank's rows of wte give its part of the vocabulary.
-  return hooks.output(linear(factory_->enter_region(x), wte->weight));
+  return linear(factory_->enter_region(ln_f->forward(hidden)), wte->weight);
 }
+
+std::vector<Generator*> GPT::block_generators() { return {dropout_generator(*factory_)}; }
 
 double GPT::flops_per_step(int64_t batch, int64_t seq_len) const {
   const double tokens = static_cast<double>(batch * seq_len);

@@ -109,17 +109,22 @@ Llama::Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory)
   factory_->model_built(*this);
 }
 
-Tensor Llama::local_logits(const Tensor& tokens, KVCache* cache) {
-  auto hooks = forward_hooks();
-  const int64_t offset = check_tokens("Llama", tokens, cache);
-  const int64_t T = tokens.size(1);
-  // One table for every layer: the positions [offset, offset + T) of these tokens.
-  RotaryTables rope = rotary_tables(T, config_.head_dim(), config_.rope_theta, offset, config_.dtype);
-  Tensor x = embed_tokens->forward(tokens);
-  for (auto& layer : layers_) x = layer->forward(x, rope.cos, rope.sin, cache);
-  if (cache != nullptr) cache->advance(T);
-  return hooks.output(lm_head->forward(factory_->enter_region(norm->forward(x))));
+Tensor Llama::embed(const Tensor& tokens, Positions) { return embed_tokens->forward(tokens); }
+
+const RotaryTables& Llama::rotary_for(Positions p) {
+  if (p.offset != rope_positions_.offset || p.length != rope_positions_.length) {
+    rope_ = rotary_tables(p.length, config_.head_dim(), config_.rope_theta, p.offset, config_.dtype);
+    rope_positions_ = p;
+  }
+  return rope_;
 }
+
+Tensor Llama::run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache) {
+  const RotaryTables& rope = rotary_for(positions);
+  return layers_[static_cast<size_t>(index)]->forward(hidden, rope.cos, rope.sin, cache);
+}
+
+Tensor Llama::head(const Tensor& hidden) { return lm_head->forward(factory_->enter_region(norm->forward(hidden))); }
 
 double Llama::flops_per_step(int64_t batch, int64_t seq_len) const {
   const double tokens = static_cast<double>(batch * seq_len);

@@ -1,5 +1,6 @@
 #include "strata/parallel/tp_factory.h"
 
+#include "strata/autograd/grad_mode.h"
 #include "strata/parallel/tp_layers.h"
 #include "strata/parallel/tp_mappings.h"
 #include "strata/tensor/ops.h"
@@ -7,12 +8,22 @@
 namespace strata::parallel {
 
 TensorParallelFactory::TensorParallelFactory(dist::ProcessGroup& group, TensorParallelOptions options)
-    : group_(group), options_(options) {
+    : group_(group), options_(options), sequence_parallel_now_(options.sequence_parallel) {
   tracker_.add(RngTracker::kTensorParallel, tensor_parallel_seed(options.seed, group.rank()));
 }
 
+void TensorParallelFactory::begin_forward(int64_t sequence_length) {
+  const bool divides = sequence_length % group_.size() == 0;
+  // Training needs the split: its dropout draws per-rank streams that only make sense on
+  // pieces. Forwards without grad (evaluation, generation) may run whole instead.
+  STRATA_CHECK(!options_.sequence_parallel || divides || !grad_enabled(), "sequence parallelism: the sequence length ",
+               sequence_length, " does not divide by the ", group_.size(), " ranks of group ", group_.name(),
+               " (forwards without grad run without sequence parallelism; training needs a length that divides)");
+  sequence_parallel_now_ = options_.sequence_parallel && divides;
+}
+
 Tensor TensorParallelFactory::enter_region(const Tensor& x) {
-  return options_.sequence_parallel ? gather_from_sequence_region(x, 1, group_) : copy_to_tp_region(x, group_);
+  return sequence_parallel_now_ ? gather_from_sequence_region(x, 1, group_) : copy_to_tp_region(x, group_);
 }
 
 std::shared_ptr<nn::Linear> TensorParallelFactory::column(int64_t in, int64_t out, bool bias, nn::InitOptions init,
@@ -23,11 +34,13 @@ std::shared_ptr<nn::Linear> TensorParallelFactory::column(int64_t in, int64_t ou
 
 std::shared_ptr<nn::Linear> TensorParallelFactory::row(int64_t in, int64_t out, bool bias, nn::InitOptions init) {
   return std::make_shared<RowParallelLinear>(in, out, bias, init, group_,
-                                             RowParallelOptions{.sequence_parallel = options_.sequence_parallel});
+                                             RowParallelOptions{.sequence_parallel = options_.sequence_parallel,
+                                                                .sequence_parallel_now = &sequence_parallel_now_});
 }
 
 std::shared_ptr<nn::Embedding> TensorParallelFactory::embedding(int64_t vocab, int64_t dim, nn::InitOptions init) {
-  return std::make_shared<VocabParallelEmbedding>(vocab, dim, init, group_, options_.sequence_parallel);
+  return std::make_shared<VocabParallelEmbedding>(vocab, dim, init, group_, options_.sequence_parallel,
+                                                  &sequence_parallel_now_);
 }
 
 std::shared_ptr<nn::Linear> TensorParallelFactory::head(int64_t in, int64_t vocab, nn::InitOptions init) {
@@ -49,7 +62,7 @@ Tensor TensorParallelFactory::gather_logits(const Tensor& logits, int64_t vocab)
 }
 
 Tensor TensorParallelFactory::sequence_piece(const Tensor& x) {
-  if (!options_.sequence_parallel || group_.size() == 1) return x;
+  if (!sequence_parallel_now_ || group_.size() == 1) return x;
   const int64_t T = x.size(1), n = group_.size();
   STRATA_CHECK(T % n == 0, "sequence parallelism: the sequence length ", T, " does not divide by the ", n,
                " ranks of group ", group_.name());

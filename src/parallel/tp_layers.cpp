@@ -83,8 +83,8 @@ Tensor RowParallelLinear::forward(const Tensor& x) {
   auto hooks = forward_hooks();
   Tensor in = options_.input_is_parallel ? x : scatter_to_tp_region(x, -1, group_);
   Tensor partial = linear(in, weight);  // this rank's share of x W^T
-  Tensor y = options_.sequence_parallel ? reduce_scatter_to_sequence_region(partial, 1, group_)
-                                        : reduce_from_tp_region(partial, group_);
+  const bool sp = options_.sequence_parallel_now != nullptr ? *options_.sequence_parallel_now : options_.sequence_parallel;
+  Tensor y = sp ? reduce_scatter_to_sequence_region(partial, 1, group_) : reduce_from_tp_region(partial, group_);
   return bias.defined() ? add(y, nn::compute_param(bias)) : y;  // once, after the sum
 }
 
@@ -93,10 +93,12 @@ std::vector<std::pair<std::string, ShardLayout>> RowParallelLinear::shard_layout
 }
 
 VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t dim, nn::InitOptions init,
-                                               dist::ProcessGroup& group, bool sequence_parallel)
+                                               dist::ProcessGroup& group, bool sequence_parallel,
+                                               const bool* sequence_parallel_now)
     : nn::Embedding(vocab_part(num_embeddings, dim, init, group)),
       group_(group),
       sequence_parallel_(sequence_parallel),
+      sequence_parallel_now_(sequence_parallel_now),
       vocab_size_(num_embeddings),
       vocab_start_(vocab_layout(num_embeddings).part_size(group.size()) * group.rank()) {}
 
@@ -121,7 +123,8 @@ Tensor VocabParallelEmbedding::forward(const Tensor& indices) {
     li[i] = out[i] ? 0 : j;
   }
   Tensor e = masked_fill(embedding(local, weight), outside.unsqueeze(-1), 0.0);
-  return sequence_parallel_ ? reduce_scatter_to_sequence_region(e, 1, group_) : reduce_from_tp_region(e, group_);
+  const bool sp = sequence_parallel_now_ != nullptr ? *sequence_parallel_now_ : sequence_parallel_;
+  return sp ? reduce_scatter_to_sequence_region(e, 1, group_) : reduce_from_tp_region(e, group_);
 }
 
 std::vector<std::pair<std::string, ShardLayout>> VocabParallelEmbedding::shard_layouts() const {

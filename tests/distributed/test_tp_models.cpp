@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include "dist_test_util.h"
 #include "strata/strata.h"
@@ -69,9 +70,9 @@ void mark_noise(const nn::Module& model, NoiseMask& mask) {
 }
 
 struct Reference {
-  std::vector<double> losses;
-  StateDict weights;
-  NoiseMask noise;
+  std::vector<double> losses = {};
+  StateDict weights = {};
+  NoiseMask noise = {};
 };
 
 // One process on the whole global batch.
@@ -404,8 +405,8 @@ TEST(TensorParallelModels, GlobalNormClippingCountsEachParameterOnce) {
 
 namespace strata {
 
-// A TP model exports to the Hugging Face GPT-2 layout by gathering, and an HF export loads
-// into a TP model (of another seed) by slicing: the logits come back the same.
+// A TP model exports to the Hugging Face layout (GPT-2, LLaMA) by gathering, and an HF export
+// loads into a TP model (of another seed) by slicing: the logits come back the same.
 TEST(TensorParallelModels, HuggingFaceExportGathersAndImportSlices) {
   auto& world = dist::world();
   nn::GPTConfig c{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers, .n_head = 4, .n_embd = 16, .seed = 3};
@@ -424,8 +425,92 @@ TEST(TensorParallelModels, HuggingFaceExportGathersAndImportSlices) {
   NoGradGuard no_grad;
   Tensor x = batch(0, 2).first;
   EXPECT_EQ(b.forward(x).to_vector<float>(), a.forward(x).to_vector<float>());
+
+  // The same for Llama through the LlamaForCausalLM layout.
+  auto la = build(Family::Llama, DType::Float32, std::make_shared<parallel::TensorParallelFactory>(world));
+  const nn::LlamaConfig& lc = dynamic_cast<nn::Llama&>(*la).config();
+  StateDict lfull = parallel::full_state_dict(*la, world);
   world.barrier()->wait();
-  if (world.rank() == 0) std::filesystem::remove_all(dir);
+  if (world.rank() == 0)
+    checkpoint::export_llama_safetensors(dir + "-llama", lfull,
+                                         {.vocab_size = lc.vocab_size, .context = lc.context, .n_layer = lc.n_layer,
+                                          .n_head = lc.n_head, .n_kv_head = lc.n_kv_head, .n_embd = lc.n_embd,
+                                          .intermediate_size = lc.intermediate_size, .rope_theta = lc.rope_theta,
+                                          .rms_norm_eps = lc.rms_norm_eps, .init_std = lc.init_std});
+  world.barrier()->wait();
+  nn::LlamaConfig other = lc;
+  other.seed = 8;
+  nn::Llama lb(other, std::make_shared<parallel::TensorParallelFactory>(world));
+  parallel::load_full_state_dict(lb, checkpoint::import_llama_safetensors(dir + "-llama"), world);
+  EXPECT_EQ(lb.forward(x).to_vector<float>(), la->forward(x).to_vector<float>());
+  world.barrier()->wait();
+  if (world.rank() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(dir + "-llama");
+  }
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// Recompute under tensor and sequence parallelism (collectives inside the recomputed blocks,
+// per-rank dropout streams restored) and under DDP (its hooks fire in the nested pass): the
+// gradients are bit for bit those without recompute.
+TEST(TensorParallelModels, RecomputeIsBitIdentical) {
+  auto& world = dist::world();
+  // With 4 ranks, dp=2 x tp=2 and DDP over the data group; with 2, TP alone.
+  std::unique_ptr<dist::DeviceMesh> mesh;
+  if (world.size() == 4) mesh = std::make_unique<dist::DeviceMesh>(world, dist::MeshShape{.dp = 2, .tp = 2});
+  dist::ProcessGroup& tpg = mesh ? mesh->group(dist::MeshDim::Tensor) : world;
+  for (Family f : {Family::Gpt, Family::Llama}) {
+    auto grads_of = [&](bool recompute, bool ddp_on) {
+      auto tp = std::make_shared<parallel::TensorParallelFactory>(tpg, parallel::TensorParallelOptions{true, 9});
+      std::unique_ptr<nn::CausalLM> model;
+      if (f == Family::Gpt)
+        model = std::make_unique<nn::GPT>(nn::GPTConfig{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers,
+                                                        .n_head = 4, .n_embd = 16, .dropout = 0.2, .seed = 3},
+                                          tp);
+      else
+        model = build(f, DType::Float32, tp);
+      model->set_recompute(recompute);
+      std::unique_ptr<parallel::DistributedDataParallel> ddp;
+      if (ddp_on) ddp = std::make_unique<parallel::DistributedDataParallel>(*model, mesh->group(dist::MeshDim::Data));
+      manual_seed(5);
+      auto [x, y] = batch(2, 2);
+      if (mesh) std::tie(x, y) = batch(2 + mesh->coord(dist::MeshDim::Data), 2);  // each data rank its own batch
+      model->loss(x, y).backward();
+      std::vector<std::vector<float>> grads;
+      for (const Tensor& p : model->parameters()) grads.push_back(p.grad().to_vector<float>());
+      return grads;
+    };
+    EXPECT_EQ(grads_of(true, false), grads_of(false, false)) << name_of(f);
+    if (mesh) {
+      EXPECT_EQ(grads_of(true, true), grads_of(false, true)) << name_of(f) << " with DDP";
+    }
+  }
+}
+
+}  // namespace strata
+
+namespace strata {
+
+// Generation from a tensor-parallel model (sequence parallel too: its one-token steps run
+// without the split) gives the tokens one process gives, with and without the KV cache.
+TEST(TensorParallelModels, GenerationMatchesOneProcess) {
+  auto& world = dist::world();
+  for (Family f : {Family::Gpt, Family::Llama}) {
+    auto single = build(f, DType::Float64);
+    auto tp = build(f, DType::Float64,
+                    std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{true}));
+    Tensor prompt = batch(3, 2).first.narrow(1, 0, 3).contiguous();
+    for (bool cache : {true, false}) {
+      nn::GenerateOptions o{.temperature = 0.9, .top_k = 5, .seed = 4, .use_cache = cache};
+      EXPECT_EQ(nn::generate(*tp, prompt, 5, o).to_vector<int64_t>(),
+                nn::generate(*single, prompt, 5, o).to_vector<int64_t>())
+          << name_of(f) << (cache ? " cached" : " uncached");
+    }
+  }
 }
 
 }  // namespace strata

@@ -1,6 +1,9 @@
 // ZeroOptimizer under mpirun -np N (1-4): stages 1, 2 and 3 train like stage 0 (DDP), which
-// trains like DistributedDataParallel with a plain optimizer.
+// trains like DistributedDataParallel with a plain optimizer, and every stage like one process
+// on the whole global batch; for the tiny GPT and the tiny Llama.
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "zero_test_util.h"
 
@@ -22,13 +25,17 @@ double ring_wire_bytes(const dist::CommStats& stats, int n) {
          (n - 1) * bytes(dist::OpType::AllGather) + bytes(dist::OpType::Broadcast);
 }
 
+// The equivalence tests run on each model family (GPT, Llama).
+class ZeroEquivalence : public ::testing::TestWithParam<Family> {};
+INSTANTIATE_TEST_SUITE_P(Models, ZeroEquivalence, ::testing::Values(Family::GPT, Family::Llama), family_name);
+
 // Float32 with SGD (momentum, weight decay) and clipping by the global norm: the 1e-5.
-TEST(Zero, StagesMatchStageZeroFloat32WithSgdAndClipping) {
+TEST_P(ZeroEquivalence, StagesMatchStageZeroFloat32WithSgdAndClipping) {
   const int n = dist::world().size();
-  ZeroRun ref = train_zero(0, DType::Float32, sgd(), kClip);
+  ZeroRun ref = train_zero(GetParam(), 0, DType::Float32, sgd(), kClip);
   for (double norm : ref.norms) EXPECT_GT(norm, kClip) << "clipping must be active";
   for (int stage : {1, 2, 3}) {
-    ZeroRun run = train_zero(stage, DType::Float32, sgd(), kClip);
+    ZeroRun run = train_zero(GetParam(), stage, DType::Float32, sgd(), kClip);
     bool bitwise = false;
     const double diff = max_relative_difference(run.params, ref.params, &bitwise);
     EXPECT_LE(diff, 1e-5) << "stage " << stage << " N=" << n;
@@ -44,12 +51,14 @@ TEST(Zero, StagesMatchStageZeroFloat32WithSgdAndClipping) {
 // AdamW: float64 shows the computation is the same; float32 carries the rounding noise that
 // AdamW turns into steps of ~lr on near-zero gradients (see docs/parallelism.md, DDP), so its
 // bound is the DDP tests' 2e-3 per-tensor L2.
-TEST(Zero, StagesMatchStageZeroWithAdamW) {
-  ZeroRun ref64 = train_zero(0, DType::Float64, adamw(), kClip);
-  ZeroRun ref32 = train_zero(0, DType::Float32, adamw(), 0);
+TEST_P(ZeroEquivalence, StagesMatchStageZeroWithAdamW) {
+  ZeroRun ref64 = train_zero(GetParam(), 0, DType::Float64, adamw(), kClip);
+  ZeroRun ref32 = train_zero(GetParam(), 0, DType::Float32, adamw(), 0);
   for (int stage : {1, 2, 3}) {
-    const double d64 = max_relative_difference(train_zero(stage, DType::Float64, adamw(), kClip).params, ref64.params);
-    const double d32 = max_relative_difference(train_zero(stage, DType::Float32, adamw(), 0).params, ref32.params);
+    const double d64 =
+        max_relative_difference(train_zero(GetParam(), stage, DType::Float64, adamw(), kClip).params, ref64.params);
+    const double d32 =
+        max_relative_difference(train_zero(GetParam(), stage, DType::Float32, adamw(), 0).params, ref32.params);
     EXPECT_LE(d64, 1e-10) << "stage " << stage;
     EXPECT_LE(d32, 2e-3) << "stage " << stage;
     if (dist::world().rank() == 0)
@@ -57,22 +66,66 @@ TEST(Zero, StagesMatchStageZeroWithAdamW) {
   }
 }
 
+// Every stage against one process that trains on the whole global batch without ZeRO, with
+// the bounds above: float64 AdamW + clipping 1e-10, float32 SGD + clipping 1e-5.
+TEST_P(ZeroEquivalence, EveryStageMatchesOneProcess) {
+  const int n = dist::world().size();
+  const ZeroRun ref64 = train_one_process(GetParam(), DType::Float64, adamw(), kClip);
+  const ZeroRun ref32 = train_one_process(GetParam(), DType::Float32, sgd(), kClip);
+  for (int stage : {0, 1, 2, 3}) {
+    const ZeroRun run64 = train_zero(GetParam(), stage, DType::Float64, adamw(), kClip);
+    const double d64 = max_relative_difference(run64.params, ref64.params);
+    const double d32 = max_relative_difference(train_zero(GetParam(), stage, DType::Float32, sgd(), kClip).params,
+                                               ref32.params);
+    EXPECT_LE(d64, 1e-10) << "stage " << stage << " N=" << n;
+    EXPECT_LE(d32, 1e-5) << "stage " << stage << " N=" << n;
+    ASSERT_EQ(run64.norms.size(), ref64.norms.size());
+    for (size_t s = 0; s < ref64.norms.size(); ++s) EXPECT_NEAR(run64.norms[s], ref64.norms[s], 1e-10 * ref64.norms[s]);
+    if (dist::world().rank() == 0)
+      std::printf("stage %d vs one process, N=%d: float64 AdamW %.3g, float32 SGD %.3g\n", stage, n, d64, d32);
+  }
+}
+
+// Stage 3's default units are the model's transformer blocks (nn::TransformerBlock: GPT's
+// Block, LlamaDecoderLayer), one unit each, plus the root unit with the other parameters.
+TEST_P(ZeroEquivalence, StageThreeUnitsAreTheTransformerBlocks) {
+  auto model = tiny_model(GetParam(), DType::Float32);
+  std::vector<std::string> blocks;
+  for (auto& [name, module] : model->named_modules())
+    if (dynamic_cast<nn::TransformerBlock*>(module) != nullptr) blocks.push_back(name + ".");
+  ASSERT_EQ(static_cast<int64_t>(blocks.size()), model->num_layers());
+  const ZeroRun run = train_zero(GetParam(), 3, DType::Float32, sgd(), 0, 1);
+  ASSERT_EQ(run.buckets.size(), blocks.size() + 1);
+  for (const auto& unit : run.buckets) {
+    ASSERT_FALSE(unit.empty());
+    // The block whose prefix the unit's first name has (none: the root unit); every name shares it.
+    std::string prefix;
+    for (const std::string& b : blocks)
+      if (unit[0].rfind(b, 0) == 0) prefix = b;
+    for (const std::string& name : unit) {
+      bool in_a_block = false;
+      for (const std::string& b : blocks) in_a_block = in_a_block || name.rfind(b, 0) == 0;
+      EXPECT_TRUE(prefix.empty() ? !in_a_block : name.rfind(prefix, 0) == 0) << name << " in the unit of " << unit[0];
+    }
+  }
+}
+
 // Stage 0 is DDP: the same as DistributedDataParallel + optim::SGD + optim::clip_grad_norm.
-TEST(Zero, StageZeroMatchesDistributedDataParallel) {
+TEST_P(ZeroEquivalence, StageZeroMatchesDistributedDataParallel) {
   auto& world = dist::world();
-  nn::GPT model(tiny_gpt(DType::Float32));
-  DistributedDataParallel ddp(model, world);
-  optim::SGD opt(model.parameters(), sgd());
+  auto model = tiny_model(GetParam(), DType::Float32);
+  DistributedDataParallel ddp(*model, world);
+  optim::SGD opt(model->parameters(), sgd());
   for (int s = 0; s < kZeroSteps; ++s) {
-    Batch mine = rank_slice(global_batch(s, world.size() * kZeroPerRank, model.config()), world.rank(), kZeroPerRank);
-    model.loss(mine.inputs, mine.targets).backward();
-    optim::clip_grad_norm(model.parameters(), kClip);
+    Batch mine = rank_slice(global_batch(s, world.size() * kZeroPerRank, *model), world.rank(), kZeroPerRank);
+    model->loss(mine.inputs, mine.targets).backward();
+    optim::clip_grad_norm(model->parameters(), kClip);
     opt.step();
     opt.zero_grad();
   }
   StateDict ddp_params;
-  for (auto& [name, t] : model.named_parameters()) ddp_params[name] = t.detach().clone();
-  EXPECT_LE(max_relative_difference(train_zero(0, DType::Float32, sgd(), kClip).params, ddp_params), 1e-6);
+  for (auto& [name, t] : model->named_parameters()) ddp_params[name] = t.detach().clone();
+  EXPECT_LE(max_relative_difference(train_zero(GetParam(), 0, DType::Float32, sgd(), kClip).params, ddp_params), 1e-6);
 }
 
 // Communication per step, from the process-group counters: stage 0 all-reduces every

@@ -1,4 +1,4 @@
-// ZeroOptimizer with a real bfloat16 GPT (GPTConfig::param_dtype: parameters and gradients in
+// ZeroOptimizer with a real bfloat16 GPT and Llama (param_dtype: parameters and gradients in
 // bf16, computed in float32, float32 master weights in the optimizer's shard), and no_sync()
 // gradient accumulation at every stage.
 #include <cstdio>
@@ -10,27 +10,21 @@ namespace {
 
 constexpr double kClip = 0.05;
 
-nn::GPTConfig bf16_gpt() {
-  nn::GPTConfig c = tiny_gpt(DType::Float32);
-  c.param_dtype = DType::BFloat16;
-  return c;
-}
-
 struct Bf16Run {
   StateDict params;
   std::vector<double> losses;  // the global batch's loss per step
   ZeroMemory memory;
 };
 
-Bf16Run train_bf16(int stage, int steps, bool same_batch, double lr = 1e-2) {
+Bf16Run train_bf16(Family family, int stage, int steps, bool same_batch, double lr = 1e-2) {
   auto& world = dist::world();
-  nn::GPT model(bf16_gpt());
-  ZeroOptimizer zero(model, adamw(lr), world, zero_options(stage));
+  auto model = tiny_model(family, DType::Float32, DType::BFloat16);
+  ZeroOptimizer zero(*model, adamw(lr), world, zero_options(stage));
   Bf16Run run;
   for (int s = 0; s < steps; ++s) {
     const int64_t at = same_batch ? 0 : s;
-    Batch mine = rank_slice(global_batch(at, world.size() * kZeroPerRank, model.config()), world.rank(), kZeroPerRank);
-    Tensor loss = model.loss(mine.inputs, mine.targets);
+    Batch mine = rank_slice(global_batch(at, world.size() * kZeroPerRank, *model), world.rank(), kZeroPerRank);
+    Tensor loss = model->loss(mine.inputs, mine.targets);
     Tensor global = loss.detach().clone();
     world.all_reduce(global, dist::ReduceOp::Avg)->wait();
     run.losses.push_back(global.item());
@@ -44,18 +38,22 @@ Bf16Run train_bf16(int stage, int steps, bool same_batch, double lr = 1e-2) {
   return run;
 }
 
-// Stages 1-3 against stage 0 on the bf16 GPT with AdamW and clipping. The float32 master
+// The bf16 tests run on each model family (GPT, Llama).
+class ZeroBf16 : public ::testing::TestWithParam<Family> {};
+INSTANTIATE_TEST_SUITE_P(Models, ZeroBf16, ::testing::Values(Family::GPT, Family::Llama), family_name);
+
+// Stages 1-3 against stage 0 on the bf16 model with AdamW and clipping. The float32 master
 // updates match up to the rounding of the bf16 gradient reduction (whose order differs
 // between all_reduce and reduce_scatter on more than two ranks); a bf16 parameter can then
 // round to its neighbour (2^-8 relative), so the stated bound is 1e-2 per-tensor L2 on the
 // parameters and 1e-3 on every step's loss. (Measured on 1-4 ranks: bit for bit.)
-TEST(ZeroBf16, GptStagesMatchStageZero) {
+TEST_P(ZeroBf16, StagesMatchStageZero) {
   const int n = dist::world().size();
-  Bf16Run ref = train_bf16(0, kZeroSteps, false);
+  Bf16Run ref = train_bf16(GetParam(), 0, kZeroSteps, false);
   for (const auto& [name, t] : ref.params) EXPECT_EQ(t.dtype(), DType::BFloat16) << name;
   EXPECT_GT(ref.memory.master, 0) << "bf16 parameters need separate float32 master weights";
   for (int stage : {1, 2, 3}) {
-    Bf16Run run = train_bf16(stage, kZeroSteps, false);
+    Bf16Run run = train_bf16(GetParam(), stage, kZeroSteps, false);
     bool bitwise = false;
     const double diff = max_relative_difference(run.params, ref.params, &bitwise);
     EXPECT_LE(diff, 1e-2) << "stage " << stage << " N=" << n;
@@ -63,15 +61,15 @@ TEST(ZeroBf16, GptStagesMatchStageZero) {
     for (size_t s = 0; s < ref.losses.size(); ++s)
       EXPECT_NEAR(run.losses[s], ref.losses[s], 1e-3 * ref.losses[s]) << "stage " << stage << " step " << s;
     if (dist::world().rank() == 0)
-      std::printf("bf16 GPT + AdamW, stage %d vs 0, N=%d: params %.3g (bitwise %s), final loss %.6f vs %.6f\n",
+      std::printf("bf16 model + AdamW, stage %d vs 0, N=%d: params %.3g (bitwise %s), final loss %.6f vs %.6f\n",
                   stage, n, diff, bitwise ? "yes" : "no", run.losses.back(), ref.losses.back());
   }
 }
 
 // The bf16 model learns through its float32 master weights (repeating one batch), at every stage.
-TEST(ZeroBf16, GptTrainsThroughFloat32Master) {
+TEST_P(ZeroBf16, TrainsThroughFloat32Master) {
   for (int stage : {0, 3}) {
-    Bf16Run run = train_bf16(stage, 12, true, 3e-2);
+    Bf16Run run = train_bf16(GetParam(), stage, 12, true, 3e-2);
     EXPECT_LT(run.losses.back(), 0.8 * run.losses.front()) << "stage " << stage;
   }
 }
@@ -80,9 +78,9 @@ TEST(ZeroBf16, GptTrainsThroughFloat32Master) {
 
 constexpr int kMicro = 3;  // micro-batches per step: kMicro - 1 under no_sync(), then one synchronised
 
-Batch micro_batch(int step, int m, const nn::GPTConfig& c) {
+Batch micro_batch(int step, int m, const nn::CausalLM& model) {
   auto& world = dist::world();
-  return rank_slice(global_batch(step * 10 + m, world.size() * kZeroPerRank, c), world.rank(), kZeroPerRank);
+  return rank_slice(global_batch(step * 10 + m, world.size() * kZeroPerRank, model), world.rank(), kZeroPerRank);
 }
 
 // `use_no_sync` false: every micro-batch's backward is synchronised (stages 0, 2 and 3 add the
@@ -93,7 +91,7 @@ StateDict train_accumulating(int stage, bool use_no_sync, int steps = 3) {
   ZeroOptimizer zero(model, sgd(), world, zero_options(stage));
   for (int s = 0; s < steps; ++s) {
     for (int m = 0; m < kMicro; ++m) {
-      Batch b = micro_batch(s, m, model.config());
+      Batch b = micro_batch(s, m, model);
       if (use_no_sync && m + 1 < kMicro) {
         auto guard = zero.no_sync();
         world.reset_stats();
@@ -139,16 +137,16 @@ TEST(ZeroNoSync, Bf16GptAccumulatesAtEveryStage) {
   auto& world = dist::world();
   std::vector<StateDict> results;
   for (int stage : {0, 1, 2, 3}) {
-    nn::GPT model(bf16_gpt());
-    ZeroOptimizer zero(model, adamw(), world, zero_options(stage));
+    auto model = tiny_model(Family::GPT, DType::Float32, DType::BFloat16);
+    ZeroOptimizer zero(*model, adamw(), world, zero_options(stage));
     for (int s = 0; s < 2; ++s) {
       for (int m = 0; m < kMicro; ++m) {
-        Batch b = micro_batch(s, m, model.config());
+        Batch b = micro_batch(s, m, *model);
         if (m + 1 < kMicro) {
           auto guard = zero.no_sync();
-          model.loss(b.inputs, b.targets).backward();
+          model->loss(b.inputs, b.targets).backward();
         } else {
-          model.loss(b.inputs, b.targets).backward();
+          model->loss(b.inputs, b.targets).backward();
         }
       }
       zero.step();
@@ -165,7 +163,7 @@ TEST(ZeroNoSync, StepBeforeTheSynchronisedBackwardIsAClearError) {
   for (int stage : {0, 2}) {
     nn::GPT model(tiny_gpt(DType::Float32));
     ZeroOptimizer zero(model, sgd(), world, zero_options(stage));
-    Batch b = micro_batch(0, 0, model.config());
+    Batch b = micro_batch(0, 0, model);
     {
       auto guard = zero.no_sync();
       model.loss(b.inputs, b.targets).backward();
@@ -193,8 +191,8 @@ TEST(ZeroNoSync, ZeroGradDiscardsLocalSums) {
     nn::GPT b(tiny_gpt(DType::Float32));
     ZeroOptimizer za(a, sgd(), world, zero_options(stage));
     ZeroOptimizer zb(b, sgd(), world, zero_options(stage));
-    Batch x = micro_batch(0, 0, a.config());
-    Batch y = micro_batch(0, 1, a.config());
+    Batch x = micro_batch(0, 0, a);
+    Batch y = micro_batch(0, 1, a);
     {
       auto guard = za.no_sync();
       a.loss(x.inputs, x.targets).backward();

@@ -1,7 +1,9 @@
 #pragma once
-// Shared by the ZeRO tests: train the tiny GPT of the DDP tests with a ZeroOptimizer and
-// return the full parameters, so that stages can be compared with each other.
+// Shared by the ZeRO tests: train the tiny GPT or Llama of the DDP tests with a ZeroOptimizer
+// and return the full parameters, so that stages can be compared with each other and with
+// one process.
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "ddp_test_util.h"
@@ -25,21 +27,49 @@ inline ZeroOptions zero_options(int stage) {
 struct ZeroRun {
   StateDict params;
   std::vector<double> norms;  // clip_grad_norm's result per step (empty without clipping)
+  std::vector<std::vector<std::string>> buckets;  // parameter names per bucket (stage 3: unit)
 };
 
-inline ZeroRun train_zero(int stage, DType dtype, const InnerOptimizer& inner, double clip, int steps = kZeroSteps) {
+inline ZeroRun train_zero(Family family, int stage, DType dtype, const InnerOptimizer& inner, double clip,
+                          int steps = kZeroSteps) {
   auto& world = dist::world();
-  nn::GPT model(tiny_gpt(dtype));
-  ZeroOptimizer zero(model, inner, world, zero_options(stage));
+  auto model = tiny_model(family, dtype);
+  // Float64 runs test the computation itself: float32 master weights would round it.
+  ZeroOptions options = zero_options(stage);
+  if (dtype == DType::Float64) options.master_dtype = DType::Float64;
+  ZeroOptimizer zero(*model, inner, world, options);
   ZeroRun run;
   for (int s = 0; s < steps; ++s) {
-    Batch mine = rank_slice(global_batch(s, world.size() * kZeroPerRank, model.config()), world.rank(), kZeroPerRank);
-    model.loss(mine.inputs, mine.targets).backward();
+    Batch mine = rank_slice(global_batch(s, world.size() * kZeroPerRank, *model), world.rank(), kZeroPerRank);
+    model->loss(mine.inputs, mine.targets).backward();
     if (clip > 0) run.norms.push_back(zero.clip_grad_norm(clip));
     zero.step();
     zero.zero_grad();
   }
   run.params = zero.full_parameters();
+  run.buckets = zero.bucket_parameter_names();
+  return run;
+}
+
+// The reference without ZeRO: one process trains on the whole global batch with a plain
+// optimizer of the same options (SGD or AdamW) and optim::clip_grad_norm.
+inline ZeroRun train_one_process(Family family, DType dtype, const InnerOptimizer& inner, double clip,
+                                 int steps = kZeroSteps) {
+  auto model = tiny_model(family, dtype);
+  std::unique_ptr<optim::Optimizer> opt;
+  if (const auto* o = std::get_if<optim::SGDOptions>(&inner)) opt = std::make_unique<optim::SGD>(model->parameters(), *o);
+  if (const auto* o = std::get_if<optim::AdamWOptions>(&inner))
+    opt = std::make_unique<optim::AdamW>(model->parameters(), *o);
+  EXPECT_TRUE(opt) << "train_one_process takes SGD or AdamW options";
+  ZeroRun run;
+  for (int s = 0; s < steps && opt; ++s) {
+    Batch b = global_batch(s, dist::world().size() * kZeroPerRank, *model);
+    model->loss(b.inputs, b.targets).backward();
+    if (clip > 0) run.norms.push_back(optim::clip_grad_norm(model->parameters(), clip));
+    opt->step();
+    opt->zero_grad();
+  }
+  for (auto& [name, t] : model->named_parameters()) run.params[name] = t.detach().clone();
   return run;
 }
 

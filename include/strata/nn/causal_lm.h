@@ -3,6 +3,7 @@
 // generation and ZeRO-3's unit policy work with either without knowing which.
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "strata/nn/kv_cache.h"
 #include "strata/nn/layer_factory.h"
@@ -32,14 +33,38 @@ class CausalLM : public Module {
   // The factory the model's split layers came from (single-process unless given one).
   LayerFactory& layer_factory() const { return *factory_; }
 
+  // Activation recompute: each block keeps only its input from forward and runs again in
+  // backward (autograd::checkpoint), trading a second forward of the blocks for their
+  // activations. Results are bit-identical. Off by default; not with ZeRO-3 units.
+  void set_recompute(bool on) { recompute_ = on; }
+  bool recompute() const { return recompute_; }
+
+  // The model in pieces, as forward() runs them and as pipeline stages split them: embed,
+  // each block in turn, then head. `positions` are those of the tokens, [offset, offset +
+  // length) (the whole sequence, also when sequence parallelism splits the hidden states).
+  struct Positions {
+    int64_t offset = 0;
+    int64_t length = 0;
+  };
+  virtual Tensor embed(const Tensor& tokens, Positions positions) = 0;  // -> hidden [B, T, C]
+  virtual Tensor run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache = nullptr) = 0;
+  virtual Tensor head(const Tensor& hidden) = 0;  // final norm and head -> this rank's logits
+  // Logits of this rank's part of the vocabulary, [B, T, part] (the whole vocabulary in one
+  // process): the pieces in order, with recompute when it is on. forward() and loss() call it.
+  Tensor local_logits(const Tensor& tokens, KVCache* cache);
+
  protected:
   explicit CausalLM(std::shared_ptr<LayerFactory> factory);
-  // Logits of this rank's part of the vocabulary, [B, T, part] (the whole vocabulary in one
-  // process); forward() and loss() call it.
-  virtual Tensor local_logits(const Tensor& tokens, KVCache* cache) = 0;
+  virtual const char* family() const = 0;  // "GPT", for messages
+  // Generators that blocks draw from besides the default one (restored when recompute runs a
+  // block again).
+  virtual std::vector<Generator*> block_generators() { return {}; }
   // Checks tokens [B, T] and that positions [offset, offset + T) fit the context; returns offset.
-  int64_t check_tokens(const char* model, const Tensor& tokens, const KVCache* cache) const;
+  int64_t check_tokens(const Tensor& tokens, const KVCache* cache) const;
   std::shared_ptr<LayerFactory> factory_;
+
+ private:
+  bool recompute_ = false;
 };
 
 }  // namespace strata::nn

@@ -95,8 +95,13 @@ class GPT : public CausalLM {
   std::shared_ptr<BlockList> h;
   std::shared_ptr<LayerNorm> ln_f;
 
+  Tensor embed(const Tensor& tokens, Positions positions) override;
+  Tensor run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache = nullptr) override;
+  Tensor head(const Tensor& hidden) override;
+
  protected:
-  Tensor local_logits(const Tensor& tokens, KVCache* cache) override;
+  const char* family() const override { return "GPT"; }
+  std::vector<Generator*> block_generators() override;
 
  private:
   GPTConfig config_;

@@ -23,6 +23,10 @@ class LayerFactory {
   virtual int64_t degree() const { return 1; }
   // Activations outside the tensor-parallel regions are split along the sequence (dim 1).
   virtual bool sequence_parallel() const { return false; }
+  // Called by a model before each forward (and before a recomputed block) with its sequence
+  // length: the tensor-parallel factory uses sequence parallelism for this forward only where
+  // the length divides by the degree (generation's single tokens run without it).
+  virtual void begin_forward(int64_t /*sequence_length*/) {}
 
   // Enters a region in which each rank computes its part of the features from the same x:
   // identity here (tensor parallel: identity whose backward all-reduces; sequence parallel:

@@ -13,6 +13,7 @@
 #include "strata/nn/causal_lm.h"
 #include "strata/nn/containers.h"
 #include "strata/nn/layers.h"
+#include "strata/tensor/ops/nn_functional.h"
 
 namespace strata::nn {
 
@@ -89,11 +90,19 @@ class Llama : public CausalLM {
   std::shared_ptr<RMSNorm> norm;
   std::shared_ptr<Linear> lm_head;
 
+  Tensor embed(const Tensor& tokens, Positions positions) override;
+  Tensor run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache = nullptr) override;
+  Tensor head(const Tensor& hidden) override;
+
  protected:
-  Tensor local_logits(const Tensor& tokens, KVCache* cache) override;
+  const char* family() const override { return "Llama"; }
 
  private:
+  // The rotary tables of the last positions asked for (every block of a forward shares them).
+  const RotaryTables& rotary_for(Positions positions);
   LlamaConfig config_;
+  Positions rope_positions_{-1, -1};
+  RotaryTables rope_;
   std::vector<std::shared_ptr<LlamaDecoderLayer>> layers_;  // the entries of `layers`, typed
 };
 

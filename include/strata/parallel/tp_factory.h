@@ -12,7 +12,8 @@
 // move single-process weights in and out.
 //
 // Sequence parallelism: norms, residuals, dropout and GPT's position embeddings work on this
-// rank's piece of the sequence (the sequence length must divide by the degree), so
+// rank's piece of the sequence, in every forward whose sequence length divides by the degree
+// (others, such as generation's one-token steps, run without it), so
 // replicated parameters (norm weights, row-parallel biases, position embeddings) receive the
 // gradient of this rank's tokens only. The factory hooks each of them (model_built) to
 // all-reduce its incoming gradient over the group before it is accumulated, so .grad() is
@@ -53,6 +54,7 @@ class TensorParallelFactory : public nn::LayerFactory {
   Tensor gather_logits(const Tensor& logits, int64_t vocab) override;
   Tensor sequence_piece(const Tensor& x) override;
   Generator* sharded_generator() override { return &tracker_.get(RngTracker::kTensorParallel); }
+  void begin_forward(int64_t sequence_length) override;
   void model_built(nn::Module& model) override;
   // The named streams (save states() with a checkpoint to resume dropout exactly).
   RngTracker& rng_tracker() { return tracker_; }
@@ -60,6 +62,9 @@ class TensorParallelFactory : public nn::LayerFactory {
  private:
   dist::ProcessGroup& group_;
   TensorParallelOptions options_;
+  // Sequence parallelism in the current forward: options_.sequence_parallel and a sequence
+  // that divides. The split layers read it through a pointer at every forward.
+  bool sequence_parallel_now_ = false;
   RngTracker tracker_;
 };
 

@@ -72,6 +72,9 @@ class ColumnParallelLinear : public nn::Linear, public TensorParallelLayer {
 struct RowParallelOptions {
   bool input_is_parallel = true;   // x is already split along its last dim (a column-parallel output)
   bool sequence_parallel = false;  // reduce-scatter the output along dim 1 instead of all-reducing it
+  // When set, read at every forward instead of sequence_parallel (TensorParallelFactory
+  // switches sequence parallelism per forward; it owns the flag).
+  const bool* sequence_parallel_now = nullptr;
 };
 
 // y = x W^T + b with W's input columns split across ranks: each rank multiplies its part of
@@ -97,8 +100,9 @@ class RowParallelLinear : public nn::Linear, public TensorParallelLayer {
 // (or, with sequence_parallel, a reduce-scatter along the sequence) sums the parts.
 class VocabParallelEmbedding : public nn::Embedding, public TensorParallelLayer {
  public:
+  // sequence_parallel_now, when set, is read at every forward instead of sequence_parallel.
   VocabParallelEmbedding(int64_t num_embeddings, int64_t dim, nn::InitOptions init, dist::ProcessGroup& group,
-                         bool sequence_parallel = false);
+                         bool sequence_parallel = false, const bool* sequence_parallel_now = nullptr);
   Tensor forward(const Tensor& indices) override;  // int64 [B, T] -> [B, T, dim] (T / N with sequence_parallel)
   std::vector<std::pair<std::string, ShardLayout>> shard_layouts() const override;
   int64_t vocab_start() const { return vocab_start_; }  // this rank's first row
@@ -107,6 +111,7 @@ class VocabParallelEmbedding : public nn::Embedding, public TensorParallelLayer 
  private:
   dist::ProcessGroup& group_;
   bool sequence_parallel_;
+  const bool* sequence_parallel_now_;
   int64_t vocab_size_;
   int64_t vocab_start_;
 };

@@ -1,0 +1,52 @@
+#pragma once
+// How an example's model trains on N ranks (or one process): AdamW over weight-decay groups
+// with a cosine schedule, the gradients averaged by DistributedDataParallel, or a
+// ZeroOptimizer at --zero STAGE that also shards the optimizer state (and more).
+#include <memory>
+
+#include "strata/distributed/process_group.h"
+#include "strata/nn/module.h"
+#include "strata/optim/adam.h"
+#include "strata/optim/lr_scheduler.h"
+#include "strata/parallel/ddp.h"
+#include "strata/parallel/zero.h"
+#include "train_options.h"
+
+namespace strata::examples {
+
+struct StepResult {
+  double loss = 0;       // the global batch's mean loss (the mean of the ranks' means)
+  double lr = 0;         // the learning rate this step used
+  double grad_norm = 0;  // before clipping (0 without --clip)
+};
+
+class DataParallelTrainer {
+ public:
+  // Collective over `data`: every rank passes the same model (rank 0's weights are
+  // broadcast). `tensor` (with --tp): the tensor-parallel group, so that clipping counts
+  // each parameter once.
+  DataParallelTrainer(nn::Module& model, dist::ProcessGroup& data, const TrainOptions& o,
+                      dist::ProcessGroup* tensor = nullptr);
+  DataParallelTrainer(const DataParallelTrainer&) = delete;
+  DataParallelTrainer& operator=(const DataParallelTrainer&) = delete;
+
+  // After loss.backward(): clips, updates, zeroes the gradients, advances the schedule and
+  // averages the loss over the ranks (collective).
+  StepResult step(const Tensor& loss);
+
+  optim::Optimizer& optimizer() { return zero_ ? zero_->optimizer() : *adamw_; }
+  optim::CosineSchedule& schedule() { return *schedule_; }
+  parallel::ZeroOptimizer* zero() { return zero_.get(); }  // null without --zero
+
+ private:
+  dist::ProcessGroup& world_;  // the data-parallel group
+  dist::ProcessGroup* tensor_;
+  nn::Module& model_;
+  double clip_;
+  std::unique_ptr<parallel::DistributedDataParallel> ddp_;
+  std::unique_ptr<parallel::ZeroOptimizer> zero_;
+  std::unique_ptr<optim::AdamW> adamw_;
+  std::unique_ptr<optim::CosineSchedule> schedule_;
+};
+
+}  // namespace strata::examples

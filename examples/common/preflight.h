@@ -1,0 +1,19 @@
+#pragma once
+// Checks an example runs before training, so that a bad path or a batch that cannot fit fails
+// at once with a clear message instead of after minutes of work (or swapping).
+#include <filesystem>
+#include <string>
+
+namespace strata::examples {
+
+// Creates `dir` if needed; fails naming `option` when it cannot be created or written.
+void check_writable_dir(const std::filesystem::path& dir, const char* option);
+
+// MemAvailable from /proc/meminfo in bytes (0 when unknown).
+double available_memory_bytes();
+
+// Fails with "out of memory: requested N bytes for one training step's activations (<what>)"
+// when `bytes` exceeds MemAvailable; `what` names the options that set the size.
+void check_step_memory(double bytes, const std::string& what);
+
+}  // namespace strata::examples

@@ -1,0 +1,17 @@
+#pragma once
+// What an example reports after each training step: a progress line on rank 0 every
+// --log-every steps (and at the last step), and a JSONL record per step.
+#include <cstdint>
+
+#include "data_parallel.h"
+#include "strata/train/metrics.h"
+#include "strata/train/progress.h"
+
+namespace strata::examples {
+
+// Records completed step `step` + 1 of `total_steps`; `lead` is rank 0 (other ranks pass a
+// disabled MetricsWriter and print nothing).
+void log_step(train::Progress& progress, train::MetricsWriter& metrics, int64_t step, int64_t total_steps,
+              int64_t log_every, bool lead, const StepResult& r);
+
+}  // namespace strata::examples

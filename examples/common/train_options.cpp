@@ -1,0 +1,109 @@
+#include "train_options.h"
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "preflight.h"
+#include "strata/core/error.h"
+#include "strata/distributed/init.h"
+
+namespace strata::examples {
+
+const CLI::Validator& fits_int64() {
+  static const CLI::Validator validator(
+      [](std::string& text) -> std::string {
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec == std::errc::result_out_of_range) return "value " + text + " overflows a 64-bit integer";
+        (void)end;
+        return "";
+      },
+      "");
+  return validator;
+}
+
+void add_train_options(CLI::App& app, TrainOptions& o) {
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--steps", o.steps, "training steps")->capture_default_str()->check(fits_int64());
+  app.add_option("--batch", o.batch, "sequences per step and rank")->capture_default_str()->check(fits_int64());
+  app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->capture_default_str();
+  app.add_option("--min-lr-ratio", o.min_lr_ratio, "final lr / peak lr (cosine)")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str()->check(fits_int64());
+  app.add_option("--weight-decay", o.weight_decay, "AdamW decay on matrices")->capture_default_str();
+  app.add_option("--clip", o.clip, "clip the global gradient norm (0: off)")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the weights and the data order")->capture_default_str();
+  app.add_option("--log-every", o.log_every, "progress line every N steps")->capture_default_str()->check(fits_int64());
+  app.add_option("--metrics", o.metrics, "JSONL metrics file ('' to disable)")->capture_default_str();
+  app.add_option("--zero", o.zero, "ZeRO stage 0-3 (0: DDP) instead of DDP + AdamW (-1: off)")->capture_default_str();
+  app.add_option("--param-dtype", o.param_dtype, "parameter storage: float32, or bf16 (needs --zero: float32 master "
+                 "weights per shard; compute stays float32)")
+      ->check(CLI::IsMember({"float32", "bf16"}))
+      ->capture_default_str();
+  if (const char* env = std::getenv("STRATA_COLLECTIVE_TIMEOUT")) {
+    char* end = nullptr;
+    o.collective_timeout = std::strtod(env, &end);
+    if (end == env || *end != '\0') o.collective_timeout = std::nan("");  // refused by validate_train_options()
+  }
+  app.add_option("--tp", o.tp, "tensor-parallel degree: ranks that split every layer (Megatron-style); the "
+                 "data-parallel degree is ranks / --tp")
+      ->capture_default_str()
+      ->check(fits_int64());
+  app.add_flag("--sequence-parallel", o.sequence_parallel,
+               "with --tp: norms, residuals and dropout on each rank's piece of the sequence");
+  app.add_option("--collective-timeout", o.collective_timeout,
+                 "seconds a collective may wait for the other ranks before the run fails (default: "
+                 "$STRATA_COLLECTIVE_TIMEOUT, else 600)")
+      ->capture_default_str();
+}
+
+void check_at_least_one(NamedValues options) {
+  for (const auto& [option, value] : options) STRATA_CHECK(value >= 1, option, " must be at least 1, got ", value);
+}
+
+void check_not_negative(NamedValues options) {
+  for (const auto& [option, value] : options) STRATA_CHECK(value >= 0, option, " must be 0 or more, got ", value);
+}
+
+void validate_train_options(const TrainOptions& o) {
+  check_at_least_one({{"--steps", o.steps}, {"--batch", o.batch}, {"--log-every", o.log_every}});
+  check_not_negative({{"--warmup", o.warmup}});
+  STRATA_CHECK(o.warmup <= o.steps, "--warmup ", o.warmup, " must not exceed --steps ", o.steps);
+  STRATA_CHECK(o.zero >= -1, "--zero must be -1 (off) or a ZeRO stage 0-3, got ", o.zero);
+  STRATA_CHECK(o.tp >= 1, "--tp must be at least 1, got ", o.tp);
+  STRATA_CHECK(!o.sequence_parallel || o.tp > 1, "--sequence-parallel needs --tp of 2 or more");
+  STRATA_CHECK(std::isfinite(o.clip) && o.clip >= 0, "--clip must be a finite number >= 0 (0: off), got ", o.clip);
+  STRATA_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a finite number > 0, got ", o.lr);
+  STRATA_CHECK(std::isfinite(o.min_lr_ratio) && o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
+               "--min-lr-ratio must be in [0, 1], got ", o.min_lr_ratio);
+  STRATA_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "--weight-decay must be a finite number >= 0, got ",
+               o.weight_decay);
+  STRATA_CHECK(std::isfinite(o.collective_timeout) && o.collective_timeout > 0 && o.collective_timeout <= 1e6,
+               "--collective-timeout (or STRATA_COLLECTIVE_TIMEOUT) must be a number of seconds in (0, 1e6], got ",
+               o.collective_timeout);
+  // Token counts (steps x batch x ranks x context) must fit in 63 bits.
+  constexpr int64_t kMaxSteps = int64_t{1} << 40;
+  STRATA_CHECK(o.steps <= kMaxSteps, "--steps ", o.steps, " is too large (at most ", kMaxSteps, ")");
+  constexpr int64_t kMaxBatch = int64_t{1} << 31;
+  STRATA_CHECK(o.batch <= kMaxBatch, "--batch ", o.batch, " is too large (at most ", kMaxBatch, ")");
+  if (!o.metrics.empty()) {
+    const std::filesystem::path parent = std::filesystem::path(o.metrics).parent_path();
+    STRATA_CHECK(!std::filesystem::is_directory(o.metrics), "--metrics '", o.metrics, "' is a directory, not a file");
+    if (!parent.empty()) check_writable_dir(parent, "--metrics");
+  }
+}
+
+std::optional<DType> parameter_dtype(const TrainOptions& o) {
+  if (o.param_dtype != "bf16") return std::nullopt;
+  STRATA_CHECK(o.zero >= 0, "--param-dtype bf16 needs --zero STAGE: optimizers update float32 parameters, and "
+               "ZeroOptimizer keeps the float32 master weights of bf16 parameters (any stage, 0 included)");
+  return DType::BFloat16;
+}
+
+dist::ProcessGroup& init_world(const TrainOptions& o) {
+  return dist::init({.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.collective_timeout * 1000))});
+}
+
+}  // namespace strata::examples

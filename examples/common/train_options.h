@@ -1,0 +1,54 @@
+#pragma once
+// The command-line options every example trainer shares (schedule, optimizer, logging and the
+// distributed ones), their registration with CLI11 and their validation.
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "strata/core/dtype.h"
+#include "strata/distributed/process_group.h"
+
+namespace strata::examples {
+
+struct TrainOptions {
+  int64_t steps = 1000;
+  int64_t batch = 32;
+  double lr = 1e-3;
+  double min_lr_ratio = 0.1;
+  int64_t warmup = 50;
+  double weight_decay = 0.1;
+  double clip = 1.0;
+  uint64_t seed = 1;
+  int64_t log_every = 50;
+  std::string metrics;  // JSONL file; empty: none
+  int zero = -1;        // ZeRO stage; -1: DDP (or one process) with a plain AdamW
+  std::string param_dtype = "float32";  // or bf16 (with --zero)
+  double collective_timeout = 600;      // seconds; --collective-timeout or STRATA_COLLECTIVE_TIMEOUT
+  int64_t tp = 1;                       // tensor-parallel degree (divides the world size)
+  bool sequence_parallel = false;       // with --tp > 1
+};
+
+// CLI11 saturates integers that overflow; this refuses them instead, naming the value.
+const CLI::Validator& fits_int64();
+
+// Registers the options of `o` (its current values are the defaults shown by --help);
+// STRATA_COLLECTIVE_TIMEOUT, when set, replaces the default timeout. Call it first: it also
+// makes the last of a repeated option win, for the options added after it too.
+void add_train_options(CLI::App& app, TrainOptions& o);
+
+// Bad values fail before anything starts, naming the option and the value.
+void validate_train_options(const TrainOptions& o);
+using NamedValues = std::initializer_list<std::pair<const char*, int64_t>>;  // {option, value}
+void check_at_least_one(NamedValues options);
+void check_not_negative(NamedValues options);
+
+// bf16 with --zero: the model's param_dtype; float32: none. bf16 without --zero is refused.
+std::optional<DType> parameter_dtype(const TrainOptions& o);
+
+// dist::init with --collective-timeout.
+dist::ProcessGroup& init_world(const TrainOptions& o);
+
+}  // namespace strata::examples

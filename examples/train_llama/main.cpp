@@ -1,0 +1,308 @@
+// train_llama: trains a small LLaMA-family model (nn::Llama) on real text, byte by byte, and
+// prints samples of what it learned.
+//
+//   train_llama                                   # the licence texts every Debian system ships
+//   train_llama --text book.txt --steps 2000      # any UTF-8 text file (or a directory of them)
+//   train_llama --data train.tokens --val-data val.tokens   # token files (tools/text_to_tokens)
+//   mpirun -np 2 train_llama                      # data parallel: 2 ranks x --batch sequences
+//   mpirun -np 2 train_llama --zero 3 --param-dtype bf16     # ZeRO stage 3, bf16 parameters
+//   mpirun -np 2 train_llama --tp 2 --sequence-parallel      # every layer split over 2 ranks
+//
+// Without --data, rank 0 turns --text (default /usr/share/common-licenses, from Debian's
+// base-files) into a byte-level token file, every byte one token (vocab 256), and every rank
+// reads it through data::TokenFile. The last --val-fraction of the tokens (or --val-data) is
+// held out: the validation loss on it is logged every --eval-every steps. Training windows of
+// --context tokens start anywhere in the training part, in the BatchSampler's shuffled order,
+// each rank taking its slice of every global batch (as train_gpt does). After training, every
+// rank samples --samples continuations of a prompt from the held-out text with nn::generate
+// (the models are identical; ZeRO-3 needs every rank in the forward passes); rank 0 prints
+// them. JSONL metrics: one line per step as train_gpt writes, plus {"step", "val_loss"} lines.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "corpus.h"
+#include "data_parallel.h"
+#include "layout.h"
+#include "preflight.h"
+#include "run_example.h"
+#include "step_log.h"
+#include "strata/distributed/init.h"
+#include "strata/strata.h"
+#include "train_options.h"
+
+using namespace strata;
+using examples::check_at_least_one;
+using examples::check_not_negative;
+
+namespace {
+
+struct Options {
+  examples::TrainOptions train{.steps = 800, .batch = 8, .lr = 3e-3, .warmup = 30,
+                               .metrics = "runs/train_llama/metrics.jsonl"};
+  int64_t layers = 4;
+  int64_t heads = 4;
+  int64_t kv_heads = 2;
+  int64_t width = 128;
+  int64_t intermediate = 352;  // about 8/3 x width, as LLaMA sizes its SwiGLU
+  int64_t context = 128;
+  std::string data;      // a token file; empty: built from --text
+  std::string val_data;  // empty: the last --val-fraction of --data
+  std::string text = "/usr/share/common-licenses";
+  std::string tokens_out = "runs/train_llama/corpus.tokens";
+  double val_fraction = 0.1;
+  int64_t eval_every = 100;
+  int64_t eval_windows = 256;
+  int64_t samples = 3;
+  int64_t sample_tokens = 200;
+  double temperature = 0.8;
+  int64_t top_k = 40;
+  double top_p = 1.0;
+  std::string prompt;  // empty: the start of a line of the held-out text
+};
+
+bool g_lead = true;  // rank 0: the one that prints and writes files
+
+void validate(const Options& o) {
+  examples::validate_train_options(o.train);
+  check_at_least_one({{"--layers", o.layers}, {"--heads", o.heads}, {"--kv-heads", o.kv_heads}, {"--width", o.width},
+                      {"--intermediate", o.intermediate}, {"--context", o.context}, {"--eval-windows", o.eval_windows},
+                      {"--sample-tokens", o.sample_tokens}});
+  check_not_negative({{"--eval-every", o.eval_every}, {"--samples", o.samples}, {"--top-k", o.top_k}});
+  STRATA_CHECK(o.width % o.heads == 0 && (o.width / o.heads) % 2 == 0, "--width ", o.width,
+               " must be a multiple of --heads ", o.heads, " with an even quotient (rotary embeddings turn pairs)");
+  STRATA_CHECK(o.heads % o.kv_heads == 0, "--heads ", o.heads, " must be a multiple of --kv-heads ", o.kv_heads);
+  STRATA_CHECK(!o.val_data.empty() || (o.val_fraction > 0 && o.val_fraction < 1),
+               "--val-fraction must be in (0, 1), got ", o.val_fraction);
+  STRATA_CHECK(std::isfinite(o.temperature) && o.temperature > 0, "--temperature must be a number > 0, got ",
+               o.temperature);
+  STRATA_CHECK(std::isfinite(o.top_p) && o.top_p > 0 && o.top_p <= 1, "--top-p must be in (0, 1], got ", o.top_p);
+  STRATA_CHECK(o.val_data.empty() || !o.data.empty(), "--val-data needs --data (the training tokens)");
+}
+
+// A generous estimate of one training step's activation memory on this rank (float32): per
+// layer about 12 values per token and width (norms, q/k/v, attention output, residuals), 4 per
+// token and MLP width, and the attention matrix (heads x context per token); the logits and
+// their softmax; doubled for the gradients backward holds at the same time.
+double step_activation_bytes(int64_t batch, const nn::LlamaConfig& c) {
+  const double tokens = static_cast<double>(batch) * static_cast<double>(c.context);
+  const double per_layer = 12.0 * static_cast<double>(c.n_embd) + 4.0 * static_cast<double>(c.intermediate_size) +
+                           static_cast<double>(c.n_head) * static_cast<double>(c.context);
+  const double per_token = static_cast<double>(c.n_layer) * per_layer + 2.0 * static_cast<double>(c.vocab_size);
+  return 2.0 * 4.0 * tokens * per_token;
+}
+
+// Makes the token files every rank reads: rank 0 builds the byte-level file from --text when
+// no --data is given, the others wait for it. Returns the training token file's path.
+std::string prepare_data(const Options& o, dist::ProcessGroup& world) {
+  if (!o.data.empty()) return o.data;
+  if (g_lead) {
+    const std::filesystem::path parent = std::filesystem::path(o.tokens_out).parent_path();
+    if (!parent.empty()) examples::check_writable_dir(parent, "--tokens-out");
+    const int64_t n = examples::build_byte_tokens(o.text, o.tokens_out);
+    std::printf("data: %s -> %s (%lld byte-level tokens, vocab 256)\n", o.text.c_str(), o.tokens_out.c_str(),
+                static_cast<long long>(n));
+  }
+  if (world.size() > 1) world.barrier()->wait();
+  return o.tokens_out;
+}
+
+// The mean next-token loss over the held-out windows (at most --eval-windows, a multiple of
+// the data-parallel size): each data rank computes an equal share (the ranks of a
+// tensor-parallel group the same one, together), so that every rank runs the same number of
+// forward passes (ZeRO-3 gathers parameters in them), and the sums are all-reduced.
+double validation_loss(nn::CausalLM& model, const examples::TextCorpus& corpus, const Options& o,
+                       dist::ProcessGroup& world) {
+  const int64_t n = world.size();
+  const int64_t windows = std::min(corpus.val_windows(o.context), o.eval_windows) / n * n;
+  NoGradGuard no_grad;
+  model.eval();
+  double sum = 0;
+  for (int64_t first = world.rank(); first < windows; first += o.train.batch * n) {
+    std::vector<int64_t> mine;
+    for (int64_t w = first; w < windows && static_cast<int64_t>(mine.size()) < o.train.batch; w += n) mine.push_back(w);
+    data::Batch b = corpus.val_batch(mine, o.context);
+    sum += model.loss(b.inputs, b.targets).item() * static_cast<double>(mine.size());
+  }
+  model.train();
+  Tensor total = from_vector(std::vector<double>{sum}, {1});
+  if (n > 1) world.all_reduce(total, dist::ReduceOp::Sum)->wait();
+  return total.to_vector<double>()[0] / static_cast<double>(windows);
+}
+
+void log_validation(train::MetricsWriter& metrics, int64_t step, double loss) {
+  if (!g_lead) return;
+  std::printf("eval  step %lld | validation loss %.4f (%.3f bits per byte)\n", static_cast<long long>(step), loss,
+              loss / std::log(2.0));
+  std::fflush(stdout);
+  metrics.write({{"step", step}, {"val_loss", loss}});
+}
+
+// The default prompt: the start of the held-out text's first full line that is not blank, cut
+// at a word boundary within `max_bytes`.
+std::vector<int64_t> default_prompt(const examples::TextCorpus& corpus, size_t max_bytes) {
+  const std::vector<int64_t> text = corpus.val_text(0, 4096);
+  size_t at = 0;
+  while (at < text.size() && text[at] != '\n') ++at;  // the first line may be cut
+  while (at < text.size() && (text[at] == '\n' || text[at] == ' ' || text[at] == '\t')) ++at;
+  size_t end = at;
+  while (end < std::min(text.size(), at + max_bytes) && text[end] != '\n') ++end;
+  if (end < text.size() && text[end] != ' ' && text[end] != '\n') {
+    size_t space = end;
+    while (space > at && text[space - 1] != ' ') --space;
+    if (space > at + 1) end = space - 1;
+  }
+  if (end <= at) return {text.empty() ? int64_t{'\n'} : text[0]};
+  return std::vector<int64_t>(text.begin() + static_cast<std::ptrdiff_t>(at),
+                              text.begin() + static_cast<std::ptrdiff_t>(end));
+}
+
+// Byte tokens as printable text: control bytes other than newline and tab become '?'.
+std::string printable(const std::vector<int64_t>& tokens) {
+  std::string out;
+  for (int64_t t : tokens) out += (t < 32 && t != '\n' && t != '\t') || t == 127 ? '?' : static_cast<char>(t);
+  return out;
+}
+
+void print_samples(nn::CausalLM& model, const examples::TextCorpus& corpus, const Options& o) {
+  const bool bytes = model.vocab_size() == data::kByteVocabSize;
+  STRATA_CHECK(bytes || o.prompt.empty(), "--prompt is text, but the token file's vocabulary (",
+               model.vocab_size(), ") is not byte-level");
+  std::vector<int64_t> prompt;
+  for (unsigned char c : o.prompt) prompt.push_back(c);
+  // At most half the context, so that the samples have room.
+  if (prompt.empty()) prompt = default_prompt(corpus, static_cast<size_t>(std::clamp<int64_t>(o.context / 2, 1, 32)));
+  STRATA_CHECK(static_cast<int64_t>(prompt.size()) < o.context, "--prompt of ", prompt.size(),
+               " bytes leaves no room in --context ", o.context);
+  const int64_t new_tokens = std::min(o.sample_tokens, o.context - static_cast<int64_t>(prompt.size()));
+  const Tensor input = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())});
+  for (int64_t i = 0; i < o.samples; ++i) {
+    const nn::GenerateOptions g{.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p,
+                                .seed = o.train.seed + static_cast<uint64_t>(i)};
+    const std::vector<int64_t> out = nn::generate(model, input, new_tokens, g).to_vector<int64_t>();
+    if (!g_lead) continue;
+    std::printf("\nsample %lld/%lld (temperature %.2f, top-k %lld, top-p %.2f; prompt in [brackets]):\n",
+                static_cast<long long>(i + 1), static_cast<long long>(o.samples), o.temperature,
+                static_cast<long long>(o.top_k), o.top_p);
+    const std::vector<int64_t> continuation(out.begin() + static_cast<std::ptrdiff_t>(prompt.size()), out.end());
+    if (bytes) {
+      std::printf("[%s]%s\n", printable(prompt).c_str(), printable(continuation).c_str());
+    } else {
+      for (int64_t t : out) std::printf("%lld ", static_cast<long long>(t));
+      std::printf("\n");
+    }
+  }
+  std::fflush(stdout);
+}
+
+int run(const Options& o) {
+  validate(o);
+  const examples::TrainOptions& t = o.train;
+  dist::ProcessGroup& world = examples::init_world(t);
+  g_lead = world.rank() == 0;
+  examples::Layout layout = examples::make_layout(world, t);
+  dist::ProcessGroup& data = *layout.data;  // DDP or ZeRO, the sampler, the loss average
+  const std::string data_path = prepare_data(o, world);
+  const examples::TextCorpus corpus(data_path, o.val_data, o.val_fraction);
+  const int64_t global_batch = t.batch * data.size();
+  STRATA_CHECK(corpus.train_windows(o.context) >= global_batch, "the training part has ", corpus.train_tokens(),
+               " tokens: too few for ", global_batch, " windows of --context ", o.context, " + 1");
+  STRATA_CHECK(corpus.val_windows(o.context) >= data.size(), "the validation part has ", corpus.val_tokens(),
+               " tokens: fewer than ", data.size(), " window(s) of --context ", o.context,
+               " + 1 (one per rank); raise --val-fraction or lower --context");
+
+  nn::LlamaConfig config{.vocab_size = corpus.vocab_size(), .context = o.context, .n_layer = o.layers,
+                         .n_head = o.heads, .n_kv_head = o.kv_heads, .n_embd = o.width,
+                         .intermediate_size = o.intermediate, .seed = t.seed};
+  config.param_dtype = examples::parameter_dtype(t);
+  examples::check_step_memory(step_activation_bytes(t.batch, config) * dist::local_size(),
+                              "--batch " + std::to_string(t.batch) + " x --context " + std::to_string(o.context) +
+                                  " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) +
+                                  " layers, " + std::to_string(dist::local_size()) + " rank(s) on this node");
+  nn::Llama model(config, layout.factory);
+  examples::DataParallelTrainer trainer(model, data, t, layout.tensor);
+  // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
+  data::BatchSampler sampler({.dataset_size = corpus.train_windows(o.context), .batch_size = t.batch,
+                              .seed = t.seed, .rank = data.rank(), .world_size = data.size()});
+  train::MetricsWriter metrics(g_lead ? t.metrics : "");
+  train::Progress progress(t.steps, global_batch * o.context, model.flops_per_step(global_batch, o.context));
+  if (g_lead)
+    std::printf("LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
+                "context %lld, vocab %lld); data: %lld training and %lld validation tokens; batch %lld x %d rank(s)"
+                "%s; %s; parameters %s\n",
+                static_cast<long long>(model.num_parameters()), static_cast<long long>(o.layers),
+                static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads), static_cast<long long>(o.width),
+                static_cast<long long>(o.intermediate), static_cast<long long>(o.context),
+                static_cast<long long>(config.vocab_size), static_cast<long long>(corpus.train_tokens()),
+                static_cast<long long>(corpus.val_tokens()), static_cast<long long>(t.batch), data.size(),
+                examples::tensor_parallel_note(t).c_str(),
+                t.zero >= 0             ? ("ZeRO stage " + std::to_string(t.zero)).c_str()
+                : data.size() > 1       ? "DDP"
+                : layout.tensor != nullptr ? "no data parallelism"
+                                           : "one process",
+                t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
+
+  // ZeRO-3 keeps shards only: gather the whole model once for evaluation and sampling instead
+  // of unit by unit in every forward pass (a no-op at the other stages).
+  auto evaluate = [&](int64_t step) {
+    std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
+    if (trainer.zero()) full.emplace(*trainer.zero());
+    log_validation(metrics, step, validation_loss(model, corpus, o, data));
+  };
+  evaluate(0);
+  for (int64_t step = 0; step < t.steps; ++step) {
+    data::Batch batch = corpus.train_batch(sampler.next(), o.context);
+    Tensor loss = model.loss(batch.inputs, batch.targets);
+    loss.backward();
+    examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, trainer.step(loss));
+    if ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || step + 1 == t.steps) evaluate(step + 1);
+  }
+  std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
+  if (trainer.zero()) full.emplace(*trainer.zero());
+  print_samples(model, corpus, o);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"Train a small LLaMA on a UTF-8 text (byte-level tokens) and sample from it"};
+  const CLI::Validator& fits_int64 = examples::fits_int64();
+  examples::add_train_options(app, o.train);
+  app.add_option("--layers", o.layers, "decoder layers")->capture_default_str()->check(fits_int64);
+  app.add_option("--heads", o.heads, "attention (query) heads")->capture_default_str()->check(fits_int64);
+  app.add_option("--kv-heads", o.kv_heads, "key/value heads (grouped-query attention; divides --heads)")
+      ->capture_default_str()->check(fits_int64);
+  app.add_option("--width", o.width, "hidden size")->capture_default_str()->check(fits_int64);
+  app.add_option("--intermediate", o.intermediate, "SwiGLU MLP width")->capture_default_str()->check(fits_int64);
+  app.add_option("--context", o.context, "tokens per training window (and the longest sample)")
+      ->capture_default_str()->check(fits_int64);
+  app.add_option("--data", o.data, "token file to train on (default: built from --text)");
+  app.add_option("--val-data", o.val_data, "token file to validate on (default: the end of --data)");
+  app.add_option("--text", o.text, "UTF-8 text file, or directory of them, to build the tokens from without --data")
+      ->capture_default_str();
+  app.add_option("--tokens-out", o.tokens_out, "where the token file built from --text goes")->capture_default_str();
+  app.add_option("--val-fraction", o.val_fraction, "share of the tokens, from the end, held out for validation")
+      ->capture_default_str();
+  app.add_option("--eval-every", o.eval_every, "validation loss every N steps (0: at the start and end only)")
+      ->capture_default_str()->check(fits_int64);
+  app.add_option("--eval-windows", o.eval_windows, "held-out windows per validation (at most)")
+      ->capture_default_str()->check(fits_int64);
+  app.add_option("--samples", o.samples, "samples printed at the end")->capture_default_str()->check(fits_int64);
+  app.add_option("--sample-tokens", o.sample_tokens, "new tokens per sample (at most what fits in --context)")
+      ->capture_default_str()->check(fits_int64);
+  app.add_option("--temperature", o.temperature, "sampling temperature")->capture_default_str();
+  app.add_option("--top-k", o.top_k, "sample among the k most likely tokens (0: all)")
+      ->capture_default_str()->check(fits_int64);
+  app.add_option("--top-p", o.top_p, "nucleus sampling: the most likely tokens up to this probability")
+      ->capture_default_str();
+  app.add_option("--prompt", o.prompt, "the samples' prompt (default: the start of a held-out line)");
+  CLI11_PARSE(app, argc, argv);
+  return examples::run_example("train_llama", [&] { return run(o); });
+}

@@ -1,0 +1,185 @@
+#include "strata/checkpoint/hf_llama.h"
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "checkpoint/hf_layout.h"
+#include "strata/checkpoint/safetensors.h"
+
+namespace strata::checkpoint {
+namespace {
+
+using nlohmann::json;
+
+std::vector<hf::TensorSpec> llama_params(const HfLlamaConfig& c) {
+  const int64_t C = c.n_embd, D = c.n_embd / c.n_head, I = c.intermediate_size;
+  std::vector<hf::TensorSpec> p;
+  // HF's LlamaForCausalLM keeps everything but the head in its "model." submodule.
+  auto add = [&p](const std::string& name, Shape shape) {
+    p.push_back({name, name == "lm_head.weight" ? name : "model." + name, std::move(shape)});
+  };
+  add("embed_tokens.weight", {c.vocab_size, C});
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const std::string l = "layers." + std::to_string(i) + ".";
+    add(l + "input_layernorm.weight", {C});
+    add(l + "self_attn.q_proj.weight", {c.n_head * D, C});
+    add(l + "self_attn.k_proj.weight", {c.n_kv_head * D, C});
+    add(l + "self_attn.v_proj.weight", {c.n_kv_head * D, C});
+    add(l + "self_attn.o_proj.weight", {C, c.n_head * D});
+    add(l + "post_attention_layernorm.weight", {C});
+    add(l + "mlp.gate_proj.weight", {I, C});
+    add(l + "mlp.up_proj.weight", {I, C});
+    add(l + "mlp.down_proj.weight", {C, I});
+  }
+  add("norm.weight", {C});
+  add("lm_head.weight", {c.vocab_size, C});
+  return p;
+}
+
+std::string what_params(const HfLlamaConfig& c) {
+  return "LLaMA parameter for n_layer=" + std::to_string(c.n_layer);
+}
+
+// Messages give the config.json key and, in parentheses, HfLlamaConfig's field.
+void check_config(const HfLlamaConfig& c, const std::string& where) {
+  STRATA_CHECK(c.vocab_size > 0 && c.context > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_kv_head > 0 &&
+                   c.n_embd > 0 && c.intermediate_size > 0,
+               where, ": LLaMA config needs positive sizes, got vocab_size ", c.vocab_size,
+               ", max_position_embeddings (context) ", c.context, ", num_hidden_layers (n_layer) ", c.n_layer,
+               ", num_attention_heads (n_head) ", c.n_head, ", num_key_value_heads (n_kv_head) ", c.n_kv_head,
+               ", hidden_size (n_embd) ", c.n_embd, ", intermediate_size ", c.intermediate_size);
+  STRATA_CHECK(c.n_embd % c.n_head == 0 && (c.n_embd / c.n_head) % 2 == 0, where, ": hidden_size (n_embd) ",
+               c.n_embd, " must be num_attention_heads (n_head) ", c.n_head, " times an even head_dim (rotary pairs)");
+  STRATA_CHECK(c.n_head % c.n_kv_head == 0, where, ": num_attention_heads (n_head) ", c.n_head,
+               " is not divisible by num_key_value_heads (n_kv_head) ", c.n_kv_head);
+  STRATA_CHECK(c.rope_theta > 0.0 && c.rms_norm_eps > 0.0, where, ": rope_theta (", c.rope_theta,
+               ") and rms_norm_eps (", c.rms_norm_eps, ") must be positive");
+}
+
+// Older transformers saved each layer's rotary inverse frequencies; they follow from
+// rope_theta and head_dim, so they are not parameters.
+bool is_rotary_buffer(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
+
+json config_json(const HfLlamaConfig& c) {
+  // strata's head is its own tensor.
+  json j = hf::common_config("llama", "LlamaForCausalLM", c.vocab_size, /*tie_word_embeddings=*/false, c.init_std);
+  j.update({
+      {"hidden_size", c.n_embd},
+      {"num_hidden_layers", c.n_layer},
+      {"rms_norm_eps", c.rms_norm_eps},
+      {"pretraining_tp", 1},
+      // attention
+      {"num_attention_heads", c.n_head},
+      {"num_key_value_heads", c.n_kv_head},
+      {"head_dim", c.n_embd / c.n_head},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      // MLP
+      {"intermediate_size", c.intermediate_size},
+      {"hidden_act", "silu"},
+      {"mlp_bias", false},
+      // positions
+      {"max_position_embeddings", c.context},
+      {"rope_theta", c.rope_theta},
+      {"rope_scaling", nullptr},
+  });
+  return j;
+}
+
+// transformers 4 writes rope_theta (and rope_scaling); 5 writes rope_parameters
+// {"rope_type", "rope_theta"}. Anything but plain rotary embeddings is refused.
+double read_rope_theta(const hf::ConfigJson& j, double fallback) {
+  const json& raw = j.json();
+  STRATA_CHECK(!j.has("rope_scaling"), j.where(), ": rope_scaling ", raw["rope_scaling"].dump(),
+               " is not supported (strata's Llama applies plain rotary embeddings; it must be null)");
+  double theta = j.number_or("rope_theta", fallback);
+  if (!j.has("rope_parameters")) return theta;
+  const json& rope = raw["rope_parameters"];
+  STRATA_CHECK(rope.is_object(), j.where(), ": rope_parameters must be an object, found ", rope.dump());
+  for (const auto& [key, value] : rope.items()) {
+    if (key == "rope_type") {
+      STRATA_CHECK(value == "default", j.where(), ": rope_parameters.rope_type ", value.dump(),
+                   " is not supported (strata's Llama applies plain rotary embeddings: \"default\")");
+    } else if (key == "rope_theta") {
+      STRATA_CHECK(value.is_number(), j.where(), ": rope_parameters.rope_theta must be a number, found ",
+                   value.dump());
+      STRATA_CHECK(!j.has("rope_theta") || value.get<double>() == theta, j.where(), ": rope_parameters.rope_theta ",
+                   value.dump(), " differs from rope_theta ", theta);
+      theta = value.get<double>();
+    } else {
+      STRATA_FAIL(j.where(), ": rope_parameters.", key, " (", value.dump(),
+                  ") is not supported (strata's Llama applies plain rotary embeddings)");
+    }
+  }
+  return theta;
+}
+
+struct ReadConfig {
+  HfLlamaConfig config;
+  bool tied = false;  // tie_word_embeddings
+};
+
+ReadConfig read_config(const std::string& path) {
+  const hf::ConfigJson j(path, "LLaMA");
+  const json& raw = j.json();
+  j.expect_model_type("llama");
+  // Architecture choices strata's Llama cannot compute: refuse rather than compute something else.
+  STRATA_CHECK(!j.has("hidden_act") || raw["hidden_act"] == "silu", j.where(), ": hidden_act ",
+               raw.value("hidden_act", json()).dump(), " is not supported (strata's Llama uses silu, SwiGLU)");
+  for (const char* bias : {"attention_bias", "mlp_bias"}) {
+    STRATA_CHECK(!j.boolean_or(bias, false), j.where(), ": ", bias,
+                 " true is not supported (strata's Llama has no biases)");
+  }
+  ReadConfig r;
+  HfLlamaConfig& c = r.config;
+  c.vocab_size = j.integer("vocab_size");
+  c.n_embd = j.integer("hidden_size");
+  c.intermediate_size = j.integer("intermediate_size");
+  c.n_layer = j.integer("num_hidden_layers");
+  c.n_head = j.integer("num_attention_heads");
+  c.n_kv_head = j.integer_or("num_key_value_heads", c.n_head);  // HF: absent means one kv head per head
+  c.context = j.integer_or("max_position_embeddings", c.context);
+  c.rms_norm_eps = j.number_or("rms_norm_eps", c.rms_norm_eps);
+  c.init_std = j.number_or("initializer_range", c.init_std);
+  c.rope_theta = read_rope_theta(j, c.rope_theta);
+  r.tied = j.boolean_or("tie_word_embeddings", false);
+  check_config(c, j.where());
+  if (j.has("head_dim")) {
+    STRATA_CHECK(j.integer("head_dim") == c.n_embd / c.n_head, j.where(), ": head_dim ", raw["head_dim"].dump(),
+                 " is not hidden_size / num_attention_heads = ", c.n_embd / c.n_head, " (as strata's Llama needs)");
+  }
+  return r;
+}
+
+}  // namespace
+
+void export_llama_safetensors(const std::string& dir, const StateDict& model_state, const HfLlamaConfig& config) {
+  const std::string where = "export_llama_safetensors '" + dir + "'";
+  check_config(config, where);
+  hf::write_model_dir(dir, hf::tensors_for_export(model_state, llama_params(config), {}, where, what_params(config)),
+                      config_json(config), where);
+}
+
+StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config_out) {
+  const ReadConfig read = read_config(hf::file_in(dir, "config.json"));
+  const std::string model_path = hf::file_in(dir, "model.safetensors");
+  const std::string where = "import_llama_safetensors '" + model_path + "'";
+  SafetensorsFile file = load_safetensors(model_path);
+  StateDict tensors;
+  for (auto& [name, t] : file.tensors) {
+    if (!is_rotary_buffer(name)) tensors.emplace(name, t);
+  }
+  // save_pretrained leaves a tied head out of the file (one that is there is used, as
+  // transformers 5 does).
+  const bool head_from_embedding = read.tied && !tensors.contains("lm_head.weight");
+  if (head_from_embedding && tensors.contains("model.embed_tokens.weight")) {
+    tensors.emplace("lm_head.weight", tensors.at("model.embed_tokens.weight"));
+  }
+  StateDict out = hf::tensors_from_import(tensors, llama_params(read.config), where, what_params(read.config));
+  // Its own storage: strata's head is untied and trains apart from the embedding.
+  if (head_from_embedding) out["lm_head.weight"] = out.at("lm_head.weight").clone();
+  if (config_out) *config_out = read.config;
+  return out;
+}
+
+}  // namespace strata::checkpoint

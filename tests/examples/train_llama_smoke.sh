@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# examples/train_llama end to end on one process: it builds byte-level tokens from Debian's
+# licence texts, the loss falls by a clear margin, the validation loss is logged and falls,
+# samples are printed, the JSONL parses, token files from tools/text_to_tokens train too, and
+# scripts/plot_loss.py writes a PNG where matplotlib is importable.
+#   train_llama_smoke.sh <train_llama binary> <text_to_tokens binary> <repository root>
+set -euo pipefail
+bin=$1
+text_to_tokens=$2
+root=$3
+# shellcheck source=tests/examples/train_llama_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/train_llama_setup.sh"
+small=(--layers 1 --width 64 --heads 4 --kv-heads 2 --intermediate 128 --context 32 --batch 8 --warmup 4
+       --lr 3e-3 --eval-windows 64 --samples 2 --sample-tokens 24)
+
+"$bin" "${small[@]}" --steps 40 --log-every 10 --eval-every 20 --metrics "$work/m.jsonl" \
+  --tokens-out "$work/corpus.tokens" > "$work/run.log"
+grep -q "^data: $corpus -> $work/corpus.tokens ([0-9]* byte-level tokens" "$work/run.log" \
+  || { cat "$work/run.log"; fail "no line about the built token file"; }
+grep -q "^LLaMA: [0-9]* parameters (1 layers, 4 heads, 2 kv heads" "$work/run.log" || { cat "$work/run.log"; fail "banner missing"; }
+grep -q "^step 40/40 | loss" "$work/run.log" || { cat "$work/run.log"; fail "final progress line missing"; }
+[ "$(grep -c "^eval  step [0-9]* | validation loss" "$work/run.log")" -eq 3 ] \
+  || { cat "$work/run.log"; fail "expected validation at steps 0, 20 and 40"; }
+[ "$(grep -c "^sample [12]/2 " "$work/run.log")" -eq 2 ] || { cat "$work/run.log"; fail "expected 2 samples"; }
+# A sample is the bracketed prompt (the start of a held-out line) and at least one more byte.
+[ "$(grep -c "^\[[^]]*\]." "$work/run.log")" -ge 1 ] || { cat "$work/run.log"; fail "no sample text after a prompt"; }
+
+# The metrics: one record per step (train_gpt's keys) plus the validation records; the
+# training loss of the last 5 steps is well below the first 5 (about 5.5, ln 256 at the
+# start), and the validation loss falls too.
+[ "$(grep -c '"loss"' "$work/m.jsonl")" -eq 40 ] || fail "expected 40 training records"
+command -v python3 > /dev/null || { echo "SKIP: no python3 to parse the JSONL"; exit 77; }
+python3 - "$work/m.jsonl" <<'PY'
+import json, math, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+train = [r for r in records if "loss" in r]
+val = [r for r in records if "val_loss" in r]
+assert [r["step"] for r in train] == list(range(1, 41)), [r["step"] for r in train]
+for r in train:
+    assert set(r) == {"step", "loss", "lr", "grad_norm", "tokens_per_second"}, r
+    assert math.isfinite(r["loss"]) and r["lr"] > 0, r
+assert [r["step"] for r in val] == [0, 20, 40], val
+first = sum(r["loss"] for r in train[:5]) / 5
+last = sum(r["loss"] for r in train[-5:]) / 5
+assert last < 0.75 * first, f"training loss fell only from {first:.3f} to {last:.3f}"
+assert val[-1]["val_loss"] < 0.8 * val[0]["val_loss"], f"validation loss {val[0]['val_loss']:.3f} -> {val[-1]['val_loss']:.3f}"
+print(f"loss {first:.3f} -> {last:.3f}, validation {val[0]['val_loss']:.3f} -> {val[-1]['val_loss']:.3f}")
+PY
+
+# Token files made by the CLI: --data and --val-data.
+"$text_to_tokens" "$corpus/GPL-3" "$work/gpl.tokens" --val-fraction 0.1 --val-output "$work/gpl.val.tokens" \
+  > "$work/cli.log"
+"$bin" "${small[@]}" --steps 4 --samples 1 --metrics "" --data "$work/gpl.tokens" --val-data "$work/gpl.val.tokens" \
+  > "$work/data.log"
+train_tokens=$(sed -n 's/^.*gpl.tokens: \([0-9]*\) tokens$/\1/p' "$work/cli.log")
+grep -q "data: $train_tokens training and [0-9]* validation tokens" "$work/data.log" \
+  || { cat "$work/cli.log" "$work/data.log"; fail "--data/--val-data not read as the CLI wrote them"; }
+grep -q "^data: " "$work/data.log" && fail "built a token file although --data was given"
+
+# Bad options are refused before anything starts.
+if "$bin" --heads 4 --kv-heads 3 > "$work/bad.log" 2>&1; then fail "--kv-heads 3 with --heads 4 was accepted"; fi
+grep -q "must be a multiple of --kv-heads" "$work/bad.log" || { cat "$work/bad.log"; fail "no clear error for --kv-heads"; }
+
+# The plot, with whichever python3 has matplotlib (Debian's python3-matplotlib is /usr/bin/python3's).
+for py in /usr/bin/python3 python3; do
+  if "$py" -c "import matplotlib" 2>/dev/null; then
+    "$py" "$root/scripts/plot_loss.py" "$work/m.jsonl" -o "$work/loss.png" > /dev/null
+    [ "$(head -c 8 "$work/loss.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ] || fail "loss.png is not a PNG"
+    echo "plot_loss.py wrote a PNG"
+    break
+  fi
+done
+echo "train_llama smoke test passed"

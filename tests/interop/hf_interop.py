@@ -1,0 +1,98 @@
+"""strata <-> Hugging Face transformers, both ways, for GPT-2 and LLaMA (run by run_interop.sh
+in the venv of scripts/setup_peer_venv.sh: PyPI's torch and transformers).
+
+usage: hf_interop.py STRATA_HF_INTEROP WORKDIR
+
+(a) strata exports a model (strata_hf_interop export); transformers' from_pretrained loads it
+    and its logits on strata's tokens must match the logits strata wrote.
+(b) transformers makes a small random model and save_pretrained()s it; strata imports it
+    (strata_hf_interop logits) and its logits must match transformers'.
+Relative error: max |strata - hf| / max |hf| over all logits, below 1e-4 (float32).
+"""
+import os
+import subprocess
+import sys
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers.utils import logging as hf_logging
+
+TOLERANCE = 1e-4
+MODELS = {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM}
+
+
+def relative_error(ours, ref):
+    return ((ours - ref).abs().max() / ref.abs().max()).item()
+
+
+def hf_logits(model, tokens):
+    with torch.no_grad():
+        return model(input_ids=tokens).logits
+
+
+def run_strata(program, mode, family, directory):
+    done = subprocess.run([program, mode, family, directory], capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{program} {mode} {family} {directory} failed ({done.returncode}):\n{done.stderr}")
+    return load_file(os.path.join(directory, "strata_logits.safetensors"))
+
+
+def strata_exports(program, work, family):
+    directory = os.path.join(work, "strata_" + family)
+    os.makedirs(directory)
+    ours = run_strata(program, "export", family, directory)
+    model = MODELS[family].from_pretrained(directory).float().eval()
+    return relative_error(ours["logits"], hf_logits(model, ours["tokens"]))
+
+
+def random_hf_model(case):
+    torch.manual_seed(11)
+    if case == "gpt2":
+        config = GPT2Config(vocab_size=60, n_positions=20, n_embd=48, n_layer=2, n_head=4)
+        family = "gpt2"
+    else:
+        config = LlamaConfig(vocab_size=60, max_position_embeddings=20, hidden_size=48, intermediate_size=72,
+                             num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-5,
+                             rope_theta=5000.0, tie_word_embeddings=(case == "llama_tied"))
+        family = "llama"
+    model = MODELS[family](config).eval()
+    with torch.no_grad():  # norms start at 1 and biases at 0: move them so that they count
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    return model, family
+
+
+def strata_imports(program, work, case):
+    model, family = random_hf_model(case)
+    directory = os.path.join(work, "hf_" + case)
+    if case == "llama_bf16":  # a 16-bit file: strata converts it, transformers computes in float32 here too
+        model.to(torch.bfloat16).save_pretrained(directory)
+        model = MODELS[family].from_pretrained(directory).float().eval()
+    else:
+        model.save_pretrained(directory)
+    tokens = torch.randint(0, model.config.vocab_size, (2, 20), generator=torch.Generator().manual_seed(4))
+    save_file({"tokens": tokens}, os.path.join(directory, "tokens.safetensors"))
+    ours = run_strata(program, "logits", family, directory)
+    return relative_error(ours["logits"], hf_logits(model, tokens))
+
+
+def main():
+    program, work = sys.argv[1], sys.argv[2]
+    torch.set_num_threads(1)
+    hf_logging.set_verbosity_error()  # e.g. GPT2Config's default bos/eos 50256 beyond a small vocabulary
+    hf_logging.disable_progress_bar()
+    results = [(f"strata -> transformers {f}", strata_exports(program, work, f)) for f in ("gpt2", "llama")]
+    results += [(f"transformers -> strata {c}", strata_imports(program, work, c))
+                for c in ("gpt2", "llama", "llama_tied", "llama_bf16")]
+    failed = 0
+    for name, err in results:
+        ok = err < TOLERANCE
+        failed += not ok
+        print(f"{name:40s} logits relative error {err:.2e} {'ok' if ok else 'FAILED (limit %.0e)' % TOLERANCE}")
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
