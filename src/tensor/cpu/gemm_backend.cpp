@@ -24,7 +24,7 @@ void openblas(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, co
 // oneDNN costs about 0.5 us more per call than OpenBLAS and, with several threads, starts
 // them for products OpenBLAS keeps on one (256^3 on 2 threads: 263 us against 209), so it
 // takes only the products where it was measured faster: from 2^20 multiply-adds when the
-// call runs on one thread (attention's per-head products, 1 thread), from 2^24 otherwise.
+// call runs on one thread (inside an OpenMP loop, or OMP_NUM_THREADS=1), from 2^24 otherwise.
 bool use_onednn(int64_t m, int64_t n, int64_t k) {
   const double work = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool one_thread = omp_in_parallel() || omp_get_max_threads() == 1;
