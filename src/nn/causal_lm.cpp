@@ -1,5 +1,6 @@
 #include "strata/nn/causal_lm.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "strata/autograd/checkpoint.h"
@@ -8,8 +9,34 @@
 
 namespace strata::nn {
 
-CausalLM::CausalLM(std::shared_ptr<LayerFactory> factory)
-    : factory_(factory != nullptr ? std::move(factory) : default_layer_factory()) {}
+CausalLM::CausalLM(std::shared_ptr<LayerFactory> factory, ModelPart part, int64_t num_layers)
+    : factory_(factory != nullptr ? std::move(factory) : default_layer_factory()), part_(std::move(part)) {
+  if (!part_.blocks) {
+    part_.blocks.emplace();
+    for (int64_t i = 0; i < num_layers; ++i) part_.blocks->push_back(i);
+  }
+  const std::vector<int64_t>& blocks = *part_.blocks;
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    STRATA_CHECK(blocks[k] >= 0 && blocks[k] < num_layers, "ModelPart: block ", blocks[k],
+                 " does not exist (the model has ", num_layers, " blocks)");
+    STRATA_CHECK(k == 0 || blocks[k - 1] < blocks[k], "ModelPart: blocks must be listed once each, ascending; got ",
+                 blocks[k - 1], " before ", blocks[k]);
+  }
+}
+
+bool CausalLM::is_whole() const {
+  return part_.embedding && part_.head && static_cast<int64_t>(part_.blocks->size()) == num_layers();
+}
+
+bool CausalLM::has_block(int64_t index) const {
+  return std::binary_search(part_.blocks->begin(), part_.blocks->end(), index);
+}
+
+void CausalLM::skip_draws(Generator& gen, const std::function<void(Generator&)>& build) {
+  Generator scratch = gen;
+  build(scratch);
+  gen.set_state(gen.seed(), scratch.offset());
+}
 
 Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) {
   return factory_->gather_logits(local_logits(tokens, cache), vocab_size());
@@ -23,14 +50,10 @@ Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) {
   return factory_->cross_entropy(logits.reshape({N, logits.size(-1)}), targets.reshape({N}), vocab_size());
 }
 
-Tensor CausalLM::local_logits(const Tensor& tokens, KVCache* cache) {
-  auto hooks = forward_hooks();
-  const int64_t offset = check_tokens(tokens, cache);
-  const Positions positions{offset, tokens.size(1)};
-  factory_->begin_forward(positions.length);
-  Tensor x = embed(tokens, positions);
+Tensor CausalLM::run_blocks(std::span<const int64_t> indices, Tensor x, Positions positions, KVCache* cache) {
   const bool recompute = recompute_ && cache == nullptr && grad_enabled();
-  for (int64_t i = 0; i < num_layers(); ++i) {
+  for (int64_t i : indices) {
+    STRATA_CHECK(has_block(i), family(), ": block ", i, " is not in this part of the model");
     if (recompute) {
       auto block = [this, i, positions](const std::vector<Tensor>& in) {
         factory_->begin_forward(positions.length);  // the same split when backward runs it again
@@ -41,6 +64,17 @@ Tensor CausalLM::local_logits(const Tensor& tokens, KVCache* cache) {
       x = run_block(i, x, positions, cache);
     }
   }
+  return x;
+}
+
+Tensor CausalLM::local_logits(const Tensor& tokens, KVCache* cache) {
+  STRATA_CHECK(is_whole(), family(), ": this model holds part of the layers (a pipeline stage); run it through "
+               "parallel::Pipeline");
+  auto hooks = forward_hooks();
+  const int64_t offset = check_tokens(tokens, cache);
+  const Positions positions{offset, tokens.size(1)};
+  factory_->begin_forward(positions.length);
+  Tensor x = run_blocks(*part_.blocks, embed(tokens, positions), positions, cache);
   if (cache != nullptr) cache->advance(positions.length);
   return hooks.output(head(x));
 }

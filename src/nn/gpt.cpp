@@ -75,13 +75,29 @@ Tensor Block::forward(const Tensor& x, KVCache* cache) {
   return hooks.output(add(h, mlp->forward(ln_2->forward(h))));
 }
 
-void BlockList::append(std::shared_ptr<Block> block) {
-  register_module(std::to_string(blocks_.size()), block);
-  blocks_.push_back(std::move(block));
+void BlockList::add(int64_t index, std::shared_ptr<Block> block) {
+  const auto i = static_cast<size_t>(index);
+  if (blocks_.size() <= i) blocks_.resize(i + 1);
+  STRATA_CHECK(index >= 0 && blocks_[i] == nullptr, "BlockList: block ", index, " added twice");
+  register_module(std::to_string(index), block);
+  blocks_[i] = std::move(block);
+  ++count_;
 }
 
-GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory)
-    : CausalLM(std::move(factory)), config_(config) {
+Block& BlockList::operator[](size_t index) {
+  STRATA_CHECK(index < blocks_.size() && blocks_[index] != nullptr, "BlockList: block ", index, " is not held here");
+  return *blocks_[index];
+}
+
+ParameterCounts parameter_counts(const GPTConfig& c) {
+  const int64_t C = c.n_embd;
+  return {.embedding = (c.vocab_size + c.context) * C,
+          .block = 2 * 2 * C + (3 * C * C + 3 * C) + (C * C + C) + (4 * C * C + 4 * C) + (4 * C * C + C),
+          .head = 2 * C + c.vocab_size * C};
+}
+
+GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
+    : CausalLM(std::move(factory), std::move(part), config.n_layer), config_(config) {
   STRATA_CHECK(config.vocab_size > 0 && config.context > 0 && config.n_layer > 0 && config.n_head > 0 &&
                    config.n_embd > 0,
                "GPT: every size in the config must be positive (vocab ", config.vocab_size, ", context ",
@@ -99,16 +115,34 @@ GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory)
                config.n_head);
   Generator gen(config.seed);
   InitOptions init{.dtype = pd, .gen = &gen};
-  wte = register_module("wte", factory_->embedding(config.vocab_size, config.n_embd, init));
-  wpe = register_module("wpe", std::make_shared<Embedding>(config.context, config.n_embd, init));
-  drop = register_module("drop", std::make_shared<Dropout>(config.dropout, dropout_generator(*factory_)));
+  auto skip_embedding = [&](Generator& g) { Embedding(1, 1, {.dtype = pd, .gen = &g}); };
+  if (part_.embedding || part_.head) {
+    wte = register_module("wte", factory_->embedding(config.vocab_size, config.n_embd, init));
+  } else {
+    skip_draws(gen, skip_embedding);
+  }
+  if (part_.embedding) {
+    wpe = register_module("wpe", std::make_shared<Embedding>(config.context, config.n_embd, init));
+    drop = register_module("drop", std::make_shared<Dropout>(config.dropout, dropout_generator(*factory_)));
+  } else {
+    skip_draws(gen, skip_embedding);
+  }
   h = register_module("h", std::make_shared<BlockList>());
-  for (int64_t i = 0; i < config.n_layer; ++i) h->append(std::make_shared<Block>(config, gen, i, *factory_));
-  ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
+  GPTConfig tiny = config;  // a block of the same structure, one feature per head
+  tiny.n_embd = config.n_head;
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    if (has_block(i)) {
+      h->add(i, std::make_shared<Block>(config, gen, i, *factory_));
+    } else {
+      skip_draws(gen, [&](Generator& g) { Block(tiny, g, i, *default_layer_factory()); });
+    }
+  }
+  if (part_.head) ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.n_embd, 1e-5, pd));
   factory_->model_built(*this);
 }
 
 Tensor GPT::embed(const Tensor& tokens, Positions p) {
+  STRATA_CHECK(part_.embedding, "GPT: this part of the model does not hold the embedding");
   // With sequence parallelism the token embedding returns this rank's piece of the sequence.
   Tensor positions = factory_->sequence_piece(wpe->forward(arange(p.offset, p.offset + p.length)).unsqueeze(0));
   return drop->forward(add(wte->forward(tokens), positions));
@@ -119,6 +153,7 @@ Tensor GPT::run_block(int64_t index, const Tensor& hidden, Positions, KVCache* c
 }
 
 Tensor GPT::head(const Tensor& hidden) {
+  STRATA_CHECK(part_.head, "GPT: this part of the model does not hold the head");
   // Tied head (a 16-bit wte: float32 compute, no float32 copy kept); with tensor
   // parallelism, this rank's rows of wte give its part of the vocabulary.
   return linear(factory_->enter_region(ln_f->forward(hidden)), wte->weight);

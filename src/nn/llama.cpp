@@ -93,23 +93,52 @@ Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tens
   return hooks.output(add(h, mlp->forward(post_attention_layernorm->forward(h))));
 }
 
-Llama::Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory)
-    : CausalLM(std::move(factory)), config_(config) {
+ParameterCounts parameter_counts(const LlamaConfig& c) {
+  const int64_t C = c.n_embd, D = c.head_dim();
+  const int64_t attention = C * c.n_head * D + 2 * C * c.n_kv_head * D + c.n_head * D * C;
+  return {.embedding = c.vocab_size * C, .block = 2 * C + attention + 3 * C * c.intermediate_size,
+          .head = C + c.vocab_size * C};
+}
+
+Llama::Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
+    : CausalLM(std::move(factory), std::move(part), config.n_layer), config_(config) {
   check_llama_config(config, factory_->degree());
   Generator gen(config.seed);
-  embed_tokens =
-      register_module("embed_tokens", factory_->embedding(config.vocab_size, config.n_embd, llama_init(config, gen)));
-  layers = register_module("layers", std::make_shared<ModuleList>());
-  for (int64_t i = 0; i < config.n_layer; ++i) {
-    layers_.push_back(std::make_shared<LlamaDecoderLayer>(config, gen, i, *factory_));
-    layers->push_back(layers_.back());
+  if (part_.embedding) {
+    embed_tokens =
+        register_module("embed_tokens", factory_->embedding(config.vocab_size, config.n_embd, llama_init(config, gen)));
+  } else {
+    skip_draws(gen, [&](Generator& g) { Embedding(1, 1, llama_init(config, g)); });
   }
-  norm = register_module("norm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, config.parameter_dtype()));
-  lm_head = register_module("lm_head", factory_->head(config.n_embd, config.vocab_size, llama_init(config, gen)));
+  layers = register_module("layers", std::make_shared<ModuleDict>());
+  layers_.resize(static_cast<size_t>(config.n_layer));
+  LlamaConfig tiny = config;  // a layer of the same structure, two features per head
+  tiny.n_embd = 2 * config.n_head;
+  tiny.intermediate_size = 1;
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    if (has_block(i)) {
+      layers_[static_cast<size_t>(i)] = std::make_shared<LlamaDecoderLayer>(config, gen, i, *factory_);
+      layers->insert(std::to_string(i), layers_[static_cast<size_t>(i)]);
+    } else {
+      skip_draws(gen, [&](Generator& g) { LlamaDecoderLayer(tiny, g, i, *default_layer_factory()); });
+    }
+  }
+  if (part_.head) {
+    norm = register_module("norm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, config.parameter_dtype()));
+    lm_head = register_module("lm_head", factory_->head(config.n_embd, config.vocab_size, llama_init(config, gen)));
+  }
   factory_->model_built(*this);
 }
 
-Tensor Llama::embed(const Tensor& tokens, Positions) { return embed_tokens->forward(tokens); }
+LlamaDecoderLayer& Llama::layer(size_t i) {
+  STRATA_CHECK(i < layers_.size() && layers_[i] != nullptr, "Llama: layer ", i, " is not held here");
+  return *layers_[i];
+}
+
+Tensor Llama::embed(const Tensor& tokens, Positions) {
+  STRATA_CHECK(part_.embedding, "Llama: this part of the model does not hold the embedding");
+  return embed_tokens->forward(tokens);
+}
 
 const RotaryTables& Llama::rotary_for(Positions p) {
   if (p.offset != rope_positions_.offset || p.length != rope_positions_.length) {
@@ -121,14 +150,17 @@ const RotaryTables& Llama::rotary_for(Positions p) {
 
 Tensor Llama::run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache) {
   const RotaryTables& rope = rotary_for(positions);
-  return layers_[static_cast<size_t>(index)]->forward(hidden, rope.cos, rope.sin, cache);
+  return layer(static_cast<size_t>(index)).forward(hidden, rope.cos, rope.sin, cache);
 }
 
-Tensor Llama::head(const Tensor& hidden) { return lm_head->forward(factory_->enter_region(norm->forward(hidden))); }
+Tensor Llama::head(const Tensor& hidden) {
+  STRATA_CHECK(part_.head, "Llama: this part of the model does not hold the head");
+  return lm_head->forward(factory_->enter_region(norm->forward(hidden)));
+}
 
 double Llama::flops_per_step(int64_t batch, int64_t seq_len) const {
   const double tokens = static_cast<double>(batch * seq_len);
-  const double matmul_params = static_cast<double>(num_parameters() - embed_tokens->weight.numel());
+  const double matmul_params = static_cast<double>(num_parameters() - (embed_tokens ? embed_tokens->weight.numel() : 0));
   const double attention = 12.0 * static_cast<double>(config_.n_layer) * static_cast<double>(batch) *
                            static_cast<double>(seq_len * seq_len) * static_cast<double>(config_.n_embd);
   return 6.0 * matmul_params * tokens + attention;

@@ -277,6 +277,21 @@ DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp)
     : ddp_(ddp), previous_(ddp.state_->sync) {
   ddp_.state_->sync = false;
 }
+void DistributedDataParallel::sync_gradients() {
+  State& s = *state_;
+  STRATA_CHECK(!autograd::in_backward(), "DistributedDataParallel::sync_gradients: called during backward");
+  STRATA_CHECK(s.sync, "DistributedDataParallel::sync_gradients: called inside no_sync()");
+  if (!s.rebuilt) s.ready_order.clear();
+  for (size_t i = s.params.size(); i-- > 0;) {  // the order backward usually makes them in
+    State::Param& p = s.params[i];
+    s.repoint(p);
+    p.ready = true;
+    if (!s.rebuilt) s.ready_order.push_back(static_cast<int>(i));
+    --s.buckets[p.bucket].pending;
+  }
+  s.finalize();
+}
+
 DistributedDataParallel::NoSyncGuard::~NoSyncGuard() { ddp_.state_->sync = previous_; }
 
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, dist::ProcessGroup& group, DDPOptions options)

@@ -22,6 +22,11 @@ void TensorParallelFactory::begin_forward(int64_t sequence_length) {
   sequence_parallel_now_ = options_.sequence_parallel && divides;
 }
 
+int64_t TensorParallelFactory::local_sequence_length(int64_t sequence_length) const {
+  const bool split = options_.sequence_parallel && sequence_length % group_.size() == 0;
+  return split ? sequence_length / group_.size() : sequence_length;
+}
+
 Tensor TensorParallelFactory::enter_region(const Tensor& x) {
   return sequence_parallel_now_ ? gather_from_sequence_region(x, 1, group_) : copy_to_tp_region(x, group_);
 }

@@ -598,6 +598,33 @@ void ZeroOptimizer::State::drop_master_grads() {
 
 // --- the public API ---
 
+void ZeroOptimizer::sync_gradients() {
+  State& s = *state_;
+  STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::sync_gradients: called during backward");
+  STRATA_CHECK(!s.no_sync, "ZeroOptimizer::sync_gradients: called inside no_sync()");
+  STRATA_CHECK(!(s.options.stage == 1 && s.reduced_in_place), "ZeroOptimizer::sync_gradients: the gradients were "
+               "reduced already since the last zero_grad() (stage 1 reduces the buckets in place)");
+  s.finalize();
+}
+
+Tensor ZeroOptimizer::local_gradient(const std::string& name) {
+  State& s = *state_;
+  STRATA_CHECK(s.options.stage <= 2, "ZeroOptimizer::local_gradient: stage ", s.options.stage,
+               " keeps no full gradient of '", name, "' (stages 0-2 do)");
+  auto it = std::find_if(s.params.begin(), s.params.end(), [&](const State::Param& p) { return p.name == name; });
+  STRATA_CHECK(it != s.params.end(), "ZeroOptimizer::local_gradient: no parameter named '", name, "'");
+  NoGradGuard no_grad;
+  State::Bucket& b = s.buckets[static_cast<size_t>(it->bucket)];
+  if (s.options.stage <= 1) {
+    gradient_into_bucket(s, *it, b);  // the bucket slot holds the sum from now on
+  } else {
+    ensure_full_gradient(*b.grad);
+    b.local_sums = true;
+  }
+  s.unsynced = true;
+  return b.grad->view(it->entry);
+}
+
 ZeroOptimizer::NoSyncGuard::NoSyncGuard(ZeroOptimizer& zero) : zero_(zero), previous_(zero.state_->no_sync) {
   STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::no_sync: called during backward");
   zero_.state_->no_sync = true;

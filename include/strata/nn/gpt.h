@@ -64,31 +64,42 @@ class Block : public TransformerBlock {
   std::shared_ptr<MLP> mlp;
 };
 
-// An ordered list of blocks named "0", "1", ...
+// The blocks a model (or a part of one) holds, each named by its index in the whole model:
+// "0", "1", ... ("4", "5" for a pipeline stage holding blocks 4 and 5).
 class BlockList : public Module {
  public:
-  void append(std::shared_ptr<Block> block);
-  size_t size() const { return blocks_.size(); }
-  Block& operator[](size_t i) { return *blocks_[i]; }
+  void add(int64_t index, std::shared_ptr<Block> block);
+  size_t size() const { return count_; }  // blocks held
+  Block& operator[](size_t index);         // by index in the whole model; checked
 
  private:
-  std::vector<std::shared_ptr<Block>> blocks_;
+  std::vector<std::shared_ptr<Block>> blocks_;  // by index in the whole model, null where not held
+  size_t count_ = 0;
 };
+
+// Parameters per piece of the whole model (nn::ParameterCounts, causal_lm.h).
+ParameterCounts parameter_counts(const GPTConfig& config);
 
 class GPT : public CausalLM {
  public:
   // `factory` makes the layers tensor parallelism splits (parallel::TensorParallelFactory;
-  // default: one process). Its degree must divide n_head.
-  explicit GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory = nullptr);
+  // default: one process). Its degree must divide n_head. `part`: the pieces to build (a
+  // pipeline stage); a part with the head holds the token embedding too (tied), as "wte".
+  explicit GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory = nullptr, ModelPart part = {});
   const GPTConfig& config() const { return config_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t context_length() const override { return config_.context; }
   int64_t num_layers() const override { return config_.n_layer; }
+  int64_t hidden_size() const override { return config_.n_embd; }
+  DType compute_dtype() const override { return config_.dtype; }
+  std::vector<std::string> tied_parameters() const override { return {"wte.weight"}; }
   // Training FLOPs of one step on `tokens` tokens of length `seq_len`: 6 x (non-embedding
   // params + the tied head) x tokens, plus attention (as in the PaLM appendix, causal half
   // not subtracted).
   double flops_per_step(int64_t batch, int64_t seq_len) const;
 
+  // Null where the part does not hold them: wpe and drop without the embedding, ln_f without
+  // the head, wte without either.
   std::shared_ptr<Embedding> wte;  // also the output head (tied)
   std::shared_ptr<Embedding> wpe;
   std::shared_ptr<Dropout> drop;

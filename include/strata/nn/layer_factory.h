@@ -27,6 +27,9 @@ class LayerFactory {
   // length: the tensor-parallel factory uses sequence parallelism for this forward only where
   // the length divides by the degree (generation's single tokens run without it).
   virtual void begin_forward(int64_t /*sequence_length*/) {}
+  // The sequence length of the hidden states between blocks in a forward of `sequence_length`
+  // positions (after begin_forward): this rank's piece with sequence parallelism.
+  virtual int64_t local_sequence_length(int64_t sequence_length) const { return sequence_length; }
 
   // Enters a region in which each rank computes its part of the features from the same x:
   // identity here (tensor parallel: identity whose backward all-reduces; sequence parallel:

@@ -75,18 +75,23 @@ class Llama : public CausalLM {
  public:
   // `factory` makes the layers tensor parallelism splits (parallel::TensorParallelFactory;
   // default: one process). Its degree must divide n_head, n_kv_head and intermediate_size.
-  explicit Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory = nullptr);
+  // `part`: the pieces to build (a pipeline stage).
+  explicit Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory = nullptr, ModelPart part = {});
   const LlamaConfig& config() const { return config_; }
   int64_t vocab_size() const override { return config_.vocab_size; }
   int64_t context_length() const override { return config_.context; }
   int64_t num_layers() const override { return config_.n_layer; }
-  LlamaDecoderLayer& layer(size_t i) { return *layers_[i]; }
+  int64_t hidden_size() const override { return config_.n_embd; }
+  DType compute_dtype() const override { return config_.dtype; }
+  LlamaDecoderLayer& layer(size_t i);  // by index in the whole model; checked
   // Training FLOPs of one step: 6 x (parameters but the embedding) x tokens, plus attention
   // (12 x layers x batch x seq^2 x n_embd, as GPT::flops_per_step).
   double flops_per_step(int64_t batch, int64_t seq_len) const;
 
+  // Null where the part does not hold them (embed_tokens without the embedding, norm and
+  // lm_head without the head). `layers` names each layer by its index in the whole model.
   std::shared_ptr<Embedding> embed_tokens;
-  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<ModuleDict> layers;
   std::shared_ptr<RMSNorm> norm;
   std::shared_ptr<Linear> lm_head;
 
@@ -103,8 +108,11 @@ class Llama : public CausalLM {
   LlamaConfig config_;
   Positions rope_positions_{-1, -1};
   RotaryTables rope_;
-  std::vector<std::shared_ptr<LlamaDecoderLayer>> layers_;  // the entries of `layers`, typed
+  std::vector<std::shared_ptr<LlamaDecoderLayer>> layers_;  // the entries of `layers`, typed (null: not held)
 };
+
+// Parameters per piece of the whole model (nn::ParameterCounts, causal_lm.h).
+ParameterCounts parameter_counts(const LlamaConfig& config);
 
 // Checks a config's sizes and dtypes, and that the tensor-parallel degree divides what it
 // splits; errors name the field (Llama's constructor calls it).

@@ -101,6 +101,11 @@ class DistributedDataParallel {
     bool previous_;
   };
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+  // Reduces now what backward passes under no_sync() accumulated, as a synchronised backward
+  // would at its end (every parameter counts as ready with its current .grad()). For callers
+  // whose backward passes all run under no_sync(), such as a pipeline whose model chunks
+  // finish backward at different times. Not during backward or inside no_sync().
+  void sync_gradients();
 
   // Replaces the all_reduce of each bucket (see CommHook); an empty function restores it.
   void register_comm_hook(CommHook hook);

@@ -55,6 +55,7 @@ class TensorParallelFactory : public nn::LayerFactory {
   Tensor sequence_piece(const Tensor& x) override;
   Generator* sharded_generator() override { return &tracker_.get(RngTracker::kTensorParallel); }
   void begin_forward(int64_t sequence_length) override;
+  int64_t local_sequence_length(int64_t sequence_length) const override;
   void model_built(nn::Module& model) override;
   // The named streams (save states() with a checkpoint to resume dropout exactly).
   RngTracker& rng_tracker() { return tracker_; }

@@ -132,6 +132,16 @@ class ZeroOptimizer {
     bool previous_;
   };
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+  // Reduces now the sums that backward passes under no_sync() accumulated, as the next
+  // synchronised backward would at its end (a parameter without a gradient counts as zero).
+  // For callers whose backward passes all run under no_sync(), such as a pipeline. Not during
+  // backward or inside no_sync(); at stage 1 once per zero_grad().
+  void sync_gradients();
+  // Stages 0-2: this rank's local, not yet reduced gradient sum of parameter `name` (a view
+  // of its slot in the full gradient bucket, zero when no gradient arrived yet). What is
+  // written into it is what sync_gradients() reduces (a pipeline adds a tied parameter's
+  // other copy here).
+  Tensor local_gradient(const std::string& name);
 
   // The inner optimizer (schedulers scale its groups' lr; param_groups()[g].lr is the lr).
   optim::Optimizer& optimizer();
