@@ -10,23 +10,35 @@
 
 namespace strata::parallel {
 
-double tp_grad_norm(nn::Module& model, dist::ProcessGroup& tp) {
-  const auto is_split = split_parameter_predicate(model);
+double grad_norm(nn::Module& model, const ModelParallelGroups& groups) {
+  std::function<bool(const std::string&)> is_split = [](const std::string&) { return false; };
+  if (groups.tensor != nullptr) is_split = split_parameter_predicate(model);
   std::vector<Tensor> split, replicated;
-  for (auto& [name, p] : model.named_parameters()) (is_split(name) ? split : replicated).push_back(p);
+  for (auto& [name, p] : model.named_parameters()) {
+    if (groups.duplicate && groups.duplicate(name)) continue;
+    (is_split(name) ? split : replicated).push_back(p);
+  }
   Tensor sum = full({1}, optim::grad_norm_squared(split), {.dtype = DType::Float64});
-  if (tp.size() > 1) tp.all_reduce(sum)->wait();
-  return std::sqrt(sum.item() + optim::grad_norm_squared(replicated));
+  if (groups.tensor != nullptr && groups.tensor->size() > 1) groups.tensor->all_reduce(sum)->wait();
+  Tensor total = full({1}, sum.item() + optim::grad_norm_squared(replicated), {.dtype = DType::Float64});
+  if (groups.pipeline != nullptr && groups.pipeline->size() > 1) groups.pipeline->all_reduce(total)->wait();
+  return std::sqrt(total.item());
 }
 
-double tp_clip_grad_norm(nn::Module& model, double max_norm, dist::ProcessGroup& tp) {
-  STRATA_CHECK(std::isfinite(max_norm) && max_norm > 0, "tp_clip_grad_norm: max_norm ", max_norm,
+double clip_grad_norm(nn::Module& model, double max_norm, const ModelParallelGroups& groups) {
+  STRATA_CHECK(std::isfinite(max_norm) && max_norm > 0, "clip_grad_norm: max_norm ", max_norm,
                " must be finite and > 0");
-  const double norm = tp_grad_norm(model, tp);
+  const double norm = grad_norm(model, groups);
   if (!std::isfinite(norm)) return norm;
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) optim::scale_grads(model.parameters(), coef);
   return norm;
+}
+
+double tp_grad_norm(nn::Module& model, dist::ProcessGroup& tp) { return grad_norm(model, {.tensor = &tp}); }
+
+double tp_clip_grad_norm(nn::Module& model, double max_norm, dist::ProcessGroup& tp) {
+  return clip_grad_norm(model, max_norm, {.tensor = &tp});
 }
 
 std::function<bool(const std::string&)> split_parameter_predicate(nn::Module& model) {

@@ -687,6 +687,7 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
   // parallelism runs beside ZeRO; summed over ZeRO's group, then the split part over the
   // tensor-parallel group (a replicated parameter is the same on every TP rank: once).
   const ZeroOptions::TensorParallel& tp = s.options.tensor_parallel;
+  const ZeroOptions::PipelineParallel& pp = s.options.pipeline_parallel;
   double split = 0.0, replicated = 0.0;
   for (State::Bucket& b : s.buckets) {
     detail::dispatch_floating(b.master_grad.dtype(), "clip_grad_norm", [&]<class T>() {
@@ -697,13 +698,15 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
         for (int64_t i = begin; i < begin + n; ++i) part += static_cast<double>(g[i]) * static_cast<double>(g[i]);
         return part;
       };
-      if (tp.group == nullptr) {
+      if (tp.group == nullptr && !pp.duplicate) {
         replicated += squares(0, b.master_grad.numel());
         return;
       }
       for (const FlatBuffer::Piece& piece : own_pieces(s, b)) {
+        const std::string& name = b.param->entries()[piece.entry].name;
+        if (pp.duplicate && pp.duplicate(name)) continue;
         const double part = squares(piece.shard_offset, piece.numel);
-        (tp.is_split(b.param->entries()[piece.entry].name) ? split : replicated) += part;
+        (tp.group != nullptr && tp.is_split(name) ? split : replicated) += part;
       }
     });
   }
@@ -718,7 +721,12 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
     tp.group->all_reduce(t, dist::ReduceOp::Sum)->wait();
     split = t.item();
   }
-  const double sum = split + replicated;
+  double sum = split + replicated;
+  if (pp.group != nullptr && pp.group->size() > 1) {  // every stage's squares
+    Tensor t = full({1}, sum, {.dtype = DType::Float64});
+    pp.group->all_reduce(t, dist::ReduceOp::Sum)->wait();
+    sum = t.item();
+  }
   const double norm = std::sqrt(sum);
   if (!std::isfinite(norm)) return norm;
   const double coef = max_norm / (norm + 1e-6);

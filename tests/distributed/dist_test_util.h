@@ -32,4 +32,9 @@ std::string error_of(F&& f) {
   return "";
 }
 
+// Fails the test unless `message` contains `part`.
+inline void expect_contains(const std::string& message, const std::string& part) {
+  EXPECT_NE(message.find(part), std::string::npos) << "expected \"" << part << "\" in: " << message;
+}
+
 }  // namespace strata::test

@@ -13,114 +13,12 @@
 #include <tuple>
 
 #include "dist_test_util.h"
+#include "model_equivalence_util.h"
 #include "strata/strata.h"
 #include "strata/parallel/tp_factory.h"
 
 namespace strata {
 namespace {
-
-enum class Family { Gpt, Llama };
-const char* name_of(Family f) { return f == Family::Gpt ? "gpt" : "llama"; }
-
-constexpr int64_t kVocab = 15;  // divides by neither 2 nor 4: the vocabulary parts are padded
-constexpr int64_t kSeq = 8;
-constexpr int64_t kLayers = 2;
-constexpr int kSteps = 5;
-
-std::unique_ptr<nn::CausalLM> build(Family f, DType dtype, std::shared_ptr<nn::LayerFactory> factory = nullptr) {
-  if (f == Family::Gpt)
-    return std::make_unique<nn::GPT>(nn::GPTConfig{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers,
-                                                   .n_head = 4, .n_embd = 16, .seed = 3, .dtype = dtype},
-                                     factory);
-  return std::make_unique<nn::Llama>(nn::LlamaConfig{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers,
-                                                     .n_head = 8, .n_kv_head = 4, .n_embd = 32,
-                                                     .intermediate_size = 24, .seed = 3, .dtype = dtype},
-                                     factory);
-}
-
-// Global batch of step s: [rows, kSeq] tokens and targets, one ignored target per row (so
-// that every data-parallel slice counts as many targets and the mean of their means is the
-// global mean).
-std::pair<Tensor, Tensor> batch(int s, int64_t rows) {
-  Generator gen(99, static_cast<uint64_t>(s) * 7919);
-  Tensor tokens = randint(0, kVocab, {rows, kSeq}, {.dtype = DType::Int64}, &gen);
-  Tensor targets = randint(0, kVocab, {rows, kSeq}, {.dtype = DType::Int64}, &gen);
-  for (int64_t r = 0; r < rows; ++r) targets.data<int64_t>()[r * kSeq + s % kSeq] = -100;
-  return {tokens, targets};
-}
-
-optim::AdamWOptions adamw() { return {.lr = 1e-3, .weight_decay = 0.1}; }
-
-// Entries whose single-process gradient is at rounding-noise level at some step
-// (|g| <= 1e-5 max|g| of its tensor), by parameter name: the rule of the DDP tests
-// (ddp_test_util.h). GPT's key bias has an exactly zero gradient in exact arithmetic
-// (softmax ignores a shift common to every key), so float32 sees only rounding noise there,
-// which AdamW's division by sqrt(v) turns into full steps of arbitrary sign.
-using NoiseMask = std::map<std::string, std::vector<bool>>;
-
-void mark_noise(const nn::Module& model, NoiseMask& mask) {
-  for (const auto& [name, p] : model.named_parameters()) {
-    std::vector<double> g = p.grad().to_vector<double>();
-    std::vector<bool>& m = mask[name];
-    m.resize(g.size(), false);
-    double gmax = 0;
-    for (double x : g) gmax = std::max(gmax, std::fabs(x));
-    for (size_t k = 0; k < g.size(); ++k) m[k] = m[k] || std::fabs(g[k]) <= 1e-5 * gmax;
-  }
-}
-
-struct Reference {
-  std::vector<double> losses = {};
-  StateDict weights = {};
-  NoiseMask noise = {};
-};
-
-// One process on the whole global batch.
-Reference train_single(Family f, DType dtype, int64_t rows) {
-  auto model = build(f, dtype);
-  optim::AdamW opt(model->parameters(), adamw());
-  Reference ref;
-  for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = batch(s, rows);
-    opt.zero_grad();
-    Tensor loss = model->loss(x, y);
-    loss.backward();
-    mark_noise(*model, ref.noise);
-    opt.step();
-    ref.losses.push_back(loss.item());
-  }
-  ref.weights = model->state_dict();
-  return ref;
-}
-
-// The worst max|a - b| / max|b| over the tensors, leaving out float32 entries at noise level
-// (float64 keeps every entry); `where` names the tensor.
-double worst_difference(const StateDict& got, const Reference& ref, DType dtype, std::string& where) {
-  double worst = 0;
-  int64_t excluded = 0;
-  for (const auto& [name, w] : ref.weights) {
-    std::vector<double> a = got.at(name).to_vector<double>(), b = w.to_vector<double>();
-    const std::vector<bool>* noise = ref.noise.count(name) != 0 ? &ref.noise.at(name) : nullptr;
-    double diff = 0, scale = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      scale = std::max(scale, std::fabs(b[i]));
-      if (dtype == DType::Float32 && noise != nullptr && (*noise)[i]) {
-        ++excluded;
-        continue;
-      }
-      diff = std::max(diff, std::fabs(a[i] - b[i]));
-    }
-    const double rel = diff / std::max(scale, 1e-300);
-    if (rel > worst) {
-      worst = rel;
-      where = name;
-    }
-  }
-  where += " (" + std::to_string(excluded) + " noise entries left out)";
-  return worst;
-}
-
-double tolerance(DType dtype) { return dtype == DType::Float64 ? 1e-11 : 1e-5; }
 
 struct Case {
   Family family;

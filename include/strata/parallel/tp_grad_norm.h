@@ -17,6 +17,20 @@ double tp_grad_norm(nn::Module& model, dist::ProcessGroup& tp);
 // Scales every gradient by max_norm / (norm + 1e-6) when below 1, as
 // optim::clip_grad_norm; returns the norm before clipping (inf or nan: gradients untouched).
 double tp_clip_grad_norm(nn::Module& model, double max_norm, dist::ProcessGroup& tp);
+// The global norm under tensor and pipeline parallelism together: split parameters summed
+// over `tensor`, each stage's part summed over `pipeline`, and a parameter for which
+// `duplicate(name)` holds (a pipeline stage's copy of a tied parameter, counted by the stage
+// holding the original: parallel::Pipeline::duplicate_parameters()) left out. Unset members
+// mean no such parallelism. Collective over both groups.
+struct ModelParallelGroups {
+  dist::ProcessGroup* tensor = nullptr;
+  dist::ProcessGroup* pipeline = nullptr;
+  std::function<bool(const std::string&)> duplicate = {};
+};
+double grad_norm(nn::Module& model, const ModelParallelGroups& groups);
+// Clips to max_norm as tp_clip_grad_norm does, with that norm; returns the norm before clipping.
+double clip_grad_norm(nn::Module& model, double max_norm, const ModelParallelGroups& groups);
+
 // Whether a parameter name belongs to a tensor-parallel layer's split parameters in `model`
 // (for ZeroOptions::tensor_parallel.is_split). Holds a copy of the names.
 std::function<bool(const std::string&)> split_parameter_predicate(nn::Module& model);

@@ -76,6 +76,13 @@ struct ZeroOptions {
     dist::ProcessGroup* group = nullptr;
     std::function<bool(const std::string& name)> is_split = {};
   } tensor_parallel = {};
+  // Pipeline parallelism beside ZeRO (a mesh's pipeline group): clip_grad_norm also sums the
+  // squares over the stages, leaving out parameters for which `duplicate` holds (a stage's
+  // copy of a tied parameter: parallel::Pipeline::duplicate_parameters()). Unset: none.
+  struct PipelineParallel {
+    dist::ProcessGroup* group = nullptr;
+    std::function<bool(const std::string& name)> duplicate = {};
+  } pipeline_parallel = {};
 };
 
 // Bytes held by this rank for the model states, by kind. Persistent memory only: stage 3's

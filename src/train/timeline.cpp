@@ -1,0 +1,134 @@
+#include "strata/train/timeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "strata/checkpoint/atomic_file.h"
+#include "strata/core/error.h"
+#include "strata/tensor/factory.h"
+
+namespace strata::train {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Events as compact JSON rows (what ranks send to rank 0): [name, category, begin, end, {args}].
+nlohmann::json rows_of(const std::vector<Timeline::Event>& events) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Timeline::Event& e : events) {
+    nlohmann::json args = nlohmann::json::object();
+    for (const auto& [key, value] : e.args) args[key] = value;
+    rows.push_back({e.name, e.category, e.begin_ns, e.end_ns, args});
+  }
+  return rows;
+}
+
+// The Chrome trace of every rank's rows (by pid): metadata naming each process, then one
+// complete event per span, timestamps in microseconds from the earliest begin.
+std::string chrome_trace(const std::vector<std::pair<int, nlohmann::json>>& ranks) {
+  int64_t origin = std::numeric_limits<int64_t>::max();
+  for (const auto& [pid, rows] : ranks)
+    for (const auto& row : rows) origin = std::min(origin, row[2].get<int64_t>());
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& [pid, rows] : ranks) {
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0},
+                      {"args", {{"name", "rank " + std::to_string(pid)}}}});
+    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0},
+                      {"args", {{"sort_index", pid}}}});
+    for (const auto& row : rows) {
+      const int64_t begin = row[2].get<int64_t>(), end = row[3].get<int64_t>();
+      events.push_back({{"ph", "X"}, {"name", row[0]}, {"cat", row[1]}, {"pid", pid}, {"tid", 0},
+                        {"ts", static_cast<double>(begin - origin) / 1e3},
+                        {"dur", static_cast<double>(std::max<int64_t>(end - begin, 0)) / 1e3}, {"args", row[4]}});
+    }
+  }
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+}
+
+}  // namespace
+
+Timeline::Span::Span(Span&& other) noexcept : timeline_(other.timeline_), event_(std::move(other.event_)) {
+  other.timeline_ = nullptr;
+}
+
+Timeline::Span& Timeline::Span::operator=(Span&& other) noexcept {
+  if (this != &other) {
+    end();
+    timeline_ = other.timeline_;
+    event_ = std::move(other.event_);
+    other.timeline_ = nullptr;
+  }
+  return *this;
+}
+
+Timeline::Span::~Span() { end(); }
+
+void Timeline::Span::end() {
+  if (timeline_ == nullptr) return;
+  event_.end_ns = now_ns();
+  timeline_->add(std::move(event_));
+  timeline_ = nullptr;
+}
+
+void Timeline::start_recording() {
+  events_.clear();
+  recording_ = true;
+}
+
+void Timeline::stop_recording() { recording_ = false; }
+
+Timeline::Span Timeline::span(std::string name, std::string category, Args args) {
+  Span s;
+  if (!recording_) return s;
+  s.timeline_ = this;
+  s.event_ = {std::move(name), std::move(category), now_ns(), 0, std::move(args)};
+  return s;
+}
+
+Timeline::Span Timeline::span(Timeline* timeline, std::string name, std::string category, Args args) {
+  if (timeline == nullptr) return Span();
+  return timeline->span(std::move(name), std::move(category), std::move(args));
+}
+
+void Timeline::add(Event event) {
+  if (recording_) events_.push_back(std::move(event));
+}
+
+std::string Timeline::to_json(int rank) const { return chrome_trace({{rank, rows_of(events_)}}); }
+
+void Timeline::write(dist::ProcessGroup& group, const std::string& path) const {
+  const int n = group.size();
+  // Each rank's rows as bytes in int64 words (process groups move numbers, not bytes): the
+  // lengths first, then every payload padded to the longest.
+  const std::string mine = rows_of(events_).dump();
+  Tensor lengths = zeros({n}, {.dtype = DType::Int64});
+  Tensor my_length = full({1}, static_cast<double>(mine.size()), {.dtype = DType::Int64});
+  group.all_gather(lengths, my_length)->wait();
+  const std::vector<int64_t> sizes = lengths.to_vector<int64_t>();
+  const int64_t words = (*std::max_element(sizes.begin(), sizes.end()) + 7) / 8;
+  Tensor payload = zeros({std::max<int64_t>(words, 1)}, {.dtype = DType::Int64});
+  std::memcpy(payload.data<int64_t>(), mine.data(), mine.size());
+  Tensor all = zeros({n * std::max<int64_t>(words, 1)}, {.dtype = DType::Int64});
+  group.all_gather(all, payload)->wait();
+  if (group.rank() != 0) return;
+  std::vector<std::pair<int, nlohmann::json>> ranks;
+  const char* bytes = reinterpret_cast<const char*>(all.data<int64_t>());
+  for (int r = 0; r < n; ++r) {
+    const std::string text(bytes + static_cast<size_t>(r) * static_cast<size_t>(std::max<int64_t>(words, 1)) * 8,
+                           static_cast<size_t>(sizes[static_cast<size_t>(r)]));
+    ranks.emplace_back(group.global_ranks()[static_cast<size_t>(r)], nlohmann::json::parse(text));
+  }
+  try {
+    checkpoint::write_file_atomic(path, chrome_trace(ranks));
+  } catch (const std::exception& e) {
+    throw Error("Timeline::write: cannot write the timeline '" + path + "': " + e.what());
+  }
+}
+
+}  // namespace strata::train
