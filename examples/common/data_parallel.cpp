@@ -3,18 +3,21 @@
 #include "strata/optim/grad_clip.h"
 #include "strata/optim/param_groups.h"
 #include "strata/parallel/tp_grad_norm.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::examples {
 
 DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& world, const TrainOptions& o,
-                                         dist::ProcessGroup* tensor)
-    : world_(world), tensor_(tensor), model_(model), clip_(o.clip) {
+                                         dist::ProcessGroup* tensor, dist::ProcessGroup* pipeline,
+                                         std::function<bool(const std::string&)> duplicate)
+    : world_(world), tensor_(tensor), pipeline_(pipeline), duplicate_(std::move(duplicate)), model_(model), clip_(o.clip) {
   const optim::AdamWOptions adamw{.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay};
   auto groups = optim::weight_decay_groups(model.named_parameters(), o.lr, o.weight_decay);
   if (o.zero >= 0) {
     parallel::ZeroOptions zo;
     zo.stage = o.zero;
     if (tensor != nullptr) zo.tensor_parallel = {.group = tensor, .is_split = parallel::split_parameter_predicate(model)};
+    if (pipeline != nullptr) zo.pipeline_parallel = {.group = pipeline, .duplicate = duplicate_};
     zero_ = std::make_unique<parallel::ZeroOptimizer>(model, adamw, world, zo, std::move(groups));
   } else {
     if (world.size() > 1) ddp_ = std::make_unique<parallel::DistributedDataParallel>(model, world);
@@ -25,12 +28,14 @@ DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& 
                                                 .min_lr_ratio = o.min_lr_ratio});
 }
 
-StepResult DataParallelTrainer::step(const Tensor& loss) {
+StepResult DataParallelTrainer::step(const Tensor& loss) { return step(loss.item()); }
+
+StepResult DataParallelTrainer::step(double loss) {
   StepResult r;
   if (clip_ > 0) {
-    r.grad_norm = zero_               ? zero_->clip_grad_norm(clip_)
-                  : tensor_ != nullptr ? parallel::tp_clip_grad_norm(model_, clip_, *tensor_)
-                                       : optim::clip_grad_norm(model_.parameters(), clip_);
+    r.grad_norm = zero_ ? zero_->clip_grad_norm(clip_)
+                        : parallel::clip_grad_norm(model_, clip_,
+                                                   {.tensor = tensor_, .pipeline = pipeline_, .duplicate = duplicate_});
   }
   r.lr = optimizer().param_groups()[0].lr;
   if (zero_) {
@@ -41,7 +46,7 @@ StepResult DataParallelTrainer::step(const Tensor& loss) {
     adamw_->zero_grad();
   }
   schedule_->step();
-  Tensor global = loss.detach().clone();
+  Tensor global = full({1}, loss, {.dtype = DType::Float64});
   if (world_.size() > 1) world_.all_reduce(global, dist::ReduceOp::Avg)->wait();
   r.loss = global.item();
   return r;

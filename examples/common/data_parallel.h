@@ -2,7 +2,9 @@
 // How an example's model trains on N ranks (or one process): AdamW over weight-decay groups
 // with a cosine schedule, the gradients averaged by DistributedDataParallel, or a
 // ZeroOptimizer at --zero STAGE that also shards the optimizer state (and more).
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "strata/distributed/process_group.h"
 #include "strata/nn/module.h"
@@ -23,24 +25,29 @@ struct StepResult {
 class DataParallelTrainer {
  public:
   // Collective over `data`: every rank passes the same model (rank 0's weights are
-  // broadcast). `tensor` (with --tp): the tensor-parallel group, so that clipping counts
-  // each parameter once.
+  // broadcast). `tensor` (with --tp) and `pipeline` (with --pp, and `duplicate`: the stage's
+  // copies of tied parameters) make clipping count each parameter once.
   DataParallelTrainer(nn::Module& model, dist::ProcessGroup& data, const TrainOptions& o,
-                      dist::ProcessGroup* tensor = nullptr);
+                      dist::ProcessGroup* tensor = nullptr, dist::ProcessGroup* pipeline = nullptr,
+                      std::function<bool(const std::string&)> duplicate = {});
   DataParallelTrainer(const DataParallelTrainer&) = delete;
   DataParallelTrainer& operator=(const DataParallelTrainer&) = delete;
 
   // After loss.backward(): clips, updates, zeroes the gradients, advances the schedule and
   // averages the loss over the ranks (collective).
   StepResult step(const Tensor& loss);
+  StepResult step(double loss);  // the same with this rank's loss as a number (a pipeline's)
 
   optim::Optimizer& optimizer() { return zero_ ? zero_->optimizer() : *adamw_; }
   optim::CosineSchedule& schedule() { return *schedule_; }
   parallel::ZeroOptimizer* zero() { return zero_.get(); }  // null without --zero
+  parallel::DistributedDataParallel* ddp() { return ddp_.get(); }  // null with --zero or one data rank
 
  private:
   dist::ProcessGroup& world_;  // the data-parallel group
   dist::ProcessGroup* tensor_;
+  dist::ProcessGroup* pipeline_;
+  std::function<bool(const std::string&)> duplicate_;
   nn::Module& model_;
   double clip_;
   std::unique_ptr<parallel::DistributedDataParallel> ddp_;

@@ -53,6 +53,23 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
       ->check(fits_int64());
   app.add_flag("--sequence-parallel", o.sequence_parallel,
                "with --tp: norms, residuals and dropout on each rank's piece of the sequence");
+  app.add_option("--pp", o.pp, "pipeline-parallel degree: ranks that each run consecutive blocks; the "
+                 "data-parallel degree is ranks / (--pp x --tp)")
+      ->capture_default_str()
+      ->check(fits_int64());
+  app.add_option("--micro-batches", o.micro_batches, "with --pp: micro-batches per step (divides --batch; 0: 2 x --pp)")
+      ->capture_default_str()
+      ->check(fits_int64());
+  app.add_option("--schedule", o.schedule, "with --pp: pipeline schedule")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}))
+      ->capture_default_str();
+  app.add_option("--chunks", o.chunks, "with --schedule interleaved: model chunks (virtual stages) per rank")
+      ->capture_default_str()
+      ->check(fits_int64());
+  app.add_option("--timeline", o.timeline, "write a Chrome-trace/Perfetto JSON timeline of one step (every rank) here");
+  app.add_option("--timeline-step", o.timeline_step, "the step --timeline records (0-based)")
+      ->capture_default_str()
+      ->check(fits_int64());
   app.add_option("--collective-timeout", o.collective_timeout,
                  "seconds a collective may wait for the other ranks before the run fails (default: "
                  "$STRATA_COLLECTIVE_TIMEOUT, else 600)")
@@ -74,6 +91,16 @@ void validate_train_options(const TrainOptions& o) {
   STRATA_CHECK(o.zero >= -1, "--zero must be -1 (off) or a ZeRO stage 0-3, got ", o.zero);
   STRATA_CHECK(o.tp >= 1, "--tp must be at least 1, got ", o.tp);
   STRATA_CHECK(!o.sequence_parallel || o.tp > 1, "--sequence-parallel needs --tp of 2 or more");
+  STRATA_CHECK(o.pp >= 1, "--pp must be at least 1, got ", o.pp);
+  check_not_negative({{"--micro-batches", o.micro_batches}, {"--timeline-step", o.timeline_step}});
+  check_at_least_one({{"--chunks", o.chunks}});
+  const int64_t m = micro_batches(o);
+  STRATA_CHECK(o.pp == 1 || o.batch % m == 0, "--batch ", o.batch, " does not divide into ", m,
+               " micro-batches (--micro-batches)");
+  STRATA_CHECK(o.pp > 1 || (o.micro_batches == 0 && o.schedule == "1f1b"),
+               "--micro-batches and --schedule take effect with --pp of 2 or more");
+  STRATA_CHECK(o.zero != 3 || o.pp == 1, "--zero 3 cannot run with --pp (ZeRO-3's per-block parameter gathers do not "
+               "fit a pipeline's micro-batches); use --zero 1 or 2");
   STRATA_CHECK(std::isfinite(o.clip) && o.clip >= 0, "--clip must be a finite number >= 0 (0: off), got ", o.clip);
   STRATA_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a finite number > 0, got ", o.lr);
   STRATA_CHECK(std::isfinite(o.min_lr_ratio) && o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
@@ -94,6 +121,8 @@ void validate_train_options(const TrainOptions& o) {
     if (!parent.empty()) check_writable_dir(parent, "--metrics");
   }
 }
+
+int64_t micro_batches(const TrainOptions& o) { return o.micro_batches > 0 ? o.micro_batches : 2 * o.pp; }
 
 std::optional<DType> parameter_dtype(const TrainOptions& o) {
   if (o.param_dtype != "bf16") return std::nullopt;

@@ -29,6 +29,12 @@ struct TrainOptions {
   double collective_timeout = 600;      // seconds; --collective-timeout or STRATA_COLLECTIVE_TIMEOUT
   int64_t tp = 1;                       // tensor-parallel degree (divides the world size)
   bool sequence_parallel = false;       // with --tp > 1
+  int64_t pp = 1;                       // pipeline stages (ranks per pipeline; divides the world / --tp)
+  int64_t micro_batches = 0;            // with --pp: micro-batches per step (0: 2 x --pp)
+  std::string schedule = "1f1b";        // with --pp: gpipe, 1f1b or interleaved
+  int64_t chunks = 2;                   // with --schedule interleaved: model chunks per rank
+  std::string timeline;                 // Chrome-trace JSON of step --timeline-step ('' : none)
+  int64_t timeline_step = 1;            // the (0-based) step --timeline records
 };
 
 // CLI11 saturates integers that overflow; this refuses them instead, naming the value.
@@ -44,6 +50,9 @@ void validate_train_options(const TrainOptions& o);
 using NamedValues = std::initializer_list<std::pair<const char*, int64_t>>;  // {option, value}
 void check_at_least_one(NamedValues options);
 void check_not_negative(NamedValues options);
+
+// --micro-batches, or its default (2 x --pp).
+int64_t micro_batches(const TrainOptions& o);
 
 // bf16 with --zero: the model's param_dtype; float32: none. bf16 without --zero is refused.
 std::optional<DType> parameter_dtype(const TrainOptions& o);

@@ -9,6 +9,8 @@
 //   mpirun -np 2 train_gpt --zero 2              # the same with ZeRO stage 2 (0-3)
 //   mpirun -np 2 train_gpt --zero 3 --param-dtype bf16 --save runs/z3  # bf16 + fp32 master
 //   mpirun -np 4 train_gpt --tp 2 --zero 1       # dp=2 x tp=2: each layer split over 2 ranks
+//   mpirun -np 8 train_gpt --pp 2 --tp 2 --layers 4   # pp=2 x dp=2 x tp=2 (1F1B, 4 micro-batches)
+//   train_gpt --timeline runs/step.json          # Perfetto timeline of step 1 (every rank)
 //
 // Under mpirun every rank builds the same model, DistributedDataParallel averages the
 // gradients, and the BatchSampler gives each rank its slice of every global batch (so N
@@ -24,7 +26,9 @@
 // float32 master weights for its shard.
 //
 // Bad option values are refused before anything starts; a step that cannot fit in memory is
-// refused with the bytes it needs. With several ranks a failure (e.g. a collective that timed
+// refused with the bytes it needs. With --pp P each pipeline rank builds only its stage's
+// blocks (parallel::Pipeline runs the schedule over --micro-batches); the loss comes from
+// the last stage, and evaluation runs the stages one after the other. With several ranks a failure (e.g. a collective that timed
 // out, --collective-timeout) ends the process at once without MPI_Finalize, which would wait
 // for a dead or stuck peer.
 #include <CLI/CLI.hpp>
@@ -41,7 +45,9 @@
 #include "run_example.h"
 #include "step_log.h"
 #include "strata/distributed/init.h"
+#include "strata/parallel/pipeline.h"
 #include "strata/strata.h"
+#include "strata/train/timeline.h"
 #include "train_options.h"
 
 using namespace strata;
@@ -106,11 +112,13 @@ double step_activation_bytes(int64_t batch, const nn::GPTConfig& c) {
   return 2.0 * 4.0 * tokens * per_token;
 }
 
-double evaluate(nn::GPT& model, const data::SyntheticTask& task, int64_t examples, train::MetricsWriter& metrics,
-                int64_t step) {
+double evaluate(nn::GPT& model, parallel::Pipeline* pipeline, const data::SyntheticTask& task, int64_t examples,
+                train::MetricsWriter& metrics, int64_t step) {
   // ZeRO-3 gathers each block as evaluation reaches it (module hooks), like training does.
   model.eval();
-  data::EvalResult r = task.evaluate([&](const Tensor& tokens) { return model.forward(tokens); }, examples);
+  data::EvalResult r = task.evaluate(
+      [&](const Tensor& tokens) { return pipeline ? pipeline->forward_logits(tokens) : model.forward(tokens); },
+      examples);
   model.train();
   if (!g_lead) return r.accuracy;
   std::printf("eval  step %lld | exact-match accuracy %.2f%% on %lld held-out problems (chance %.4f%%) | "
@@ -137,6 +145,12 @@ int run(const Options& o) {
   const examples::TrainOptions& t = o.train;
   STRATA_CHECK(t.tp == 1 || (o.save.empty() && o.resume.empty()), "--save and --resume do not support --tp ", t.tp,
                " yet: a training state of a tensor-parallel run is not implemented (--export-hf works)");
+  STRATA_CHECK(t.pp == 1 || (o.save.empty() && o.resume.empty() && o.export_hf.empty()),
+               "--save, --resume and --export-hf do not support --pp ", t.pp,
+               " yet: each rank holds only its stage (checkpoints of every layout are planned)");
+  STRATA_CHECK(t.pp == 1 || o.layers >= t.pp * (t.schedule == "interleaved" ? t.chunks : 1), "--layers ", o.layers,
+               " is fewer than the ", t.pp * (t.schedule == "interleaved" ? t.chunks : 1),
+               " pipeline stages (--pp x --chunks): every stage needs a block");
   dist::ProcessGroup& world = examples::init_world(t);
   g_lead = world.rank() == 0;
   examples::Layout layout = examples::make_layout(world, t);
@@ -156,8 +170,28 @@ int run(const Options& o) {
                                   " x width " + std::to_string(config.n_embd) + " x " + std::to_string(config.n_layer) +
                                   " layers, " + std::to_string(dist::local_size()) + " rank(s) on this node");
   const checkpoint::Metadata config_meta = train::gpt_config_metadata(config);
-  nn::GPT model(config, layout.factory);
-  examples::DataParallelTrainer trainer(model, data, t, layout.tensor);
+  // With --pp this rank builds its stage only (embedding on the first, head on the last).
+  const int chunks = t.schedule == "interleaved" ? static_cast<int>(t.chunks) : 1;
+  const parallel::PipelinePartition partition =
+      parallel::balanced_partition(nn::parameter_counts(config), config.n_layer, static_cast<int>(t.pp), chunks);
+  nn::ModelPart part;
+  if (layout.pipeline != nullptr) part = parallel::stage_part(partition, layout.pipeline->size(), layout.pipeline->rank());
+  nn::GPT model(config, layout.factory, part);
+  std::function<bool(const std::string&)> duplicate;
+  if (layout.pipeline != nullptr) duplicate = parallel::duplicate_parameters(model, *layout.pipeline);
+  examples::DataParallelTrainer trainer(model, data, t, layout.tensor, layout.pipeline, duplicate);
+  train::Timeline timeline;
+  std::unique_ptr<parallel::Pipeline> pipeline;
+  if (layout.pipeline != nullptr) {
+    const auto kind = t.schedule == "gpipe"         ? parallel::PipelineScheduleKind::GPipe
+                      : t.schedule == "interleaved" ? parallel::PipelineScheduleKind::Interleaved1F1B
+                                                    : parallel::PipelineScheduleKind::OneFOneB;
+    pipeline = std::make_unique<parallel::Pipeline>(
+        model, *layout.pipeline, partition,
+        parallel::PipelineOptions{.schedule = kind, .micro_batches = static_cast<int>(examples::micro_batches(t)),
+                                  .chunks = chunks, .ddp = trainer.ddp(), .zero = trainer.zero(),
+                                  .timeline = &timeline});
+  }
   parallel::ZeroOptimizer* zero = trainer.zero();
   optim::Optimizer& optimizer = trainer.optimizer();
   manual_seed(t.seed);
@@ -184,11 +218,21 @@ int run(const Options& o) {
   train::MetricsWriter metrics(metrics_path, /*append=*/start > 0);
   const int64_t global_batch = t.batch * data.size();
   const int64_t tokens_per_step = global_batch * task.sequence_length();
-  train::Progress progress(t.steps, tokens_per_step, model.flops_per_step(global_batch, task.sequence_length()));
+  // The whole model's FLOPs (a pipeline stage holds part of the parameters): 6 x parameters
+  // (GPT's tied head counted) x tokens, plus attention, as GPT::flops_per_step.
+  const nn::ParameterCounts counts = nn::parameter_counts(config);
+  const int64_t whole_parameters = counts.embedding + config.n_layer * counts.block + counts.head -
+                                   config.vocab_size * config.n_embd;
+  const double flops = layout.pipeline == nullptr
+                           ? model.flops_per_step(global_batch, task.sequence_length())
+                           : 6.0 * static_cast<double>(whole_parameters) * static_cast<double>(tokens_per_step) +
+                                 12.0 * static_cast<double>(config.n_layer * global_batch) *
+                                     static_cast<double>(config.context * config.context * config.n_embd);
+  train::Progress progress(t.steps, tokens_per_step, flops);
   if (g_lead)
     std::printf("GPT: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocab %lld); "
               "task: %d-digit addition; batch %lld x %d rank(s)%s; parameters %s\n",
-              static_cast<long long>(model.num_parameters()), static_cast<long long>(o.layers),
+              static_cast<long long>(whole_parameters), static_cast<long long>(o.layers),
               static_cast<long long>(o.heads), static_cast<long long>(o.width),
               static_cast<long long>(config.context), static_cast<long long>(config.vocab_size), o.digits,
               static_cast<long long>(t.batch), data.size(), examples::tensor_parallel_note(t).c_str(),
@@ -215,12 +259,36 @@ int run(const Options& o) {
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
     std::vector<int64_t> indices = sampler.next();
     data::Batch batch = task.make_batch(indices);
-    Tensor loss = model.loss(batch.inputs, batch.targets);
-    loss.backward();
-    examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, trainer.step(loss));
+    const bool traced = !t.timeline.empty() && step == t.timeline_step;
+    if (traced) timeline.start_recording();
+    examples::StepResult result;
+    {
+      auto step_span = timeline.span("training step", "step", {{"step", step}});
+      double loss = 0;
+      if (pipeline) {
+        loss = pipeline->train_step(batch.inputs, batch.targets);
+      } else {
+        Tensor l;
+        {
+          auto span = timeline.span("forward", "compute");
+          l = model.loss(batch.inputs, batch.targets);
+        }
+        auto span = timeline.span("backward (with DDP/ZeRO reductions)", "compute");
+        l.backward();
+        loss = l.item();
+      }
+      auto span = timeline.span("optimizer (clip, step, loss average)", "optimizer");
+      result = trainer.step(loss);
+    }
+    if (traced) {
+      timeline.stop_recording();
+      timeline.write(world, t.timeline);
+      if (g_lead) std::printf("wrote the timeline of step %lld to %s\n", static_cast<long long>(step), t.timeline.c_str());
+    }
+    examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
     if (o.save_every > 0 && (step + 1) % o.save_every == 0) save(step + 1);
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 != t.steps)
-      evaluate(model, task, o.eval_examples, metrics, step + 1);
+      evaluate(model, pipeline.get(), task, o.eval_examples, metrics, step + 1);
   }
   save(end);
   if (end < t.steps) {
@@ -229,7 +297,7 @@ int run(const Options& o) {
                 static_cast<long long>(t.steps));
     return 0;
   }
-  const double accuracy = evaluate(model, task, o.eval_examples, metrics, t.steps);
+  const double accuracy = evaluate(model, pipeline.get(), task, o.eval_examples, metrics, t.steps);
   // ZeRO-3 holds only shards and tensor parallelism parts: gather the full weights (collectives).
   StateDict weights;
   if (layout.tensor != nullptr && !o.export_hf.empty()) {
