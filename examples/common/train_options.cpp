@@ -115,6 +115,13 @@ void validate_train_options(const TrainOptions& o) {
   STRATA_CHECK(o.steps <= kMaxSteps, "--steps ", o.steps, " is too large (at most ", kMaxSteps, ")");
   constexpr int64_t kMaxBatch = int64_t{1} << 31;
   STRATA_CHECK(o.batch <= kMaxBatch, "--batch ", o.batch, " is too large (at most ", kMaxBatch, ")");
+  if (!o.timeline.empty()) {
+    const std::filesystem::path parent = std::filesystem::path(o.timeline).parent_path();
+    STRATA_CHECK(!std::filesystem::is_directory(o.timeline), "--timeline '", o.timeline, "' is a directory, not a file");
+    if (!parent.empty()) check_writable_dir(parent, "--timeline");
+    STRATA_CHECK(o.timeline_step < o.steps, "--timeline-step ", o.timeline_step, " is past the last step (--steps ",
+                 o.steps, ")");
+  }
   if (!o.metrics.empty()) {
     const std::filesystem::path parent = std::filesystem::path(o.metrics).parent_path();
     STRATA_CHECK(!std::filesystem::is_directory(o.metrics), "--metrics '", o.metrics, "' is a directory, not a file");

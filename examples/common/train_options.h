@@ -33,7 +33,7 @@ struct TrainOptions {
   int64_t micro_batches = 0;            // with --pp: micro-batches per step (0: 2 x --pp)
   std::string schedule = "1f1b";        // with --pp: gpipe, 1f1b or interleaved
   int64_t chunks = 2;                   // with --schedule interleaved: model chunks per rank
-  std::string timeline;                 // Chrome-trace JSON of step --timeline-step ('' : none)
+  std::string timeline = {};            // Chrome-trace JSON of step --timeline-step ('' : none)
   int64_t timeline_step = 1;            // the (0-based) step --timeline records
 };
 

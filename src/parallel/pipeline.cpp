@@ -124,6 +124,15 @@ struct Pipeline::StepState {
   double compute_seconds = 0;
 
   Slot& slot(int micro_batch, int chunk) { return slots[{micro_batch, chunk}]; }
+
+  // After a failure mid-step (a timeout, a disagreeing rank) transfers may still be posted,
+  // and MPI writes a receive buffer whenever its message lands: their tensors are kept for
+  // the life of the process rather than freed under it (the group is unusable by then).
+  ~StepState() {
+    static std::vector<std::vector<Tensor>>* abandoned = new std::vector<std::vector<Tensor>>();
+    for (auto& [work, tensors] : posted)
+      if (work && !work->is_completed()) abandoned->push_back(std::move(tensors));
+  }
 };
 
 Pipeline::Pipeline(nn::CausalLM& model, dist::ProcessGroup& group, PipelinePartition partition,
@@ -269,7 +278,7 @@ Tensor Pipeline::run(const Tensor& tokens, const Tensor& targets, Mode mode) {
         post_transfers(st, action);
       }
     }
-    auto wait_span = train::Timeline::span(options_.timeline, "wait for sends", "comm");
+    auto wait_span = train::Timeline::span(options_.timeline, "send wait (end of step)", "comm");
     for (auto& [work, tensors] : st.posted) work->wait();
   }
   if (training) finish_gradients();
@@ -297,7 +306,7 @@ void Pipeline::forward(StepState& st, int micro_batch, int chunk) {
     x = st.tokens[static_cast<size_t>(micro_batch)];
   } else {
     if (slot.input_arrival) {
-      auto wait = train::Timeline::span(options_.timeline, "wait activation", "comm", {{"micro_batch", micro_batch}});
+      auto wait = train::Timeline::span(options_.timeline, "recv wait (activation)", "comm", {{"micro_batch", micro_batch}});
       slot.input_arrival->wait();
     }
     STRATA_CHECK(slot.input.defined(), "Pipeline: internal error: forward(micro-batch ", micro_batch, ", chunk ", chunk,
@@ -342,7 +351,7 @@ void Pipeline::backward(StepState& st, int micro_batch, int chunk) {
   const int stage = schedule_.stage(group_.rank(), chunk);
   StepState::Slot& slot = st.slot(micro_batch, chunk);
   if (slot.grad_arrival) {
-    auto wait = train::Timeline::span(options_.timeline, "wait gradient", "comm", {{"micro_batch", micro_batch}});
+    auto wait = train::Timeline::span(options_.timeline, "recv wait (gradient)", "comm", {{"micro_batch", micro_batch}});
     slot.grad_arrival->wait();
   }
   const auto start = Clock::now();
@@ -378,7 +387,7 @@ void Pipeline::post_transfers(StepState& st, const PipelineAction& action) {
   std::vector<dist::P2POp> ops;
   std::vector<Tensor> keep;  // alive until the batch completes
   std::vector<std::shared_ptr<dist::Work>*> arrivals;
-  auto span = train::Timeline::span(options_.timeline, "post transfers", "comm");
+  auto span = train::Timeline::span(options_.timeline, "send/recv (post)", "comm");
   // Sends first: with one rank (p == 1), a chunk's output goes to the next chunk through a
   // local mailbox, in the schedule's order.
   std::vector<const PipelineAction*> order;
@@ -432,6 +441,16 @@ void Pipeline::post_transfers(StepState& st, const PipelineAction& action) {
     }
   }
   if (ops.empty()) return;
+  if (options_.timeline != nullptr && options_.timeline->recording()) {
+    int64_t bytes = 0, sends = 0;
+    for (const dist::P2POp& op : ops) {
+      bytes += static_cast<int64_t>(op.tensor.nbytes());
+      sends += op.kind == dist::P2POp::Kind::Send;
+    }
+    span.end();
+    span = options_.timeline->span("send/recv (post)", "comm",
+                                   {{"sends", sends}, {"recvs", static_cast<int64_t>(ops.size()) - sends}, {"bytes", bytes}});
+  }
   std::shared_ptr<dist::Work> work = group_.batch_send_recv(ops);
   for (auto* arrival : arrivals) *arrival = work;
   st.posted.emplace_back(work, std::move(keep));

@@ -138,8 +138,12 @@ PipeResult expect_like_one_process(const PipeCase& c) {
 }
 
 // 8 ranks run the 3D test alone (the rest is covered at 2 and 4, and 8 oversubscribed ranks are slow).
-#define SKIP_ON_EIGHT_RANKS() \
-  if (dist::world().size() > 4) GTEST_SKIP() << "run at 2 and 4 ranks"
+#define SKIP_ON_EIGHT_RANKS()                         \
+  do {                                                \
+    if (dist::world().size() > 4) {                   \
+      GTEST_SKIP() << "run at 2 and 4 ranks";         \
+    }                                                 \
+  } while (false)
 
 std::vector<int> micro_batch_counts(int p) { return p == 2 ? std::vector<int>{4, 3} : std::vector<int>{4, 8, 5}; }
 
@@ -155,8 +159,8 @@ TEST(Pipeline, EveryScheduleTrainsLikeOneProcess) {
         const PipeResult r = expect_like_one_process({.family = f, .schedule = kind, .m = m});
         // Activations held on this rank: all m for GPipe, at most p - rank for 1F1B.
         const int rank = dist::world().rank();
-        if (kind == PipelineScheduleKind::GPipe) EXPECT_EQ(r.stats.peak_in_flight, m);
-        if (kind == PipelineScheduleKind::OneFOneB) EXPECT_EQ(r.stats.peak_in_flight, std::min(m, p - rank));
+        const int bound = kind == PipelineScheduleKind::GPipe ? m : std::min(m, p - rank);
+        EXPECT_EQ(r.stats.peak_in_flight, bound) << parallel::to_string(kind) << " m=" << m;
       }
     }
     // Interleaved: m a multiple of p, 2 chunks per rank.
@@ -272,7 +276,9 @@ TEST(Pipeline, WritesATimelineOfAStep) {
         forwards += e["name"] == "forward";
         backwards += e["name"] == "backward";
         steps += e["name"] == "pipeline step";
-        if (e["name"] == "forward") EXPECT_TRUE(e["args"].contains("micro_batch") && e["args"].contains("chunk"));
+        if (e["name"] == "forward") {
+          EXPECT_TRUE(e["args"].contains("micro_batch") && e["args"].contains("chunk"));
+        }
       }
       EXPECT_EQ(forwards, 2 * m) << "rank " << pid;  // m micro-batches x 2 chunks
       EXPECT_EQ(backwards, 2 * m) << "rank " << pid;
@@ -283,8 +289,11 @@ TEST(Pipeline, WritesATimelineOfAStep) {
   // A path that cannot be written fails on rank 0, naming it; the others return.
   const std::string bad = "/proc/strata-no-such-dir/timeline.json";
   const std::string err = test::error_of([&] { timeline.write(world, bad); });
-  if (world.rank() == 0) test::expect_contains(err, bad);
-  else EXPECT_EQ(err, "");
+  if (world.rank() == 0) {
+    test::expect_contains(err, bad);
+  } else {
+    EXPECT_EQ(err, "");
+  }
 }
 
 // Clipping under a pipeline counts every parameter once (GPT's tied embedding too): the norm
@@ -318,7 +327,9 @@ TEST(Pipeline, GradientNormCountsEveryParameterOnce) {
 
 // pp=2 x dp=2: DDP, ZeRO-1 and ZeRO-2 over the data group.
 TEST(Pipeline, PipelineByDataTrainsLikeOneProcess) {
-  if (dist::world().size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  if (dist::world().size() != 4) {
+    GTEST_SKIP() << "needs 4 ranks";
+  }
   for (int zero : {-1, 1, 2})
     expect_like_one_process({.schedule = PipelineScheduleKind::OneFOneB, .m = 2, .dp = 2, .zero_stage = zero});
   expect_like_one_process({.schedule = PipelineScheduleKind::Interleaved1F1B, .m = 2, .v = 2, .dp = 2, .zero_stage = 1});
@@ -326,7 +337,9 @@ TEST(Pipeline, PipelineByDataTrainsLikeOneProcess) {
 
 // pp=2 x tp=2, with and without sequence parallelism.
 TEST(Pipeline, PipelineByTensorTrainsLikeOneProcess) {
-  if (dist::world().size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  if (dist::world().size() != 4) {
+    GTEST_SKIP() << "needs 4 ranks";
+  }
   for (bool sp : {false, true}) {
     expect_like_one_process({.family = Family::Gpt, .m = 4, .tp = 2, .sequence_parallel = sp});
     expect_like_one_process({.family = Family::Llama, .m = 4, .tp = 2, .sequence_parallel = sp});
@@ -335,7 +348,9 @@ TEST(Pipeline, PipelineByTensorTrainsLikeOneProcess) {
 
 // pp=2 x dp=2 x tp=2 on 8 oversubscribed ranks.
 TEST(Pipeline, PipelineByDataByTensorTrainsLikeOneProcess) {
-  if (dist::world().size() != 8) GTEST_SKIP() << "needs 8 ranks";
+  if (dist::world().size() != 8) {
+    GTEST_SKIP() << "needs 8 ranks";
+  }
   expect_like_one_process({.schedule = PipelineScheduleKind::OneFOneB, .m = 2, .dp = 2, .tp = 2, .zero_stage = 1});
   expect_like_one_process({.family = Family::Llama, .schedule = PipelineScheduleKind::GPipe, .m = 3, .dp = 2, .tp = 2});
 }
