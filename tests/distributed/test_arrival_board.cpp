@@ -159,6 +159,29 @@ TEST(ArrivalBoard, SplitBoardsNameGroupAndWorldRanks) {
   world.barrier()->wait();
 }
 
+// A board destroyed right after announcing: the peers' announcements may still be on the
+// way to its communicator, which must outlive them (Engine::retire_watch). Freed at once,
+// Open MPI handed them to the next communicator given its context id, and the splits below
+// crashed in MPI_Comm_dup (mca_pml_ob1_add_comm). No barrier between rounds on purpose.
+TEST(ArrivalBoard, DestroyedRightAfterAnnouncingLeavesLaterGroupsIntact) {
+  auto& world = dist::world();
+  std::vector<int> everyone(static_cast<size_t>(world.size()));
+  for (int r = 0; r < world.size(); ++r) everyone[static_cast<size_t>(r)] = r;
+  for (int round = 0; round < 6; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    {
+      auto board = make_arrival_board(world, "brief");
+      ASSERT_NE(board, nullptr);
+      board->entered(0);
+      board->entered(1);
+    }
+    auto group = world.split(everyone, "after-board");
+    Tensor t = full({4}, 1.0);
+    group->all_reduce(t)->wait();
+    ASSERT_EQ(t.to_vector<double>()[0], world.size());
+  }
+}
+
 // Only MPI groups carry a side channel: elsewhere the message says the ranks are unknown.
 TEST(ArrivalBoard, NonMpiGroupHasNoBoard) {
   std::unique_ptr<dist::ProcessGroup> local = dist::detail::make_local_world();

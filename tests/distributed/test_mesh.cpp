@@ -1,6 +1,7 @@
 // DeviceMesh over 4 ranks: the sub-groups of a 2x2 mesh and the shape check.
 #include "dist_test_util.h"
 #include "strata/distributed/device_mesh.h"
+#include "strata/tensor/ops/elementwise.h"
 
 namespace strata {
 namespace {
@@ -63,6 +64,57 @@ TEST(DistMesh, PipelineByTensor) {
   if (pp.rank() == 0) pp.send(t, 1)->wait();
   else pp.recv(t, 0)->wait();
   EXPECT_EQ(t.to_vector<double>()[0], me % 2);
+}
+
+// Regression: destroying a mesh right after reduce_scatter / all_gather on its data group
+// (the shared-memory path: the op completes without an MPI call, so the peers' "entered op"
+// notices on the group's side channel may not have arrived yet) freed the side channel's
+// communicator under those notices; Open MPI handed them to the next communicator given
+// its context id, and the next mesh's splits crashed in MPI_Comm_dup (mca_pml_ob1_add_comm).
+// No barrier between the meshes on purpose: a barrier's progress would let the notices in.
+TEST(DistMesh, RebuiltAfterShardedCollectivesOnItsGroups) {
+  auto& world = dist::world();
+  const int me = world.rank();
+  const dist::MeshShape shapes[] = {{.pp = 2, .dp = 2, .tp = 1}, {.pp = 1, .dp = 2, .tp = 2}, {.pp = 1, .dp = 4, .tp = 1}};
+  for (int round = 0; round < 9; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    dist::DeviceMesh mesh(world, shapes[round % 3]);
+    auto& dp = mesh.group(MeshDim::Data);
+    const int r = dp.rank();
+    const int64_t m = 1000 + round;  // uneven chunks in some rounds
+    double members = 0;  // sum over the group of (world rank + 1)
+    for (int g : dp.global_ranks()) members += g + 1;
+
+    // reduce_scatter: in[i] = (world rank + 1) + i, so chunk element i sums to members + n * i.
+    Tensor in = arange(0, m, 1, {.dtype = DType::Float32}) + static_cast<double>(me + 1);
+    Tensor out = zeros({dp.chunk_size(m, r)});
+    dp.reduce_scatter(out, in)->wait();
+    const std::vector<double> got = out.to_vector<double>();
+    const int64_t begin = dp.chunk_begin(m, r);
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], members + dp.size() * static_cast<double>(begin + static_cast<int64_t>(i))) << "element " << i;
+
+    // all_gather: chunk q of the result is group rank q's value.
+    Tensor mine = full({dp.chunk_size(m, r)}, r + 1 + round);
+    Tensor all = zeros({m});
+    dp.all_gather(all, mine)->wait();
+    const std::vector<double> gathered = all.to_vector<double>();
+    for (int q = 0; q < dp.size(); ++q)
+      for (int64_t i = dp.chunk_begin(m, q); i < dp.chunk_begin(m, q) + dp.chunk_size(m, q); ++i)
+        ASSERT_EQ(gathered[static_cast<size_t>(i)], q + 1 + round) << "element " << i;
+    // The other groups too, when they have peers (their notices reach the same state).
+    auto& tp = mesh.group(MeshDim::Tensor);
+    if (tp.size() > 1) {
+      Tensor t = full({tp.chunk_size(64, tp.rank())}, 1.0);
+      Tensor u = zeros({64});
+      tp.all_gather(u, t)->wait();
+      ASSERT_EQ(u.to_vector<double>()[63], 1.0);
+    }
+  }
+  dist::DeviceMesh last(world, {.pp = 1, .dp = 4, .tp = 1});
+  Tensor x = full({3}, me);
+  last.group(MeshDim::Data).all_reduce(x)->wait();
+  EXPECT_EQ(x.to_vector<double>()[0], 0 + 1 + 2 + 3);
 }
 
 TEST(DistMesh, BadShapeNamesShapeAndWorldSize) {

@@ -78,9 +78,10 @@ class ArrivalBoardMPI final : public detail::ArrivalBoard {
     Engine* e = Engine::get();
     if (e == nullptr) return;  // finalized: MPI_Finalize released the communicator
     auto op = make_op("free", false);
-    op->stages.push_back([](Op& o) {
-      // Pending announcements on it still complete (MPI allows freeing with requests posted).
-      if (o.group->watch != MPI_COMM_NULL) MPI_Comm_free(&o.group->watch);
+    op->stages.push_back([e](Op& o) {
+      // Not freed at once: the peers' announcements may still be on the way to it
+      // (Engine::retire_watch).
+      e->retire_watch(*o.group);
     });
     try {
       e->submit(std::move(op));

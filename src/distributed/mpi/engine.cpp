@@ -13,6 +13,7 @@ namespace strata::dist::mpi {
 namespace {
 
 constexpr int kTagEntered = 7;
+constexpr int kTagClosed = 8;  // on a watch communicator: the sender has retired its end (retire_watch)
 
 Engine* g_engine = nullptr;            // owned; leaked at finalize on purpose (see finalize)
 std::atomic<int> g_state{0};           // 0 not started, 1 running, 2 finalized
@@ -183,6 +184,7 @@ void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std
   // MPI_Finalize. Every live rank reaches this point, so the finalize handshake completes;
   // a dead rank makes it hang or fail, which is why fault paths exit without finalize.
   groups_.clear();
+  closing_.clear();  // watches still waiting for a peer's "closed": MPI_Finalize releases them
   // The application may have finalised MPI itself (a second MPI_Finalize aborts the job).
   int already = 0;
   MPI_Finalized(&already);
@@ -665,6 +667,46 @@ bool Engine::drain(GroupState& g) {
   }
 }
 
+void Engine::retire_watch(GroupState& g) {
+  if (g.watch == MPI_COMM_NULL) return;
+  ClosingWatch c;
+  c.comm = g.watch;
+  g.watch = MPI_COMM_NULL;  // no more announcements or reads on it
+  c.open.assign(static_cast<size_t>(g.size), true);
+  c.open[static_cast<size_t>(g.rank)] = false;
+  c.left = g.size - 1;
+  // After this rank's last announcement on it (same communicator and destination: MPI
+  // delivers them in order). Were this send to fail, the peer would keep its end until
+  // MPI_Finalize, which is harmless.
+  for (int peer = 0; peer < g.size; ++peer) {
+    if (peer == g.rank) continue;
+    SideSend s{std::make_unique<int64_t>(-1), MPI_REQUEST_NULL};
+    if (MPI_Isend(s.value.get(), 1, MPI_INT64_T, peer, kTagClosed, c.comm, &s.request) == MPI_SUCCESS)
+      side_sends_.push_back(std::move(s));
+  }
+  if (drain_closing(c)) {
+    MPI_Comm_free(&c.comm);  // our "closed" sends still complete (MPI allows pending requests)
+    return;
+  }
+  closing_.push_back(std::move(c));
+}
+
+bool Engine::drain_closing(ClosingWatch& c) {
+  for (;;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c.comm, &flag, &st) != MPI_SUCCESS || !flag) break;
+    int64_t value = 0;
+    if (MPI_Recv(&value, 1, MPI_INT64_T, st.MPI_SOURCE, st.MPI_TAG, c.comm, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+    // An announcement (kTagEntered) for the destroyed group: nobody reads it any more.
+    if (st.MPI_TAG == kTagClosed && c.open[static_cast<size_t>(st.MPI_SOURCE)]) {
+      c.open[static_cast<size_t>(st.MPI_SOURCE)] = false;
+      --c.left;
+    }
+  }
+  return c.left == 0;
+}
+
 void Engine::drain_watch() {
   for (size_t i = 0; i < groups_.size();) {
     std::shared_ptr<GroupState> g = groups_[i].lock();
@@ -674,6 +716,15 @@ void Engine::drain_watch() {
     }
     (void)drain(*g);
     ++i;
+  }
+  // Destroyed groups' watches: freed once every peer's announcements have all arrived.
+  for (size_t i = 0; i < closing_.size();) {
+    if (!drain_closing(closing_[i])) {
+      ++i;
+      continue;
+    }
+    MPI_Comm_free(&closing_[i].comm);
+    closing_.erase(closing_.begin() + static_cast<std::ptrdiff_t>(i));
   }
   // Retire completed notifications (in order; a dead peer's may stay pending).
   for (size_t n = 0; n < side_sends_.size() && n < 256;) {

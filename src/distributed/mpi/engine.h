@@ -8,7 +8,8 @@
 //
 // Threading rule (MPI_THREAD_SERIALIZED: any thread may call MPI, one at a time):
 // - Only the holder of the *progress lock* (Engine::progress_mu_) makes MPI calls for strata
-//   and touches the started-op state (queue_, active_, zombies_, groups_, side_sends_).
+//   and touches the started-op state (queue_, active_, zombies_, groups_, closing_,
+//   side_sends_).
 // - A thread waiting in Work::wait()/synchronize() whose op is not done takes the progress
 //   lock and runs the engine's passes itself until its op completes, its wait's limit
 //   passes, or nothing has progressed for a while (spin_); then it hands back and sleeps.
@@ -164,8 +165,25 @@ class Engine {
   // Reads the peers' pending announcements on g.watch into g.entered; false when an MPI
   // call failed (the view may then be stale).
   bool drain(GroupState& g);
+  // Takes g.watch out of use when its group (or arrival board) is destroyed (progress-lock
+  // holder only, from the "free" op's stage); g.watch becomes MPI_COMM_NULL. The
+  // communicator is not freed at once: a peer's announcements are unmatched sends that may
+  // still be in flight to us, and a message reaching a communicator this rank has freed is
+  // delivered to whatever communicator next gets its context id (Open MPI's ob1 then
+  // crashes in MPI_Comm_dup/split, in mca_pml_ob1_add_comm). So it tells every peer "closed"
+  // after its last announcement and keeps draining until every peer's "closed" has arrived
+  // (MPI keeps the messages of one sender on one communicator in order); drain_watch frees
+  // it then. A peer that never closes leaves it to MPI_Finalize.
+  void retire_watch(GroupState& g);
 
  private:
+  // A destroyed group's watch communicator, drained until every peer has closed its end.
+  struct ClosingWatch {
+    MPI_Comm comm = MPI_COMM_NULL;
+    std::vector<bool> open;  // per group rank: no "closed" from it yet (false for this rank)
+    int left = 0;            // peers still open
+  };
+
   Engine() = default;
   void run(InitResult* result, std::string* init_error, std::mutex* m, std::condition_variable* cv, bool* ready);
   void loop();
@@ -194,6 +212,8 @@ class Engine {
   void publish();
   void publish_entered(Op& op);
   void drain_watch();
+  // Reads what arrived on a closing watch; true once every peer has closed it.
+  bool drain_closing(ClosingWatch& c);
 
   // mu_ guards incoming_, stop_ and the hand-over flags; cv_ wakes the worker.
   std::mutex mu_;
@@ -215,6 +235,9 @@ class Engine {
   // buffers, so they are never destroyed.
   std::vector<std::unique_ptr<Op>> zombies_;
   std::vector<std::weak_ptr<GroupState>> groups_;  // for the watch channel
+  // Watch communicators of destroyed groups, drained until every peer has closed its end
+  // (retire_watch).
+  std::vector<ClosingWatch> closing_;
   struct SideSend {
     std::unique_ptr<int64_t> value;
     MPI_Request request;

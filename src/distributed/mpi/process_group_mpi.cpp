@@ -195,9 +195,13 @@ ProcessGroupMPI::~ProcessGroupMPI() {
   op->kind = "free";
   op->sequenced = false;
   op->group = state_;
-  op->stages.push_back([](Op& o) {
-    // MPI lets pending requests on a freed communicator complete normally.
-    if (o.group->watch != MPI_COMM_NULL) MPI_Comm_free(&o.group->watch);
+  op->stages.push_back([e](Op& o) {
+    // MPI lets pending requests on a freed communicator complete normally. `comm` and
+    // `ring` carry only matched traffic (collectives, our ring, the user's point-to-point):
+    // every message sent to this rank on them is one that its own ops receive. The watch
+    // channel's announcements are sends nobody waits for: a peer's may still be on the way,
+    // so the watch is freed only once every peer has retired its end (Engine::retire_watch).
+    e->retire_watch(*o.group);
     if (o.group->ring != MPI_COMM_NULL) MPI_Comm_free(&o.group->ring);
     if (o.group->comm != MPI_COMM_NULL) MPI_Comm_free(&o.group->comm);
   });
