@@ -18,6 +18,12 @@ int64_t now_ns() {
       .count();
 }
 
+// Names are caller text; invalid UTF-8 is replaced rather than thrown on, because a throw on
+// one rank before write()'s collectives would leave the others waiting for it.
+std::string dump(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // Events as compact JSON rows (what ranks send to rank 0): [name, category, begin, end, {args}].
 nlohmann::json rows_of(const std::vector<Timeline::Event>& events) {
   nlohmann::json rows = nlohmann::json::array();
@@ -48,7 +54,7 @@ std::string chrome_trace(const std::vector<std::pair<int, nlohmann::json>>& rank
                         {"dur", static_cast<double>(std::max<int64_t>(end - begin, 0)) / 1e3}, {"args", row[4]}});
     }
   }
-  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+  return dump(nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}});
 }
 
 }  // namespace
@@ -69,10 +75,13 @@ Timeline::Span& Timeline::Span::operator=(Span&& other) noexcept {
 
 Timeline::Span::~Span() { end(); }
 
+// Straight into the events, not through add(): a span opened while recording is kept even
+// when it closes after stop_recording() (the header's contract), so the outermost span of a
+// step is not lost when recording stops inside it.
 void Timeline::Span::end() {
   if (timeline_ == nullptr) return;
   event_.end_ns = now_ns();
-  timeline_->add(std::move(event_));
+  timeline_->events_.push_back(std::move(event_));
   timeline_ = nullptr;
 }
 
@@ -105,23 +114,23 @@ std::string Timeline::to_json(int rank) const { return chrome_trace({{rank, rows
 void Timeline::write(dist::ProcessGroup& group, const std::string& path) const {
   const int n = group.size();
   // Each rank's rows as bytes in int64 words (process groups move numbers, not bytes): the
-  // lengths first, then every payload padded to the longest.
-  const std::string mine = rows_of(events_).dump();
+  // lengths first, then every payload padded to the longest (all_gather takes equal chunks).
+  const std::string mine = dump(rows_of(events_));
   Tensor lengths = zeros({n}, {.dtype = DType::Int64});
   Tensor my_length = full({1}, static_cast<double>(mine.size()), {.dtype = DType::Int64});
   group.all_gather(lengths, my_length)->wait();
   const std::vector<int64_t> sizes = lengths.to_vector<int64_t>();
-  const int64_t words = (*std::max_element(sizes.begin(), sizes.end()) + 7) / 8;
-  Tensor payload = zeros({std::max<int64_t>(words, 1)}, {.dtype = DType::Int64});
+  const int64_t words = std::max<int64_t>((*std::max_element(sizes.begin(), sizes.end()) + 7) / 8, 1);
+  Tensor payload = zeros({words}, {.dtype = DType::Int64});
   std::memcpy(payload.data<int64_t>(), mine.data(), mine.size());
-  Tensor all = zeros({n * std::max<int64_t>(words, 1)}, {.dtype = DType::Int64});
+  Tensor all = zeros({n * words}, {.dtype = DType::Int64});
   group.all_gather(all, payload)->wait();
   if (group.rank() != 0) return;
   std::vector<std::pair<int, nlohmann::json>> ranks;
   const char* bytes = reinterpret_cast<const char*>(all.data<int64_t>());
   for (int r = 0; r < n; ++r) {
-    const std::string text(bytes + static_cast<size_t>(r) * static_cast<size_t>(std::max<int64_t>(words, 1)) * 8,
-                           static_cast<size_t>(sizes[static_cast<size_t>(r)]));
+    const size_t offset = static_cast<size_t>(r) * static_cast<size_t>(words) * sizeof(int64_t);
+    const std::string text(bytes + offset, static_cast<size_t>(sizes[static_cast<size_t>(r)]));
     ranks.emplace_back(group.global_ranks()[static_cast<size_t>(r)], nlohmann::json::parse(text));
   }
   try {

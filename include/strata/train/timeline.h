@@ -11,7 +11,8 @@
 //
 // Times are wall-clock (system_clock) nanoseconds, so ranks on one host share a clock exactly
 // and ranks on different hosts differ by their clocks' offset (NTP: typically well under a
-// millisecond). Spans opened on one thread nest by construction (RAII).
+// millisecond). Spans opened on one thread nest by construction (RAII). A Timeline is not
+// synchronized: record into it from one thread (the one that runs the step).
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -34,8 +35,10 @@ class Timeline {
     Args args;
   };
 
-  // Records [construction, destruction) into the timeline when it was recording at
-  // construction; otherwise (or for a null timeline) does nothing and costs no allocation.
+  // Records [construction, end() or destruction) into the timeline when it was recording at
+  // construction (even if recording has stopped since); otherwise (or for a null timeline)
+  // does nothing and allocates nothing beyond the strings and args it was given. Moving
+  // transfers the pending record; a moved-from Span records nothing.
   class Span {
    public:
     Span() = default;
@@ -68,7 +71,9 @@ class Timeline {
   // Chrome-trace JSON file at `path` (atomically, replacing it): a process per rank named
   // "rank <global rank>", complete ("X") events with microsecond timestamps counted from the
   // earliest event of any rank. The other ranks write nothing. Throws strata::Error naming
-  // the path when it cannot be written (on rank 0; the others return normally).
+  // the path when it cannot be written (on rank 0; the others return normally). Spans still
+  // open are not included. The events travel as CPU tensors, so `group` must take those (an
+  // MPI or local group, not NCCL).
   void write(dist::ProcessGroup& group, const std::string& path) const;
   // This rank's events alone, as the same JSON (pid = `rank`), for single-process runs.
   std::string to_json(int rank) const;
