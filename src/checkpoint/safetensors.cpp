@@ -208,15 +208,19 @@ std::string dump_json(const json& value, const std::string& path) {
   }
 }
 
-void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries, const json& header) {
+SafetensorsWritten write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
+                                     const json& header) {
   std::string text = dump_json(header, path);
   text.resize((text.size() + 7) / 8 * 8, ' ');  // keeps the data section 8-byte aligned
   const uint64_t n = text.size();
+  SafetensorsWritten out{.data_start = 8 + n, .file_bytes = 0, .header_crc32 = detail::crc32(text.data(), text.size())};
   write_file_atomic(path, [&](AtomicFileWriter& f) {
     f.write(&n, sizeof n);  // little-endian host (static_assert above)
     f.write(text);
     for (const SafetensorsEntry& e : entries) f.write(e.tensor.raw_data(), e.tensor.nbytes());
+    out.file_bytes = f.bytes_written();
   });
+  return out;
 }
 
 SafetensorsRead read_safetensors(const std::string& path) {

@@ -27,9 +27,16 @@ uint32_t data_crc32(const std::vector<SafetensorsEntry>& entries);
 nlohmann::json safetensors_header(const std::vector<SafetensorsEntry>& entries, const Metadata& metadata);
 // Compact JSON text; strata::Error naming `path` when a string is not valid UTF-8.
 std::string dump_json(const nlohmann::json& json, const std::string& path);
+// Where a written file's parts lie: the data section starts at data_start (8 + padded
+// header); header_crc32 covers the padded header text (bytes [8, data_start)).
+struct SafetensorsWritten {
+  uint64_t data_start = 0;
+  uint64_t file_bytes = 0;
+  uint32_t header_crc32 = 0;
+};
 // Writes length + padded header + data atomically.
-void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
-                       const nlohmann::json& header);
+SafetensorsWritten write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& entries,
+                                     const nlohmann::json& header);
 
 struct SafetensorsRead {
   SafetensorsFile file;

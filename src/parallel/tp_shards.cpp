@@ -19,8 +19,9 @@ void check_layout(const ShardLayout& l, int64_t n) {
                " does not divide by the tensor-parallel degree ", n);
 }
 
-// Every split parameter of `model` by its full name.
-std::map<std::string, ShardLayout> layouts_of(nn::Module& model) {
+}  // namespace
+
+std::map<std::string, ShardLayout> shard_layouts_of(nn::Module& model) {
   std::map<std::string, ShardLayout> out;
   for (auto& [path, module] : model.named_modules()) {
     const auto* tp = dynamic_cast<const TensorParallelLayer*>(module);
@@ -29,8 +30,6 @@ std::map<std::string, ShardLayout> layouts_of(nn::Module& model) {
   }
   return out;
 }
-
-}  // namespace
 
 int64_t ShardLayout::part_size(int64_t n) const {
   check_layout(*this, n);
@@ -73,7 +72,7 @@ Tensor unshard(const Tensor& part, const ShardLayout& layout, dist::ProcessGroup
 }
 
 void load_full_state_dict(nn::Module& model, const StateDict& full, dist::ProcessGroup& group) {
-  const auto layouts = layouts_of(model);
+  const auto layouts = shard_layouts_of(model);
   StateDict local;
   for (const auto& [name, value] : full) {
     auto it = layouts.find(name);
@@ -92,7 +91,7 @@ void load_full_state_dict(nn::Module& model, const StateDict& full, dist::Proces
 
 std::set<std::string> split_parameter_names(nn::Module& model) {
   std::set<std::string> out;
-  for (const auto& [name, layout] : layouts_of(model)) out.insert(name);
+  for (const auto& [name, layout] : shard_layouts_of(model)) out.insert(name);
   return out;
 }
 
@@ -105,7 +104,7 @@ std::vector<Tensor> replicated_parameters(nn::Module& model) {
 }
 
 StateDict full_state_dict(nn::Module& model, dist::ProcessGroup& group) {
-  const auto layouts = layouts_of(model);
+  const auto layouts = shard_layouts_of(model);
   StateDict state = model.state_dict();
   // Every rank walks the names in the same (sorted) order, so the gathers line up.
   // Copies throughout: the result stays valid when ZeRO-3 releases the parameters again.

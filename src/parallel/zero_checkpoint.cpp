@@ -5,6 +5,7 @@
 // (docs/checkpoint-format.md).
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -15,6 +16,7 @@
 #include "strata/checkpoint/checkpoint.h"
 #include "checkpoint/checksum.h"
 #include "strata/core/error.h"
+#include "strata/distributed/object_collectives.h"
 #include "strata/tensor/factory.h"
 #include "checkpoint/crash_point.h"
 #include "zero_state.h"
@@ -90,17 +92,6 @@ fs::path resolve_latest(const std::string& dir) {
   return target;
 }
 
-// Every rank learns whether all succeeded; the first failing rank's message is shared as the
-// rank number (each rank reports its own message).
-void agree(dist::ProcessGroup& group, const std::string& error, const std::string& what) {
-  Tensor flag = full({1}, error.empty() ? 0.0 : 1.0 + group.rank(), {.dtype = DType::Int64});
-  if (group.size() > 1) group.all_reduce(flag, dist::ReduceOp::Max)->wait();
-  const auto failed = static_cast<int64_t>(flag.item());
-  if (failed == 0) return;
-  STRATA_CHECK(error.empty(), what, ": ", error);
-  STRATA_FAIL(what, ": rank ", failed - 1, " failed (see its error); nothing was changed here");
-}
-
 nlohmann::json layout_json(const ZeroOptimizer::State& s) {
   nlohmann::json buckets = nlohmann::json::array();
   for (const auto& b : s.buckets) {
@@ -146,7 +137,7 @@ void ZeroOptimizer::save(const std::string& dir, const checkpoint::Metadata& met
       error = std::string("cannot create '") + target.string() + "': " + e.what();
     }
   }
-  agree(group_, error, who);
+  dist::agree_on_success(group_, error, who);
 
   Tensor crcs = zeros({s.world}, {.dtype = DType::Int64});
   try {
@@ -163,7 +154,7 @@ void ZeroOptimizer::save(const std::string& dir, const checkpoint::Metadata& met
   } catch (const std::exception& e) {
     error = e.what();
   }
-  agree(group_, error, who);
+  dist::agree_on_success(group_, error, who);
   // Every shard's header checksum, for the index (the ranks' other entries are zero).
   if (s.world > 1) group_.all_reduce(crcs, dist::ReduceOp::Sum)->wait();
 
@@ -218,7 +209,7 @@ void ZeroOptimizer::save(const std::string& dir, const checkpoint::Metadata& met
       error = std::string("writing the index / moving 'latest': ") + e.what();
     }
   }
-  agree(group_, error, who);
+  dist::agree_on_success(group_, error, who);
 }
 
 checkpoint::Metadata ZeroOptimizer::load(const std::string& dir) {
@@ -309,24 +300,62 @@ checkpoint::Metadata ZeroOptimizer::load(const std::string& dir) {
   } catch (const std::exception& e) {
     error = e.what();
   }
-  agree(group_, error, who);
+  dist::agree_on_success(group_, error, who);
 
   try {
     s.inner->load_state_dict(optim_state);
   } catch (const Error& e) {
     error = e.what();
   }
-  agree(group_, error, who);
+  dist::agree_on_success(group_, error, who);
 
-  for (size_t b = 0; b < s.buckets.size(); ++b) {
-    State::Bucket& bk = s.buckets[b];
-    bk.master.copy_(shard.tensors.at("master." + std::to_string(b)));
-    if (bk.master_separate) {
-      if (s.options.stage == 0) {
-        bk.param->data().copy_(bk.master);
+  for (size_t b = 0; b < s.buckets.size(); ++b)
+    s.buckets[b].master.copy_(shard.tensors.at("master." + std::to_string(b)));
+  reload_parameters_from_master();
+  checkpoint::Metadata out;
+  if (index.contains("metadata") && index["metadata"].is_object())
+    for (auto& [k, v] : index["metadata"].items()) out[k] = v.is_string() ? v.get<std::string>() : v.dump();
+  return out;
+}
+
+std::vector<ZeroOptimizer::OwnedPiece> ZeroOptimizer::owned_pieces() const {
+  const State& s = *state_;
+  // The inner optimizer numbers its parameters group by group.
+  std::map<const void*, int64_t> inner_index;
+  int64_t next = 0;
+  for (const optim::ParamGroup& g : s.inner->param_groups())
+    for (const Tensor& p : g.params) inner_index[p.raw_data()] = next++;
+  std::vector<OwnedPiece> out;
+  for (const State::Bucket& b : s.buckets) {
+    const std::vector<FlatBuffer::Piece> pieces =
+        s.options.stage >= 1 ? b.param->pieces(s.rank) : std::vector<FlatBuffer::Piece>{};
+    for (size_t k = 0; k < b.pieces.size(); ++k) {
+      const Tensor& master = b.pieces[k];
+      const FlatBuffer::Entry* entry = nullptr;
+      int64_t offset = 0;
+      if (s.options.stage >= 1) {
+        entry = &b.param->entries()[pieces[k].entry];
+        offset = pieces[k].entry_offset;
       } else {
-        bk.param_shard.copy_(bk.master);
+        // Stage 0: piece k is entry k, whole.
+        entry = &b.param->entries()[k];
       }
+      out.push_back({.name = entry->name, .offset = offset, .numel = master.numel(), .master = master,
+                     .inner_index = inner_index.at(master.raw_data())});
+    }
+  }
+  return out;
+}
+
+void ZeroOptimizer::reload_parameters_from_master() {
+  NoGradGuard no_grad;
+  State& s = *state_;
+  for (State::Bucket& bk : s.buckets) {
+    if (!bk.master_separate) continue;
+    if (s.options.stage == 0) {
+      bk.param->data().copy_(bk.master);
+    } else {
+      bk.param_shard.copy_(bk.master);
     }
   }
   if (s.options.stage == 1 || s.options.stage == 2) {
@@ -338,10 +367,6 @@ checkpoint::Metadata ZeroOptimizer::load(const std::string& dir) {
     for (auto& w : works) w->wait();
   }
   zero_grad();
-  checkpoint::Metadata out;
-  if (index.contains("metadata") && index["metadata"].is_object())
-    for (auto& [k, v] : index["metadata"].items()) out[k] = v.is_string() ? v.get<std::string>() : v.dump();
-  return out;
 }
 
 }  // namespace strata::parallel

@@ -8,6 +8,7 @@
 
 #include "strata/checkpoint/atomic_file.h"
 #include "strata/core/error.h"
+#include "strata/distributed/object_collectives.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::train {
@@ -112,27 +113,11 @@ void Timeline::add(Event event) {
 std::string Timeline::to_json(int rank) const { return chrome_trace({{rank, rows_of(events_)}}); }
 
 void Timeline::write(dist::ProcessGroup& group, const std::string& path) const {
-  const int n = group.size();
-  // Each rank's rows as bytes in int64 words (process groups move numbers, not bytes): the
-  // lengths first, then every payload padded to the longest (all_gather takes equal chunks).
-  const std::string mine = dump(rows_of(events_));
-  Tensor lengths = zeros({n}, {.dtype = DType::Int64});
-  Tensor my_length = full({1}, static_cast<double>(mine.size()), {.dtype = DType::Int64});
-  group.all_gather(lengths, my_length)->wait();
-  const std::vector<int64_t> sizes = lengths.to_vector<int64_t>();
-  const int64_t words = std::max<int64_t>((*std::max_element(sizes.begin(), sizes.end()) + 7) / 8, 1);
-  Tensor payload = zeros({words}, {.dtype = DType::Int64});
-  std::memcpy(payload.data<int64_t>(), mine.data(), mine.size());
-  Tensor all = zeros({n * words}, {.dtype = DType::Int64});
-  group.all_gather(all, payload)->wait();
+  const std::vector<std::string> texts = dist::all_gather_strings(group, dump(rows_of(events_)));
   if (group.rank() != 0) return;
   std::vector<std::pair<int, nlohmann::json>> ranks;
-  const char* bytes = reinterpret_cast<const char*>(all.data<int64_t>());
-  for (int r = 0; r < n; ++r) {
-    const size_t offset = static_cast<size_t>(r) * static_cast<size_t>(words) * sizeof(int64_t);
-    const std::string text(bytes + offset, static_cast<size_t>(sizes[static_cast<size_t>(r)]));
-    ranks.emplace_back(group.global_ranks()[static_cast<size_t>(r)], nlohmann::json::parse(text));
-  }
+  for (size_t r = 0; r < texts.size(); ++r)
+    ranks.emplace_back(group.global_ranks()[r], nlohmann::json::parse(texts[r]));
   try {
     checkpoint::write_file_atomic(path, chrome_trace(ranks));
   } catch (const std::exception& e) {

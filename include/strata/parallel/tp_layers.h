@@ -5,6 +5,7 @@
 // the part, so a tensor-parallel model built with the same seed is the single-process model,
 // cut. Parameters not listed in a layer's shard_layouts() are replicated on every rank.
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -131,6 +132,8 @@ void load_full_state_dict(nn::Module& model, const StateDict& full, dist::Proces
 // The names of the parameters of `model` that TensorParallelLayers split, and the
 // parameters every rank holds whole (all others).
 std::set<std::string> split_parameter_names(nn::Module& model);
+// Every split parameter's layout, by its full name in `model`.
+std::map<std::string, ShardLayout> shard_layouts_of(nn::Module& model);
 std::vector<Tensor> replicated_parameters(nn::Module& model);
 // The single-process state dict of such a model, as copies (collective over `group`: every
 // rank gets it). Under ZeRO-3, call it while a ZeroOptimizer::gathered_parameters() guard lives.

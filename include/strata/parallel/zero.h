@@ -185,6 +185,24 @@ class ZeroOptimizer {
   // previous release's layout (strata-zero-v1, no `latest`) is refused saying so.
   checkpoint::Metadata load(const std::string& dir);
 
+  // What this rank's inner optimizer updates, for layout-independent checkpoints
+  // (train/distributed_checkpoint.h): elements [offset, offset + numel) of parameter `name`
+  // flattened; `master` views them in the master weights (the parameter itself when the
+  // dtypes agree) and is the inner optimizer's parameter number `inner_index`. Stage 0: every
+  // parameter whole (shaped as it); stages 1-3: this rank's shard, 1-D.
+  struct OwnedPiece {
+    std::string name;
+    int64_t offset = 0;
+    int64_t numel = 0;
+    Tensor master;
+    int64_t inner_index = 0;
+  };
+  std::vector<OwnedPiece> owned_pieces() const;
+  // Collective: after the master weights were written through owned_pieces(), sets the
+  // compute parameters from them (a cast where the dtypes differ; stages 1-2 all_gather) and
+  // zeroes the gradients.
+  void reload_parameters_from_master();
+
   // Collective: a copy of every parameter's full value, by name (stage 3 gathers them).
   StateDict full_parameters();
   // RAII, collective: at stage 3 gathers every unit so that the module's parameters can be

@@ -1,0 +1,244 @@
+// save_sharded: every rank writes its shard file into a temporary step directory, rank 0
+// checks coverage and writes index.json last, then renames the directory into place and
+// moves `latest` (see sharded.h for the protocol and its crash safety).
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include "checkpoint/checksum.h"
+#include "checkpoint/crash_point.h"
+#include "checkpoint/safetensors_detail.h"
+#include "checkpoint/sharded_index.h"
+#include "strata/autograd/grad_mode.h"
+#include "strata/checkpoint/atomic_file.h"
+#include "strata/checkpoint/sharded.h"
+#include "strata/core/error.h"
+#include "strata/distributed/object_collectives.h"
+#include "strata/distributed/process_group.h"
+
+namespace strata::checkpoint {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string draw_save_id() {
+  std::random_device device;
+  const uint64_t id = (static_cast<uint64_t>(device()) << 32) ^ device();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(id));
+  return buf;
+}
+
+// A piece's bytes as stored: the box itself when the piece is all of it (readable as a
+// tensor by any safetensors tool), else the flat range.
+Tensor stored_form(const SavePiece& p) {
+  const bool whole_box = p.region.begin == 0 && p.region.end == p.region.box_numel();
+  return p.data.reshape(whole_box ? p.region.extents : Shape{p.region.numel()});
+}
+
+// Writes this rank's shard file; returns its description for the index:
+// {"file", "header_crc32", "bytes", "pieces": [{"name", "dtype", "shape", "piece"}]}. A tensor
+// of which this rank holds several pieces (the q, k and v parts of a fused projection) is
+// stored as "<name>", "<name>#1", "<name>#2", ...
+json write_shard(const std::string& temp_dir, int rank, const SaveSnapshot& snapshot, const std::string& save_id) {
+  const std::string file = detail::shard_file_name(rank);
+  const std::string path = (fs::path(temp_dir) / file).string();
+  StateDict tensors;
+  std::map<std::string, const SavePiece*> by_key;
+  std::map<std::string, int> count;
+  for (const SavePiece& p : snapshot.pieces) {
+    check_region(p.region, p.global_shape, "save_sharded: tensor '" + p.name + "'");
+    STRATA_CHECK(p.data.defined() && p.data.numel() == p.region.numel(), "save_sharded: tensor '", p.name,
+                 "': the piece holds ", p.data.defined() ? p.data.numel() : 0, " elements, its region ",
+                 p.region.numel());
+    const int k = count[p.name]++;
+    const std::string key = k == 0 ? p.name : p.name + "#" + std::to_string(k);
+    STRATA_CHECK(by_key.count(key) == 0, "save_sharded: rank ", rank, ": two pieces are named '", key, "'");
+    by_key[key] = &p;
+    tensors.emplace(key, stored_form(p));
+  }
+  std::vector<detail::SafetensorsEntry> entries = detail::plan_safetensors(tensors, path);
+  const Metadata meta{{"format", kShardedFormat}, {"step", std::to_string(snapshot.step)}, {"save_id", save_id},
+                      {"rank", std::to_string(rank)}};
+  const detail::SafetensorsWritten written =
+      detail::write_safetensors(path, entries, detail::safetensors_header(entries, meta));
+  json described = json::array();
+  for (const detail::SafetensorsEntry& e : entries) {
+    const SavePiece& p = *by_key.at(e.name);
+    const PieceLocation loc{.file = file,
+                            .region = p.region,
+                            .byte_begin = written.data_start + e.begin,
+                            .byte_end = written.data_start + e.end,
+                            .crc32 = detail::crc32(e.tensor.raw_data(), e.tensor.nbytes())};
+    described.push_back({{"name", p.name},
+                         {"dtype", safetensors_dtype_name(e.tensor.dtype())},
+                         {"shape", p.global_shape.vec()},
+                         {"piece", detail::piece_json(loc)}});
+  }
+  return {{"file", file},
+          {"header_crc32", detail::hex32(written.header_crc32)},
+          {"bytes", written.file_bytes},
+          {"pieces", described}};
+}
+
+// Rank 0: the index from every rank's shard description, after checking that every tensor
+// has one dtype and shape and that its pieces cover it exactly once.
+json build_index(const SaveSnapshot& snapshot, const std::string& save_id, const std::vector<json>& shards,
+                 const std::vector<json>& rank_metadata) {
+  json tensors = json::object();
+  json files = json::object();
+  for (size_t r = 0; r < shards.size(); ++r) {
+    const json& shard = shards[r];
+    files[shard["file"].get<std::string>()] = {{"header_crc32", shard["header_crc32"]}, {"bytes", shard["bytes"]}};
+    for (const json& t : shard["pieces"]) {
+      const std::string name = t["name"].get<std::string>();
+      auto it = tensors.find(name);
+      if (it == tensors.end()) {
+        tensors[name] = {{"dtype", t["dtype"]}, {"shape", t["shape"]}, {"pieces", json::array()}};
+        it = tensors.find(name);
+      }
+      STRATA_CHECK((*it)["dtype"] == t["dtype"] && (*it)["shape"] == t["shape"], "save_sharded: tensor '", name,
+                   "' is ", t["dtype"].dump(), " ", t["shape"].dump(), " on rank ", r, " but ", (*it)["dtype"].dump(),
+                   " ", (*it)["shape"].dump(), " on a lower rank");
+      (*it)["pieces"].push_back(t["piece"]);
+    }
+  }
+  for (const auto& [name, t] : tensors.items()) {
+    const Shape shape(t["shape"].get<std::vector<int64_t>>());
+    std::vector<std::vector<Run>> runs;
+    for (const json& p : t["pieces"]) runs.push_back(runs_of(detail::parse_piece(p, name).region, shape));
+    const std::string problem = coverage_problem(runs, shape.numel());
+    STRATA_CHECK(problem.empty(), "save_sharded: the ranks' pieces of tensor '", name, "' (shape ", shape,
+                 ") do not cover it exactly once: ", problem);
+  }
+  json index = {{"format", kShardedFormat},
+                {"version", kShardedFormatVersion},
+                {"step", snapshot.step},
+                {"save_id", save_id},
+                {"world_size", shards.size()},
+                {"metadata", snapshot.metadata},
+                {"rank_metadata", rank_metadata},
+                {"files", files},
+                {"tensors", tensors}};
+  index[detail::kIndexCrcKey] = detail::hex32(detail::index_crc32(index));
+  return index;
+}
+
+// Step number of a "step-<n>-<id>" name (-1 for other names).
+int64_t step_of(const std::string& name) {
+  if (name.rfind("step-", 0) != 0) return -1;
+  const size_t dash = name.find('-', 5);
+  const std::string digits = name.substr(5, dash == std::string::npos ? std::string::npos : dash - 5);
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+// Keeps the newest `keep` complete saves (by step, then modification time; `current` always)
+// and removes leftovers of failed saves. Best effort: a file that cannot be removed stays.
+void prune(const fs::path& root, const std::string& current, int keep) {
+  std::vector<std::pair<std::pair<int64_t, fs::file_time_type>, fs::path>> saves;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == current) continue;
+    if (name.rfind(".tmp-step-", 0) == 0) {
+      fs::remove_all(entry.path(), ec);
+    } else if (entry.is_directory() && step_of(name) >= 0) {
+      saves.push_back({{step_of(name), fs::last_write_time(entry.path(), ec)}, entry.path()});
+    }
+  }
+  std::sort(saves.begin(), saves.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t i = static_cast<size_t>(std::max(keep - 1, 0)); i < saves.size(); ++i) fs::remove_all(saves[i].second, ec);
+}
+
+}  // namespace
+
+SaveSnapshot take_snapshot(int64_t step, const std::vector<SavePiece>& pieces, const Metadata& metadata,
+                           const Metadata& rank_metadata) {
+  NoGradGuard no_grad;
+  SaveSnapshot s{.step = step, .pieces = {}, .metadata = metadata, .rank_metadata = rank_metadata};
+  s.pieces.reserve(pieces.size());
+  for (const SavePiece& p : pieces) {
+    STRATA_CHECK(p.data.defined(), "take_snapshot: tensor '", p.name, "' is undefined");
+    Tensor copy = p.data.to(Device::cpu()).contiguous();
+    if (copy.raw_data() == p.data.raw_data()) copy = copy.clone();  // own memory, not a view
+    s.pieces.push_back({p.name, p.global_shape, p.region, copy});
+  }
+  return s;
+}
+
+SaveResult save_sharded(const std::string& dir, dist::ProcessGroup& group, const SaveSnapshot& snapshot,
+                        const SaveOptions& options) {
+  const auto start = Clock::now();
+  const std::string who = "save_sharded '" + dir + "' (step " + std::to_string(snapshot.step) + ")";
+  STRATA_CHECK(options.keep_last >= 1, who, ": keep_last must be at least 1, got ", options.keep_last);
+  STRATA_CHECK(snapshot.step >= 0, who, ": the step must be >= 0");
+  const int rank = group.rank();
+  const std::string save_id = dist::broadcast_string(group, rank == 0 ? draw_save_id() : std::string());
+  const fs::path root(dir);
+  const std::string final_name = detail::step_directory_name(snapshot.step, save_id);
+  const fs::path temp = root / (".tmp-" + final_name);
+
+  std::string error;
+  if (rank == 0) {
+    try {
+      fs::create_directories(temp);
+    } catch (const std::exception& e) {
+      error = std::string("cannot create '") + temp.string() + "': " + e.what();
+    }
+  }
+  dist::agree_on_success(group, error, who);
+
+  SaveResult result;
+  json shard;
+  const auto write_start = Clock::now();
+  try {
+    shard = write_shard(temp.string(), rank, snapshot, save_id);
+    result.bytes_written = shard["bytes"].get<uint64_t>();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  result.write_seconds = seconds_since(write_start);
+  dist::agree_on_success(group, error, who);
+
+  const std::vector<std::string> texts = dist::all_gather_strings(group, shard.dump());
+  const std::vector<std::string> rank_meta = dist::all_gather_strings(group, json(snapshot.rank_metadata).dump());
+  if (rank == 0) {
+    bool pointer_moved = false;
+    try {
+      std::vector<json> shards, metas;
+      for (const std::string& t : texts) shards.push_back(json::parse(t));
+      for (const std::string& t : rank_meta) metas.push_back(json::parse(t));
+      const json index = build_index(snapshot, save_id, shards, metas);
+      write_file_atomic((temp / detail::kIndexFile).string(), detail::dump_json(index, dir));
+      fsync_directory(temp.string());
+      detail::crash_point("sharded_save.before_rename");
+      fs::rename(temp, root / final_name);
+      fsync_directory(root.string());
+      detail::crash_point("sharded_save.before_pointer");
+      write_file_atomic((root / detail::kLatestFile).string(), final_name + "\n");
+      pointer_moved = true;
+      detail::crash_point("sharded_save.after_pointer");
+      prune(root, final_name, options.keep_last);
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (!pointer_moved) {  // nothing refers to this save: remove it
+        std::error_code ec;
+        fs::remove_all(temp, ec);
+        fs::remove_all(root / final_name, ec);
+      }
+    }
+  }
+  dist::agree_on_success(group, error, who);
+  result.directory = (root / final_name).string();
+  result.total_seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace strata::checkpoint

@@ -1,0 +1,229 @@
+// load_training_checkpoint: each rank reads the regions of the global tensors that its
+// layout holds, into temporaries first; only when every rank has read everything does any
+// rank change its model, optimizer, sampler and RNG.
+#include <map>
+
+#include "strata/autograd/grad_mode.h"
+#include "strata/core/error.h"
+#include "strata/core/random.h"
+#include "strata/distributed/object_collectives.h"
+#include "strata/tensor/factory.h"
+#include "strata/train/distributed_checkpoint.h"
+#include "strata/train/training_state.h"
+#include "train/checkpoint_layout.h"
+
+namespace strata::train {
+namespace {
+
+using checkpoint::Metadata;
+using checkpoint::ShardedCheckpoint;
+using detail::LocalLayout;
+
+// optim.<name>.<key> tensors of the checkpoint, by parameter name (keys have no dots).
+std::map<std::string, std::vector<std::string>> optimizer_keys(const ShardedCheckpoint& c) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [tensor, entry] : c.tensors()) {
+    if (tensor.rfind("optim.", 0) != 0) continue;
+    const std::string rest = tensor.substr(6);
+    const size_t dot = rest.rfind('.');
+    if (dot == std::string::npos) continue;
+    out[rest.substr(0, dot)].push_back(rest.substr(dot + 1));
+  }
+  return out;
+}
+
+// Local flat elements [begin, begin + dest.numel()) of `tensor` (global name) into `dest`
+// (1-D, contiguous); padding elements that no global element maps to are left as they are.
+void read_range(const ShardedCheckpoint& c, const std::string& tensor, const LocalLayout& layout, int64_t begin,
+                Tensor& dest) {
+  for (const detail::RangePiece& rp : detail::pieces_in_range(layout, begin, begin + dest.numel())) {
+    Tensor part = dest.narrow(0, rp.local_offset - begin, rp.region.numel());
+    c.read(tensor, layout.global_shape, rp.region, part);
+  }
+}
+
+// Which stored tensor a weight of dtype `dtype` is read from: the parameter in that dtype,
+// else the master weights, else the parameter converted.
+std::string weight_source(const ShardedCheckpoint& c, const std::string& name, DType dtype) {
+  const std::string model = "model." + name, master = "master." + name;
+  if (c.contains(model) && c.tensor(model).dtype == dtype) return model;
+  if (c.contains(master)) return master;
+  return model;
+}
+
+// A whole local tensor of `name` shaped `shape` in `dtype`, read from `tensor`.
+Tensor read_local(const ShardedCheckpoint& c, const std::string& tensor, const LocalLayout& layout, const Shape& shape,
+                  DType dtype) {
+  Tensor out = zeros({shape.numel()}, {.dtype = dtype});
+  read_range(c, tensor, layout, 0, out);
+  return out.reshape(shape);
+}
+
+// Optimizer state of one parameter range: "state.<index>.<key>" entries shaped `shape`.
+void read_optimizer_state(const ShardedCheckpoint& c, const std::vector<std::string>& keys, const std::string& name,
+                          const LocalLayout& layout, int64_t index, int64_t begin, const Tensor& like,
+                          StateDict& out) {
+  for (const std::string& key : keys) {
+    const std::string tensor = "optim." + name + "." + key;
+    const std::string entry = optim::param_state_key(index, key);
+    if (c.tensor(tensor).shape.empty()) {
+      out[entry] = c.read_whole(tensor);
+      continue;
+    }
+    Tensor flat = zeros({like.numel()}, {.dtype = like.dtype()});
+    read_range(c, tensor, layout, begin, flat);
+    out[entry] = flat.reshape(like.shape());
+  }
+}
+
+// The optimizer's own entries: its step count and its groups' current lr.
+void add_common_state(const optim::Optimizer& opt, int64_t steps, StateDict& out) {
+  out["step"] = scalar_tensor(static_cast<double>(steps), {.dtype = DType::Int64});
+  for (size_t g = 0; g < opt.param_groups().size(); ++g)
+    out["group." + std::to_string(g) + ".lr"] = scalar_tensor(opt.param_groups()[g].lr, {.dtype = DType::Float64});
+}
+
+// The saved rank whose tensor rank is `tensor_rank` (-1: none).
+int saved_rank_with_tensor_rank(const ShardedCheckpoint& c, int tensor_rank) {
+  for (int r = 0; r < c.world_size(); ++r) {
+    auto it = c.rank_metadata(r).find("tensor_rank");
+    if (it != c.rank_metadata(r).end() && it->second == std::to_string(tensor_rank)) return r;
+  }
+  return -1;
+}
+
+// Everything read, before anything is changed.
+struct Loaded {
+  int64_t step = 0;
+  Metadata metadata;
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (destination, value)
+  StateDict optimizer_state;
+  bool has_optimizer_state = false;
+  StateDict sampler_state;
+  std::map<std::string, std::pair<uint64_t, uint64_t>> tracker_states;
+  uint64_t rng_seed = 0, rng_offset = 0;
+};
+
+Loaded read_everything(const std::string& path, const CheckpointTarget& t) {
+  NoGradGuard no_grad;
+  STRATA_CHECK(t.optimizer == nullptr || t.zero == nullptr,
+               "load_training_checkpoint: pass either a plain optimizer or a ZeroOptimizer, not both");
+  const ShardedCheckpoint c = ShardedCheckpoint::open(path);
+  const std::string where = "checkpoint '" + c.directory() + "'";
+  Loaded out;
+  out.metadata = c.metadata();
+  check_config(out.metadata, t.config, where);
+  out.step = metadata_int(out.metadata, "step", where);
+  out.rng_seed = metadata_u64(out.metadata, "rng.seed", where);
+  out.rng_offset = metadata_u64(out.metadata, "rng.offset", where);
+  const detail::Place place = detail::place_of(t);
+  std::map<const void*, std::string> names;
+  const std::map<std::string, Tensor> params = detail::named_parameters_by_data(t.model, names);
+  const auto keys = optimizer_keys(c);
+  auto keys_of = [&](const std::string& name) {
+    auto it = keys.find(name);
+    return it == keys.end() ? std::vector<std::string>{} : it->second;
+  };
+  const bool has_optimizer = t.optimizer != nullptr || t.zero != nullptr;
+  const int64_t optimizer_steps = has_optimizer ? metadata_int(out.metadata, "optimizer.step", where) : 0;
+
+  if (t.zero != nullptr) {
+    optim::Optimizer& inner = t.zero->optimizer();
+    for (const parallel::ZeroOptimizer::OwnedPiece& own : t.zero->owned_pieces()) {
+      const Tensor& param = params.at(own.name);
+      const LocalLayout layout = detail::layout_of(place, own.name, param.shape());
+      Tensor master = zeros({own.numel}, {.dtype = own.master.dtype()});
+      read_range(c, weight_source(c, own.name, master.dtype()), layout, own.offset, master);
+      out.copies.emplace_back(own.master, master.reshape(own.master.shape()));
+      read_optimizer_state(c, keys_of(own.name), own.name, layout, own.inner_index, own.offset, own.master,
+                           out.optimizer_state);
+    }
+    add_common_state(inner, optimizer_steps, out.optimizer_state);
+    out.has_optimizer_state = true;
+  } else {
+    for (const auto& [name, param] : params) {
+      const LocalLayout layout = detail::layout_of(place, name, param.shape());
+      out.copies.emplace_back(param, read_local(c, weight_source(c, name, param.dtype()), layout, param.shape(),
+                                                param.dtype()));
+    }
+    if (t.optimizer != nullptr) {
+      int64_t index = 0;
+      for (const optim::ParamGroup& g : t.optimizer->param_groups())
+        for (const Tensor& p : g.params) {
+          auto name = names.find(p.raw_data());
+          STRATA_CHECK(name != names.end(), "load_training_checkpoint: the optimizer's parameter ", index,
+                       " is not a parameter of the model");
+          const LocalLayout layout = detail::layout_of(place, name->second, p.shape());
+          read_optimizer_state(c, keys_of(name->second), name->second, layout, index++, 0, p, out.optimizer_state);
+        }
+      add_common_state(*t.optimizer, optimizer_steps, out.optimizer_state);
+      out.has_optimizer_state = true;
+    }
+  }
+  for (auto& [name, buffer] : t.model.named_buffers()) {
+    const LocalLayout layout = detail::layout_of(place, name, buffer.shape());
+    out.copies.emplace_back(buffer, read_local(c, "model." + name, layout, buffer.shape(), buffer.dtype()));
+  }
+  if (t.sampler != nullptr)
+    for (const auto& [key, value] : t.sampler->state_dict())
+      out.sampler_state[key] = from_vector(std::vector<int64_t>{metadata_int(out.metadata, "sampler." + key, where)}, {});
+  if (t.rng_tracker != nullptr) {
+    // The same tensor degree: this tensor rank's streams exactly. Another degree: the seeds
+    // stay this rank's own, the offsets continue from tensor rank 0's.
+    const bool same_degree =
+        out.metadata.count("layout.tensor") != 0 && out.metadata.at("layout.tensor") == std::to_string(place.tensor_size);
+    const int source = saved_rank_with_tensor_rank(c, same_degree ? place.tensor_rank : 0);
+    STRATA_CHECK(source >= 0, where, ": no saved rank has tensor rank ", same_degree ? place.tensor_rank : 0);
+    const Metadata& saved = c.rank_metadata(source);
+    for (const auto& [stream, state] : t.rng_tracker->states()) {
+      const std::string key = "rng_tracker." + stream;
+      const uint64_t offset = metadata_u64(saved, key + ".offset", where + " (rank " + std::to_string(source) + ")");
+      const uint64_t seed =
+          same_degree ? metadata_u64(saved, key + ".seed", where + " (rank " + std::to_string(source) + ")") : state.first;
+      out.tracker_states[stream] = {seed, offset};
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t load_training_checkpoint(const std::string& path, const CheckpointTarget& t, Metadata* extra) {
+  const std::string who = "load_training_checkpoint '" + path + "'";
+  Loaded loaded;
+  std::string error;
+  try {
+    loaded = read_everything(path, t);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  dist::agree_on_success(t.world, error, who);
+
+  // The optimizer and sampler check every entry before taking any.
+  try {
+    if (loaded.has_optimizer_state) {
+      if (t.zero != nullptr) t.zero->optimizer().load_state_dict(loaded.optimizer_state);
+      if (t.optimizer != nullptr) t.optimizer->load_state_dict(loaded.optimizer_state);
+    }
+    if (t.sampler != nullptr) t.sampler->load_state_dict(loaded.sampler_state);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  dist::agree_on_success(t.world, error, who);
+  {
+    NoGradGuard no_grad;
+    for (auto& [dest, value] : loaded.copies) dest.copy_(value);
+  }
+  if (t.zero != nullptr) t.zero->reload_parameters_from_master();  // collective
+  default_generator().set_state(loaded.rng_seed, loaded.rng_offset);
+  if (t.rng_tracker != nullptr) t.rng_tracker->set_states(loaded.tracker_states);
+  if (t.scheduler != nullptr) t.scheduler->set_last_step(loaded.step);
+  if (extra != nullptr) {
+    extra->clear();
+    for (const auto& [key, value] : loaded.metadata)
+      if (!detail::is_reserved_metadata_key(key)) (*extra)[key] = value;
+  }
+  return loaded.step;
+}
+
+}  // namespace strata::train
