@@ -81,11 +81,11 @@ bool is_reserved_metadata_key(const std::string& key) {
   return false;
 }
 
-std::map<std::string, Tensor> named_parameters_by_data(nn::Module& model, std::map<const void*, std::string>& names) {
+std::map<std::string, Tensor> named_parameters_by_data(nn::Module& model, std::map<const void*, std::string>* names) {
   std::map<std::string, Tensor> params;
   for (auto& [name, p] : model.named_parameters()) {
     params.emplace(name, p);
-    names[p.raw_data()] = name;
+    if (names != nullptr) (*names)[p.raw_data()] = name;
   }
   return params;
 }

@@ -53,9 +53,10 @@ LocalLayout layout_of(const Place& place, const std::string& name, const Shape& 
 // "sampler.", "rng.", "config.", "layout." (a caller's extra entries may not use them).
 bool is_reserved_metadata_key(const std::string& key);
 
-// The model's parameters by name; `names` maps each one's data pointer to its name (how an
-// optimizer's parameters are recognised).
-std::map<std::string, Tensor> named_parameters_by_data(nn::Module& model, std::map<const void*, std::string>& names);
+// The model's parameters by name; with `names`, also each one's data pointer to its name (how
+// a plain optimizer's parameters are recognised; ZeRO-3's released parameters have no data).
+std::map<std::string, Tensor> named_parameters_by_data(nn::Module& model,
+                                                       std::map<const void*, std::string>* names = nullptr);
 
 // An optimizer's per-parameter state (its state_dict()'s "state.<index>.<key>" entries) by
 // flat index, then key. Scalars (0-d, e.g. Adam's step) and per-element state (shaped as the

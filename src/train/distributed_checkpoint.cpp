@@ -112,7 +112,7 @@ checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& t, int6
                "save_training_checkpoint: pass either a plain optimizer or a ZeroOptimizer, not both");
   const Place place = place_of(t);
   std::map<const void*, std::string> names;
-  const std::map<std::string, Tensor> params = named_parameters_by_data(t.model, names);
+  const std::map<std::string, Tensor> params = named_parameters_by_data(t.model, t.optimizer != nullptr ? &names : nullptr);
   std::vector<SavePiece> pieces;
 
   if (t.zero != nullptr) {

@@ -118,7 +118,7 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t) {
   out.rng_offset = metadata_u64(out.metadata, "rng.offset", where);
   const detail::Place place = detail::place_of(t);
   std::map<const void*, std::string> names;
-  const std::map<std::string, Tensor> params = detail::named_parameters_by_data(t.model, names);
+  const std::map<std::string, Tensor> params = detail::named_parameters_by_data(t.model, t.optimizer != nullptr ? &names : nullptr);
   const auto keys = optimizer_keys(c);
   auto keys_of = [&](const std::string& name) {
     auto it = keys.find(name);

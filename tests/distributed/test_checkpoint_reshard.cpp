@@ -1,0 +1,266 @@
+// A training checkpoint saved under one layout loads under another and training goes on
+// as if uninterrupted (train/distributed_checkpoint.h). Each case trains 2 AdamW steps in
+// layout A and saves; layout B loads (its weights must then equal, bit for bit, what one
+// process loads from the same checkpoint) and trains 2 more steps, which must match one
+// process continuing from the same checkpoint: float64 within 1e-11, float32 within 1e-5
+// relative (rounding-noise entries left out, as in the other equivalence tests).
+// Layouts: DDP, ZeRO 0-3 (uneven padding at 3 ranks), tensor and pipeline parallelism and
+// their products, bf16 parameters with fp32 master weights, on sub-groups of a 4-rank world.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "dist_test_util.h"
+#include "model_equivalence_util.h"
+#include "strata/distributed/object_collectives.h"
+#include "strata/parallel/pipeline.h"
+#include "strata/parallel/tp_factory.h"
+#include "strata/train/distributed_checkpoint.h"
+
+namespace strata {
+namespace {
+
+struct Layout {
+  int dp = 1, tp = 1, pp = 1;
+  int zero = -1;  // -1: AdamW (with DDP when dp > 1); 0-3: ZeroOptimizer over the data group
+  std::optional<DType> param_dtype = std::nullopt;  // bf16: with ZeRO's fp32 master weights
+  int ranks() const { return dp * tp * pp; }
+};
+
+std::string describe(const Layout& l) {
+  std::string s = "dp" + std::to_string(l.dp);
+  if (l.tp > 1) s += "xtp" + std::to_string(l.tp);
+  if (l.pp > 1) s += "xpp" + std::to_string(l.pp);
+  s += l.zero >= 0 ? " zero" + std::to_string(l.zero) : (l.dp > 1 ? " ddp" : "");
+  if (l.param_dtype) s += " " + std::string(dtype_name(*l.param_dtype));
+  return s;
+}
+
+constexpr int64_t kRows = 12;  // global batch rows: every dp degree here (1-4) divides it
+
+std::unique_ptr<nn::CausalLM> build_model(Family f, DType dtype, std::optional<DType> param_dtype,
+                                          std::shared_ptr<nn::LayerFactory> factory, nn::ModelPart part) {
+  if (f == Family::Gpt) {
+    nn::GPTConfig c = gpt_config(dtype);
+    c.param_dtype = param_dtype;
+    return std::make_unique<nn::GPT>(c, factory, std::move(part));
+  }
+  nn::LlamaConfig c = llama_config(dtype);
+  c.param_dtype = param_dtype;
+  return std::make_unique<nn::Llama>(c, factory, std::move(part));
+}
+
+// One layout's training on the ranks of `group`.
+class LayoutRun {
+ public:
+  LayoutRun(dist::ProcessGroup& group, const Layout& l, Family family, DType dtype)
+      : layout_(l), group_(group), mesh_(group, {.pp = l.pp, .dp = l.dp, .tp = l.tp}) {
+    if (l.tp > 1) factory_ = std::make_shared<parallel::TensorParallelFactory>(tensor());
+    nn::ModelPart part;
+    const auto partition = parallel::balanced_partition(counts_of(family), kLayers, l.pp, 1);
+    if (l.pp > 1) part = parallel::stage_part(partition, l.pp, pipeline().rank());
+    model_ = build_model(family, dtype, l.param_dtype, factory_, part);
+    if (l.zero >= 0) {
+      zero_ = std::make_unique<parallel::ZeroOptimizer>(*model_, adamw(), data(),
+                                                        parallel::ZeroOptions{.stage = l.zero, .master_dtype = dtype});
+    } else {
+      if (l.dp > 1) ddp_ = std::make_unique<parallel::DistributedDataParallel>(*model_, data());
+      opt_ = std::make_unique<optim::AdamW>(model_->parameters(), adamw());
+    }
+    if (l.pp > 1) {
+      duplicate_ = parallel::duplicate_parameters(*model_, pipeline());
+      pipe_ = std::make_unique<parallel::Pipeline>(
+          *model_, pipeline(), partition,
+          parallel::PipelineOptions{.micro_batches = static_cast<int>(kRows / l.dp), .ddp = ddp_.get(), .zero = zero_.get()});
+    }
+  }
+
+  dist::ProcessGroup& data() { return mesh_.group(dist::MeshDim::Data); }
+  dist::ProcessGroup& tensor() { return mesh_.group(dist::MeshDim::Tensor); }
+  dist::ProcessGroup& pipeline() { return mesh_.group(dist::MeshDim::Pipeline); }
+
+  void train(int first_step, int steps) {
+    const int64_t local = kRows / layout_.dp;
+    for (int s = first_step; s < first_step + steps; ++s) {
+      auto [x, y] = batch(s, kRows);
+      Tensor lx = x.narrow(0, local * data().rank(), local).contiguous();
+      Tensor ly = y.narrow(0, local * data().rank(), local).contiguous();
+      if (zero_) zero_->zero_grad(); else opt_->zero_grad();
+      if (pipe_) pipe_->train_step(lx, ly); else model_->loss(lx, ly).backward();
+      if (zero_) zero_->step(); else opt_->step();
+    }
+    if (zero_) zero_->zero_grad(); else opt_->zero_grad();
+  }
+
+  train::CheckpointTarget target() {
+    return {.model = *model_, .world = group_, .optimizer = opt_.get(), .zero = zero_.get(),
+            .data = layout_.dp > 1 ? &data() : nullptr, .tensor = layout_.tp > 1 ? &tensor() : nullptr,
+            .duplicate = duplicate_};
+  }
+
+  // max |master - reference| / max |reference| over the master weights this rank owns
+  // (ZeRO without tensor parallelism).
+  double master_difference(const Reference& ref) {
+    double diff = 0, scale = 0;
+    for (const auto& own : zero_->owned_pieces()) {
+      std::vector<double> m = own.master.to_vector<double>();
+      std::vector<double> r = ref.weights.at(own.name).reshape({-1}).narrow(0, own.offset, own.numel).to_vector<double>();
+      for (size_t i = 0; i < m.size(); ++i) {
+        diff = std::max(diff, std::fabs(m[i] - r[i]));
+        scale = std::max(scale, std::fabs(r[i]));
+      }
+    }
+    return diff / std::max(scale, 1e-300);
+  }
+
+  // This rank's stage's full weights (ZeRO-3 shards and TP parts gathered), as float64.
+  StateDict weights() {
+    std::optional<parallel::ZeroOptimizer::GatheredParameters> gathered;
+    if (zero_) gathered.emplace(*zero_);
+    StateDict w = layout_.tp > 1 ? parallel::full_state_dict(*model_, tensor()) : model_->state_dict();
+    for (auto& [name, t] : w) t = t.to(DType::Float64);
+    return w;
+  }
+
+ private:
+  Layout layout_;
+  dist::ProcessGroup& group_;
+  dist::DeviceMesh mesh_;
+  std::shared_ptr<nn::LayerFactory> factory_;
+  std::unique_ptr<nn::CausalLM> model_;
+  std::unique_ptr<parallel::DistributedDataParallel> ddp_;
+  std::unique_ptr<optim::AdamW> opt_;
+  std::unique_ptr<parallel::ZeroOptimizer> zero_;
+  std::function<bool(const std::string&)> duplicate_;
+  std::unique_ptr<parallel::Pipeline> pipe_;
+};
+
+// The first `n` ranks of the world (others get a group of their own and sit the case out).
+struct FirstRanks {
+  std::unique_ptr<dist::ProcessGroup> group;
+  bool member = false;
+};
+FirstRanks first_ranks(int n) {
+  auto& world = dist::world();
+  std::vector<int> mine;
+  const bool member = world.rank() < n;
+  for (int r = 0; r < world.size(); ++r)
+    if ((r < n) == member) mine.push_back(r);
+  return {world.split(mine, member ? "first-" + std::to_string(n) : "rest"), member};
+}
+
+std::string shared_dir(const std::string& name) {
+  auto& world = dist::world();
+  std::string dir;
+  if (world.rank() == 0) {
+    dir = (std::filesystem::temp_directory_path() / ("strata_reshard_" + std::to_string(::getpid()) + "_" + name)).string();
+    std::filesystem::remove_all(dir);
+  }
+  return dist::broadcast_string(world, dir);
+}
+
+// One process loading the checkpoint: its weights right after the load and after 2 more steps.
+struct Continuation {
+  Reference loaded;
+  Reference trained;
+};
+Continuation one_process_continuation(const std::string& dir, Family family, DType dtype) {
+  auto& world = dist::world();
+  auto alone = world.split(std::vector<int>{world.rank()}, "alone");
+  auto model = build_model(family, dtype, std::nullopt, nullptr, {});
+  optim::AdamW opt(model->parameters(), adamw());
+  train::load_training_checkpoint(dir, {.model = *model, .world = *alone, .optimizer = &opt});
+  Continuation c;
+  for (const auto& [name, t] : model->state_dict()) c.loaded.weights[name] = t.to(DType::Float64).clone();
+  for (int s = 2; s < 4; ++s) {
+    auto [x, y] = batch(s, kRows);
+    opt.zero_grad();
+    model->loss(x, y).backward();
+    mark_noise(*model, c.trained.noise);
+    opt.step();
+  }
+  c.trained.weights = model->state_dict();
+  for (Reference* r : {&c.loaded, &c.trained})
+    for (auto& [name, t] : r->weights) t = t.to(DType::Float64);
+  return c;
+}
+
+// Saves after 2 steps in `from`, loads into `to` and trains 2 more steps there.
+void expect_reshard(const Layout& from, const Layout& to, Family family = Family::Gpt, DType dtype = DType::Float32) {
+  auto& world = dist::world();
+  ASSERT_LE(std::max(from.ranks(), to.ranks()), world.size());
+  const std::string name = describe(from) + " -> " + describe(to) + " " + name_of(family) + " " +
+                           std::string(dtype_name(dtype));
+  static int counter = 0;
+  const std::string dir = shared_dir(std::to_string(counter++));
+  {
+    FirstRanks a = first_ranks(from.ranks());
+    if (a.member) {
+      LayoutRun run(*a.group, from, family, dtype);
+      run.train(0, 2);
+      train::save_training_checkpoint(dir, run.target(), 2);
+    }
+  }
+  world.barrier()->wait();
+  const Continuation ref = one_process_continuation(dir, family, dtype);
+  FirstRanks b = first_ranks(to.ranks());
+  if (b.member) {
+    LayoutRun run(*b.group, to, family, dtype);
+    EXPECT_EQ(train::load_training_checkpoint(dir, run.target()), 2) << name;
+    std::string where;
+    // bf16 parameters hold the loaded fp32 values rounded: compare at their precision.
+    const bool rounded = to.param_dtype.has_value();
+    const double loaded = worst_difference(run.weights(), ref.loaded, DType::Float64, where);
+    if (rounded) {
+      EXPECT_LE(loaded, 1e-2) << name << ": after loading, " << where;
+      EXPECT_EQ(run.master_difference(ref.loaded), 0.0) << name << ": fp32 master weights after loading";
+    } else {
+      EXPECT_EQ(loaded, 0.0) << name << ": after loading, " << where;
+    }
+    run.train(2, 2);
+    const double trained = worst_difference(run.weights(), ref.trained, dtype, where);
+    EXPECT_LE(trained, rounded ? 1e-2 : tolerance(dtype)) << name << ": after 2 more steps, " << where;
+    if (b.group->rank() == 0)
+      std::printf("%s: loaded %.2e, after 2 steps %.2e (%s)\n", name.c_str(), loaded, trained, where.c_str());
+  }
+  world.barrier()->wait();
+  if (world.rank() == 0) std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+
+TEST(CheckpointReshard, DataParallelDegrees) {
+  expect_reshard({.dp = 4}, {.dp = 2});
+  expect_reshard({.dp = 2}, {.dp = 4}, Family::Gpt, DType::Float64);
+}
+
+TEST(CheckpointReshard, ZeroStages) {
+  expect_reshard({.dp = 4, .zero = 3}, {.dp = 4, .zero = 1});
+  // 3 ranks: the buckets are padded unevenly.
+  expect_reshard({.dp = 2, .zero = 2}, {.dp = 3, .zero = 3});
+  expect_reshard({.dp = 3, .zero = 0}, {.dp = 2, .zero = 2}, Family::Llama, DType::Float64);
+  // From one process to ZeRO-3.
+  expect_reshard({}, {.dp = 4, .zero = 3});
+}
+
+TEST(CheckpointReshard, TensorParallelDegrees) {
+  expect_reshard({.tp = 2}, {});
+  expect_reshard({}, {.tp = 4});
+  expect_reshard({.tp = 2}, {.dp = 2, .zero = 2}, Family::Llama);
+  expect_reshard({.dp = 2, .tp = 2, .zero = 3}, {.tp = 4}, Family::Gpt, DType::Float64);
+}
+
+TEST(CheckpointReshard, PipelineStages) {
+  expect_reshard({.pp = 2}, {});
+  expect_reshard({.tp = 2, .pp = 2}, {.dp = 4});
+  expect_reshard({.dp = 2}, {.dp = 2, .pp = 2, .zero = 1}, Family::Llama);
+}
+
+TEST(CheckpointReshard, Bf16MasterWeightsToFloat32AndBack) {
+  expect_reshard({.dp = 2, .zero = 1, .param_dtype = DType::BFloat16}, {.dp = 2});
+  expect_reshard({.dp = 2}, {.dp = 2, .zero = 2, .param_dtype = DType::BFloat16});
+}
+
+}  // namespace strata
