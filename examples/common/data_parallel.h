@@ -39,6 +39,7 @@ class DataParallelTrainer {
   StepResult step(double loss);  // the same with this rank's loss as a number (a pipeline's)
 
   optim::Optimizer& optimizer() { return zero_ ? zero_->optimizer() : *adamw_; }
+  optim::Optimizer* plain_optimizer() { return adamw_.get(); }  // null with --zero
   optim::CosineSchedule& schedule() { return *schedule_; }
   parallel::ZeroOptimizer* zero() { return zero_.get(); }  // null without --zero
   parallel::DistributedDataParallel* ddp() { return ddp_.get(); }  // null with --zero or one data rank

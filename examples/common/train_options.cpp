@@ -29,6 +29,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--steps", o.steps, "training steps")->capture_default_str()->check(fits_int64());
   app.add_option("--batch", o.batch, "sequences per step and rank")->capture_default_str()->check(fits_int64());
+  app.add_option("--global-batch", o.global_batch, "sequences per step over all data-parallel ranks, instead of "
+                 "--batch (the same run at any world size: for restarts on fewer ranks)")
+      ->check(fits_int64());
   app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->capture_default_str();
   app.add_option("--min-lr-ratio", o.min_lr_ratio, "final lr / peak lr (cosine)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str()->check(fits_int64());
@@ -86,7 +89,7 @@ void check_not_negative(NamedValues options) {
 
 void validate_train_options(const TrainOptions& o) {
   check_at_least_one({{"--steps", o.steps}, {"--batch", o.batch}, {"--log-every", o.log_every}});
-  check_not_negative({{"--warmup", o.warmup}});
+  check_not_negative({{"--warmup", o.warmup}, {"--global-batch", o.global_batch}});
   STRATA_CHECK(o.warmup <= o.steps, "--warmup ", o.warmup, " must not exceed --steps ", o.steps);
   STRATA_CHECK(o.zero >= -1, "--zero must be -1 (off) or a ZeRO stage 0-3, got ", o.zero);
   STRATA_CHECK(o.tp >= 1, "--tp must be at least 1, got ", o.tp);
@@ -95,7 +98,7 @@ void validate_train_options(const TrainOptions& o) {
   check_not_negative({{"--micro-batches", o.micro_batches}, {"--timeline-step", o.timeline_step}});
   check_at_least_one({{"--chunks", o.chunks}});
   const int64_t m = micro_batches(o);
-  STRATA_CHECK(o.pp == 1 || o.batch % m == 0, "--batch ", o.batch, " does not divide into ", m,
+  STRATA_CHECK(o.pp == 1 || o.global_batch > 0 || o.batch % m == 0, "--batch ", o.batch, " does not divide into ", m,
                " micro-batches (--micro-batches)");
   STRATA_CHECK(o.pp > 1 || (o.micro_batches == 0 && o.schedule == "1f1b"),
                "--micro-batches and --schedule take effect with --pp of 2 or more");
@@ -127,6 +130,16 @@ void validate_train_options(const TrainOptions& o) {
     STRATA_CHECK(!std::filesystem::is_directory(o.metrics), "--metrics '", o.metrics, "' is a directory, not a file");
     if (!parent.empty()) check_writable_dir(parent, "--metrics");
   }
+}
+
+void resolve_global_batch(TrainOptions& o, int data_ranks) {
+  if (o.global_batch == 0) return;
+  STRATA_CHECK(o.global_batch % data_ranks == 0, "--global-batch ", o.global_batch, " does not divide over the ",
+               data_ranks, " data-parallel rank(s)");
+  o.batch = o.global_batch / data_ranks;
+  const int64_t m = micro_batches(o);
+  STRATA_CHECK(o.pp == 1 || o.batch % m == 0, "--global-batch ", o.global_batch, " gives ", o.batch,
+               " sequences per data rank, which do not divide into ", m, " micro-batches (--micro-batches)");
 }
 
 int64_t micro_batches(const TrainOptions& o) { return o.micro_batches > 0 ? o.micro_batches : 2 * o.pp; }

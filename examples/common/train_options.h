@@ -16,6 +16,7 @@ namespace strata::examples {
 struct TrainOptions {
   int64_t steps = 1000;
   int64_t batch = 32;
+  int64_t global_batch = 0;  // > 0: sequences per step over all data ranks (sets --batch per rank)
   double lr = 1e-3;
   double min_lr_ratio = 0.1;
   int64_t warmup = 50;
@@ -50,6 +51,10 @@ void validate_train_options(const TrainOptions& o);
 using NamedValues = std::initializer_list<std::pair<const char*, int64_t>>;  // {option, value}
 void check_at_least_one(NamedValues options);
 void check_not_negative(NamedValues options);
+
+// With --global-batch: sets o.batch to its share per data rank (refusing a global batch that
+// does not divide by `data_ranks`) and checks the micro-batches again. Without: no change.
+void resolve_global_batch(TrainOptions& o, int data_ranks);
 
 // --micro-batches, or its default (2 x --pp).
 int64_t micro_batches(const TrainOptions& o);

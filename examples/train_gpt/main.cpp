@@ -2,12 +2,13 @@
 // multi-digit addition) and reports exact-match accuracy on held-out problems.
 //
 //   train_gpt --steps 1000                       # train, evaluate, print progress
-//   train_gpt --save runs/a.ckpt --save-every 200 # keep a resumable training state
-//   train_gpt --resume runs/a.ckpt               # continue exactly where it stopped
+//   train_gpt --save runs/a --save-every 200     # keep a resumable training state
+//   train_gpt --resume runs/a                    # continue exactly where it stopped
 //   train_gpt --export-hf runs/hf                # weights for Python tools (safetensors)
 //   mpirun -np 2 train_gpt --batch 32            # data parallel: 2 ranks x 32 sequences
 //   mpirun -np 2 train_gpt --zero 2              # the same with ZeRO stage 2 (0-3)
 //   mpirun -np 2 train_gpt --zero 3 --param-dtype bf16 --save runs/z3  # bf16 + fp32 master
+//   mpirun -np 4 train_gpt --tp 2 --resume runs/z3 --global-batch 128   # any other layout
 //   mpirun -np 4 train_gpt --tp 2 --zero 1       # dp=2 x tp=2: each layer split over 2 ranks
 //   mpirun -np 8 train_gpt --pp 2 --tp 2 --layers 4   # pp=2 x dp=2 x tp=2 (1F1B, 4 micro-batches)
 //   train_gpt --timeline runs/step.json          # Perfetto timeline of step 1 (every rank)
@@ -15,15 +16,14 @@
 // Under mpirun every rank builds the same model, DistributedDataParallel averages the
 // gradients, and the BatchSampler gives each rank its slice of every global batch (so N
 // ranks with --batch B train like one process with --batch N*B). Every rank evaluates (the
-// models are identical, so the results are); only rank 0 prints and writes metrics,
-// checkpoints and exports. A training state holds the full model and optimizer, identical on
-// every rank: rank 0 writes it, every rank reads it on --resume. With --zero STAGE a
-// ZeroOptimizer replaces DDP + AdamW (same loop; stage 0 is DDP); --save/--resume then name a
-// directory: ZeRO's sharded checkpoint (each rank writes its shard of the master weights and
-// optimizer state), whose metadata carries the rest of the training state (step, sampler
-// position, RNG), so every rank saves and loads its own part. --param-dtype bf16 (with
-// --zero) stores the model's parameters in bfloat16 and computes in float32; each rank keeps
-// float32 master weights for its shard.
+// models are identical, so the results are); only rank 0 prints and writes metrics and
+// exports. --save names a checkpoint directory (train/distributed_checkpoint.h): every rank
+// writes its own part of the training state (model, master weights, AdamW state, step,
+// sampler position, RNG), whatever the layout, and --resume loads it into any layout (another
+// world size, ZeRO stage, --tp or --pp; --global-batch keeps the batches the same). With
+// --zero STAGE a ZeroOptimizer replaces DDP + AdamW (same loop; stage 0 is DDP).
+// --param-dtype bf16 (with --zero) stores the model's parameters in bfloat16 and computes in
+// float32; each rank keeps float32 master weights for its shard.
 //
 // Bad option values are refused before anything starts; a step that cannot fit in memory is
 // refused with the bytes it needs. With --pp P each pipeline rank builds only its stage's
@@ -67,39 +67,14 @@ struct Options {
   int64_t eval_examples = 1000;
   std::string save;
   int64_t save_every = 0;
+  int64_t keep_last = 2;
+  bool resume_latest = false;
   int64_t stop_at = 0;  // 0: run to --steps
   std::string resume;
   std::string export_hf;
 };
 
 bool g_lead = true;  // rank 0: the one that prints and writes files
-
-// --- ZeRO training state: the sharded checkpoint plus step, sampler and RNG in its metadata ---
-
-checkpoint::Metadata zero_training_metadata(int64_t step, const data::BatchSampler& sampler,
-                                            const checkpoint::Metadata& config) {
-  checkpoint::Metadata meta{{"step", std::to_string(step)},
-                {"rng_seed", std::to_string(default_generator().seed())},
-                {"rng_offset", std::to_string(default_generator().offset())}};
-  for (const auto& [key, t] : sampler.state_dict()) meta["sampler." + key] = std::to_string(t.to_vector<int64_t>()[0]);
-  for (const auto& [key, value] : config) meta[key] = value;
-  return meta;
-}
-
-// Restores the optimizer's shards and parameters (ZeroOptimizer::load), then the sampler and
-// the RNG; returns the number of completed steps. The model configuration is checked first.
-int64_t load_zero_training_state(const std::string& dir, parallel::ZeroOptimizer& zero, data::BatchSampler& sampler,
-                                 const checkpoint::Metadata& config) {
-  const checkpoint::Metadata meta = zero.load(dir);
-  const std::string where = "ZeRO training state '" + dir + "'";
-  train::check_config(meta, config, where);
-  StateDict sampler_state;
-  for (const auto& [key, t] : sampler.state_dict())
-    sampler_state[key] = from_vector(std::vector<int64_t>{train::metadata_int(meta, "sampler." + key, where)}, {});
-  sampler.load_state_dict(sampler_state);
-  default_generator().set_state(train::metadata_u64(meta, "rng_seed", where), train::metadata_u64(meta, "rng_offset", where));
-  return train::metadata_int(meta, "step", where);
-}
 
 // A generous estimate of one training step's activation memory on this rank (float32): per
 // block about 16 values per token and width (layer norms, q/k/v, attention output, MLP at 4x
@@ -137,17 +112,27 @@ void validate(const Options& o) {
   check_at_least_one({{"--layers", o.layers}, {"--heads", o.heads}, {"--width", o.width},
                       {"--eval-examples", o.eval_examples}, {"--digits", o.digits}});
   check_not_negative({{"--eval-every", o.eval_every}, {"--save-every", o.save_every}, {"--stop-at", o.stop_at}});
+  check_at_least_one({{"--keep-last", o.keep_last}});
+  STRATA_CHECK(!o.resume_latest || !o.save.empty(), "--resume-latest resumes from the --save directory: pass --save");
+  STRATA_CHECK(!o.resume_latest || o.resume.empty(), "pass either --resume or --resume-latest");
+  STRATA_CHECK(o.save.empty() || !std::filesystem::is_regular_file(o.save), "--save '", o.save,
+               "' is a file (a single-file training state of an earlier strata?): checkpoints are now directories; "
+               "pass a new path");
   STRATA_CHECK(o.width % o.heads == 0, "--width ", o.width, " must be a multiple of --heads ", o.heads);
+}
+
+// Where --resume / --resume-latest points: "" for a fresh start.
+std::string resume_path(const Options& o) {
+  if (!o.resume_latest) return o.resume;
+  return checkpoint::ShardedCheckpoint::is_sharded(o.save) ? o.save : std::string();
 }
 
 int run(const Options& o) {
   validate(o);
-  const examples::TrainOptions& t = o.train;
-  STRATA_CHECK(t.tp == 1 || (o.save.empty() && o.resume.empty()), "--save and --resume do not support --tp ", t.tp,
-               " yet: a training state of a tensor-parallel run is not implemented (--export-hf works)");
-  STRATA_CHECK(t.pp == 1 || (o.save.empty() && o.resume.empty() && o.export_hf.empty()),
-               "--save, --resume and --export-hf do not support --pp ", t.pp,
-               " yet: each rank holds only its stage (checkpoints of every layout are planned)");
+  examples::TrainOptions t = o.train;
+  STRATA_CHECK(t.pp == 1 || o.export_hf.empty(), "--export-hf does not support --pp ", t.pp,
+               ": each rank holds only its stage; save a checkpoint (--save) and export it with "
+               "`strata-ckpt export`");
   STRATA_CHECK(t.pp == 1 || o.layers >= t.pp * (t.schedule == "interleaved" ? t.chunks : 1), "--layers ", o.layers,
                " is fewer than the ", t.pp * (t.schedule == "interleaved" ? t.chunks : 1),
                " pipeline stages (--pp x --chunks): every stage needs a block");
@@ -155,6 +140,7 @@ int run(const Options& o) {
   g_lead = world.rank() == 0;
   examples::Layout layout = examples::make_layout(world, t);
   dist::ProcessGroup& data = *layout.data;  // DDP or ZeRO, the sampler, the loss average
+  examples::resolve_global_batch(t, data.size());
   if (g_lead && !o.export_hf.empty()) check_writable_dir(o.export_hf, "--export-hf");
   if (g_lead && !o.save.empty()) {
     const std::filesystem::path parent = std::filesystem::path(o.save).parent_path();
@@ -200,19 +186,37 @@ int run(const Options& o) {
   data::BatchSampler sampler({.dataset_size = int64_t{1} << 40, .batch_size = t.batch, .seed = t.seed,
                               .rank = data.rank(), .world_size = data.size()});
 
+  auto* tp_factory = dynamic_cast<parallel::TensorParallelFactory*>(layout.factory.get());
+  // The parameter dtype is part of the layout here: bf16 + fp32 master loads as float32 and back.
+  checkpoint::Metadata sharded_config = config_meta;
+  sharded_config.erase("config.param_dtype");
+  const train::CheckpointTarget target{
+      .model = model, .world = world, .optimizer = trainer.plain_optimizer(), .zero = zero, .data = &data,
+      .tensor = layout.tensor, .duplicate = duplicate, .sampler = &sampler, .scheduler = &trainer.schedule(),
+      .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr, .config = sharded_config,
+      .layout = {{"pipeline", std::to_string(t.pp)}, {"schedule", t.schedule}, {"param_dtype", t.param_dtype}}};
   int64_t start = 0;
-  if (!o.resume.empty()) {
-    start = zero ? load_zero_training_state(o.resume, *zero, sampler, config_meta)
-                 : train::load_training_state(o.resume, {model, optimizer, sampler, config_meta});
+  const std::string resume = resume_path(o);
+  if (!resume.empty()) {
+    if (std::filesystem::is_regular_file(resume)) {
+      // The single-file training state of earlier releases holds one process's state.
+      STRATA_CHECK(!zero && layout.tensor == nullptr && layout.pipeline == nullptr, "'", resume,
+                   "' is a single-file training state (an earlier strata's format): it resumes without --zero, "
+                   "--tp and --pp; resume it that way once and --save a checkpoint directory, which loads into "
+                   "any layout");
+      start = train::load_training_state(resume, {model, optimizer, sampler, config_meta});
+    } else {
+      start = train::load_training_checkpoint(resume, target);
+    }
     // Training from `start` to an earlier end would save weights of step `start` labelled
     // with the earlier step (and a later resume would repeat the steps in between).
     const int64_t end = o.stop_at > 0 ? std::min(o.stop_at, t.steps) : t.steps;
-    STRATA_CHECK(start <= end, "'", o.resume, "' was saved at step ", start, ", after the requested end (",
+    STRATA_CHECK(start <= end, "'", resume, "' was saved at step ", start, ", after the requested end (",
                  o.stop_at > 0 && o.stop_at < t.steps ? "--stop-at " : "--steps ", end,
                  "): nothing to train, and a save would label step-", start, " weights as step ", end,
                  "; pass --steps/--stop-at of at least ", start);
     trainer.schedule().set_last_step(start);
-    if (g_lead) std::printf("resumed from %s at step %lld\n", o.resume.c_str(), static_cast<long long>(start));
+    if (g_lead) std::printf("resumed from %s at step %lld\n", resume.c_str(), static_cast<long long>(start));
   }
   const std::string metrics_path = g_lead ? t.metrics : "";
   train::MetricsWriter metrics(metrics_path, /*append=*/start > 0);
@@ -238,15 +242,16 @@ int run(const Options& o) {
               static_cast<long long>(t.batch), data.size(), examples::tensor_parallel_note(t).c_str(),
                 t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
 
-  // ZeRO: collective, every rank writes its shard (after zero_grad, as the loop leaves it).
+  // Collective: every rank writes its part (after zero_grad, as the loop leaves it).
+  int64_t last_saved = -1;
   auto save = [&](int64_t completed) {
-    if (o.save.empty()) return;
-    if (zero) {
-      zero->save(o.save, zero_training_metadata(completed, sampler, config_meta));
-      return;
-    }
-    if (!g_lead) return;
-    train::save_training_state(o.save, {model, optimizer, sampler, config_meta}, completed);
+    if (o.save.empty() || completed == last_saved) return;
+    last_saved = completed;
+    const checkpoint::SaveResult r =
+        train::save_training_checkpoint(o.save, target, completed, {}, {.keep_last = static_cast<int>(o.keep_last)});
+    if (g_lead)
+      std::printf("saved step %lld to %s (%.1f MB on this rank in %.2f s)\n", static_cast<long long>(completed),
+                  r.directory.c_str(), static_cast<double>(r.bytes_written) / 1e6, r.total_seconds);
   };
 
   const int64_t end = o.stop_at > 0 ? std::min(o.stop_at, t.steps) : t.steps;
@@ -331,13 +336,16 @@ int main(int argc, char** argv) {
   app.add_option("--digits", o.digits, "operand digits of the addition task")->capture_default_str();
   app.add_option("--eval-every", o.eval_every, "evaluate every N steps (0: at the end only)")->capture_default_str()->check(fits_int64);
   app.add_option("--eval-examples", o.eval_examples, "held-out problems per evaluation")->capture_default_str()->check(fits_int64);
-  app.add_option("--save", o.save, "training-state file written atomically (with --zero: a directory of step-<N>-<id>/ "
-                 "saves and a 'latest' file naming the complete one, each rank writing its shard); stores the model "
-                 "configuration");
+  app.add_option("--save", o.save, "checkpoint directory: step-<N>-<id>/ saves (each rank writes its part) and a "
+                 "'latest' file naming the newest complete one; loads into any layout; stores the model configuration");
   app.add_option("--save-every", o.save_every, "save every N steps (and at the end)")->check(fits_int64);
+  app.add_option("--keep-last", o.keep_last, "complete saves kept in --save")->capture_default_str()->check(fits_int64);
+  app.add_flag("--resume-latest", o.resume_latest, "resume from --save when it holds a complete checkpoint, else start "
+               "fresh (for restarts)");
   app.add_option("--stop-at", o.stop_at, "stop after this step, keeping the schedule of --steps (for jobs in time slices)")->check(fits_int64);
-  app.add_option("--resume", o.resume, "training-state file (directory with --zero) to continue from; refused when "
-                 "its model configuration, checksums or shard identities do not match, or when it is past --stop-at/--steps");
+  app.add_option("--resume", o.resume, "checkpoint directory (or an earlier single-file training state) to continue "
+                 "from, in any layout; refused when its model configuration or checksums do not match, or when it is "
+                 "past --stop-at/--steps");
   app.add_option("--export-hf", o.export_hf, "directory for model.safetensors + config.json (HF GPT-2)");
   CLI11_PARSE(app, argc, argv);
   return examples::run_example("train_gpt", [&] { return run(o); });

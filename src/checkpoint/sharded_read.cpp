@@ -134,6 +134,27 @@ ShardedCheckpoint ShardedCheckpoint::open(const std::string& path) {
   return c;
 }
 
+void ShardedCheckpoint::check_header(const std::string& file) const {
+  if (headers_checked_.count(file) != 0) return;
+  const std::string path = (fs::path(directory_) / file).string();
+  try {
+    detail::ReadOnlyFile f(path);
+    uint64_t n = 0;
+    STRATA_CHECK(f.size() >= 8, "shorter than 8 bytes (truncated)");
+    f.read_at(0, &n, sizeof n);
+    STRATA_CHECK(n <= f.size() - 8, "header length ", n, " exceeds the file (truncated)");
+    std::string text(n, '\0');
+    f.read_at(8, text.data(), n);
+    const uint32_t crc = detail::crc32(text.data(), text.size());
+    const uint32_t expected = file_header_crc_.at(file);
+    STRATA_CHECK(crc == expected, "header checksum mismatch: expected ", detail::hex32(expected), " (index.json), found ",
+                 detail::hex32(crc), " (a shard of another save, or a replaced file)");
+  } catch (const std::exception& e) {
+    throw Error("sharded checkpoint '" + directory_ + "': '" + path + "': " + e.what());
+  }
+  headers_checked_.insert(file);
+}
+
 const Metadata& ShardedCheckpoint::rank_metadata(int rank) const {
   STRATA_CHECK(rank >= 0 && rank < world_size(), "sharded checkpoint '", directory_, "': no rank ", rank,
                " (saved by ", world_size(), " ranks)");
@@ -167,6 +188,7 @@ void ShardedCheckpoint::read(const std::string& name, const Shape& expected_shap
     bool overlaps = false;
     for_each_overlap(have, want, [&](int64_t, int64_t, int64_t) { overlaps = true; });
     if (!overlaps) continue;
+    check_header(p.file);
     Tensor bytes = read_piece(directory_, name, e.dtype, p);
     if (bytes.dtype() != dest.dtype()) bytes = bytes.to(dest.dtype());
     const auto* in = static_cast<const char*>(bytes.raw_data());
@@ -189,20 +211,10 @@ Tensor ShardedCheckpoint::read_whole(const std::string& name) const {
 std::vector<std::string> ShardedCheckpoint::verify() const {
   std::vector<std::string> problems;
   for (const auto& [file, header_crc] : file_header_crc_) {
-    const std::string path = (fs::path(directory_) / file).string();
     try {
-      detail::ReadOnlyFile f(path);
-      uint64_t n = 0;
-      STRATA_CHECK(f.size() >= 8, "shorter than 8 bytes");
-      f.read_at(0, &n, sizeof n);
-      STRATA_CHECK(n <= f.size() - 8, "header length ", n, " exceeds the file");
-      std::string text(n, '\0');
-      f.read_at(8, text.data(), n);
-      const uint32_t crc = detail::crc32(text.data(), text.size());
-      STRATA_CHECK(crc == header_crc, "header checksum mismatch: expected ", detail::hex32(header_crc),
-                   " (index.json), found ", detail::hex32(crc));
+      check_header(file);
     } catch (const std::exception& e) {
-      problems.push_back("'" + path + "': " + e.what());
+      problems.push_back(e.what());
     }
   }
   for (const auto& [name, e] : tensors_) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # examples/train_gpt with --pp: pipeline parallelism (every schedule, beside DDP, ZeRO and
 # tensor parallelism) trains like one process on the same global batch: the logged losses
-# agree to the printed digits. Also the timeline file and the refusals.
+# agree to the printed digits. Also save/resume across layouts, the timeline file and the
+# refusals.
 #   train_gpt_pp_smoke.sh <mpirun> <train_gpt binary>
 set -euo pipefail
 mpirun=$1
@@ -40,6 +41,18 @@ same "$work/ddp.log" "$work/pp_dp.log" "pp=2 x dp=2 ZeRO-2"
 "$mpirun" --oversubscribe -np 4 "$bin" "${common[@]}" --pp 2 --tp 2 > "$work/pp_tp.log"
 same "$work/one.log" "$work/pp_tp.log" "pp=2 x tp=2"
 
+# Save at step 6 under pp=2 x tp=2, resume under --pp 2 and in one process (the checkpoint
+# loads into any layout): the losses after the resume are the uninterrupted run's.
+"$mpirun" --oversubscribe -np 4 "$bin" "${common[@]}" --pp 2 --tp 2 --save "$work/pp_ckpt" --stop-at 6 > "$work/pp_first.log"
+"$mpirun" --oversubscribe -np 2 "$bin" "${common[@]}" --pp 2 --resume "$work/pp_ckpt" > "$work/pp_resumed.log"
+"$bin" "${common[@]}" --resume "$work/pp_ckpt" > "$work/pp_as_one.log"
+after_6() { losses "$1" | grep -E "^step (8|12)/"; }
+for run in pp_resumed pp_as_one; do
+  grep -q "resumed from .* at step 6" "$work/$run.log" || { cat "$work/$run.log"; fail "$run: no resume"; }
+  [ "$(after_6 "$work/$run.log")" = "$(after_6 "$work/one.log")" ] \
+    || { paste <(after_6 "$work/one.log") <(after_6 "$work/$run.log"); fail "$run: losses differ from the uninterrupted run"; }
+done
+
 # Refusals, by name.
 if "$mpirun" --oversubscribe -np 2 "$bin" "${common[@]}" --pp 2 --zero 3 > "$work/bad.log" 2>&1; then fail "--zero 3 with --pp ran"; fi
 grep -q -- "--zero 3 cannot run with --pp" "$work/bad.log" || { cat "$work/bad.log"; fail "--zero 3 message"; }
@@ -47,4 +60,6 @@ if "$mpirun" --oversubscribe -np 2 "$bin" "${common[@]}" --pp 2 --layers 1 > "$w
 grep -q -- "--layers 1 is fewer than the 2 pipeline stages" "$work/bad2.log" || { cat "$work/bad2.log"; fail "--layers message"; }
 if "$mpirun" --oversubscribe -np 2 "$bin" "${common[@]}" --pp 2 --micro-batches 3 > "$work/bad3.log" 2>&1; then fail "--micro-batches 3 ran"; fi
 grep -q -- "--batch 4 does not divide into 3 micro-batches" "$work/bad3.log" || { cat "$work/bad3.log"; fail "--micro-batches message"; }
+if "$mpirun" --oversubscribe -np 2 "$bin" "${common[@]}" --pp 2 --export-hf "$work/hf" > "$work/bad4.log" 2>&1; then fail "--export-hf with --pp ran"; fi
+grep -q -- "--export-hf does not support --pp 2" "$work/bad4.log" || { cat "$work/bad4.log"; fail "--export-hf message"; }
 echo "train_gpt pipeline-parallel smoke test passed"

@@ -73,37 +73,46 @@ grep -q "^step" "$work/export_hf_uncreatable.log" && fail "export_hf_uncreatable
 expect_ok metrics_in_cwd "final exact-match accuracy" one --steps 2 --metrics m.jsonl
 [ -s "$work/m.jsonl" ] || fail "metrics_in_cwd: m.jsonl not written"
 
-# --- Single-file training state ---
-expect_ok single_save "final exact-match accuracy" one --save "$work/s.ckpt"
-cp "$work/s.ckpt" "$work/s.orig"
+# --- One process's checkpoint ---
+expect_ok single_save "final exact-match accuracy" one --save "$work/s"
+cp -r "$work/s" "$work/s.orig"
 expect_error single_relabel_stop_at "saved at step 20, after the requested end \(--stop-at 10\)" \
-  one --resume "$work/s.ckpt" --stop-at 10 --save "$work/s.ckpt"
+  one --resume "$work/s" --stop-at 10 --save "$work/s"
 expect_error single_relabel_steps "saved at step 20, after the requested end \(--steps 10\)" \
-  one --resume "$work/s.ckpt" --steps 10 --save "$work/s.ckpt"
-cmp -s "$work/s.ckpt" "$work/s.orig" || fail "single_relabel: the checkpoint was rewritten"
+  one --resume "$work/s" --steps 10 --save "$work/s"
+diff -r "$work/s" "$work/s.orig" > /dev/null || fail "single_relabel: the checkpoint was rewritten"
 expect_error single_heads "'config.n_head' is 2 in the checkpoint, 4 in this run" one --resume "$work/s.orig" --heads 4
-sed 's/"step":"20"/"step":"30"/' "$work/s.orig" > "$work/s_edit.ckpt"
-cmp -s "$work/s.orig" "$work/s_edit.ckpt" && fail "single_edit: the step was not edited"
-expect_error single_edited_step "header checksum mismatch" one --resume "$work/s_edit.ckpt"
+touch "$work/old_single_file.ckpt"
+expect_error save_to_a_file "--save '$work/old_single_file.ckpt' is a file" one --save "$work/old_single_file.ckpt"
 
-# --- ZeRO sharded checkpoints (2 ranks) ---
+# --- Sharded checkpoints of 2 ranks (ZeRO-2) ---
 zero=(--zero 2)
 expect_ok zero_save10 "stopped at step 10" two "${zero[@]}" --save "$work/zA" --stop-at 10
 cp -r "$work/zA" "$work/zB"
-expect_ok zero_save20 "resumed from .* at step 10" two "${zero[@]}" --resume "$work/zB" --save "$work/zB" --stop-at 20
+expect_ok zero_save20 "resumed from .* at step 10" two "${zero[@]}" --resume "$work/zB" --save "$work/zB" --stop-at 20 \
+  --keep-last 1
 [ "$(find "$work/zB" -maxdepth 1 -name 'step-*' | wc -l)" -eq 1 ] || fail "zero_save20: older step directories left"
 # Mixed shards: shard_1 of the step-10 save copied into the step-20 save.
 cp -r "$work/zB" "$work/zM"
 cp "$(latest "$work/zA")/shard_1.safetensors" "$(latest "$work/zM")/shard_1.safetensors"
-expect_error zero_mixed_shards \
-  "shard_1.safetensors' comes from another save: the shard is step 10 save id [0-9a-f]{16}, index.json is step 20 save id [0-9a-f]{16}" \
+expect_error zero_mixed_shards "shard_1.safetensors': (\\[rank 1\\] )?header checksum mismatch: expected [0-9a-f]{8} \(index.json\)" \
   two "${zero[@]}" --resume "$work/zM"
+# A flipped byte in a shard's data: named by file and tensor.
+cp -r "$work/zB" "$work/zC"
+python3 - "$(latest "$work/zC")/shard_0.safetensors" <<'PY'
+import sys
+path = sys.argv[1]
+data = bytearray(open(path, "rb").read())
+data[-5] ^= 0xFF
+open(path, "wb").write(data)
+PY
+expect_error zero_corrupt_shard "tensor '.*' in '.*shard_0.safetensors': checksum mismatch" two "${zero[@]}" --resume "$work/zC"
 # Edited index: the step, the sampler position.
 cp -r "$work/zB" "$work/zE"
-sed -i 's/"step": "20"/"step": "30"/' "$(latest "$work/zE")/index.json"
+sed -i 's/"step":20/"step":30/' "$(latest "$work/zE")/index.json"
 expect_error zero_edited_step "index checksum mismatch" two "${zero[@]}" --resume "$work/zE"
 cp -r "$work/zB" "$work/zS"
-sed -i -E 's/"sampler.step": "([0-9]+)"/"sampler.step": "1\1"/' "$(latest "$work/zS")/index.json"
+sed -i -E 's/"sampler.step":"([0-9]+)"/"sampler.step":"1\1"/' "$(latest "$work/zS")/index.json"
 expect_error zero_edited_sampler "index checksum mismatch" two "${zero[@]}" --resume "$work/zS"
 # Malformed numbers behind a valid checksum: named errors, no abort.
 cp -r "$work/zB" "$work/zN"
@@ -116,17 +125,23 @@ expect_error zero_heads "'config.n_head' is 2 in the checkpoint, 4 in this run" 
   two "${zero[@]}" --resume "$work/zB" --heads 4
 expect_error zero_relabel "saved at step 20, after the requested end \(--stop-at 10\)" \
   two "${zero[@]}" --resume "$work/zB" --stop-at 10 --save "$work/zB"
-# A kill inside the save, after every shard and the index are written but before `latest`
-# moves: the previous save still loads; a later save completes and cleans up.
+# A kill inside the save, before the step directory is renamed into place, and after the
+# rename but before `latest` moves: the previous save still loads; a later save completes and
+# cleans up.
 cp -r "$work/zA" "$work/zK"
-STRATA_TEST_CRASH_AT=zero_save.before_pointer two "${zero[@]}" --resume "$work/zK" --save "$work/zK" --stop-at 20 \
-  > "$work/zero_kill.log" 2>&1 && fail "zero_kill: the injected kill did not happen"
-grep -q "killing the process at zero_save.before_pointer" "$work/zero_kill.log" || fail "zero_kill: not killed at the point"
-expect_ok zero_after_kill "resumed from .* at step 10" two "${zero[@]}" --resume "$work/zK" --stop-at 10
-STRATA_TEST_CRASH_AT=zero_save.after_pointer two "${zero[@]}" --resume "$work/zK" --save "$work/zK" --stop-at 20 \
+for point in before_rename before_pointer; do
+  STRATA_TEST_CRASH_AT=sharded_save.$point two "${zero[@]}" --resume "$work/zK" --save "$work/zK" --stop-at 20 \
+    > "$work/zero_kill_$point.log" 2>&1 && fail "zero_kill_$point: the injected kill did not happen"
+  grep -q "killing the process at sharded_save.$point" "$work/zero_kill_$point.log" \
+    || fail "zero_kill_$point: not killed at the point"
+  expect_ok "zero_after_kill_$point" "resumed from .* at step 10" two "${zero[@]}" --resume "$work/zK" --stop-at 10
+done
+STRATA_TEST_CRASH_AT=sharded_save.after_pointer two "${zero[@]}" --resume "$work/zK" --save "$work/zK" --stop-at 20 \
   > "$work/zero_kill2.log" 2>&1 && fail "zero_kill2: the injected kill did not happen"
-expect_ok zero_after_kill2 "resumed from .* at step 20" two "${zero[@]}" --resume "$work/zK" --stop-at 20 --save "$work/zK"
-[ "$(find "$work/zK" -maxdepth 1 -name 'step-*' | wc -l)" -eq 1 ] || fail "zero_after_kill2: older step directories left"
+expect_ok zero_after_kill2 "resumed from .* at step 20" two "${zero[@]}" --resume "$work/zK" --stop-at 20 --save "$work/zK" \
+  --keep-last 1
+[ "$(find "$work/zK" -maxdepth 1 -name 'step-*' -o -maxdepth 1 -name '.tmp-*' | wc -l)" -eq 1 ] \
+  || fail "zero_after_kill2: older step directories or leftovers of killed saves remain"
 expect_ok zero_after_kill3 "resumed from .* at step 20" two "${zero[@]}" --resume "$work/zK" --stop-at 20
 
 # --- A stalled peer: the survivor fails with the timeout and every process exits (without the

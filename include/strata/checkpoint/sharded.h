@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,10 @@ class ShardedCheckpoint {
   std::vector<Metadata> rank_metadata_;
   std::map<std::string, TensorEntry> tensors_;
   std::map<std::string, uint32_t> file_header_crc_;
+  mutable std::set<std::string> headers_checked_;  // files whose header matched the index
+  // Throws naming the file when its header differs from the one the index recorded (a shard
+  // of another save, or a replaced file).
+  void check_header(const std::string& file) const;
 };
 
 }  // namespace strata::checkpoint
