@@ -161,30 +161,6 @@ class ZeroOptimizer {
   std::vector<std::vector<std::string>> bucket_parameter_names() const;
   std::vector<int64_t> bucket_bytes() const;
 
-  // Collective: writes a sharded checkpoint into directory `dir` (created if needed; it must
-  // be visible to every rank). Each save goes to a new step directory
-  // "<dir>/step-<step>-<save id>/" (step: metadata["step"] when it is a number, else the
-  // optimizer's step count; save id: 16 random hex digits drawn by rank 0). Each rank writes
-  // shard_<rank>.safetensors there (a strata checkpoint file, checksummed): "master.<b>", its
-  // master weights of bucket b (its shard, or the whole bucket at stage 0, padding included),
-  // "optim.<key>", the inner optimizer's state, and the save's step and id in its metadata.
-  // Rank 0 writes index.json: format, step, save id, stage, world size, dtypes, every
-  // bucket's global offset and entries (name, shape, offset), every shard's file, global
-  // ranges and header checksum, the optimizer's step count, `metadata`, and a checksum of the
-  // index itself. Once every rank has written, "<dir>/latest" (the name of the step
-  // directory) is replaced atomically; older step directories are removed only after that.
-  // A crash at any point leaves `latest` naming a complete save. Gradients are not saved
-  // (save after step() and zero_grad()); module buffers are the caller's.
-  void save(const std::string& dir, const checkpoint::Metadata& metadata = {});
-  // Collective: restores the master weights, the parameters and the optimizer state of the
-  // save that "<dir>/latest" names, and returns its metadata. The index checksum, each shard's
-  // identity (step and save id) and checksum are verified: a shard from another save, an
-  // edited index or a replaced shard throws naming the file and both values. The stage,
-  // world size, dtypes and layout must be the ones of this run (resharding is not supported
-  // yet); a mismatch throws naming what was found and what was expected. A directory in the
-  // previous release's layout (strata-zero-v1, no `latest`) is refused saying so.
-  checkpoint::Metadata load(const std::string& dir);
-
   // What this rank's inner optimizer updates, for layout-independent checkpoints
   // (train/distributed_checkpoint.h): elements [offset, offset + numel) of parameter `name`
   // flattened; `master` views them in the master weights (the parameter itself when the
