@@ -33,6 +33,7 @@
 // for a dead or stuck peer.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -47,6 +48,7 @@
 #include "strata/distributed/init.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/strata.h"
+#include "strata/train/async_checkpointer.h"
 #include "strata/train/timeline.h"
 #include "train_options.h"
 
@@ -69,6 +71,7 @@ struct Options {
   int64_t save_every = 0;
   int64_t keep_last = 2;
   bool resume_latest = false;
+  bool async_save = false;
   int64_t stop_at = 0;  // 0: run to --steps
   std::string resume;
   std::string export_hf;
@@ -244,24 +247,40 @@ int run(const Options& o) {
 
   // Collective: every rank writes its part (after zero_grad, as the loop leaves it).
   int64_t last_saved = -1;
+  const checkpoint::SaveOptions save_options{.keep_last = static_cast<int>(o.keep_last)};
+  std::unique_ptr<train::AsyncCheckpointer> async;
+  if (o.async_save && !o.save.empty()) async = std::make_unique<train::AsyncCheckpointer>(o.save, world, save_options);
+  auto report = [&](const std::optional<checkpoint::SaveResult>& r) {
+    if (r && g_lead)
+      std::printf("saved %s (%.1f MB on this rank, written in %.2f s)\n", r->directory.c_str(),
+                  static_cast<double>(r->bytes_written) / 1e6, r->write_seconds);
+  };
   auto save = [&](int64_t completed) {
     if (o.save.empty() || completed == last_saved) return;
     last_saved = completed;
-    const checkpoint::SaveResult r =
-        train::save_training_checkpoint(o.save, target, completed, {}, {.keep_last = static_cast<int>(o.keep_last)});
-    if (g_lead)
-      std::printf("saved step %lld to %s (%.1f MB on this rank in %.2f s)\n", static_cast<long long>(completed),
-                  r.directory.c_str(), static_cast<double>(r.bytes_written) / 1e6, r.total_seconds);
+    if (async) {
+      async->save(target, completed);  // returns after the snapshot; poll() commits it
+    } else {
+      report(train::save_training_checkpoint(o.save, target, completed, {}, save_options));
+    }
   };
 
   const int64_t end = o.stop_at > 0 ? std::min(o.stop_at, t.steps) : t.steps;
   // Test hook (tests/faults): rank STRATA_TEST_STALL_RANK stops participating at step
   // STRATA_TEST_STALL_AT_STEP (sleeps until killed), as a hung or stopped peer would.
+  // Likewise STRATA_TEST_KILL_RANK dies by SIGKILL at STRATA_TEST_KILL_AT_STEP, on the first run
+  // of a job only (STRATA_RESTART_COUNT unset or 0: tools/strata_run restarts it).
   const char* stall_rank = std::getenv("STRATA_TEST_STALL_RANK");
   const char* stall_step = std::getenv("STRATA_TEST_STALL_AT_STEP");
+  const char* kill_rank = std::getenv("STRATA_TEST_KILL_RANK");
+  const char* kill_step = std::getenv("STRATA_TEST_KILL_AT_STEP");
+  const char* restart_count = std::getenv("STRATA_RESTART_COUNT");
+  const bool first_run = restart_count == nullptr || std::atoi(restart_count) == 0;
   for (int64_t step = start; step < end; ++step) {
     if (stall_rank && stall_step && std::atoi(stall_rank) == world.rank() && std::atoll(stall_step) == step)
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (first_run && kill_rank && kill_step && std::atoi(kill_rank) == world.rank() && std::atoll(kill_step) == step)
+      std::raise(SIGKILL);
     std::vector<int64_t> indices = sampler.next();
     data::Batch batch = task.make_batch(indices);
     const bool traced = !t.timeline.empty() && step == t.timeline_step;
@@ -291,11 +310,13 @@ int run(const Options& o) {
       if (g_lead) std::printf("wrote the timeline of step %lld to %s\n", static_cast<long long>(step), t.timeline.c_str());
     }
     examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
+    if (async) report(async->poll());
     if (o.save_every > 0 && (step + 1) % o.save_every == 0) save(step + 1);
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 != t.steps)
       evaluate(model, pipeline.get(), task, o.eval_examples, metrics, step + 1);
   }
   save(end);
+  if (async) report(async->finish());
   if (end < t.steps) {
     if (g_lead)
       std::printf("stopped at step %lld of %lld (--stop-at)\n", static_cast<long long>(end),
@@ -339,6 +360,8 @@ int main(int argc, char** argv) {
   app.add_option("--save", o.save, "checkpoint directory: step-<N>-<id>/ saves (each rank writes its part) and a "
                  "'latest' file naming the newest complete one; loads into any layout; stores the model configuration");
   app.add_option("--save-every", o.save_every, "save every N steps (and at the end)")->check(fits_int64);
+  app.add_flag("--async-save", o.async_save, "write checkpoints in the background: a save costs the step a copy of "
+               "this rank's state; the save is complete once every rank has written (a later step)");
   app.add_option("--keep-last", o.keep_last, "complete saves kept in --save")->capture_default_str()->check(fits_int64);
   app.add_flag("--resume-latest", o.resume_latest, "resume from --save when it holds a complete checkpoint, else start "
                "fresh (for restarts)");

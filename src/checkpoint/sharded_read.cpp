@@ -95,8 +95,8 @@ ShardedCheckpoint ShardedCheckpoint::open(const std::string& path) {
                  kShardedFormatVersion, ")");
     STRATA_FAIL(where, ": format '", format.get<std::string>(), "' is not ", kShardedFormat,
                 format.get<std::string>() == "strata-zero-v2"
-                    ? " (a ZeroOptimizer::save directory of the previous release: load it with ZeroOptimizer::load "
-                      "at its own stage and world size)"
+                    ? " (a ZeRO checkpoint of the previous release, which this version does not read: resume it "
+                      "with that release and save again to convert it)"
                     : "");
   }
   const json& crc = field(index, detail::kIndexCrcKey, where);
@@ -129,6 +129,12 @@ ShardedCheckpoint ShardedCheckpoint::open(const std::string& path) {
       STRATA_CHECK(c.file_header_crc_.count(e.pieces.back().file) != 0, tw, ": piece in '", e.pieces.back().file,
                    "', a file the index does not list");
     }
+    // Every element exactly once: a piece missing from (or doubled in) the index fails here,
+    // on every rank, rather than on the rank that happens to need it.
+    std::vector<std::vector<Run>> runs;
+    for (const PieceLocation& p : e.pieces) runs.push_back(runs_of(p.region, e.shape));
+    const std::string problem = coverage_problem(runs, e.shape.numel());
+    STRATA_CHECK(problem.empty(), tw, ": the pieces do not cover the tensor exactly once: ", problem);
     c.tensors_.emplace(name, std::move(e));
   }
   return c;
@@ -217,18 +223,15 @@ std::vector<std::string> ShardedCheckpoint::verify() const {
       problems.push_back(e.what());
     }
   }
+  // (Coverage was checked when the index was opened.)
   for (const auto& [name, e] : tensors_) {
-    std::vector<std::vector<Run>> runs;
     for (const PieceLocation& p : e.pieces) {
-      runs.push_back(runs_of(p.region, e.shape));
       try {
         read_piece(directory_, name, e.dtype, p);
       } catch (const std::exception& ex) {
         problems.push_back(ex.what());
       }
     }
-    const std::string problem = coverage_problem(runs, e.shape.numel());
-    if (!problem.empty()) problems.push_back("tensor '" + name + "': " + problem);
   }
   return problems;
 }

@@ -16,6 +16,7 @@
 #include "strata/core/error.h"
 #include "strata/distributed/object_collectives.h"
 #include "strata/distributed/process_group.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -46,7 +47,7 @@ Tensor stored_form(const SavePiece& p) {
 // {"file", "header_crc32", "bytes", "pieces": [{"name", "dtype", "shape", "piece"}]}. A tensor
 // of which this rank holds several pieces (the q, k and v parts of a fused projection) is
 // stored as "<name>", "<name>#1", "<name>#2", ...
-json write_shard(const std::string& temp_dir, int rank, const SaveSnapshot& snapshot, const std::string& save_id) {
+json write_shard_file(const std::string& temp_dir, int rank, const SaveSnapshot& snapshot, const std::string& save_id) {
   const std::string file = detail::shard_file_name(rank);
   const std::string path = (fs::path(temp_dir) / file).string();
   StateDict tensors;
@@ -173,50 +174,71 @@ SaveSnapshot take_snapshot(int64_t step, const std::vector<SavePiece>& pieces, c
   return s;
 }
 
-SaveResult save_sharded(const std::string& dir, dist::ProcessGroup& group, const SaveSnapshot& snapshot,
-                        const SaveOptions& options) {
-  const auto start = Clock::now();
-  const std::string who = "save_sharded '" + dir + "' (step " + std::to_string(snapshot.step) + ")";
+SaveTicket begin_save(const std::string& dir, dist::ProcessGroup& group, int64_t step, const SaveOptions& options) {
+  const std::string who = "save_sharded '" + dir + "' (step " + std::to_string(step) + ")";
   STRATA_CHECK(options.keep_last >= 1, who, ": keep_last must be at least 1, got ", options.keep_last);
-  STRATA_CHECK(snapshot.step >= 0, who, ": the step must be >= 0");
-  const int rank = group.rank();
-  const std::string save_id = dist::broadcast_string(group, rank == 0 ? draw_save_id() : std::string());
-  const fs::path root(dir);
-  const std::string final_name = detail::step_directory_name(snapshot.step, save_id);
-  const fs::path temp = root / (".tmp-" + final_name);
-
+  STRATA_CHECK(step >= 0, who, ": the step must be >= 0");
+  SaveTicket t;
+  t.start = Clock::now();
+  t.dir = dir;
+  t.step = step;
+  t.save_id = dist::broadcast_string(group, group.rank() == 0 ? draw_save_id() : std::string());
+  t.temp_dir = (fs::path(dir) / (".tmp-" + detail::step_directory_name(step, t.save_id))).string();
   std::string error;
-  if (rank == 0) {
+  if (group.rank() == 0) {
     try {
-      fs::create_directories(temp);
+      fs::create_directories(t.temp_dir);
     } catch (const std::exception& e) {
-      error = std::string("cannot create '") + temp.string() + "': " + e.what();
+      error = std::string("cannot create '") + t.temp_dir + "': " + e.what();
     }
   }
   dist::agree_on_success(group, error, who);
+  return t;
+}
 
-  SaveResult result;
-  json shard;
-  const auto write_start = Clock::now();
+ShardWrite write_shard(const SaveTicket& ticket, int rank, const SaveSnapshot& snapshot) noexcept {
+  ShardWrite out;
+  const auto start = Clock::now();
   try {
-    shard = write_shard(temp.string(), rank, snapshot, save_id);
-    result.bytes_written = shard["bytes"].get<uint64_t>();
+    STRATA_CHECK(snapshot.step == ticket.step, "save_sharded: the snapshot is of step ", snapshot.step,
+                 ", the save of step ", ticket.step);
+    const json shard = write_shard_file(ticket.temp_dir, rank, snapshot, ticket.save_id);
+    out.bytes = shard["bytes"].get<uint64_t>();
+    out.description = shard.dump();
   } catch (const std::exception& e) {
-    error = e.what();
+    out.error = e.what();
   }
-  result.write_seconds = seconds_since(write_start);
-  dist::agree_on_success(group, error, who);
+  out.seconds = seconds_since(start);
+  return out;
+}
 
-  const std::vector<std::string> texts = dist::all_gather_strings(group, shard.dump());
+SaveResult finish_save(const SaveTicket& ticket, dist::ProcessGroup& group, const SaveSnapshot& snapshot,
+                       const ShardWrite& mine, const SaveOptions& options) {
+  const std::string who = "save_sharded '" + ticket.dir + "' (step " + std::to_string(ticket.step) + ")";
+  const fs::path root(ticket.dir);
+  const fs::path temp(ticket.temp_dir);
+  const std::string final_name = detail::step_directory_name(ticket.step, ticket.save_id);
+  // Whether every rank wrote its shard; if not, rank 0 removes the unreferenced directory.
+  Tensor failed = full({1}, mine.error.empty() ? 0.0 : 1.0, {.dtype = DType::Int64});
+  if (group.size() > 1) group.all_reduce(failed, dist::ReduceOp::Max)->wait();
+  std::string error = mine.error;
+  if (failed.to_vector<int64_t>()[0] != 0) {
+    if (group.rank() == 0) {
+      std::error_code ec;
+      fs::remove_all(temp, ec);
+    }
+    dist::agree_on_success(group, error, who);  // throws on every rank: one of them failed
+  }
+  const std::vector<std::string> texts = dist::all_gather_strings(group, mine.description);
   const std::vector<std::string> rank_meta = dist::all_gather_strings(group, json(snapshot.rank_metadata).dump());
-  if (rank == 0) {
+  if (group.rank() == 0) {
     bool pointer_moved = false;
     try {
       std::vector<json> shards, metas;
       for (const std::string& t : texts) shards.push_back(json::parse(t));
       for (const std::string& t : rank_meta) metas.push_back(json::parse(t));
-      const json index = build_index(snapshot, save_id, shards, metas);
-      write_file_atomic((temp / detail::kIndexFile).string(), detail::dump_json(index, dir));
+      const json index = build_index(snapshot, ticket.save_id, shards, metas);
+      write_file_atomic((temp / detail::kIndexFile).string(), detail::dump_json(index, ticket.dir));
       fsync_directory(temp.string());
       detail::crash_point("sharded_save.before_rename");
       fs::rename(temp, root / final_name);
@@ -236,9 +258,18 @@ SaveResult save_sharded(const std::string& dir, dist::ProcessGroup& group, const
     }
   }
   dist::agree_on_success(group, error, who);
+  SaveResult result;
   result.directory = (root / final_name).string();
-  result.total_seconds = seconds_since(start);
+  result.bytes_written = mine.bytes;
+  result.write_seconds = mine.seconds;
+  result.total_seconds = seconds_since(ticket.start);
   return result;
+}
+
+SaveResult save_sharded(const std::string& dir, dist::ProcessGroup& group, const SaveSnapshot& snapshot,
+                        const SaveOptions& options) {
+  const SaveTicket ticket = begin_save(dir, group, snapshot.step, options);
+  return finish_save(ticket, group, snapshot, write_shard(ticket, group.rank(), snapshot), options);
 }
 
 }  // namespace strata::checkpoint

@@ -14,6 +14,7 @@
 //
 // Saving is collective; reading needs no communication (every rank reads what it needs from
 // the shared directory).
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -80,6 +81,31 @@ SaveSnapshot take_snapshot(int64_t step, const std::vector<SavePiece>& pieces, c
 SaveResult save_sharded(const std::string& dir, dist::ProcessGroup& group, const SaveSnapshot& snapshot,
                         const SaveOptions& options = {});
 
+// The phases of save_sharded, for saves whose files are written in the background
+// (train::AsyncCheckpointer): begin_save and finish_save are collective and belong on the
+// training thread; write_shard communicates with nobody and may run on any thread.
+struct SaveTicket {
+  std::string dir;
+  int64_t step = 0;
+  std::string save_id;
+  std::string temp_dir;  // where the shards go until the save is complete
+  std::chrono::steady_clock::time_point start;
+};
+struct ShardWrite {
+  std::string description;  // the shard's pieces, for the index (JSON)
+  uint64_t bytes = 0;
+  double seconds = 0;
+  std::string error;        // empty: written and fsynced
+};
+// Collective: steps 1 (the save id and the temporary directory).
+SaveTicket begin_save(const std::string& dir, dist::ProcessGroup& group, int64_t step, const SaveOptions& options = {});
+// Step 2 for rank `rank`; never throws (a failure is in ShardWrite::error).
+ShardWrite write_shard(const SaveTicket& ticket, int rank, const SaveSnapshot& snapshot) noexcept;
+// Collective: step 3, given every rank's write. When a rank failed, the temporary directory is
+// removed and every rank throws.
+SaveResult finish_save(const SaveTicket& ticket, dist::ProcessGroup& group, const SaveSnapshot& snapshot,
+                       const ShardWrite& mine, const SaveOptions& options = {});
+
 // Where a piece's bytes are.
 struct PieceLocation {
   std::string file;         // in the step directory
@@ -96,8 +122,9 @@ struct TensorEntry {
 };
 
 // A complete save, opened for reading. Opening reads `latest` (or takes a step directory
-// itself), parses index.json and checks its checksum and format version; reads check each
-// piece's checksum. Every error names the file, the tensor and what was expected.
+// itself), parses index.json and checks its checksum, its format version and that each
+// tensor's pieces cover it exactly once; reads check each shard's header and each piece's
+// checksum. Every error names the file, the tensor and what was expected.
 class ShardedCheckpoint {
  public:
   // `path`: a checkpoint directory with a `latest` file, or one of its step directories.
@@ -123,8 +150,8 @@ class ShardedCheckpoint {
   // The whole tensor in its stored dtype.
   Tensor read_whole(const std::string& name) const;
 
-  // Reads every piece and checks every checksum, every shard file's header and that each
-  // tensor's pieces cover it exactly once. Returns the problems found (empty: all good).
+  // Reads every piece and checks every checksum and every shard file's header (coverage was
+  // checked by open()). Returns the problems found (empty: all good).
   std::vector<std::string> verify() const;
 
  private:
