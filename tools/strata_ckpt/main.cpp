@@ -15,7 +15,6 @@
 #include <string>
 
 #include "commands.h"
-#include "strata/core/error.h"
 
 using namespace strata::ckpt_tool;
 

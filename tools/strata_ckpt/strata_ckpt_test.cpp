@@ -207,6 +207,42 @@ TEST_F(StrataCkpt, LlamaExportImportRoundTripsBitForBit) {
   round_trip<nn::Llama>(tiny_llama(), train::llama_config_metadata(tiny_llama()), "llama", read_llama);
 }
 
+// A 16-bit run under ZeRO: model.* in bfloat16 and float32 master.*, each tensor in two flat
+// pieces. Export joins the pieces; --dtype f32 takes the masters, the default the rounded
+// parameters.
+TEST_F(StrataCkpt, ExportJoinsPiecesAndTakesMasterWeightsWithDtypeF32) {
+  nn::GPT model(tiny_gpt());
+  const StateDict weights = model.state_dict();
+  std::vector<checkpoint::SavePiece> pieces;
+  for (const auto& [name, t] : weights) {
+    const Shape& shape = t.shape();
+    const int64_t n = t.numel();
+    const Tensor flat = t.reshape({n}), rounded = flat.to(DType::BFloat16);
+    for (const auto& [b, e] : {std::pair<int64_t, int64_t>{0, n / 2}, {n / 2, n}}) {
+      const checkpoint::Region region = checkpoint::Region::flat(shape, b, e);
+      pieces.push_back({"master." + name, shape, region, flat.narrow(0, b, e - b)});
+      pieces.push_back({"model." + name, shape, region, rounded.narrow(0, b, e - b)});
+    }
+  }
+  nn::GPTConfig config = tiny_gpt();
+  config.param_dtype = DType::BFloat16;
+  checkpoint::save_sharded(path("ckpt"), dist::init(),
+                           checkpoint::take_snapshot(5, pieces, train::gpt_config_metadata(config)));
+  ASSERT_EQ(cli("verify " + quoted("ckpt")), 0) << log();
+  EXPECT_CONTAINS(log(), "OK: " + std::to_string(2 * weights.size()) + " tensors, " +
+                             std::to_string(4 * weights.size()) + " pieces");
+
+  ASSERT_EQ(cli("export " + quoted("ckpt") + " --out " + quoted("hf32") + " --dtype f32"), 0) << log();
+  EXPECT_CONTAINS(log(), std::to_string(weights.size()) + " from master.*");
+  const StateDict masters = read_gpt2(path("hf32"));
+  for (const auto& [name, t] : weights) EXPECT_TRUE(same_bits(masters.at(name), t)) << name;
+
+  ASSERT_EQ(cli("export " + quoted("ckpt") + " --out " + quoted("hf16")), 0) << log();
+  const StateDict params = read_gpt2(path("hf16"));
+  for (const auto& [name, t] : weights)
+    EXPECT_TRUE(same_bits(params.at(name), t.to(DType::BFloat16).to(DType::Float32))) << name;
+}
+
 // The configuration export reads back is the one saved; train_gpt leaves param_dtype out.
 TEST(ConfigMetadata, ParsesBackWhatItWrites) {
   nn::GPTConfig g = tiny_gpt();
