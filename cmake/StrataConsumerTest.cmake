@@ -36,6 +36,11 @@ foreach(f IN LISTS package_files)
   endforeach()
 endforeach()
 
+# Installed tools run from the prefix alone (their RPATH finds the installed library).
+if(EXISTS ${prefix}/bin/strata-ckpt)
+  run_step("run ${prefix}/bin/strata-ckpt --help" ${prefix}/bin/strata-ckpt --help)
+endif()
+
 run_step("configure ${CONSUMER_SOURCE_DIR}"
   ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
     -DCMAKE_BUILD_TYPE=${CONFIG} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix})

@@ -167,6 +167,12 @@ const Metadata& ShardedCheckpoint::rank_metadata(int rank) const {
   return rank_metadata_[static_cast<size_t>(rank)];
 }
 
+std::vector<std::string> ShardedCheckpoint::files() const {
+  std::vector<std::string> out;
+  for (const auto& [file, crc] : file_header_crc_) out.push_back(file);
+  return out;
+}
+
 const TensorEntry& ShardedCheckpoint::tensor(const std::string& name) const {
   auto it = tensors_.find(name);
   STRATA_CHECK(it != tensors_.end(), "sharded checkpoint '", directory_, "' has no tensor '", name, "' (it holds ",

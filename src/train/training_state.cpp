@@ -1,6 +1,7 @@
 #include "strata/train/training_state.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 
 #include "strata/core/random.h"
@@ -19,6 +20,34 @@ StateDict take(const StateDict& all, const std::string& prefix) {
   for (auto it = all.lower_bound(prefix); it != all.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
     part[it->first.substr(prefix.size())] = it->second;
   return part;
+}
+
+// A double written so that parsing it back gives the same value (configs are compared as text).
+std::string exact_decimal(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+double metadata_double(const checkpoint::Metadata& metadata, const std::string& key, const std::string& where) {
+  auto it = metadata.find(key);
+  STRATA_CHECK(it != metadata.end(), where, ": metadata field '", key, "' is missing");
+  const std::string& text = it->second;
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  STRATA_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size() && std::isfinite(value), where,
+               ": metadata field '", key, "' is not a finite number: '", text, "'");
+  return value;
+}
+
+// A dtype by the name dtype_name gives it ("float32", "bfloat16", ...).
+DType metadata_dtype(const checkpoint::Metadata& metadata, const std::string& key, const std::string& where) {
+  auto it = metadata.find(key);
+  STRATA_CHECK(it != metadata.end(), where, ": metadata field '", key, "' is missing");
+  for (DType d : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16})
+    if (dtype_name(d) == it->second) return d;
+  STRATA_FAIL(where, ": metadata field '", key, "' is '", it->second,
+              "', not a floating dtype (float32, float64, bfloat16, float16)");
 }
 
 }  // namespace
@@ -65,16 +94,57 @@ int64_t load_training_state(const std::string& path, const TrainingStateRefs& re
 }
 
 checkpoint::Metadata gpt_config_metadata(const nn::GPTConfig& c) {
-  char dropout[32];
-  std::snprintf(dropout, sizeof dropout, "%.17g", c.dropout);
   return {{"config.vocab_size", std::to_string(c.vocab_size)},
           {"config.context", std::to_string(c.context)},
           {"config.n_layer", std::to_string(c.n_layer)},
           {"config.n_head", std::to_string(c.n_head)},
           {"config.n_embd", std::to_string(c.n_embd)},
-          {"config.dropout", dropout},
+          {"config.dropout", exact_decimal(c.dropout)},
           {"config.dtype", std::string(dtype_name(c.dtype))},
           {"config.param_dtype", std::string(dtype_name(c.parameter_dtype()))}};
+}
+
+checkpoint::Metadata llama_config_metadata(const nn::LlamaConfig& c) {
+  return {{"config.vocab_size", std::to_string(c.vocab_size)},
+          {"config.context", std::to_string(c.context)},
+          {"config.n_layer", std::to_string(c.n_layer)},
+          {"config.n_head", std::to_string(c.n_head)},
+          {"config.n_kv_head", std::to_string(c.n_kv_head)},
+          {"config.n_embd", std::to_string(c.n_embd)},
+          {"config.intermediate_size", std::to_string(c.intermediate_size)},
+          {"config.rope_theta", exact_decimal(c.rope_theta)},
+          {"config.rms_norm_eps", exact_decimal(c.rms_norm_eps)},
+          {"config.dtype", std::string(dtype_name(c.dtype))},
+          {"config.param_dtype", std::string(dtype_name(c.parameter_dtype()))}};
+}
+
+nn::GPTConfig gpt_config_from_metadata(const checkpoint::Metadata& m, const std::string& where) {
+  nn::GPTConfig c;
+  c.vocab_size = metadata_int(m, "config.vocab_size", where, 1);
+  c.context = metadata_int(m, "config.context", where, 1);
+  c.n_layer = metadata_int(m, "config.n_layer", where, 1);
+  c.n_head = metadata_int(m, "config.n_head", where, 1);
+  c.n_embd = metadata_int(m, "config.n_embd", where, 1);
+  c.dropout = metadata_double(m, "config.dropout", where);
+  c.dtype = metadata_dtype(m, "config.dtype", where);
+  if (m.count("config.param_dtype") != 0) c.param_dtype = metadata_dtype(m, "config.param_dtype", where);
+  return c;
+}
+
+nn::LlamaConfig llama_config_from_metadata(const checkpoint::Metadata& m, const std::string& where) {
+  nn::LlamaConfig c;
+  c.vocab_size = metadata_int(m, "config.vocab_size", where, 1);
+  c.context = metadata_int(m, "config.context", where, 1);
+  c.n_layer = metadata_int(m, "config.n_layer", where, 1);
+  c.n_head = metadata_int(m, "config.n_head", where, 1);
+  c.n_kv_head = metadata_int(m, "config.n_kv_head", where, 1);
+  c.n_embd = metadata_int(m, "config.n_embd", where, 1);
+  c.intermediate_size = metadata_int(m, "config.intermediate_size", where, 1);
+  c.rope_theta = metadata_double(m, "config.rope_theta", where);
+  c.rms_norm_eps = metadata_double(m, "config.rms_norm_eps", where);
+  c.dtype = metadata_dtype(m, "config.dtype", where);
+  if (m.count("config.param_dtype") != 0) c.param_dtype = metadata_dtype(m, "config.param_dtype", where);
+  return c;
 }
 
 void check_config(const checkpoint::Metadata& stored, const checkpoint::Metadata& expected, const std::string& where) {

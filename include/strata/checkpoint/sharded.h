@@ -142,6 +142,8 @@ class ShardedCheckpoint {
   const std::map<std::string, TensorEntry>& tensors() const { return tensors_; }
   bool contains(const std::string& name) const { return tensors_.count(name) != 0; }
   const TensorEntry& tensor(const std::string& name) const;  // error names a missing tensor
+  // The shard files the index lists (one per saving rank, in the step directory), by name.
+  std::vector<std::string> files() const;
 
   // Fills `dest` (region.numel() elements, contiguous CPU, any floating or integer dtype:
   // values are converted) with `region` of tensor `name`. `expected_shape` is the global

@@ -9,6 +9,7 @@
 #include "strata/checkpoint/checkpoint.h"
 #include "strata/data/loader.h"
 #include "strata/nn/gpt.h"
+#include "strata/nn/llama.h"
 #include "strata/nn/module.h"
 #include "strata/optim/optimizer.h"
 
@@ -35,6 +36,17 @@ int64_t load_training_state(const std::string& path, const TrainingStateRefs& re
 // (n_head changes no shape): vocab_size, context, n_layer, n_head, n_embd, dropout, dtype,
 // param_dtype, as "config.<field>" entries.
 checkpoint::Metadata gpt_config_metadata(const nn::GPTConfig& config);
+// The same for a LLaMA configuration: vocab_size, context, n_layer, n_head, n_kv_head, n_embd,
+// intermediate_size, rope_theta, rms_norm_eps, dtype, param_dtype. (The initialisation
+// fields, seed and init_std, are left out: they change nothing a checkpoint holds.)
+checkpoint::Metadata llama_config_metadata(const nn::LlamaConfig& config);
+// The configuration those entries describe, back (for tools that see only the checkpoint:
+// strata-ckpt export). Fields they do not hold keep their defaults; a missing
+// "config.param_dtype" (train_gpt leaves it out, as the layout may change it) means the
+// parameters are in `dtype`. Throws strata::Error naming `where` and the field when one is
+// missing or malformed.
+nn::GPTConfig gpt_config_from_metadata(const checkpoint::Metadata& metadata, const std::string& where);
+nn::LlamaConfig llama_config_from_metadata(const checkpoint::Metadata& metadata, const std::string& where);
 // Throws strata::Error naming `where`, the field and both values when a "config.<field>"
 // entry of `expected` is missing from `stored` or differs from it.
 void check_config(const checkpoint::Metadata& stored, const checkpoint::Metadata& expected, const std::string& where);

@@ -1,0 +1,43 @@
+#pragma once
+// The subcommands of strata-ckpt. Each prints its report to stdout and returns its exit
+// code, or throws (main.cpp prints the message and exits kExitUnusable).
+#include <cstdint>
+#include <string>
+
+namespace strata::ckpt_tool {
+
+// Exit codes, documented in docs/checkpoint-format.md.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitProblems = 1;  // verify read the checkpoint and found it damaged
+// The command could not do its work: bad command line, not a checkpoint, an unreadable index,
+// a tensor or configuration that an export or import needs is missing or wrong.
+inline constexpr int kExitUnusable = 2;
+
+struct InspectOptions {
+  std::string path;
+  bool json = false;
+};
+int inspect(const InspectOptions& options);
+
+int verify(const std::string& path);
+
+struct ExportOptions {
+  std::string path;
+  std::string out;
+  std::string format;  // "" : from the checkpoint's config.* metadata
+  // "param": the model.* weights as trained; "f32": the float32 master.* weights where the
+  // checkpoint has them (a run with 16-bit parameters), model.* elsewhere.
+  std::string dtype = "param";
+};
+int export_hf(const ExportOptions& options);
+
+struct ImportOptions {
+  std::string hf_dir;
+  std::string out;
+  std::string format;  // "": from config.json's model_type
+  int64_t step = 0;
+  uint64_t seed = 1337;  // the default RNG stream a run loading the checkpoint continues from
+};
+int import_hf(const ImportOptions& options);
+
+}  // namespace strata::ckpt_tool

@@ -1,0 +1,49 @@
+// strata-ckpt export: a sharded checkpoint's model weights, read whole whatever layout saved
+// them, as a Hugging Face model directory through the library's GPT-2 / LLaMA exporters.
+#include <cstdio>
+#include <string>
+
+#include "commands.h"
+#include "model_family.h"
+#include "strata/checkpoint/sharded.h"
+#include "strata/core/error.h"
+#include "strata/train/training_state.h"
+
+namespace strata::ckpt_tool {
+
+int export_hf(const ExportOptions& o) {
+  const checkpoint::ShardedCheckpoint c = checkpoint::ShardedCheckpoint::open(o.path);
+  const std::string where = "checkpoint '" + c.directory() + "'";
+  const Family family = family_of(c.metadata(), o.format, where);
+  // The configuration first: a checkpoint without one fails before any tensor is read.
+  nn::GPTConfig gpt;
+  nn::LlamaConfig llama;
+  if (family == Family::Gpt2) gpt = train::gpt_config_from_metadata(c.metadata(), where);
+  else llama = train::llama_config_from_metadata(c.metadata(), where);
+
+  const std::string prefix = "model.";
+  StateDict state;
+  size_t from_master = 0;
+  for (const auto& [tensor, entry] : c.tensors()) {
+    if (tensor.rfind(prefix, 0) != 0) continue;
+    const std::string name = tensor.substr(prefix.size());
+    // A 16-bit run's master.* holds the float32 weights that model.* rounds.
+    const std::string master = "master." + name;
+    const bool use_master = o.dtype == "f32" && c.contains(master);
+    state[name] = c.read_whole(use_master ? master : tensor);
+    from_master += use_master ? 1 : 0;
+  }
+  STRATA_CHECK(!state.empty(), where, ": holds no model.* tensors to export");
+  if (o.dtype == "f32" && from_master == 0)
+    std::printf("note: %s has no master.* weights (only ZeRO runs with 16-bit parameters save them): "
+                "exporting model.*\n",
+                where.c_str());
+
+  if (family == Family::Gpt2) checkpoint::export_gpt2_safetensors(o.out, state, to_hf(gpt));
+  else checkpoint::export_llama_safetensors(o.out, state, to_hf(llama));
+  std::printf("exported %zu tensors of step %lld (%s, %zu from master.*) to %s/model.safetensors and config.json\n",
+              state.size(), static_cast<long long>(c.step()), family_name(family), from_master, o.out.c_str());
+  return kExitOk;
+}
+
+}  // namespace strata::ckpt_tool

@@ -1,0 +1,90 @@
+// strata-ckpt import: a Hugging Face model directory as a sharded checkpoint of strata's
+// training state (model.* weights, config.*, and the metadata load_training_checkpoint
+// requires), so that a run of any layout can start from pretrained weights.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "commands.h"
+#include "model_family.h"
+#include "strata/checkpoint/sharded.h"
+#include "strata/core/error.h"
+#include "strata/distributed/init.h"
+#include "strata/train/training_state.h"
+
+namespace strata::ckpt_tool {
+namespace {
+
+// The family config.json's model_type names, unless --format gave one.
+Family import_family(const ImportOptions& o) {
+  if (!o.format.empty()) return parse_family(o.format);
+  const std::string path = (std::filesystem::path(o.hf_dir) / "config.json").string();
+  std::string type;
+  try {
+    std::ifstream in(path);
+    STRATA_CHECK(in.good(), "cannot open it");
+    type = nlohmann::json::parse(in).value("model_type", "");
+  } catch (const std::exception& e) {
+    STRATA_FAIL("'", path, "': cannot read model_type (", e.what(), "): pass --format gpt2 or --format llama");
+  }
+  STRATA_CHECK(type == "gpt2" || type == "llama", "'", path, "': model_type '", type,
+               "' is neither gpt2 nor llama: pass --format to read it as one of them");
+  return parse_family(type);
+}
+
+// What save_training_checkpoint writes for one process with an optimizer that has not
+// stepped: load_training_checkpoint requires step, rng.* and, when given an optimizer,
+// optimizer.step; no optim.* tensors means the optimizer starts fresh.
+checkpoint::Metadata import_metadata(const ImportOptions& o, Family family, const checkpoint::Metadata& config) {
+  checkpoint::Metadata meta = config;
+  meta["step"] = std::to_string(o.step);
+  meta["optimizer.step"] = "0";
+  meta["rng.seed"] = std::to_string(o.seed);
+  meta["rng.offset"] = "0";
+  meta["layout.world_size"] = "1";
+  meta["layout.data"] = "1";
+  meta["layout.tensor"] = "1";
+  meta["layout.zero_stage"] = "none";
+  meta["imported_from"] = std::filesystem::absolute(o.hf_dir).string();
+  meta["imported_format"] = family_name(family);
+  return meta;
+}
+
+}  // namespace
+
+int import_hf(const ImportOptions& o) {
+  // save_sharded prunes all but the newest saves of its directory: never let an import
+  // delete a run's checkpoints.
+  STRATA_CHECK(!checkpoint::ShardedCheckpoint::is_sharded(o.out), "'", o.out,
+               "' already holds a sharded checkpoint: import into a new or empty directory");
+  const Family family = import_family(o);
+  StateDict state;
+  checkpoint::Metadata config;
+  if (family == Family::Gpt2) {
+    checkpoint::Gpt2Config hf;
+    state = checkpoint::import_gpt2_safetensors(o.hf_dir, &hf);
+    config = train::gpt_config_metadata(from_hf(hf));
+  } else {
+    checkpoint::HfLlamaConfig hf;
+    state = checkpoint::import_llama_safetensors(o.hf_dir, &hf);
+    config = train::llama_config_metadata(from_hf(hf));
+  }
+  std::vector<checkpoint::SavePiece> pieces;
+  for (const auto& [name, t] : state)
+    pieces.push_back({"model." + name, t.shape(), checkpoint::Region::whole(t.shape()), t});
+
+  dist::ProcessGroup& world = dist::init();
+  STRATA_CHECK(world.size() == 1, "strata-ckpt import runs as one process, not under a launcher (world size ",
+               world.size(), ")");
+  const checkpoint::SaveResult r = checkpoint::save_sharded(
+      o.out, world,
+      checkpoint::take_snapshot(o.step, pieces, import_metadata(o, family, config), {{"tensor_rank", "0"}}));
+  std::printf("imported %zu tensors (%s) from %s as step %lld: %s (%llu bytes)\n", pieces.size(),
+              family_name(family), o.hf_dir.c_str(), static_cast<long long>(o.step), r.directory.c_str(),
+              static_cast<unsigned long long>(r.bytes_written));
+  return kExitOk;
+}
+
+}  // namespace strata::ckpt_tool

@@ -1,0 +1,80 @@
+// strata-ckpt: look into, check and convert strata's sharded checkpoints
+// (docs/checkpoint-format.md, "strata-ckpt").
+//
+//   strata-ckpt inspect runs/ckpt [--json]
+//   strata-ckpt verify runs/ckpt
+//   strata-ckpt export runs/ckpt --out hf/ [--format gpt2|llama] [--dtype param|f32]
+//   strata-ckpt import hf/ --out runs/pretrained [--format gpt2|llama] [--step 0] [--seed 1337]
+//
+// Exit codes: 0 success; 1 verify read the checkpoint and found it damaged; 2 the command
+// could not do its work (bad command line, not a checkpoint, unreadable index, a tensor or
+// configuration an export/import needs is missing or wrong): the message names the file.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "commands.h"
+
+using namespace strata::ckpt_tool;
+
+int main(int argc, char** argv) {
+  CLI::App app{"Inspect, verify and convert strata sharded checkpoints"};
+  app.require_subcommand(1);
+
+  InspectOptions inspect_o;
+  auto* inspect_cmd = app.add_subcommand("inspect", "print the step, metadata, tensors and shard files");
+  inspect_cmd->add_option("path", inspect_o.path, "checkpoint directory (with 'latest') or a step directory")
+      ->required();
+  inspect_cmd->add_flag("--json", inspect_o.json, "machine-readable output");
+
+  std::string verify_path;
+  auto* verify_cmd = app.add_subcommand("verify", "read every piece and check every checksum and the coverage");
+  verify_cmd->add_option("path", verify_path, "checkpoint directory (with 'latest') or a step directory")->required();
+
+  ExportOptions export_o;
+  auto* export_cmd = app.add_subcommand("export", "write the model weights as a Hugging Face model directory");
+  export_cmd->add_option("path", export_o.path, "checkpoint directory (with 'latest') or a step directory")
+      ->required();
+  export_cmd->add_option("--out", export_o.out, "Hugging Face model directory to write")->required();
+  export_cmd->add_option("--format", export_o.format, "model family (default: from the checkpoint's config.*)")
+      ->check(CLI::IsMember({"gpt2", "llama"}));
+  export_cmd
+      ->add_option("--dtype", export_o.dtype,
+                   "param: the model.* weights; f32: the float32 master.* weights where present")
+      ->check(CLI::IsMember({"param", "f32"}))
+      ->capture_default_str();
+
+  ImportOptions import_o;
+  auto* import_cmd = app.add_subcommand("import", "write a Hugging Face model as a sharded checkpoint");
+  import_cmd->add_option("hf_dir", import_o.hf_dir, "Hugging Face model directory (config.json, model.safetensors)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  import_cmd->add_option("--out", import_o.out, "checkpoint directory to create (must not hold one)")->required();
+  import_cmd->add_option("--format", import_o.format, "model family (default: config.json's model_type)")
+      ->check(CLI::IsMember({"gpt2", "llama"}));
+  import_cmd->add_option("--step", import_o.step, "step recorded in the checkpoint")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  import_cmd->add_option("--seed", import_o.seed, "seed of the RNG stream a run loading it continues")
+      ->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help or the error
+    return code == 0 ? kExitOk : kExitUnusable;
+  }
+
+  // Every error is a message, never a crash: strata::Error, and whatever the standard
+  // library or the JSON parser throw on a malformed file.
+  try {
+    if (*inspect_cmd) return inspect(inspect_o);
+    if (*verify_cmd) return verify(verify_path);
+    if (*export_cmd) return export_hf(export_o);
+    return import_hf(import_o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "strata-ckpt: %s\n", e.what());
+    return kExitUnusable;
+  }
+}

@@ -1,0 +1,283 @@
+// Runs the strata-ckpt binary (argv[1]) on checkpoints that this process saves with
+// train::save_training_checkpoint on its one-process world, and reads what it writes back
+// with the library (ShardedCheckpoint, the Hugging Face readers, load_training_checkpoint).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "file_test_util.h"
+#include "strata/strata.h"
+
+using namespace strata;
+namespace st = strata::testing;
+namespace fs = std::filesystem;
+using checkpoint::Metadata;
+using checkpoint::ShardedCheckpoint;
+
+namespace {
+
+std::string g_cli;
+
+// Tiny models, as tests/distributed/model_equivalence_util.h has them.
+nn::GPTConfig tiny_gpt(uint64_t seed = 3) {
+  return {.vocab_size = 15, .context = 8, .n_layer = 2, .n_head = 4, .n_embd = 16, .seed = seed};
+}
+nn::LlamaConfig tiny_llama(uint64_t seed = 3) {
+  return {.vocab_size = 15, .context = 8, .n_layer = 2, .n_head = 8, .n_kv_head = 4, .n_embd = 32,
+          .intermediate_size = 24, .seed = seed};
+}
+
+// Same dtype, shape and bytes.
+::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape())
+    return ::testing::AssertionFailure() << "dtype/shape " << a.dtype() << a.shape() << " vs " << b.dtype()
+                                         << b.shape();
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  if (std::memcmp(ca.raw_data(), cb.raw_data(), ca.numel() * dtype_size(ca.dtype())) != 0)
+    return ::testing::AssertionFailure() << "the bytes differ";
+  return ::testing::AssertionSuccess();
+}
+
+class StrataCkpt : public ::testing::Test {
+ protected:
+  std::string path(const std::string& name) const { return dir_.file(name); }
+  std::string quoted(const std::string& name) const { return st::shell_quote(path(name)); }
+  // Exit status of the CLI run with `args`; its stdout and stderr go to log().
+  int cli(const std::string& args) const {
+    const std::string cmd = st::shell_quote(g_cli) + " " + args + " >" + quoted("log") + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string log() const { return st::read_bytes(path("log")); }
+
+  // Takes one AdamW step (so that the save holds optim.* tensors too) and saves the training
+  // state at step 7 into path(name).
+  static void train_and_save(nn::CausalLM& model, const std::string& dir, const Metadata& config) {
+    optim::AdamW optimizer{model.parameters(), {.lr = 1e-2}};
+    Generator gen(5);
+    const Tensor tokens = randint(0, 15, {2, 8}, {.dtype = DType::Int64}, &gen);
+    const Tensor targets = randint(0, 15, {2, 8}, {.dtype = DType::Int64}, &gen);
+    model.loss(tokens, targets).backward();
+    optimizer.step();
+    optimizer.zero_grad();
+    train::save_training_checkpoint(dir, {.model = model, .world = dist::init(), .optimizer = &optimizer,
+                                          .config = config}, 7);
+  }
+
+  // export, then import, then load into a fresh model of `config` (another initialisation):
+  // every weight comes back bit for bit. `read_hf` reads the exported directory with the
+  // library's own Hugging Face reader.
+  template <class Model, class Config>
+  void round_trip(const Config& config, const Metadata& config_meta, const char* family,
+                  StateDict (*read_hf)(const std::string&)) {
+    Model model(config);
+    train_and_save(model, path("ckpt"), config_meta);
+    const StateDict trained = model.state_dict();
+
+    ASSERT_EQ(cli("export " + quoted("ckpt") + " --out " + quoted("hf")), 0) << log();
+    EXPECT_CONTAINS(log(), std::string("(") + family);  // the family came from config.*
+    const StateDict exported = read_hf(path("hf"));
+    ASSERT_EQ(exported.size(), trained.size());
+    for (const auto& [name, t] : trained) {
+      ASSERT_TRUE(exported.contains(name)) << name;
+      EXPECT_TRUE(same_bits(exported.at(name), t)) << name;
+    }
+
+    ASSERT_EQ(cli("import " + quoted("hf") + " --out " + quoted("imported") + " --step 3"), 0) << log();
+    ASSERT_EQ(cli("verify " + quoted("imported")), 0) << log();
+    const ShardedCheckpoint imported = ShardedCheckpoint::open(path("imported"));
+    EXPECT_EQ(imported.step(), 3);
+    for (const auto& [key, value] : config_meta) EXPECT_EQ(imported.metadata().at(key), value) << key;
+    for (const auto& [name, t] : trained) EXPECT_TRUE(same_bits(imported.read_whole("model." + name), t)) << name;
+
+    // What a run starting from pretrained weights does: any layout loads it (here one
+    // process), with a fresh optimizer.
+    Model fresh(config);
+    optim::AdamW optimizer{fresh.parameters(), {.lr = 1e-2}};
+    const int64_t step = train::load_training_checkpoint(
+        path("imported"), {.model = fresh, .world = dist::init(), .optimizer = &optimizer, .config = config_meta});
+    EXPECT_EQ(step, 3);
+    EXPECT_EQ(optimizer.step_count(), 0);
+    for (const auto& [name, t] : fresh.state_dict()) EXPECT_TRUE(same_bits(t, trained.at(name))) << name;
+  }
+
+  st::TempDir dir_;
+};
+
+StateDict read_gpt2(const std::string& dir) { return checkpoint::import_gpt2_safetensors(dir); }
+StateDict read_llama(const std::string& dir) { return checkpoint::import_llama_safetensors(dir); }
+
+}  // namespace
+
+TEST_F(StrataCkpt, InspectListsTensorsAndVerifyPasses) {
+  nn::GPT model(tiny_gpt());
+  train_and_save(model, path("ckpt"), train::gpt_config_metadata(tiny_gpt()));
+
+  ASSERT_EQ(cli("inspect " + quoted("ckpt")), 0) << log();
+  for (const char* part : {"step        7", "world size  1", "layout.world_size = 1", "config.n_embd = 16",
+                           "model.wte.weight", "model.h.1.mlp.c_fc.weight", "optim.h.0.ln_1.bias.exp_avg_sq",
+                           "[64, 16]", "shard_0.safetensors"})
+    EXPECT_CONTAINS(log(), part);
+
+  ASSERT_EQ(cli("inspect --json " + quoted("ckpt")), 0) << log();
+  const nlohmann::json j = nlohmann::json::parse(log());
+  EXPECT_EQ(j["step"], 7);
+  EXPECT_EQ(j["world_size"], 1);
+  EXPECT_EQ(j["metadata"]["config.vocab_size"], "15");
+  bool found = false;
+  for (const auto& t : j["tensors"]) {
+    if (t["name"] != "model.wte.weight") continue;
+    found = true;
+    EXPECT_EQ(t["shape"], nlohmann::json::array({15, 16}));
+    EXPECT_EQ(t["dtype"], "float32");
+    EXPECT_EQ(t["bytes"], 15 * 16 * 4);
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(j["files"][0]["name"], "shard_0.safetensors");
+
+  ASSERT_EQ(cli("verify " + quoted("ckpt")), 0) << log();
+  const ShardedCheckpoint c = ShardedCheckpoint::open(path("ckpt"));
+  EXPECT_CONTAINS(log(), "OK: " + std::to_string(c.tensors().size()) + " tensors");
+}
+
+TEST_F(StrataCkpt, VerifyNamesTheCorruptedFileAndTensor) {
+  nn::GPT model(tiny_gpt());
+  train_and_save(model, path("ckpt"), train::gpt_config_metadata(tiny_gpt()));
+  const ShardedCheckpoint c = ShardedCheckpoint::open(path("ckpt"));
+  const checkpoint::PieceLocation& piece = c.tensor("model.wpe.weight").pieces.at(0);
+  const std::string shard = (fs::path(c.directory()) / piece.file).string();
+  std::string bytes = st::read_bytes(shard);
+  bytes[piece.byte_begin + 5] ^= 0x10;
+  st::write_bytes(shard, bytes);
+
+  EXPECT_EQ(cli("verify " + quoted("ckpt")), 1) << log();
+  EXPECT_CONTAINS(log(), "PROBLEM: ");
+  EXPECT_CONTAINS(log(), "tensor 'model.wpe.weight' in '" + shard + "'");
+  EXPECT_CONTAINS(log(), "checksum mismatch");
+  EXPECT_CONTAINS(log(), "FAILED: 1 problem in");
+  EXPECT_EQ(cli("inspect " + quoted("ckpt")), 0) << log();  // the index alone is fine
+
+  fs::remove(shard);
+  EXPECT_EQ(cli("verify " + quoted("ckpt")), 1) << log();
+  EXPECT_CONTAINS(log(), piece.file);
+  EXPECT_EQ(cli("inspect " + quoted("ckpt")), 0) << log();
+  EXPECT_CONTAINS(log(), piece.file + "  MISSING");
+}
+
+TEST_F(StrataCkpt, RefusesWhatIsNotAReadableCheckpoint) {
+  fs::create_directories(path("empty"));
+  EXPECT_EQ(cli("verify " + quoted("empty")), 2);
+  EXPECT_CONTAINS(log(), "is not a sharded checkpoint");
+  EXPECT_EQ(cli("inspect " + quoted("nowhere")), 2);
+  EXPECT_CONTAINS(log(), "nowhere");
+
+  nn::GPT model(tiny_gpt());
+  train_and_save(model, path("ckpt"), {});  // no config.*
+  // Without a configuration, export can tell neither the family nor the sizes.
+  EXPECT_EQ(cli("export " + quoted("ckpt") + " --out " + quoted("hf")), 2);
+  EXPECT_CONTAINS(log(), "--format gpt2");
+  EXPECT_EQ(cli("export " + quoted("ckpt") + " --out " + quoted("hf") + " --format gpt2"), 2);
+  EXPECT_CONTAINS(log(), "'config.vocab_size' is missing");
+  EXPECT_FALSE(fs::exists(path("hf")));
+  // An import never writes into (and prunes) an existing checkpoint directory.
+  fs::create_directories(path("hf_in"));
+  EXPECT_EQ(cli("import " + quoted("hf_in") + " --out " + quoted("ckpt")), 2);
+  EXPECT_CONTAINS(log(), "already holds a sharded checkpoint");
+
+  const std::string index = (fs::path(ShardedCheckpoint::open(path("ckpt")).directory()) / "index.json").string();
+  st::write_bytes(index, "{ not json");
+  EXPECT_EQ(cli("verify " + quoted("ckpt")), 2);
+  EXPECT_CONTAINS(log(), index);
+  EXPECT_CONTAINS(log(), "not valid JSON");
+
+  EXPECT_EQ(cli(""), 2);  // no subcommand
+  EXPECT_EQ(cli("export " + quoted("ckpt") + " --out " + quoted("hf") + " --format bert"), 2);
+}
+
+TEST_F(StrataCkpt, Gpt2ExportImportRoundTripsBitForBit) {
+  round_trip<nn::GPT>(tiny_gpt(), train::gpt_config_metadata(tiny_gpt()), "gpt2", read_gpt2);
+}
+
+TEST_F(StrataCkpt, LlamaExportImportRoundTripsBitForBit) {
+  round_trip<nn::Llama>(tiny_llama(), train::llama_config_metadata(tiny_llama()), "llama", read_llama);
+}
+
+// A 16-bit run under ZeRO: model.* in bfloat16 and float32 master.*, each tensor in two flat
+// pieces. Export joins the pieces; --dtype f32 takes the masters, the default the rounded
+// parameters.
+TEST_F(StrataCkpt, ExportJoinsPiecesAndTakesMasterWeightsWithDtypeF32) {
+  nn::GPT model(tiny_gpt());
+  const StateDict weights = model.state_dict();
+  std::vector<checkpoint::SavePiece> pieces;
+  for (const auto& [name, t] : weights) {
+    const Shape& shape = t.shape();
+    const int64_t n = t.numel();
+    const Tensor flat = t.reshape({n}), rounded = flat.to(DType::BFloat16);
+    for (const auto& [b, e] : {std::pair<int64_t, int64_t>{0, n / 2}, {n / 2, n}}) {
+      const checkpoint::Region region = checkpoint::Region::flat(shape, b, e);
+      pieces.push_back({"master." + name, shape, region, flat.narrow(0, b, e - b)});
+      pieces.push_back({"model." + name, shape, region, rounded.narrow(0, b, e - b)});
+    }
+  }
+  nn::GPTConfig config = tiny_gpt();
+  config.param_dtype = DType::BFloat16;
+  checkpoint::save_sharded(path("ckpt"), dist::init(),
+                           checkpoint::take_snapshot(5, pieces, train::gpt_config_metadata(config)));
+  ASSERT_EQ(cli("verify " + quoted("ckpt")), 0) << log();
+  EXPECT_CONTAINS(log(), "OK: " + std::to_string(2 * weights.size()) + " tensors, " +
+                             std::to_string(4 * weights.size()) + " pieces");
+
+  ASSERT_EQ(cli("export " + quoted("ckpt") + " --out " + quoted("hf32") + " --dtype f32"), 0) << log();
+  EXPECT_CONTAINS(log(), std::to_string(weights.size()) + " from master.*");
+  const StateDict masters = read_gpt2(path("hf32"));
+  for (const auto& [name, t] : weights) EXPECT_TRUE(same_bits(masters.at(name), t)) << name;
+
+  ASSERT_EQ(cli("export " + quoted("ckpt") + " --out " + quoted("hf16")), 0) << log();
+  const StateDict params = read_gpt2(path("hf16"));
+  for (const auto& [name, t] : weights)
+    EXPECT_TRUE(same_bits(params.at(name), t.to(DType::BFloat16).to(DType::Float32))) << name;
+}
+
+// The configuration export reads back is the one saved; train_gpt leaves param_dtype out.
+TEST(ConfigMetadata, ParsesBackWhatItWrites) {
+  nn::GPTConfig g = tiny_gpt();
+  g.dropout = 0.1;
+  g.param_dtype = DType::BFloat16;
+  const nn::GPTConfig g2 = train::gpt_config_from_metadata(train::gpt_config_metadata(g), "here");
+  EXPECT_EQ(train::gpt_config_metadata(g2), train::gpt_config_metadata(g));
+  Metadata no_param_dtype = train::gpt_config_metadata(tiny_gpt());
+  no_param_dtype.erase("config.param_dtype");
+  EXPECT_EQ(train::gpt_config_from_metadata(no_param_dtype, "here").parameter_dtype(), DType::Float32);
+
+  nn::LlamaConfig l = tiny_llama();
+  l.rope_theta = 500000.0;
+  l.rms_norm_eps = 1e-6;
+  const nn::LlamaConfig l2 = train::llama_config_from_metadata(train::llama_config_metadata(l), "here");
+  EXPECT_EQ(l2.rope_theta, l.rope_theta);
+  EXPECT_EQ(l2.rms_norm_eps, l.rms_norm_eps);
+  EXPECT_EQ(train::llama_config_metadata(l2), train::llama_config_metadata(l));
+
+  Metadata bad = train::llama_config_metadata(l);
+  bad["config.rope_theta"] = "1e5x";
+  try {
+    train::llama_config_from_metadata(bad, "checkpoint 'c'");
+    FAIL() << "a malformed number was accepted";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(e.what(), "checkpoint 'c': metadata field 'config.rope_theta' is not a finite number: '1e5x'");
+  }
+}
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: strata_ckpt_test <path to strata-ckpt>\n");
+    return 2;
+  }
+  g_cli = argv[1];
+  return RUN_ALL_TESTS();
+}
