@@ -74,6 +74,7 @@ struct Options {
   bool async_save = false;
   int64_t stop_at = 0;  // 0: run to --steps
   std::string resume;
+  std::string init_from;
   std::string export_hf;
 };
 
@@ -118,6 +119,8 @@ void validate(const Options& o) {
   check_at_least_one({{"--keep-last", o.keep_last}});
   STRATA_CHECK(!o.resume_latest || !o.save.empty(), "--resume-latest resumes from the --save directory: pass --save");
   STRATA_CHECK(!o.resume_latest || o.resume.empty(), "pass either --resume or --resume-latest");
+  STRATA_CHECK(o.init_from.empty() || (o.resume.empty() && !o.resume_latest),
+               "--init-from starts a new run from a checkpoint's weights: it excludes --resume and --resume-latest");
   STRATA_CHECK(o.save.empty() || !std::filesystem::is_regular_file(o.save), "--save '", o.save,
                "' is a file (a single-file training state of an earlier strata?): checkpoints are now directories; "
                "pass a new path");
@@ -198,6 +201,12 @@ int run(const Options& o) {
       .tensor = layout.tensor, .duplicate = duplicate, .sampler = &sampler, .scheduler = &trainer.schedule(),
       .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr, .config = sharded_config,
       .layout = {{"pipeline", std::to_string(t.pp)}, {"schedule", t.schedule}, {"param_dtype", t.param_dtype}}};
+  if (!o.init_from.empty()) {
+    // Pretrained weights (e.g. `strata-ckpt import` of a Hugging Face model) in any layout;
+    // the optimizer, data order and schedule start fresh.
+    train::load_training_checkpoint(o.init_from, target, nullptr, {.weights_only = true});
+    if (g_lead) std::printf("initialised the weights from %s\n", o.init_from.c_str());
+  }
   int64_t start = 0;
   const std::string resume = resume_path(o);
   if (!resume.empty()) {
@@ -369,6 +378,8 @@ int main(int argc, char** argv) {
   app.add_option("--resume", o.resume, "checkpoint directory (or an earlier single-file training state) to continue "
                  "from, in any layout; refused when its model configuration or checksums do not match, or when it is "
                  "past --stop-at/--steps");
+  app.add_option("--init-from", o.init_from, "start from the weights of this checkpoint (any layout; e.g. a Hugging "
+                 "Face model imported with `strata-ckpt import`); optimizer, data and schedule start fresh");
   app.add_option("--export-hf", o.export_hf, "directory for model.safetensors + config.json (HF GPT-2)");
   CLI11_PARSE(app, argc, argv);
   return examples::run_example("train_gpt", [&] { return run(o); });

@@ -104,7 +104,7 @@ struct Loaded {
   uint64_t rng_seed = 0, rng_offset = 0;
 };
 
-Loaded read_everything(const std::string& path, const CheckpointTarget& t) {
+Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool weights_only) {
   NoGradGuard no_grad;
   STRATA_CHECK(t.optimizer == nullptr || t.zero == nullptr,
                "load_training_checkpoint: pass either a plain optimizer or a ZeroOptimizer, not both");
@@ -113,9 +113,11 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t) {
   Loaded out;
   out.metadata = c.metadata();
   check_config(out.metadata, t.config, where);
-  out.step = metadata_int(out.metadata, "step", where);
-  out.rng_seed = metadata_u64(out.metadata, "rng.seed", where);
-  out.rng_offset = metadata_u64(out.metadata, "rng.offset", where);
+  out.step = out.metadata.count("step") != 0 || !weights_only ? metadata_int(out.metadata, "step", where) : 0;
+  if (!weights_only) {
+    out.rng_seed = metadata_u64(out.metadata, "rng.seed", where);
+    out.rng_offset = metadata_u64(out.metadata, "rng.offset", where);
+  }
   const detail::Place place = detail::place_of(t);
   std::map<const void*, std::string> names;
   const std::map<std::string, Tensor> params = detail::named_parameters_by_data(t.model, t.optimizer != nullptr ? &names : nullptr);
@@ -124,7 +126,7 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t) {
     auto it = keys.find(name);
     return it == keys.end() ? std::vector<std::string>{} : it->second;
   };
-  const bool has_optimizer = t.optimizer != nullptr || t.zero != nullptr;
+  const bool has_optimizer = !weights_only && (t.optimizer != nullptr || t.zero != nullptr);
   const int64_t optimizer_steps = has_optimizer ? metadata_int(out.metadata, "optimizer.step", where) : 0;
 
   if (t.zero != nullptr) {
@@ -135,18 +137,21 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t) {
       Tensor master = zeros({own.numel}, {.dtype = own.master.dtype()});
       read_range(c, weight_source(c, own.name, master.dtype()), layout, own.offset, master);
       out.copies.emplace_back(own.master, master.reshape(own.master.shape()));
-      read_optimizer_state(c, keys_of(own.name), own.name, layout, own.inner_index, own.offset, own.master,
-                           out.optimizer_state);
+      if (has_optimizer)
+        read_optimizer_state(c, keys_of(own.name), own.name, layout, own.inner_index, own.offset, own.master,
+                             out.optimizer_state);
     }
-    add_common_state(inner, optimizer_steps, out.optimizer_state);
-    out.has_optimizer_state = true;
+    if (has_optimizer) {
+      add_common_state(inner, optimizer_steps, out.optimizer_state);
+      out.has_optimizer_state = true;
+    }
   } else {
     for (const auto& [name, param] : params) {
       const LocalLayout layout = detail::layout_of(place, name, param.shape());
       out.copies.emplace_back(param, read_local(c, weight_source(c, name, param.dtype()), layout, param.shape(),
                                                 param.dtype()));
     }
-    if (t.optimizer != nullptr) {
+    if (has_optimizer && t.optimizer != nullptr) {
       int64_t index = 0;
       for (const optim::ParamGroup& g : t.optimizer->param_groups())
         for (const Tensor& p : g.params) {
@@ -164,6 +169,7 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t) {
     const LocalLayout layout = detail::layout_of(place, name, buffer.shape());
     out.copies.emplace_back(buffer, read_local(c, "model." + name, layout, buffer.shape(), buffer.dtype()));
   }
+  if (weights_only) return out;
   if (t.sampler != nullptr)
     for (const auto& [key, value] : t.sampler->state_dict())
       out.sampler_state[key] = from_vector(std::vector<int64_t>{metadata_int(out.metadata, "sampler." + key, where)}, {});
@@ -188,12 +194,13 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t) {
 
 }  // namespace
 
-int64_t load_training_checkpoint(const std::string& path, const CheckpointTarget& t, Metadata* extra) {
+int64_t load_training_checkpoint(const std::string& path, const CheckpointTarget& t, Metadata* extra,
+                                 const LoadOptions& options) {
   const std::string who = "load_training_checkpoint '" + path + "'";
   Loaded loaded;
   std::string error;
   try {
-    loaded = read_everything(path, t);
+    loaded = read_everything(path, t, options.weights_only);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -205,7 +212,7 @@ int64_t load_training_checkpoint(const std::string& path, const CheckpointTarget
       if (t.zero != nullptr) t.zero->optimizer().load_state_dict(loaded.optimizer_state);
       if (t.optimizer != nullptr) t.optimizer->load_state_dict(loaded.optimizer_state);
     }
-    if (t.sampler != nullptr) t.sampler->load_state_dict(loaded.sampler_state);
+    if (t.sampler != nullptr && !options.weights_only) t.sampler->load_state_dict(loaded.sampler_state);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -215,9 +222,11 @@ int64_t load_training_checkpoint(const std::string& path, const CheckpointTarget
     for (auto& [dest, value] : loaded.copies) dest.copy_(value);
   }
   if (t.zero != nullptr) t.zero->reload_parameters_from_master();  // collective
-  default_generator().set_state(loaded.rng_seed, loaded.rng_offset);
-  if (t.rng_tracker != nullptr) t.rng_tracker->set_states(loaded.tracker_states);
-  if (t.scheduler != nullptr) t.scheduler->set_last_step(loaded.step);
+  if (!options.weights_only) {
+    default_generator().set_state(loaded.rng_seed, loaded.rng_offset);
+    if (t.rng_tracker != nullptr) t.rng_tracker->set_states(loaded.tracker_states);
+    if (t.scheduler != nullptr) t.scheduler->set_last_step(loaded.step);
+  }
   if (extra != nullptr) {
     extra->clear();
     for (const auto& [key, value] : loaded.metadata)

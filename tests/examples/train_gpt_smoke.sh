@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # examples/train_gpt end to end: train a few steps with a save, resume from it, export to
 # Hugging Face safetensors, and check that the resumed run equals an uninterrupted one
-# (the exported weights are compared bit for bit) and that Python reads the export.
-#   train_gpt_smoke.sh <train_gpt binary> <tests source dir>
+# (the exported weights are compared bit for bit) and that Python reads the export. With
+# strata-ckpt: the export imported back starts a run (--init-from) with the same accuracy.
+#   train_gpt_smoke.sh <train_gpt binary> <tests source dir> [strata-ckpt binary]
 set -euo pipefail
 bin=$1
 tests=$2
+ckpt_tool=${3:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 common=(--steps 12 --batch 8 --layers 1 --width 32 --heads 2 --digits 2 --warmup 2 --log-every 4
@@ -37,5 +39,14 @@ assert header["h.0.attn.c_attn.weight"]["shape"] == [32, 96], header["h.0.attn.c
 assert header["wte.weight"]["shape"] == [14, 32]
 print("python read", len(header) - ("__metadata__" in header), "tensors")
 PY
+fi
+if [ -n "$ckpt_tool" ]; then
+  # Hugging Face export -> checkpoint -> a new run's weights: a step at a negligible lr leaves
+  # the evaluation where the exporting run ended.
+  "$ckpt_tool" import "$work/straight" --out "$work/imported" > "$work/import.log" || { cat "$work/import.log"; exit 1; }
+  "$bin" "${common[@]}" --steps 1 --warmup 0 --lr 1e-12 --metrics "" --init-from "$work/imported" > "$work/init.log"
+  grep -q "initialised the weights from" "$work/init.log" || { cat "$work/init.log"; exit 1; }
+  [ "$(grep -o "final exact-match accuracy: .*" "$work/init.log")" = "$(grep -o "final exact-match accuracy: .*" "$work/straight.log")" ] \
+    || { echo "--init-from did not reproduce the exported model"; tail -2 "$work/straight.log" "$work/init.log"; exit 1; }
 fi
 echo "train_gpt smoke test passed"

@@ -75,6 +75,13 @@ checkpoint::SaveResult save_training_checkpoint(const std::string& dir, const Ch
                                                 const checkpoint::Metadata& extra = {},
                                                 const checkpoint::SaveOptions& options = {});
 
+struct LoadOptions {
+  // Only the weights (model.*, or master.* into ZeRO's master weights): for starting a run from
+  // pretrained weights (strata-ckpt import). The optimizer, sampler, RNG and scheduler keep
+  // their state, and no training metadata is required.
+  bool weights_only = false;
+};
+
 // Collective over target.world: restores everything the checkpoint at `path` (its `latest`
 // save, or a step directory) holds into this layout, reading this rank's parts of every
 // tensor from whichever pieces hold them. Returns the step saved; `extra` receives the
@@ -82,6 +89,6 @@ checkpoint::SaveResult save_training_checkpoint(const std::string& dir, const Ch
 // checksums, configuration) name the file and the tensor and fail on every rank; nothing
 // is changed unless every rank read everything it needs.
 int64_t load_training_checkpoint(const std::string& path, const CheckpointTarget& target,
-                                 checkpoint::Metadata* extra = nullptr);
+                                 checkpoint::Metadata* extra = nullptr, const LoadOptions& options = {});
 
 }  // namespace strata::train
