@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "strata/core/random.h"
 
@@ -29,15 +30,26 @@ std::string exact_decimal(double value) {
   return text;
 }
 
-double metadata_double(const checkpoint::Metadata& metadata, const std::string& key, const std::string& where) {
+// metadata[key] parsed whole as a T (nullopt when it is not one); `text` gets the field's text.
+// A missing field throws naming `where` and the key.
+template <class T>
+std::optional<T> parse_field(const checkpoint::Metadata& metadata, const std::string& key, const std::string& where,
+                             const std::string*& text) {
   auto it = metadata.find(key);
   STRATA_CHECK(it != metadata.end(), where, ": metadata field '", key, "' is missing");
-  const std::string& text = it->second;
-  double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  STRATA_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size() && std::isfinite(value), where,
-               ": metadata field '", key, "' is not a finite number: '", text, "'");
+  text = &it->second;
+  T value{};
+  const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (text->empty() || ec != std::errc() || end != text->data() + text->size()) return std::nullopt;
   return value;
+}
+
+double metadata_double(const checkpoint::Metadata& metadata, const std::string& key, const std::string& where) {
+  const std::string* text = nullptr;
+  const std::optional<double> value = parse_field<double>(metadata, key, where, text);
+  STRATA_CHECK(value && std::isfinite(*value), where, ": metadata field '", key, "' is not a finite number: '", *text,
+               "'");
+  return *value;
 }
 
 // A dtype by the name dtype_name gives it ("float32", "bfloat16", ...).
@@ -159,25 +171,18 @@ void check_config(const checkpoint::Metadata& stored, const checkpoint::Metadata
 
 int64_t metadata_int(const checkpoint::Metadata& metadata, const std::string& key, const std::string& where,
                      int64_t min, int64_t max) {
-  auto it = metadata.find(key);
-  STRATA_CHECK(it != metadata.end(), where, ": metadata field '", key, "' is missing");
-  const std::string& text = it->second;
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  STRATA_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size() && value >= min && value <= max,
-               where, ": metadata field '", key, "' is not an integer in [", min, ", ", max, "]: '", text, "'");
-  return value;
+  const std::string* text = nullptr;
+  const std::optional<int64_t> value = parse_field<int64_t>(metadata, key, where, text);
+  STRATA_CHECK(value && *value >= min && *value <= max, where, ": metadata field '", key, "' is not an integer in [",
+               min, ", ", max, "]: '", *text, "'");
+  return *value;
 }
 
 uint64_t metadata_u64(const checkpoint::Metadata& metadata, const std::string& key, const std::string& where) {
-  auto it = metadata.find(key);
-  STRATA_CHECK(it != metadata.end(), where, ": metadata field '", key, "' is missing");
-  const std::string& text = it->second;
-  uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  STRATA_CHECK(!text.empty() && ec == std::errc() && end == text.data() + text.size(), where, ": metadata field '",
-               key, "' is not an unsigned integer: '", text, "'");
-  return value;
+  const std::string* text = nullptr;
+  const std::optional<uint64_t> value = parse_field<uint64_t>(metadata, key, where, text);
+  STRATA_CHECK(value.has_value(), where, ": metadata field '", key, "' is not an unsigned integer: '", *text, "'");
+  return *value;
 }
 
 }  // namespace strata::train

@@ -10,6 +10,8 @@ bin=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/examples/resume_checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/resume_checks.sh"
 common=(--steps 12 --batch 4 --layers 4 --width 32 --heads 4 --digits 3 --warmup 2 --log-every 4
         --eval-examples 20 --metrics "")
 losses() { grep -o "^step [0-9]*/12 | loss [0-9.]*" "$1"; }
@@ -46,12 +48,7 @@ same "$work/one.log" "$work/pp_tp.log" "pp=2 x tp=2"
 "$mpirun" --oversubscribe -np 4 "$bin" "${common[@]}" --pp 2 --tp 2 --save "$work/pp_ckpt" --stop-at 6 > "$work/pp_first.log"
 "$mpirun" --oversubscribe -np 2 "$bin" "${common[@]}" --pp 2 --resume "$work/pp_ckpt" > "$work/pp_resumed.log"
 "$bin" "${common[@]}" --resume "$work/pp_ckpt" > "$work/pp_as_one.log"
-after_6() { losses "$1" | grep -E "^step (8|12)/"; }
-for run in pp_resumed pp_as_one; do
-  grep -q "resumed from .* at step 6" "$work/$run.log" || { cat "$work/$run.log"; fail "$run: no resume"; }
-  [ "$(after_6 "$work/$run.log")" = "$(after_6 "$work/one.log")" ] \
-    || { paste <(after_6 "$work/one.log") <(after_6 "$work/$run.log"); fail "$run: losses differ from the uninterrupted run"; }
-done
+expect_resumed_like "$work/one.log" "$work/pp_resumed.log" "$work/pp_as_one.log"
 
 # Refusals, by name.
 if "$mpirun" --oversubscribe -np 2 "$bin" "${common[@]}" --pp 2 --zero 3 > "$work/bad.log" 2>&1; then fail "--zero 3 with --pp ran"; fi

@@ -10,6 +10,8 @@ bin=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# shellcheck source=tests/examples/resume_checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/resume_checks.sh"
 common=(--steps 12 --batch 4 --layers 2 --width 32 --heads 4 --digits 3 --warmup 2 --log-every 4
         --eval-examples 20 --metrics "")
 losses() { grep -o "^step [0-9]*/12 | loss [0-9.]*" "$1"; }
@@ -35,12 +37,7 @@ done
 "$mpirun" --oversubscribe -np 2 "$bin" "${common[@]}" --tp 2 --save "$work/tp_ckpt" --stop-at 6 > "$work/tp_first.log"
 "$mpirun" --oversubscribe -np 2 "$bin" "${common[@]}" --tp 2 --resume "$work/tp_ckpt" > "$work/tp_resumed.log"
 "$bin" "${common[@]}" --resume "$work/tp_ckpt" > "$work/tp_as_one.log"
-after_6() { losses "$1" | grep -E "^step (8|12)/"; }
-for run in tp_resumed tp_as_one; do
-  grep -q "resumed from .* at step 6" "$work/$run.log" || { cat "$work/$run.log"; fail "$run: no resume"; }
-  [ "$(after_6 "$work/$run.log")" = "$(after_6 "$work/tp.log")" ] \
-    || { paste <(after_6 "$work/tp.log") <(after_6 "$work/$run.log"); fail "$run: losses differ from the uninterrupted run"; }
-done
+expect_resumed_like "$work/tp.log" "$work/tp_resumed.log" "$work/tp_as_one.log"
 
 # A degree that does not divide the ranks is refused by name.
 if "$mpirun" --oversubscribe -np 2 "$bin" "${common[@]}" --tp 3 > "$work/bad.log" 2>&1; then fail "--tp 3 on 2 ranks ran"; fi
