@@ -201,7 +201,11 @@ void ShardedCheckpoint::read(const std::string& name, const Shape& expected_shap
     for_each_overlap(have, want, [&](int64_t, int64_t, int64_t) { overlaps = true; });
     if (!overlaps) continue;
     check_header(p.file);
-    Tensor bytes = read_piece(directory_, name, e.dtype, p);
+    if (!last_piece_.defined() || last_piece_key_ != std::make_pair(p.file, p.byte_begin)) {
+      last_piece_ = read_piece(directory_, name, e.dtype, p);
+      last_piece_key_ = {p.file, p.byte_begin};
+    }
+    Tensor bytes = last_piece_;
     if (bytes.dtype() != dest.dtype()) bytes = bytes.to(dest.dtype());
     const auto* in = static_cast<const char*>(bytes.raw_data());
     filled += for_each_overlap(have, want, [&](int64_t src, int64_t dst, int64_t n) {

@@ -161,14 +161,14 @@ void prune(const fs::path& root, const std::string& current, int keep) {
 }  // namespace
 
 SaveSnapshot take_snapshot(int64_t step, const std::vector<SavePiece>& pieces, const Metadata& metadata,
-                           const Metadata& rank_metadata) {
+                           const Metadata& rank_metadata, bool own_copies) {
   NoGradGuard no_grad;
   SaveSnapshot s{.step = step, .pieces = {}, .metadata = metadata, .rank_metadata = rank_metadata};
   s.pieces.reserve(pieces.size());
   for (const SavePiece& p : pieces) {
     STRATA_CHECK(p.data.defined(), "take_snapshot: tensor '", p.name, "' is undefined");
     Tensor copy = p.data.to(Device::cpu()).contiguous();
-    if (copy.raw_data() == p.data.raw_data()) copy = copy.clone();  // own memory, not a view
+    if (own_copies && copy.raw_data() == p.data.raw_data()) copy = copy.clone();  // own memory, not a view
     s.pieces.push_back({p.name, p.global_shape, p.region, copy});
   }
   return s;

@@ -106,7 +106,8 @@ Metadata save_rank_metadata(const CheckpointTarget& t, const Place& place) {
 
 }  // namespace
 
-checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& t, int64_t step, const Metadata& extra) {
+checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& t, int64_t step, const Metadata& extra,
+                                                 bool own_copies) {
   NoGradGuard no_grad;
   STRATA_CHECK(t.optimizer == nullptr || t.zero == nullptr,
                "save_training_checkpoint: pass either a plain optimizer or a ZeroOptimizer, not both");
@@ -161,7 +162,8 @@ checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& t, int6
     auto [begin, end] = replica_chunk(t, buffer.numel());
     add_pieces(pieces, "model." + name, layout, buffer.reshape({buffer.numel()}), 0, begin, end);
   }
-  return checkpoint::take_snapshot(step, pieces, save_metadata(t, step, extra), save_rank_metadata(t, place));
+  return checkpoint::take_snapshot(step, pieces, save_metadata(t, step, extra), save_rank_metadata(t, place),
+                                   own_copies);
 }
 
 checkpoint::SaveResult save_training_checkpoint(const std::string& dir, const CheckpointTarget& t, int64_t step,
@@ -169,7 +171,7 @@ checkpoint::SaveResult save_training_checkpoint(const std::string& dir, const Ch
   checkpoint::SaveSnapshot snapshot;
   std::string error;
   try {
-    snapshot = snapshot_training_state(t, step, extra);
+    snapshot = snapshot_training_state(t, step, extra, /*own_copies=*/false);  // written before training resumes
   } catch (const std::exception& e) {
     error = e.what();
   }

@@ -58,15 +58,18 @@ struct SaveResult {
   double total_seconds = 0;  // the whole collective save
 };
 
-// A save's pieces copied at a step boundary: training may change the tensors afterwards.
+// A save's pieces as contiguous CPU tensors, taken at a step boundary.
 struct SaveSnapshot {
   int64_t step = 0;
   std::vector<SavePiece> pieces;  // own contiguous CPU copies
   Metadata metadata;              // the save's metadata (rank 0's is the one written)
   Metadata rank_metadata;         // this rank's own (e.g. its tensor-parallel RNG state)
 };
+// With own_copies (for saves written while training goes on) every piece is copied;
+// without, contiguous CPU pieces are used as they are (a synchronous save, done before the
+// tensors change again).
 SaveSnapshot take_snapshot(int64_t step, const std::vector<SavePiece>& pieces, const Metadata& metadata = {},
-                           const Metadata& rank_metadata = {});
+                           const Metadata& rank_metadata = {}, bool own_copies = true);
 
 // Collective over `group` (every rank of the run; the directory must be visible to all):
 // writes a new save of `snapshot` into `dir` and points `dir`/latest at it:
@@ -165,6 +168,10 @@ class ShardedCheckpoint {
   std::map<std::string, TensorEntry> tensors_;
   std::map<std::string, uint32_t> file_header_crc_;
   mutable std::set<std::string> headers_checked_;  // files whose header matched the index
+  // The piece read last (file, first byte) and its checked bytes: the sections of a fused
+  // tensor-parallel projection ask for parts of one piece in turn.
+  mutable std::pair<std::string, uint64_t> last_piece_key_;
+  mutable Tensor last_piece_;
   // Throws naming the file when its header differs from the one the index recorded (a shard
   // of another save, or a replaced file).
   void check_header(const std::string& file) const;

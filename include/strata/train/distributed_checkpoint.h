@@ -62,11 +62,11 @@ struct CheckpointTarget {
   checkpoint::Metadata layout = {};
 };
 
-// This rank's pieces and metadata of the training state at `step`, copied: training may go
-// on while save_sharded writes them (how an asynchronous save takes its snapshot).
-// Collective only at ZeRO stage 3? No: local, no communication.
+// This rank's pieces and metadata of the training state at `step` (no communication). With
+// own_copies, every piece is a copy, so that training may go on while save_sharded writes
+// them (an asynchronous save); without, pieces may view the live tensors.
 checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& target, int64_t step,
-                                                 const checkpoint::Metadata& extra = {});
+                                                 const checkpoint::Metadata& extra = {}, bool own_copies = true);
 
 // Collective over target.world: a new save of the whole training state into `dir`
 // (see checkpoint::save_sharded for atomicity and `latest`). Call it at a step boundary
