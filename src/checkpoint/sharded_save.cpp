@@ -140,22 +140,37 @@ int64_t step_of(const std::string& name) {
   return std::stoll(digits);
 }
 
+// Removes a save directory without ever leaving a partly deleted "step-*": it is first
+// renamed (atomically) to ".deleting-<name>", which no reader takes for a save, and a crash
+// during the removal leaves only that. Best effort: what cannot be removed stays.
+void remove_save(const fs::path& dir) {
+  std::error_code ec;
+  const std::string name = dir.filename().string();
+  fs::path doomed = dir;
+  if (name.rfind(".deleting-", 0) != 0) {
+    doomed = dir.parent_path() / (".deleting-" + name);
+    fs::rename(dir, doomed, ec);
+    if (ec) return;
+  }
+  fs::remove_all(doomed, ec);
+}
+
 // Keeps the newest `keep` complete saves (by step, then modification time; `current` always)
-// and removes leftovers of failed saves. Best effort: a file that cannot be removed stays.
+// and removes leftovers of failed saves and of interrupted removals.
 void prune(const fs::path& root, const std::string& current, int keep) {
   std::vector<std::pair<std::pair<int64_t, fs::file_time_type>, fs::path>> saves;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
     if (name == current) continue;
-    if (name.rfind(".tmp-step-", 0) == 0) {
-      fs::remove_all(entry.path(), ec);
+    if (name.rfind(".tmp-step-", 0) == 0 || name.rfind(".deleting-", 0) == 0) {
+      remove_save(entry.path());
     } else if (entry.is_directory() && step_of(name) >= 0) {
       saves.push_back({{step_of(name), fs::last_write_time(entry.path(), ec)}, entry.path()});
     }
   }
   std::sort(saves.begin(), saves.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t i = static_cast<size_t>(std::max(keep - 1, 0)); i < saves.size(); ++i) fs::remove_all(saves[i].second, ec);
+  for (size_t i = static_cast<size_t>(std::max(keep - 1, 0)); i < saves.size(); ++i) remove_save(saves[i].second);
 }
 
 }  // namespace
@@ -223,10 +238,7 @@ SaveResult finish_save(const SaveTicket& ticket, dist::ProcessGroup& group, cons
   if (group.size() > 1) group.all_reduce(failed, dist::ReduceOp::Max)->wait();
   std::string error = mine.error;
   if (failed.to_vector<int64_t>()[0] != 0) {
-    if (group.rank() == 0) {
-      std::error_code ec;
-      fs::remove_all(temp, ec);
-    }
+    if (group.rank() == 0) remove_save(temp);
     dist::agree_on_success(group, error, who);  // throws on every rank: one of them failed
   }
   const std::vector<std::string> texts = dist::all_gather_strings(group, mine.description);
@@ -251,9 +263,8 @@ SaveResult finish_save(const SaveTicket& ticket, dist::ProcessGroup& group, cons
     } catch (const std::exception& e) {
       error = e.what();
       if (!pointer_moved) {  // nothing refers to this save: remove it
-        std::error_code ec;
-        fs::remove_all(temp, ec);
-        fs::remove_all(root / final_name, ec);
+        remove_save(temp);
+        if (fs::exists(root / final_name)) remove_save(root / final_name);
       }
     }
   }
