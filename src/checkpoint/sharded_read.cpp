@@ -32,26 +32,32 @@ Metadata string_map(const json& j, const std::string& where) {
   return out;
 }
 
-// A piece's bytes, read and checked against the index's CRC-32.
-Tensor read_piece(const std::string& dir, const std::string& name, DType dtype, const PieceLocation& p) {
+// Reads a piece's bytes into `dst` (room for all of them) and checks them against the
+// index's CRC-32; on a mismatch `dst` holds the bad bytes and this throws.
+void read_piece_into(const std::string& dir, const std::string& name, DType dtype, const PieceLocation& p, void* dst) {
   const std::string path = (fs::path(dir) / p.file).string();
   const std::string where = "sharded checkpoint '" + dir + "': tensor '" + name + "' in '" + path + "'";
   const auto expected = static_cast<uint64_t>(p.region.numel()) * dtype_size(dtype);
   STRATA_CHECK(p.byte_end - p.byte_begin == expected, where, ": the index gives ", p.byte_end - p.byte_begin,
                " bytes for ", p.region.numel(), " elements of ", dtype_name(dtype), " (", expected, " expected)");
-  Tensor t = empty({p.region.numel()}, {.dtype = dtype});
   try {
     detail::ReadOnlyFile file(path);
     STRATA_CHECK(p.byte_end <= file.size(), "the piece's bytes [", p.byte_begin, ", ", p.byte_end,
                  ") lie beyond the end of the file (", file.size(), " bytes): truncated");
-    if (expected > 0) file.read_at(p.byte_begin, t.raw_data(), expected);
+    if (expected > 0) file.read_at(p.byte_begin, dst, expected);
   } catch (const std::exception& e) {
     throw Error(where + ": " + e.what());
   }
-  const uint32_t crc = detail::crc32(t.raw_data(), expected);
+  const uint32_t crc = detail::crc32(dst, expected);
   STRATA_CHECK(crc == p.crc32, where, ": checksum mismatch at bytes [", p.byte_begin, ", ", p.byte_end,
                "): expected ", detail::hex32(p.crc32), " (index.json), found ", detail::hex32(crc),
                " (the shard is corrupted)");
+}
+
+// A piece's bytes in a tensor of their own.
+Tensor read_piece(const std::string& dir, const std::string& name, DType dtype, const PieceLocation& p) {
+  Tensor t = empty({p.region.numel()}, {.dtype = dtype});
+  read_piece_into(dir, name, dtype, p, t.raw_data());
   return t;
 }
 
@@ -196,11 +202,23 @@ void ShardedCheckpoint::read(const std::string& name, const Shape& expected_shap
   int64_t filled = 0;
   for (const PieceLocation& p : e.pieces) {
     const std::vector<Run> have = runs_of(p.region, e.shape);
-    // Skip pieces that share nothing before reading their bytes.
-    bool overlaps = false;
-    for_each_overlap(have, want, [&](int64_t, int64_t, int64_t) { overlaps = true; });
-    if (!overlaps) continue;
+    // Skip pieces that share nothing before reading their bytes. A piece that lies whole in
+    // `dest`, in order and in dest's dtype (a rank reading back what it saved), is read
+    // straight into place: no buffer and no second copy.
+    int64_t shared = 0, shift = -1;
+    bool in_order = dest.dtype() == e.dtype;
+    for_each_overlap(have, want, [&](int64_t src, int64_t dst, int64_t n) {
+      if (shared == 0) shift = dst - src;
+      in_order = in_order && dst - src == shift;
+      shared += n;
+    });
+    if (shared == 0) continue;
     check_header(p.file);
+    if (in_order && shared == p.region.numel()) {
+      read_piece_into(directory_, name, e.dtype, p, out + static_cast<size_t>(shift) * elem);
+      filled += shared;
+      continue;
+    }
     if (!last_piece_.defined() || last_piece_key_ != std::make_pair(p.file, p.byte_begin)) {
       last_piece_ = read_piece(directory_, name, e.dtype, p);
       last_piece_key_ = {p.file, p.byte_begin};
