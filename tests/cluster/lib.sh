@@ -1,0 +1,53 @@
+# shellcheck shell=bash
+# Sourced by the tests/cluster scripts: the names and addresses every script must agree on,
+# and the helpers that find a host's namespaces. One cluster per machine at a time (the
+# names are fixed so that a later run can find and remove what a killed run left behind).
+#
+# Environment (all optional):
+#   STRATA_CLUSTER_SUBNET  first three octets of the hosts' /24 (default 10.77.0); host i
+#                          gets .(10+i). Pick a subnet no real interface uses.
+#   STRATA_CLUSTER_STATE   state directory (default /run/strata-cluster): pid files, the
+#                          hosts file, the mpirun host file
+# shellcheck disable=SC2034  # the variables are used by the scripts that source this file
+CLUSTER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CLUSTER_SUBNET=${STRATA_CLUSTER_SUBNET:-10.77.0}
+CLUSTER_CIDR=$CLUSTER_SUBNET.0/24
+CLUSTER_STATE=${STRATA_CLUSTER_STATE:-/run/strata-cluster}
+CLUSTER_BRIDGE=strata-br0
+# argv[0] of each host's namespace holder; cleanup finds holders by it even without the
+# state directory (a run killed before it wrote its pid files).
+CLUSTER_HOLDER_TAG=strata-cluster-host
+# ip, tc and nsenter live in sbin, which a non-login shell's PATH may lack.
+PATH=$PATH:/usr/sbin:/sbin
+
+cluster_log() { printf '[cluster] %s\n' "$*" >&2; }
+cluster_die() { printf '[cluster] error: %s\n' "$*" >&2; exit 1; }
+
+cluster_hostname() { echo "strata-h$1"; }         # host index -> hostname
+cluster_addr() { echo "$CLUSTER_SUBNET.$((10 + $1))"; }
+cluster_veth() { echo "strata-v$1"; }             # the root namespace's end of host i's link
+
+# Pid of the process that holds HOST's namespaces (from the state directory), checked to
+# still be our holder: a pid file can outlive its process and the pid be reused.
+cluster_host_pid() {
+  local host=$1 pid
+  pid=$(cat "$CLUSTER_STATE/$host.pid" 2>/dev/null) || return 1
+  [[ "$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline")" == "$CLUSTER_HOLDER_TAG:$host "* ]] || return 1
+  echo "$pid"
+}
+
+# All running holders, "PID HOST" per line, found by scanning /proc (stale ones included).
+cluster_find_holders() {
+  local d argv0
+  for d in /proc/[0-9]*; do
+    argv0=$(tr '\0' '\n' 2>/dev/null <"$d/cmdline" | head -n 1) || continue
+    [[ "$argv0" == "$CLUSTER_HOLDER_TAG:"* ]] && echo "${d#/proc/} ${argv0#*:}"
+  done
+  return 0
+}
+
+# The hosts of the running cluster, in index order (one hostname per line).
+cluster_hosts() {
+  [ -f "$CLUSTER_STATE/hosts.list" ] || cluster_die "no cluster is up (no $CLUSTER_STATE/hosts.list): run tests/cluster/cluster_up.sh"
+  cat "$CLUSTER_STATE/hosts.list"
+}
