@@ -35,6 +35,15 @@ bool under_launcher() {
   return false;
 }
 
+// The number of processes a launcher started (mpirun, srun), or 0 when none says.
+int launched_ranks() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+    const int n = env_int(name, 0);
+    if (n > 0) return n;
+  }
+  return 0;
+}
+
 void finalize_at_exit() {
   try {
     finalize();
@@ -52,13 +61,19 @@ ProcessGroup& init(const InitOptions& options) {
   if (g_state == State::Running) return *g_world;
   detail::Backend b;
 #ifdef STRATA_HAS_MPI
-  try {
-    b = detail::start_mpi();
-  } catch (const Error& e) {
-    // Without a launcher, a failed singleton MPI start degrades to a one-process world;
-    // under mpirun/srun a failure is real.
-    if (under_launcher()) throw;
-    std::fprintf(stderr, "strata: MPI could not start (%s); running as a single process without MPI\n", e.what());
+  if (options.start_mpi) {
+    try {
+      b = detail::start_mpi();
+    } catch (const Error& e) {
+      // Without a launcher, a failed singleton MPI start degrades to a one-process world;
+      // under mpirun/srun a failure is real.
+      if (under_launcher()) throw;
+      std::fprintf(stderr, "strata: MPI could not start (%s); running as a single process without MPI\n", e.what());
+      b.world = detail::make_local_world();
+    }
+  } else {
+    STRATA_CHECK(launched_ranks() <= 1, "dist::init without MPI (start_mpi = false) under a launcher of ",
+                 launched_ranks(), " ranks: each would be a separate world of one; run this program as one process");
     b.world = detail::make_local_world();
   }
 #else

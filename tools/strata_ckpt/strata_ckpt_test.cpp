@@ -23,6 +23,10 @@ namespace {
 
 std::string g_cli;
 
+// A one-process world without MPI, as strata-ckpt's own: MPI's start-up leaks (its own
+// allocations, never freed) would fail the LeakSanitizer run.
+dist::ProcessGroup& world() { return dist::init({.start_mpi = false}); }
+
 // Tiny models, as tests/distributed/model_equivalence_util.h has them.
 nn::GPTConfig tiny_gpt(uint64_t seed = 3) {
   return {.vocab_size = 15, .context = 8, .n_layer = 2, .n_head = 4, .n_embd = 16, .seed = seed};
@@ -47,9 +51,10 @@ class StrataCkpt : public ::testing::Test {
  protected:
   std::string path(const std::string& name) const { return dir_.file(name); }
   std::string quoted(const std::string& name) const { return st::shell_quote(path(name)); }
-  // Exit status of the CLI run with `args`; its stdout and stderr go to log().
-  int cli(const std::string& args) const {
-    const std::string cmd = st::shell_quote(g_cli) + " " + args + " >" + quoted("log") + " 2>&1";
+  // Exit status of the CLI run with `args` (and `env`, "NAME=value ..."); its stdout and
+  // stderr go to log().
+  int cli(const std::string& args, const std::string& env = "") const {
+    const std::string cmd = "env " + env + " " + st::shell_quote(g_cli) + " " + args + " >" + quoted("log") + " 2>&1";
     const int status = std::system(cmd.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
@@ -65,7 +70,7 @@ class StrataCkpt : public ::testing::Test {
     model.loss(tokens, targets).backward();
     optimizer.step();
     optimizer.zero_grad();
-    train::save_training_checkpoint(dir, {.model = model, .world = dist::init(), .optimizer = &optimizer,
+    train::save_training_checkpoint(dir, {.model = model, .world = world(), .optimizer = &optimizer,
                                           .config = config}, 7);
   }
 
@@ -90,6 +95,11 @@ class StrataCkpt : public ::testing::Test {
 
     ASSERT_EQ(cli("import " + quoted("hf") + " --out " + quoted("imported") + " --step 3"), 0) << log();
     ASSERT_EQ(cli("verify " + quoted("imported")), 0) << log();
+    // Import is one process without MPI; under a launcher of several ranks (which would all
+    // write the same directory) it refuses.
+    EXPECT_EQ(cli("import " + quoted("hf") + " --out " + quoted("imported2"), "OMPI_COMM_WORLD_SIZE=2"), 2);
+    EXPECT_CONTAINS(log(), "under a launcher of 2 ranks");
+    EXPECT_FALSE(fs::exists(path("imported2")));
     const ShardedCheckpoint imported = ShardedCheckpoint::open(path("imported"));
     EXPECT_EQ(imported.step(), 3);
     for (const auto& [key, value] : config_meta) EXPECT_EQ(imported.metadata().at(key), value) << key;
@@ -100,7 +110,7 @@ class StrataCkpt : public ::testing::Test {
     Model fresh(config);
     optim::AdamW optimizer{fresh.parameters(), {.lr = 1e-2}};
     const int64_t step = train::load_training_checkpoint(
-        path("imported"), {.model = fresh, .world = dist::init(), .optimizer = &optimizer, .config = config_meta});
+        path("imported"), {.model = fresh, .world = world(), .optimizer = &optimizer, .config = config_meta});
     EXPECT_EQ(step, 3);
     EXPECT_EQ(optimizer.step_count(), 0);
     for (const auto& [name, t] : fresh.state_dict()) EXPECT_TRUE(same_bits(t, trained.at(name))) << name;
@@ -226,7 +236,7 @@ TEST_F(StrataCkpt, ExportJoinsPiecesAndTakesMasterWeightsWithDtypeF32) {
   }
   nn::GPTConfig config = tiny_gpt();
   config.param_dtype = DType::BFloat16;
-  checkpoint::save_sharded(path("ckpt"), dist::init(),
+  checkpoint::save_sharded(path("ckpt"), world(),
                            checkpoint::take_snapshot(5, pieces, train::gpt_config_metadata(config)));
   ASSERT_EQ(cli("verify " + quoted("ckpt")), 0) << log();
   EXPECT_CONTAINS(log(), "OK: " + std::to_string(2 * weights.size()) + " tensors, " +

@@ -15,6 +15,10 @@ struct InitOptions {
   // Where GPUs are visible: makes cuda:(local_rank % device count) the calling thread's
   // current device, the device new_nccl_group and Device-less CUDA code then use.
   bool select_gpu = true;
+  // false: a local world of size 1 whose ops are copies, without starting MPI. For
+  // single-process programs that only read and write files (strata-ckpt): MPI's start-up
+  // costs time and, under a launcher, would join a job that is not theirs.
+  bool start_mpi = true;
 };
 
 // Initialises MPI once and returns the world group. strata starts one worker thread per
