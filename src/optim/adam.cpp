@@ -2,17 +2,13 @@
 
 #include <cmath>
 
-#include "common/adam.h"
-#include "../tensor/cpu/multiversion.h"
-#include "../tensor/cpu/dtype_dispatch.h"
+#include "optim/multi_tensor.h"
 #include "state_reader.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::optim {
 namespace {
-
-constexpr int64_t kParallelThreshold = 32768;
 
 std::vector<ParamGroup> single_group(std::vector<Tensor> params, double lr, double weight_decay) {
   std::vector<ParamGroup> groups(1);
@@ -25,16 +21,6 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params, double lr, doub
 AdamOptions to_adam(const AdamWOptions& o) {
   return {.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
           .decoupled_weight_decay = true};
-}
-
-// One pass over a parameter: compiled per ISA level (AVX-512/AVX2/baseline) because the
-// per-element sqrt and division dominate once the loop is vectorised.
-template <class T>
-STRATA_MULTIVERSION void adam_kernel(T* p, T* m, T* v, const T* g, int64_t n, strata_kernels::AdamScalars<T> s) {
-  // firstprivate: with a shared `s` GCC cannot prove the stores to p[i] leave it unchanged,
-  // and that alone stops vectorisation.
-#pragma omp parallel for simd firstprivate(s) if (n > kParallelThreshold)
-  for (int64_t i = 0; i < n; ++i) strata_kernels::adam_update(p[i], m[i], v[i], g[i], s);
 }
 
 }  // namespace
@@ -54,27 +40,25 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options) : Optimizer(std:
 void Adam::step() {
   NoGradGuard no_grad;
   check_param_count(state_.size(), "Adam.step");
+  // Every parameter with a gradient, in one multi-tensor pass per (device, dtype).
+  std::vector<multi_tensor::AdamTensorArgs> work;
   for_each_param([&](int64_t index, const ParamGroup& group, const Tensor& param) {
-    Tensor grad = param.grad();
+    const Tensor& grad = param.grad();
     if (!grad.defined()) return;
-    STRATA_CHECK(param.device().is_cpu(), "Adam.step: parameter ", index, " is on ", param.device(),
-                 "; only the CPU step exists so far");
-    grad = grad.contiguous();
+    STRATA_CHECK(param.is_contiguous(), "Adam.step: parameter ", index, " ", param.shape(), " is not contiguous");
     ParamState& st = state_[static_cast<size_t>(index)];
     if (st.step == 0) {
       st.exp_avg = zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()});
       st.exp_avg_sq = zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()});
     }
-    ++st.step;
-    detail::dispatch_floating(param.dtype(), "Adam.step", [&]<class T>() {
-      const auto s = strata_kernels::adam_scalars<T>(group.lr, options_.beta1, options_.beta2, options_.eps,
-                                                     group.weight_decay, options_.decoupled_weight_decay, st.step);
-      T* p = param.data<T>();
-      T* m = st.exp_avg.data<T>();
-      T* v = st.exp_avg_sq.data<T>();
-      const T* g = grad.data<T>();
-      adam_kernel(p, m, v, g, param.numel(), s);
-    });
+    work.push_back({.param = param, .exp_avg = st.exp_avg, .exp_avg_sq = st.exp_avg_sq, .grad = grad.contiguous(),
+                    .lr = group.lr, .weight_decay = group.weight_decay, .step = st.step + 1});
+  });
+  multi_tensor::fused_adam_step(work, {.beta1 = options_.beta1, .beta2 = options_.beta2, .eps = options_.eps,
+                                       .decoupled_weight_decay = options_.decoupled_weight_decay});
+  // Counted only once the update ran: a refused step leaves the optimizer as it was.
+  for_each_param([&](int64_t index, const ParamGroup&, const Tensor& param) {
+    if (param.grad().defined()) ++state_[static_cast<size_t>(index)].step;
   });
   ++step_count_;
 }

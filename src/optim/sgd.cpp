@@ -2,16 +2,13 @@
 
 #include <cmath>
 
-#include "common/sgd.h"
-#include "../tensor/cpu/dtype_dispatch.h"
+#include "optim/multi_tensor.h"
 #include "state_reader.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::optim {
 namespace {
-
-constexpr int64_t kParallelThreshold = 32768;
 
 std::vector<ParamGroup> single_group(std::vector<Tensor> params, const SGDOptions& options) {
   std::vector<ParamGroup> groups(1);
@@ -39,40 +36,25 @@ void SGD::step() {
   NoGradGuard no_grad;
   check_param_count(momentum_buffers_.size(), "SGD.step");
   const bool use_momentum = options_.momentum != 0.0;
+  // Every parameter with a gradient, in one multi-tensor pass per (device, dtype).
+  std::vector<multi_tensor::SgdTensorArgs> work;
+  std::vector<std::pair<size_t, Tensor>> new_buffers;  // kept only once the step ran
   for_each_param([&](int64_t index, const ParamGroup& group, const Tensor& param) {
-    Tensor grad = param.grad();
+    const Tensor& grad = param.grad();
     if (!grad.defined()) return;
-    STRATA_CHECK(param.device().is_cpu(), "SGD.step: parameter ", index, " is on ", param.device(),
-                 "; only the CPU step exists so far");
-    grad = grad.contiguous();
-    Tensor& buffer = momentum_buffers_[static_cast<size_t>(index)];
+    Tensor buffer = momentum_buffers_[static_cast<size_t>(index)];
     const bool init_buffer = use_momentum && !buffer.defined();
     // Zero-filled: the branch-free kernel reads the buffer before discarding it on this step.
-    if (init_buffer) buffer = zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()});
-    detail::dispatch_floating(param.dtype(), "SGD.step", [&]<class T>() {
-      const strata_kernels::SgdScalars<T> s{
-          .neg_lr = static_cast<T>(-group.lr),
-          .weight_decay = static_cast<T>(group.weight_decay),
-          .momentum = static_cast<T>(options_.momentum),
-          .one_minus_dampening = static_cast<T>(1.0 - options_.dampening),
-          .nesterov = options_.nesterov,
-          .init_buffer = init_buffer,
-      };
-      T* p = param.data<T>();
-      const T* g = grad.data<T>();
-      const int64_t n = param.numel();
-      // firstprivate: with a shared `s` GCC cannot prove the stores to p[i] leave it unchanged,
-      // and that alone stops vectorisation.
-      if (use_momentum) {
-        T* buf = buffer.data<T>();
-#pragma omp parallel for simd firstprivate(s) if (n > kParallelThreshold)
-        for (int64_t i = 0; i < n; ++i) strata_kernels::sgd_momentum_update(p[i], buf[i], g[i], s);
-      } else {
-#pragma omp parallel for simd firstprivate(s) if (n > kParallelThreshold)
-        for (int64_t i = 0; i < n; ++i) strata_kernels::sgd_update(p[i], g[i], s);
-      }
-    });
+    if (init_buffer) {
+      buffer = zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()});
+      new_buffers.emplace_back(static_cast<size_t>(index), buffer);
+    }
+    work.push_back({.param = param, .grad = grad.contiguous(), .momentum_buffer = buffer, .lr = group.lr,
+                    .weight_decay = group.weight_decay, .init_buffer = init_buffer});
   });
+  multi_tensor::fused_sgd_step(
+      work, {.momentum = options_.momentum, .dampening = options_.dampening, .nesterov = options_.nesterov});
+  for (auto& [index, buffer] : new_buffers) momentum_buffers_[index] = std::move(buffer);
   ++step_count_;
 }
 

@@ -39,5 +39,8 @@ void copy(const Tensor& dst, const Tensor& src) {
 }
 void fill(const Tensor& dst, double) { no_cuda("fill", dst.device()); }
 void* current_stream(int) { return nullptr; }
+void multi_tensor_launch(MultiTensorKernel, DType, int device, const void*, size_t, const void*, int64_t) {
+  no_cuda("multi-tensor optimizer step", Device::cuda(device));
+}
 }  // namespace cuda_detail
 }  // namespace strata

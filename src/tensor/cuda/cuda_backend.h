@@ -20,5 +20,12 @@ void copy(const Tensor& dst, const Tensor& src);
 void fill(const Tensor& dst, double value);
 // The stream strata's CUDA work of the calling thread runs on (a cudaStream_t).
 void* current_stream(int device);
+// Multi-tensor optimizer steps (optim/multi_tensor.cpp builds the tables): `tensors` is a
+// host array of strata_kernels::AdamTensor<T> or SgdTensor<T> (T by dtype: float32 or
+// float64) holding device pointers, `chunks` a host array of n_chunks
+// strata_kernels::TensorChunk. Uploads both, then one launch on the current stream.
+enum class MultiTensorKernel { Adam, Sgd };
+void multi_tensor_launch(MultiTensorKernel kernel, DType dtype, int device, const void* tensors, size_t tensors_bytes,
+                         const void* chunks, int64_t n_chunks);
 
 }  // namespace strata::cuda_detail

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine: unpacks a bundle made by bundle.sh and runs the GPU checks (the
+# gpu-labelled tests, compute-sanitizer over them, the fused AdamW benchmark), printing each
+# check's output and exit status (each limited to LIMIT seconds, default 150). Exits
+# non-zero if any check failed.
+#   scripts/gpu/run_checks.sh BUNDLE.tar.xz [LOG]
+set -uo pipefail
+bundle=${1:?usage: run_checks.sh BUNDLE.tar.xz [LOG]}
+log=${2:-/dev/null}
+dest=/tmp/strata-gpu
+rm -rf "$dest" && mkdir -p "$dest"
+xz -dc "$bundle" | tar -C "$dest" -xf - || { echo "run_checks.sh: cannot unpack $bundle"; exit 2; }
+# An Open MPI 4 of this machine's own is used whole (libmpi.so.40 is one ABI across 4.x;
+# its components need its own libraries); otherwise the bundled one, unpacked at its own
+# paths.
+mpi_libs=$dest/strata/lib-mpi
+if command -v mpirun >/dev/null && mpirun --version 2>/dev/null | grep -q 'Open MPI.* 4\.'; then
+  echo "using this machine's $(mpirun --version | head -1) at $(command -v mpirun)"
+  mpi_libs=""
+else
+  (cd "$dest/root" && find . -type f -o -type l | while read -r f; do
+    [ -e "/$f" ] || { mkdir -p "/$(dirname "$f")" && cp -P "$f" "/$f"; }; done)
+fi
+
+# CUDA runtime, cuBLAS and NCCL from this machine (its toolkit, or the Python wheels).
+cuda_dirs=""
+for lib in libcudart.so.13 libnccl.so.2 libcublasLt.so.13; do
+  d=$(dirname "$(find /usr/local /usr/lib /opt -name "$lib" 2>/dev/null | head -1)" 2>/dev/null)
+  [ -n "$d" ] && [ "$d" != . ] && cuda_dirs="$cuda_dirs:$d"
+done
+export LD_LIBRARY_PATH="$dest/strata/lib${mpi_libs:+:$mpi_libs}$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=8
+bin=$dest/strata/bin
+failed=0
+check() {
+  local name=$1; shift
+  echo; echo "==== $name: $*"
+  local start=$SECONDS
+  timeout "${LIMIT:-150}" "$@" 2>&1 | tail -n "${TAIL:-40}"
+  local rc=${PIPESTATUS[0]}
+  echo "==== $name: exit $rc after $((SECONDS - start)) s"
+  [ "$rc" -eq 0 ] || failed=$((failed + 1))
+}
+exec > >(tee "$log") 2>&1
+echo "GPU: $(nvidia-smi -L 2>&1 | head -2)"; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+echo "mpirun: $(command -v mpirun) $(mpirun --version 2>&1 | head -1)"
+check gpu_tests "$bin/strata_gpu_tests"
+[ -x "$bin/gpu_nccl" ] && check gpu_nccl_world1 "$bin/gpu_nccl"
+[ -x "$bin/gpu_mpi_cuda" ] && command -v mpirun >/dev/null &&
+  check gpu_mpi_cuda_np2 mpirun --oversubscribe -np 2 -x LD_LIBRARY_PATH "$bin/gpu_mpi_cuda"
+check fused_adam_bench "$bin/bench_fused_adam" --device cuda --steps 50
+check fused_adam_bench_bf16 "$bin/bench_fused_adam" --device cuda --steps 50 --low-copy
+if command -v compute-sanitizer >/dev/null; then
+  for tool in memcheck racecheck synccheck; do
+    TAIL=8 check "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/strata_gpu_tests"
+  done
+else
+  echo "compute-sanitizer not found"; failed=$((failed + 1))
+fi
+echo; echo "run_checks.sh: $failed check(s) failed"
+exit $((failed > 0))

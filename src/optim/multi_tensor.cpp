@@ -1,0 +1,202 @@
+#include "optim/multi_tensor.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "common/cpu_executor.h"
+#include "common/fused_adam.h"
+#include "common/fused_sgd.h"
+#include "strata/core/error.h"
+#include "tensor/cpu/multiversion.h"
+#include "tensor/cuda/cuda_backend.h"
+
+namespace strata::optim::multi_tensor {
+namespace {
+
+using strata_kernels::LowPrecision;
+using strata_kernels::TensorChunk;
+
+// Chunks go to threads only when there is enough work to share.
+constexpr int64_t kParallelThreshold = 32768;
+
+std::string who(const char* step, size_t index) {
+  return std::string(step) + ": parameter " + std::to_string(index);
+}
+
+void check_param(const std::string& who, const Tensor& param) {
+  STRATA_CHECK(param.defined(), who, " is not given");
+  STRATA_CHECK(param.dtype() == DType::Float32 || param.dtype() == DType::Float64, who, " is ", param.dtype(),
+               "; the update runs in float32 or float64 (16-bit weights go in low_copy)");
+  STRATA_CHECK(param.is_contiguous(), who, " ", param.shape(), " is not contiguous");
+}
+
+// `t` (the gradient or a state tensor) must match the parameter exactly.
+void check_like(const std::string& who, const Tensor& param, const char* name, const Tensor& t) {
+  STRATA_CHECK(t.defined(), who, ": its ", name, " is not given");
+  STRATA_CHECK(t.dtype() == param.dtype() && t.shape() == param.shape() && t.device() == param.device(), who, ": ",
+               name, " is ", t.dtype(), t.shape(), " on ", t.device(), ", the parameter ", param.dtype(),
+               param.shape(), " on ", param.device());
+  STRATA_CHECK(t.is_contiguous(), who, ": its ", name, " is not contiguous");
+}
+
+void check_low_copy(const std::string& who, const Tensor& param, const Tensor& low) {
+  if (!low.defined()) return;
+  STRATA_CHECK(low.dtype() == DType::BFloat16 || low.dtype() == DType::Float16, who, ": low_copy is ", low.dtype(),
+               " (expected bfloat16 or float16)");
+  STRATA_CHECK(low.numel() == param.numel() && low.is_contiguous() && low.device() == param.device(), who,
+               ": low_copy ", low.shape(), " on ", low.device(), " must be contiguous with the parameter's ",
+               param.numel(), " elements on ", param.device());
+}
+
+// The element pointer on the tensor's own device (data<T>() is for host memory only).
+template <class T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.data_ptr());
+}
+
+uint16_t* low_bits(const Tensor& low) { return low.defined() ? static_cast<uint16_t*>(low.data_ptr()) : nullptr; }
+
+LowPrecision low_kind(const Tensor& low) {
+  if (!low.defined()) return LowPrecision::None;
+  return low.dtype() == DType::BFloat16 ? LowPrecision::BFloat16 : LowPrecision::Float16;
+}
+
+// The arguments grouped by (device, dtype), each group in the caller's order.
+template <class Args>
+struct Batch {
+  Device device;
+  DType dtype;
+  std::vector<const Args*> args;
+};
+
+template <class Args>
+std::vector<Batch<Args>> batch_by_device_and_dtype(std::span<const Args> tensors) {
+  std::vector<Batch<Args>> batches;
+  for (const Args& a : tensors) {
+    auto it = std::find_if(batches.begin(), batches.end(), [&](const Batch<Args>& b) {
+      return b.device == a.param.device() && b.dtype == a.param.dtype();
+    });
+    if (it == batches.end()) it = batches.insert(batches.end(), Batch<Args>{a.param.device(), a.param.dtype(), {}});
+    it->args.push_back(&a);
+  }
+  return batches;
+}
+
+// The CPU executor's thread loop, compiled per ISA level (the per-element square root and
+// division dominate once vectorised).
+template <class Entry, class Op>
+STRATA_MULTIVERSION void run_cpu(const Entry* tensors, const TensorChunk* chunks, int64_t n_chunks, bool parallel) {
+  const Op op{};
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < n_chunks; ++c) strata_kernels::run_chunk(tensors, chunks[c], op);
+}
+
+// One launch over `entries` (host copies of the tensors' device pointers and constants).
+template <class Entry, class Op>
+void launch(Device device, DType dtype, cuda_detail::MultiTensorKernel kernel, const std::vector<Entry>& entries,
+            const std::vector<int64_t>& sizes, int64_t chunk_elements) {
+  const std::vector<TensorChunk> chunks = plan_chunks(sizes, chunk_elements);
+  if (device.is_cpu()) {
+    int64_t total = 0;
+    for (int64_t n : sizes) total += n;
+    run_cpu<Entry, Op>(entries.data(), chunks.data(), static_cast<int64_t>(chunks.size()), total > kParallelThreshold);
+  } else {
+    cuda_detail::multi_tensor_launch(kernel, dtype, device.index, entries.data(), entries.size() * sizeof(Entry),
+                                     chunks.data(), static_cast<int64_t>(chunks.size()));
+  }
+}
+
+template <class T>
+void adam_batch(const Batch<AdamTensorArgs>& batch, const AdamHyper& h, int64_t chunk_elements) {
+  std::vector<strata_kernels::AdamTensor<T>> entries;
+  std::vector<int64_t> sizes;
+  for (const AdamTensorArgs* a : batch.args) {
+    entries.push_back({.param = ptr<T>(a->param),
+                       .exp_avg = ptr<T>(a->exp_avg),
+                       .exp_avg_sq = ptr<T>(a->exp_avg_sq),
+                       .grad = ptr<T>(a->grad),
+                       .low_copy = low_bits(a->low_copy),
+                       .low_kind = low_kind(a->low_copy),
+                       .scalars = strata_kernels::adam_scalars<T>(a->lr, h.beta1, h.beta2, h.eps, a->weight_decay,
+                                                                  h.decoupled_weight_decay, a->step)});
+    sizes.push_back(a->param.numel());
+  }
+  launch<strata_kernels::AdamTensor<T>, strata_kernels::FusedAdamOp<T>>(
+      batch.device, batch.dtype, cuda_detail::MultiTensorKernel::Adam, entries, sizes, chunk_elements);
+}
+
+template <class T>
+void sgd_batch(const Batch<SgdTensorArgs>& batch, const SgdHyper& h, int64_t chunk_elements) {
+  std::vector<strata_kernels::SgdTensor<T>> entries;
+  std::vector<int64_t> sizes;
+  for (const SgdTensorArgs* a : batch.args) {
+    entries.push_back({.param = ptr<T>(a->param),
+                       .momentum_buffer = h.momentum != 0 ? ptr<T>(a->momentum_buffer) : nullptr,
+                       .grad = ptr<T>(a->grad),
+                       .low_copy = low_bits(a->low_copy),
+                       .low_kind = low_kind(a->low_copy),
+                       .scalars = {.neg_lr = static_cast<T>(-a->lr),
+                                   .weight_decay = static_cast<T>(a->weight_decay),
+                                   .momentum = static_cast<T>(h.momentum),
+                                   .one_minus_dampening = static_cast<T>(1.0 - h.dampening),
+                                   .nesterov = h.nesterov,
+                                   .init_buffer = a->init_buffer}});
+    sizes.push_back(a->param.numel());
+  }
+  launch<strata_kernels::SgdTensor<T>, strata_kernels::FusedSgdOp<T>>(
+      batch.device, batch.dtype, cuda_detail::MultiTensorKernel::Sgd, entries, sizes, chunk_elements);
+}
+
+}  // namespace
+
+std::vector<TensorChunk> plan_chunks(std::span<const int64_t> sizes, int64_t chunk_elements) {
+  STRATA_CHECK(chunk_elements > 0, "plan_chunks: chunk_elements ", chunk_elements, " (expected > 0)");
+  std::vector<TensorChunk> chunks;
+  for (size_t t = 0; t < sizes.size(); ++t) {
+    STRATA_CHECK(sizes[t] >= 0, "plan_chunks: tensor ", t, " has ", sizes[t], " elements");
+    for (int64_t b = 0; b < sizes[t]; b += chunk_elements)
+      chunks.push_back({static_cast<int64_t>(t), b, std::min(sizes[t], b + chunk_elements)});
+  }
+  return chunks;
+}
+
+void fused_adam_step(std::span<const AdamTensorArgs> tensors, const AdamHyper& hyper, int64_t chunk_elements) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const AdamTensorArgs& a = tensors[i];
+    const std::string w = who("Adam step", i);
+    check_param(w, a.param);
+    check_like(w, a.param, "gradient", a.grad);
+    check_like(w, a.param, "exp_avg", a.exp_avg);
+    check_like(w, a.param, "exp_avg_sq", a.exp_avg_sq);
+    check_low_copy(w, a.param, a.low_copy);
+    STRATA_CHECK(a.step > 0, w, ": step count ", a.step, " (expected > 0)");
+  }
+  for (const auto& batch : batch_by_device_and_dtype(tensors)) {
+    if (batch.dtype == DType::Float32) {
+      adam_batch<float>(batch, hyper, chunk_elements);
+    } else {
+      adam_batch<double>(batch, hyper, chunk_elements);
+    }
+  }
+}
+
+void fused_sgd_step(std::span<const SgdTensorArgs> tensors, const SgdHyper& hyper, int64_t chunk_elements) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const SgdTensorArgs& a = tensors[i];
+    const std::string w = who("SGD step", i);
+    check_param(w, a.param);
+    check_like(w, a.param, "gradient", a.grad);
+    if (hyper.momentum != 0) check_like(w, a.param, "momentum buffer", a.momentum_buffer);
+    check_low_copy(w, a.param, a.low_copy);
+  }
+  for (const auto& batch : batch_by_device_and_dtype(tensors)) {
+    if (batch.dtype == DType::Float32) {
+      sgd_batch<float>(batch, hyper, chunk_elements);
+    } else {
+      sgd_batch<double>(batch, hyper, chunk_elements);
+    }
+  }
+}
+
+}  // namespace strata::optim::multi_tensor

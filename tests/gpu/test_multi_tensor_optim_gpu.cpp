@@ -1,0 +1,144 @@
+// The multi-tensor Adam and SGD steps on a GPU against the CPU executor (label gpu): the same chunk
+// table and functor, so the results must be equal bit for bit (no contraction on either
+// side, IEEE sqrt and division). Outputs are poisoned first, so an element the kernel never
+// writes shows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "optim/multi_tensor.h"
+#include "strata/strata.h"
+
+namespace strata {
+namespace {
+
+using optim::multi_tensor::AdamHyper;
+using optim::multi_tensor::AdamTensorArgs;
+
+class MultiTensorOptimGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::is_built()) GTEST_SKIP() << "strata was built without CUDA";
+    if (!cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  }
+  const Device gpu = Device::cuda(0);
+};
+
+bool same_bytes(const Tensor& device_tensor, const Tensor& host) {
+  const Tensor back = device_tensor.to(Device::cpu());
+  return back.dtype() == host.dtype() && back.numel() == host.numel() &&
+         std::memcmp(back.raw_data(), host.raw_data(), host.nbytes()) == 0;
+}
+
+// Sizes around the block (512 threads) and chunk (64 Ki) boundaries, one above 2^24, and
+// 300 small tensors, as a model's biases and norms are.
+std::vector<int64_t> test_sizes() {
+  std::vector<int64_t> sizes{1, 511, 512, 513, 65535, 65536, 65537, (int64_t{1} << 24) + 3};
+  for (int i = 0; i < 300; ++i) sizes.push_back(1 + (i * 7919) % 3000);
+  return sizes;
+}
+
+TEST_F(MultiTensorOptimGpu, EqualsTheCpuExecutorBitForBitWithSixteenBitCopies) {
+  const std::vector<int64_t> sizes = test_sizes();
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    Generator gen(21);
+    std::vector<AdamTensorArgs> host, dev;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      AdamTensorArgs a;
+      const Shape shape{sizes[i]};
+      a.param = randn(shape, {.dtype = dtype}, &gen);
+      a.grad = randn(shape, {.dtype = dtype}, &gen);
+      a.exp_avg = zeros(shape, {.dtype = dtype});
+      a.exp_avg_sq = zeros(shape, {.dtype = dtype});
+      a.lr = i % 2 == 0 ? 1e-3 : 2e-2;
+      a.weight_decay = i % 3 == 0 ? 0.0 : 0.1;
+      if (dtype == DType::Float32)
+        a.low_copy = zeros(shape, {.dtype = i % 2 == 0 ? DType::BFloat16 : DType::Float16});
+      AdamTensorArgs d = a;
+      // Every fifth tensor on the device is a view one element into its buffer (as ZeRO's
+      // shards of a flat buffer are): not 16-byte aligned, so the kernel's scalar path.
+      const bool offset = i % 5 == 4;
+      const auto to_gpu = [&](const Tensor& h) {
+        if (!offset) return h.to(gpu);
+        Tensor buffer = zeros({h.numel() + 1}, {.dtype = h.dtype(), .device = gpu});
+        Tensor view = buffer.narrow(0, 1, h.numel());
+        view.copy_(h);
+        return view;
+      };
+      d.param = to_gpu(a.param);
+      d.grad = to_gpu(a.grad);
+      d.exp_avg = to_gpu(a.exp_avg);
+      d.exp_avg_sq = to_gpu(a.exp_avg_sq);
+      // Poison: NaN bit patterns the kernel must overwrite.
+      if (a.low_copy.defined()) d.low_copy = full(shape, std::nan(""), {.dtype = a.low_copy.dtype(), .device = gpu});
+      host.push_back(a);
+      dev.push_back(d);
+    }
+    for (int64_t step = 1; step <= 3; ++step) {
+      for (size_t i = 0; i < sizes.size(); ++i) host[i].step = dev[i].step = step;
+      // Adam's L2 decay on odd steps, AdamW's decoupled decay on even ones.
+      const AdamHyper h{.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .decoupled_weight_decay = step % 2 == 0};
+      optim::multi_tensor::fused_adam_step(host, h);
+      optim::multi_tensor::fused_adam_step(dev, h);
+    }
+    cuda::synchronize();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << dtype << " tensor " << i << " of " << sizes[i] << " elements");
+      ASSERT_TRUE(same_bytes(dev[i].param, host[i].param));
+      ASSERT_TRUE(same_bytes(dev[i].exp_avg, host[i].exp_avg));
+      ASSERT_TRUE(same_bytes(dev[i].exp_avg_sq, host[i].exp_avg_sq));
+      if (host[i].low_copy.defined()) {
+        ASSERT_TRUE(same_bytes(dev[i].low_copy, host[i].low_copy));
+      }
+    }
+  }
+}
+
+// optim::AdamW on CUDA parameters: the same steps as on the CPU, bit for bit.
+TEST_F(MultiTensorOptimGpu, AdamWOnCudaParametersEqualsTheCpu) {
+  Generator gen(4);
+  Tensor cpu_w = randn({1000, 37}, {}, &gen), cpu_b = randn({37}, {}, &gen);
+  Tensor gpu_w = cpu_w.to(gpu), gpu_b = cpu_b.to(gpu);
+  for (Tensor* t : {&cpu_w, &cpu_b, &gpu_w, &gpu_b}) t->set_requires_grad(true);
+  optim::AdamW cpu_opt({cpu_w, cpu_b}, {.lr = 1e-2}), gpu_opt({gpu_w, gpu_b}, {.lr = 1e-2});
+  for (int step = 0; step < 5; ++step) {
+    const Tensor gw = randn({1000, 37}, {}, &gen), gb = randn({37}, {}, &gen);
+    cpu_w.set_grad(gw);
+    cpu_b.set_grad(gb);
+    gpu_w.set_grad(gw.to(gpu));
+    gpu_b.set_grad(gb.to(gpu));
+    cpu_opt.step();
+    gpu_opt.step();
+  }
+  EXPECT_TRUE(same_bytes(gpu_w.detach(), cpu_w.detach()));
+  EXPECT_TRUE(same_bytes(gpu_b.detach(), cpu_b.detach()));
+  const StateDict s = gpu_opt.state_dict();
+  EXPECT_TRUE(same_bytes(s.at("state.0.exp_avg_sq"), cpu_opt.state_dict().at("state.0.exp_avg_sq")));
+}
+
+// optim::SGD (momentum with dampening, then Nesterov) on CUDA parameters, bit for bit.
+TEST_F(MultiTensorOptimGpu, SgdOnCudaParametersEqualsTheCpu) {
+  for (const optim::SGDOptions o : {optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.1,
+                                                      .weight_decay = 1e-3},
+                                    optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true}}) {
+    Generator gen(8);
+    Tensor cpu_w = randn({777, 65}, {}, &gen);
+    Tensor gpu_w = cpu_w.to(gpu);
+    cpu_w.set_requires_grad(true);
+    gpu_w.set_requires_grad(true);
+    optim::SGD cpu_opt({cpu_w}, o), gpu_opt({gpu_w}, o);
+    for (int step = 0; step < 4; ++step) {
+      const Tensor g = randn({777, 65}, {}, &gen);
+      cpu_w.set_grad(g);
+      gpu_w.set_grad(g.to(gpu));
+      cpu_opt.step();
+      gpu_opt.step();
+    }
+    EXPECT_TRUE(same_bytes(gpu_w.detach(), cpu_w.detach())) << "nesterov " << o.nesterov;
+  }
+}
+
+}  // namespace
+}  // namespace strata
