@@ -30,7 +30,7 @@ stop_all() {
   local p left
   for _ in $(seq 50); do
     left=0
-    for p in "$@"; do kill -0 "$p" 2>/dev/null && left=1; done
+    for p in "$@"; do cluster_running "$p" && left=1; done
     [ "$left" = 1 ] || return 0
     sleep 0.1
   done
