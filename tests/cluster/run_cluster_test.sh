@@ -57,13 +57,13 @@ for b in "${bins[@]}"; do
 done
 
 # --- 2. the cluster --------------------------------------------------------------------
-trap '"$here/cluster_down.sh"' EXIT
+trap '"$here/cluster_down.sh" --owner $$' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 "$here/cluster_up.sh" --hosts 2 --owner $$ ${rate:+--rate "$rate"} ${delay:+--delay "$delay"}
 run() { timeout "$timeout_s" "$here/cluster_mpirun.sh" "$@"; }
 out=$(mktemp -d "${TMPDIR:-/tmp}/strata-cluster-test.XXXXXX")
-trap '"$here/cluster_down.sh"; rm -rf "$out"' EXIT
+trap '"$here/cluster_down.sh" --owner $$; rm -rf "$out"' EXIT
 # The ranks' working directory: train_gpt writes nothing with --metrics '', but be safe.
 cd "$out"
 
