@@ -10,11 +10,12 @@ set -euo pipefail
 required=(build-essential cmake g++ libopenblas-openmp-dev libopenmpi-dev openmpi-bin
           libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev "$@")
 # Only the reference tests (comparisons with PyTorch) use the first two, scripts/plot_loss.py
-# the third, and only the Slurm test (tests/slurm: a private one-node cluster running srun
-# --mpi=pmix) the next four; those tests (or steps) skip without them. libdnnl-dev (oneDNN)
-# runs large float32 GEMMs faster than OpenBLAS (docs/performance.md); without it the build
-# uses OpenBLAS for every product.
-optional=(python3-torch python3-numpy python3-matplotlib slurmctld slurmd slurm-client munge libdnnl-dev)
+# the third, only the Slurm tests (tests/slurm: a private one-node cluster running srun
+# --mpi=pmix; tests/cluster's two-node one) the next four, and only the namespaced-host
+# cluster tests (tests/cluster: ip, tc) iproute2; those tests (or steps) skip without them.
+# libdnnl-dev (oneDNN) runs large float32 GEMMs faster than OpenBLAS (docs/performance.md);
+# without it the build uses OpenBLAS for every product.
+optional=(python3-torch python3-numpy python3-matplotlib slurmctld slurmd slurm-client munge iproute2 libdnnl-dev)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 

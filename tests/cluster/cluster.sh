@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -gt 0 ] || { echo "usage: cluster.sh [--hosts N] [--rate RATE] [--delay DELAY] -- command..." >&2; exit 1; }
-trap '"$here/cluster_down.sh"' EXIT
+trap '"$here/cluster_down.sh" --owner $$' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 "$here/cluster_up.sh" --owner $$ "${up_args[@]}"

@@ -2,8 +2,11 @@
 # Removes the cluster made by cluster_up.sh, or whatever a killed run left of one: every
 # process inside a host's namespaces (mpirun, orted, ranks), the holders, the veth links,
 # the bridge and the state directory. Safe to run at any time and more than once.
-#   tests/cluster/cluster_down.sh [--locked]
-#     --locked  the caller already holds the state lock (cluster_up.sh)
+#   tests/cluster/cluster_down.sh [--locked | --owner PID]
+#     --locked     the caller already holds the state lock (cluster_up.sh)
+#     --owner PID  leave a cluster alone that another running process owns (the traps of
+#                  cluster.sh and the tests: their cluster_up.sh may have failed because
+#                  someone else's cluster is up)
 set -uo pipefail
 # shellcheck source=tests/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -12,6 +15,13 @@ if [ "${1:-}" != --locked ]; then
   mkdir -p "$(dirname "$CLUSTER_STATE")"
   exec 9>"$CLUSTER_STATE.lock"
   flock -w 30 9 || cluster_die "another cluster_up.sh/cluster_down.sh holds $CLUSTER_STATE.lock"
+fi
+if [ "${1:-}" = --owner ]; then
+  owner=$(cat "$CLUSTER_STATE/owner" 2>/dev/null) || owner=""
+  if [ -n "$owner" ] && [ "$owner" != "$2" ] && cluster_running "$owner"; then
+    cluster_log "the cluster belongs to running pid $owner, not $2: left alone"
+    exit 0
+  fi
 fi
 
 # Processes whose network namespace is NS (an "net:[inode]" link), the holder excepted.
@@ -30,7 +40,7 @@ stop_all() {
   local p left
   for _ in $(seq 50); do
     left=0
-    for p in "$@"; do kill -0 "$p" 2>/dev/null && left=1; done
+    for p in "$@"; do cluster_running "$p" && left=1; done
     [ "$left" = 1 ] || return 0
     sleep 0.1
   done

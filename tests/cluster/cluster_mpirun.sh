@@ -18,13 +18,12 @@ for h in "${hosts[@]}"; do echo "$h slots=$slots"; done >"$hostfile"
 # Open MPI refuses to run as root unless told that it is meant (CI and this VM are root).
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-# pml ob1: the ucx PML would choose its own transports (shared memory and CMA reach across
-# network namespaces on one kernel) and hide the network; ob1 uses the BTLs named here.
-# plm_rsh_no_tree_spawn: mpirun starts every daemon itself rather than daemons starting
-# daemons, so only mpirun's host needs the agent.
+# The transports: CLUSTER_OMPI_MCA (lib.sh). plm_rsh_no_tree_spawn: mpirun starts every
+# daemon itself rather than daemons starting daemons, so only mpirun's host needs the agent.
+mca=()
+for ((i = 0; i < ${#CLUSTER_OMPI_MCA[@]}; i += 2)); do
+  mca+=(--mca "${CLUSTER_OMPI_MCA[i]}" "${CLUSTER_OMPI_MCA[i + 1]}")
+done
 exec "$CLUSTER_DIR/host_exec.sh" "${hosts[0]}" mpirun --hostfile "$hostfile" \
-  --mca plm_rsh_agent "$CLUSTER_DIR/rsh_agent.sh" --mca plm_rsh_no_tree_spawn 1 \
-  --mca pml ob1 --mca btl tcp,self,vader \
-  --mca btl_tcp_if_include "$CLUSTER_CIDR" --mca oob_tcp_if_include "$CLUSTER_CIDR" \
-  --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
-  -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS=1 "$@"
+  --mca plm_rsh_agent "$CLUSTER_DIR/rsh_agent.sh" --mca plm_rsh_no_tree_spawn 1 "${mca[@]}" \
+  --oversubscribe --bind-to none -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS=1 "$@"

@@ -50,7 +50,7 @@ exec 9>"$CLUSTER_STATE.lock"
 flock -w 30 9 || cluster_die "another cluster_up.sh/cluster_down.sh holds $CLUSTER_STATE.lock"
 if [ -f "$CLUSTER_STATE/owner" ]; then
   old=$(cat "$CLUSTER_STATE/owner")
-  if [ "$old" != "$owner" ] && kill -0 "$old" 2>/dev/null; then
+  if [ "$old" != "$owner" ] && cluster_running "$old"; then
     cluster_die "a cluster owned by running pid $old exists; stop it or run tests/cluster/cluster_down.sh"
   fi
 fi

@@ -27,6 +27,15 @@ cluster_hostname() { echo "strata-h$1"; }         # host index -> hostname
 cluster_addr() { echo "$CLUSTER_SUBNET.$((10 + $1))"; }
 cluster_veth() { echo "strata-v$1"; }             # the root namespace's end of host i's link
 
+# Whether PID still runs. One that has exited but is not reaped yet (a zombie) counts as
+# gone: the processes here are mostly orphans, which PID 1 may reap only a second later.
+cluster_running() {
+  local stat
+  { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
 # Pid of the process that holds HOST's namespaces (from the state directory), checked to
 # still be our holder: a pid file can outlive its process and the pid be reused.
 cluster_host_pid() {
@@ -45,6 +54,33 @@ cluster_find_holders() {
   done
   return 0
 }
+
+# Whether this machine can make a cluster: prints the reason and returns 1 when it cannot
+# (not root, a command missing, the kernel or container refusing namespaces, veth pairs or
+# bridges). Creates nothing that outlives it (the probes run in throwaway namespaces).
+cluster_probe() {
+  local c
+  if [ "$(id -u)" != 0 ]; then
+    echo "needs root to create network namespaces, veth pairs and a bridge (uid $(id -u))"; return 1
+  fi
+  for c in unshare nsenter ip tc setsid flock timeout; do
+    command -v "$c" >/dev/null || { echo "missing command: $c (packages util-linux, iproute2, coreutils)"; return 1; }
+  done
+  unshare --uts --net --mount -- true 2>/dev/null ||
+    { echo "the kernel or container refuses new UTS/network/mount namespaces (unshare failed)"; return 1; }
+  unshare --net -- sh -c 'ip link add p0 type veth peer name p1 && ip link add b0 type bridge' 2>/dev/null ||
+    { echo "cannot create veth pairs or bridges (kernel without CONFIG_VETH/CONFIG_BRIDGE?)"; return 1; }
+  return 0
+}
+
+# Open MPI's MCA settings for ranks on the cluster, as name value pairs: the ob1 PML with
+# TCP between hosts and shared memory (vader) within one, on the hosts' subnet only. The ucx
+# PML would choose its own transports (shared memory and CMA reach across network
+# namespaces on one kernel) and hide the network. cluster_mpirun.sh passes them as --mca,
+# run_cluster_slurm_test.sh as OMPI_MCA_* variables (srun has no --mca).
+# shellcheck disable=SC2054  # tcp,self,vader is one value
+CLUSTER_OMPI_MCA=(pml ob1 btl tcp,self,vader btl_tcp_if_include "$CLUSTER_CIDR"
+                  oob_tcp_if_include "$CLUSTER_CIDR" mpi_yield_when_idle 1)
 
 # The hosts of the running cluster, in index order (one hostname per line).
 cluster_hosts() {

@@ -6,10 +6,10 @@
 #   2. a plain MPI world across the hosts (strata_mpi_hello, where built)
 #   3. strata's collectives test (dist_collectives) passes, and bytes crossed strata-h1's link
 #   4. train_gpt trains 50 steps with --global-batch 16 (its loss is printed beside a run
-#      of the same 4 ranks on one host)
+#      of the same 4 ranks on one host); not with --no-train (the ctest cluster_mpirun)
 #   5. with --bench, a short bench_collectives all_reduce (informational, not checked)
 # and removes the cluster on exit, failure or interrupt.
-#   tests/cluster/run_cluster_test.sh [--build DIR] [--rate RATE] [--delay DELAY] [--bench]
+#   tests/cluster/run_cluster_test.sh [--build DIR] [--rate RATE] [--delay DELAY] [--bench] [--no-train]
 #     --build DIR    the build directory (default $STRATA_BUILD_DIR, else <repo>/build)
 #     --rate/--delay shape the hosts' links (cluster_up.sh)
 # Exit status: 0 passed, 1 failed, 77 skipped (not root, a tool missing, or the kernel
@@ -19,13 +19,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=${STRATA_BUILD_DIR:-$repo/build} rate="" delay="" bench=0
+build=${STRATA_BUILD_DIR:-$repo/build} rate="" delay="" bench=0 train=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
     --bench) bench=1; shift ;;
+    --no-train) train=0; shift ;;
     *) echo "run_cluster_test: unknown argument $1" >&2; exit 1 ;;
   esac
 done
@@ -41,31 +42,28 @@ fail() { log "FAIL: $*"; exit 1; }
 
 # --- 1. can this machine make hosts? -------------------------------------------------
 PATH=$PATH:/usr/sbin:/sbin
-[ "$(id -u)" = 0 ] || skip "needs root to create network namespaces, veth pairs and a bridge (uid $(id -u))"
-for c in unshare nsenter ip tc setsid flock timeout mpirun; do
-  command -v "$c" >/dev/null || skip "missing command: $c (packages util-linux, iproute2, openmpi-bin)"
-done
-unshare --uts --net --mount -- true 2>/dev/null ||
-  skip "the kernel or container refuses new UTS/network/mount namespaces (unshare failed)"
-# veth and bridge probed inside a throwaway network namespace: nothing to clean up here.
-unshare --net -- sh -c 'ip link add p0 type veth peer name p1 && ip link add b0 type bridge' 2>/dev/null ||
-  skip "cannot create veth pairs or bridges (kernel without CONFIG_VETH/CONFIG_BRIDGE?)"
+# shellcheck source=tests/cluster/lib.sh
+source "$here/lib.sh"
+reason=$(cluster_probe) || skip "$reason"
+command -v mpirun >/dev/null || skip "missing command: mpirun (package openmpi-bin)"
 if [ -n "$delay" ]; then
   unshare --net -- sh -c "ip link set lo up && tc qdisc add dev lo root netem delay $delay" 2>/dev/null ||
     skip "--delay needs tc netem, which this kernel lacks (CONFIG_NET_SCH_NETEM)"
 fi
-for b in tests/dist_collectives examples/train_gpt/train_gpt; do
+bins=(tests/dist_collectives)
+[ "$train" = 0 ] || bins+=(examples/train_gpt/train_gpt)
+for b in "${bins[@]}"; do
   [ -x "$build/$b" ] || fail "$build/$b is missing: build the tests and examples first"
 done
 
 # --- 2. the cluster --------------------------------------------------------------------
-trap '"$here/cluster_down.sh"' EXIT
+trap '"$here/cluster_down.sh" --owner $$' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 "$here/cluster_up.sh" --hosts 2 --owner $$ ${rate:+--rate "$rate"} ${delay:+--delay "$delay"}
 run() { timeout "$timeout_s" "$here/cluster_mpirun.sh" "$@"; }
 out=$(mktemp -d "${TMPDIR:-/tmp}/strata-cluster-test.XXXXXX")
-trap '"$here/cluster_down.sh"; rm -rf "$out"' EXIT
+trap '"$here/cluster_down.sh" --owner $$; rm -rf "$out"' EXIT
 # The ranks' working directory: train_gpt writes nothing with --metrics '', but be safe.
 cd "$out"
 
@@ -97,14 +95,16 @@ log "dist_collectives passed; $crossed bytes crossed strata-h1's link"
 # floor that only a run whose ranks talked over the link exceeds.
 [ "$crossed" -gt 65536 ] || fail "only $crossed bytes crossed the link: the ranks did not talk over the network"
 
-log "train_gpt --steps 50 --global-batch 16 on 2 hosts x 2 ranks"
-gpt=("$build/examples/train_gpt/train_gpt" --steps 50 --global-batch 16 --log-every 25 --metrics '')
-run -np 4 "${gpt[@]}" >gpt.txt 2>&1 || { cat gpt.txt; fail "train_gpt failed on 2 hosts"; }
-grep -E '^step 50/50|^final' gpt.txt || fail "train_gpt did not reach step 50"
-# The same job with all 4 ranks on strata-h0: for the reader, the multi-host loss beside it.
-run -np 4 --host strata-h0:4 "${gpt[@]}" >gpt1.txt 2>&1 || { cat gpt1.txt; fail "train_gpt failed on 1 host"; }
-loss() { grep -oE '^step 50/50 \| loss [0-9.]+' "$1" | awk '{print $NF}'; }
-log "train_gpt step-50 loss: $(loss gpt.txt) on 2 hosts, $(loss gpt1.txt) on 1 host"
+if [ "$train" = 1 ]; then
+  log "train_gpt --steps 50 --global-batch 16 on 2 hosts x 2 ranks"
+  gpt=("$build/examples/train_gpt/train_gpt" --steps 50 --global-batch 16 --log-every 25 --metrics '')
+  run -np 4 "${gpt[@]}" >gpt.txt 2>&1 || { cat gpt.txt; fail "train_gpt failed on 2 hosts"; }
+  grep -E '^step 50/50|^final' gpt.txt || fail "train_gpt did not reach step 50"
+  # The same job with all 4 ranks on strata-h0: for the reader, the multi-host loss beside it.
+  run -np 4 --host strata-h0:4 "${gpt[@]}" >gpt1.txt 2>&1 || { cat gpt1.txt; fail "train_gpt failed on 1 host"; }
+  loss() { grep -oE '^step 50/50 \| loss [0-9.]+' "$1" | awk '{print $NF}'; }
+  log "train_gpt step-50 loss: $(loss gpt.txt) on 2 hosts, $(loss gpt1.txt) on 1 host"
+fi
 
 if [ "$bench" = 1 ]; then
   if [ -x "$build/benchmarks/bench_collectives" ]; then

@@ -44,7 +44,6 @@ binary=$(realpath "$1"); shift
 [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "run_slurm_test: --ranks needs a positive integer, got '$ranks'" >&2; exit 1; }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
 start=$SECONDS
 log() { printf '[slurm-test %3ds] %s\n' $((SECONDS - start)) "$*"; }
 # CI sets STRATA_SLURM_REQUIRED=1: there a skip would hide a broken test, so it fails.
@@ -55,61 +54,24 @@ skip() {
 fail() { log "FAIL: $*"; exit 1; }
 
 # --- 1. root, packages -----------------------------------------------------------------
-# slurmd must be root to start job steps (it switches to the job's user); a private cluster
-# as another user is not supported by Slurm.
-[ "$(id -u)" = 0 ] || skip "needs root to run slurmd (running as uid $(id -u))"
-# The daemons live in sbin, which a non-login shell's PATH may lack.
-PATH=$PATH:/usr/sbin:/sbin
-need=(munged mungekey slurmctld slurmd srun sinfo scontrol)
-have_all() { for c in "${need[@]}"; do command -v "$c" >/dev/null 2>&1 || return 1; done; }
-if ! have_all; then
-  # install_deps.sh returns at once when everything is there; it installs what is missing.
-  log "Slurm or munge missing: running scripts/install_deps.sh"
-  "$repo/scripts/install_deps.sh" || skip "scripts/install_deps.sh could not install Slurm and munge"
-  have_all || skip "still missing one of: ${need[*]} (packages slurmctld slurmd slurm-client munge)"
-fi
+# shellcheck source=tests/slurm/slurm_lib.sh
+source "$here/slurm_lib.sh"
+slurm_require_tools
 
 # --- 2. temporary directory and cleanup -------------------------------------------------
 work=$(mktemp -d "${TMPDIR:-/tmp}/strata-slurm.XXXXXX")
 # munged insists that everyone may traverse its socket's directory.
 chmod 755 "$work"
 munge_pid="" ctld_pid="" slurmd_pid=""
-alive() { [ -n "$1" ] && kill -0 "$1" 2>/dev/null; }
-# Stops one process started here: TERM, up to 10 s, then KILL.
-stop() {
-  alive "$1" || return 0
-  kill "$1" 2>/dev/null || true
-  for _ in $(seq 100); do alive "$1" || return 0; sleep 0.1; done
-  kill -KILL "$1" 2>/dev/null || true
-}
-# slurmd starts each job step in a slurmstepd that is not its child; ours are the ones that
-# hold a file in $work open (slurmd's log).
-our_stepds() {
-  local p fd
-  for p in $(pgrep -x slurmstepd || true); do
-    for fd in /proc/"$p"/fd/*; do
-      if [[ "$(readlink "$fd" 2>/dev/null)" == "$work/"* ]]; then echo "$p"; break; fi
-    done
-  done
-  return 0
-}
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  # Jobs first, while slurmd, slurmctld and munged can still talk to each other; a step
-  # whose slurmd is gone never finishes.
-  if alive "$ctld_pid"; then
-    squeue -h -o %A 2>/dev/null | xargs -r scancel 2>/dev/null || true
-    for _ in $(seq 100); do
-      [ -z "$(squeue -h 2>/dev/null)" ] && [ -z "$(our_stepds)" ] && break
-      sleep 0.1
-    done
-  fi
-  stop "$slurmd_pid"
-  stop "$ctld_pid"
+  if slurm_alive "$ctld_pid"; then slurm_cancel_all "$work"; fi
+  slurm_stop "$slurmd_pid"
+  slurm_stop "$ctld_pid"
   local p
-  for p in $(our_stepds); do kill -KILL "$p" 2>/dev/null || true; done
-  stop "$munge_pid"
+  for p in $(slurm_stepds_under "$work"); do kill -KILL "$p" 2>/dev/null || true; done
+  slurm_stop "$munge_pid"
   if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
     for f in "$work"/log/{slurmctld,slurmd,munged}.log; do
       [ -s "$f" ] || continue
@@ -132,18 +94,8 @@ chmod 755 "$work/munge"
 
 # --- 3. munge: a private key and daemon on a private socket ------------------------------
 socket="$work/munge/munge.sock"
-mungekey --create --keyfile="$work/munge/munge.key" >/dev/null 2>&1 \
-  || skip "mungekey could not create a key"
-chmod 600 "$work/munge/munge.key"
-munged --foreground --socket="$socket" --key-file="$work/munge/munge.key" \
-  --pid-file="$work/munge/munged.pid" --log-file="$work/log/munged.log" \
-  --seed-file="$work/munge/munged.seed" >"$work/log/munged.out.log" 2>&1 &
-munge_pid=$!
-for _ in $(seq 100); do [ -S "$socket" ] && break; alive "$munge_pid" || break; sleep 0.1; done
-if ! munge -S "$socket" -n 2>/dev/null | unmunge -S "$socket" >/dev/null 2>&1; then
-  tail -n 5 "$work/log/munged.log" "$work/log/munged.out.log" 2>/dev/null || true
-  skip "munged did not start (see its log above)"
-fi
+slurm_munge_key "$work/munge/munge.key"
+slurm_start_munged "$work/munge/munge.key" "$socket" "$work/log/munged"
 log "munged up (socket $socket)"
 
 # --- 4. slurm.conf ----------------------------------------------------------------------
@@ -163,24 +115,16 @@ done
 [ ${#ports[@]} = 2 ] || skip "found no two free TCP ports"
 
 node=$(hostname -s)
-# (nproc alone would report OMP_NUM_THREADS, which tests set to 1.)
-cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
-# What slurmd measures; the node is drained when slurm.conf claims more memory than that.
-mem=$(slurmd -C 2>/dev/null | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p')
-[ -n "$mem" ] || mem=$(awk '/^MemTotal:/ {print int($2 / 1024)}' /proc/meminfo)
+cpus=$(slurm_cpus)
+mem=$(slurm_memory)
 conf="$work/slurm.conf"
-cat >"$conf" <<EOF
+{
+  cat <<EOF
 # Written by tests/slurm/run_slurm_test.sh: a private one-node cluster.
 ClusterName=strata-test
 SlurmctldHost=$node(127.0.0.1)
 SlurmctldPort=${ports[0]}
 SlurmdPort=${ports[1]}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$socket
-StateSaveLocation=$work/state
 SlurmdSpoolDir=$work/spool
 # Where the PMIx plugin puts its per-step directories (else /tmp).
 TmpFS=$work/tmp
@@ -188,31 +132,12 @@ SlurmctldPidFile=$work/slurmctld.pid
 SlurmdPidFile=$work/slurmd.pid
 SlurmctldLogFile=$work/log/slurmctld.log
 SlurmdLogFile=$work/log/slurmd.log
-SlurmctldDebug=info
-SlurmdDebug=info
-# No cgroups: works in containers and leaves the host's cgroup tree alone.
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-SwitchType=switch/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-MpiDefault=pmix
-ReturnToService=2
-MailProg=/bin/true
-SlurmctldTimeout=30
-SlurmdTimeout=30
-InactiveLimit=0
-KillWait=5
 NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=test Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
-# Inside a real Slurm allocation srun would try to join that job: forget it.
-for v in $(compgen -e); do
-  case "$v" in SLURM_*|SRUN_*|SBATCH_*|SALLOC_*) unset "$v" ;; esac
-done
+  slurm_conf_common "$socket" "$work/state"
+} >"$conf"
+slurm_forget_allocation
 export SLURM_CONF=$conf
 log "slurm.conf: node $node, $cpus CPUs, ${mem} MiB, ports ${ports[*]}"
 
@@ -222,18 +147,7 @@ ctld_pid=$!
 slurmd -D -f "$conf" -N "$node" >"$work/log/slurmd.out.log" 2>&1 &
 slurmd_pid=$!
 
-state=""
-for _ in $(seq 120); do
-  alive "$ctld_pid" || { tail -n 15 "$work/log/slurmctld.log" "$work/log/slurmctld.out.log" 2>/dev/null || true
-                         skip "slurmctld exited during start-up (log above)"; }
-  alive "$slurmd_pid" || { tail -n 15 "$work/log/slurmd.log" "$work/log/slurmd.out.log" 2>/dev/null || true
-                           skip "slurmd exited during start-up (log above)"; }
-  state=$(sinfo -h -N -n "$node" -o '%t' 2>/dev/null | head -1 || true)
-  [ "$state" = idle ] && break
-  sleep 0.5
-done
-[ "$state" = idle ] || { scontrol show node "$node" 2>&1 | sed 's/^/  /' || true
-                         fail "node $node not idle after 60 s (state '${state:-none}')"; }
+slurm_wait_idle "$ctld_pid $slurmd_pid" "$work/log/slurmctld.log $work/log/slurmctld.out.log $work/log/slurmd.log $work/log/slurmd.out.log" "$node"
 log "cluster up: node $node idle"
 
 # --- 6. the job step --------------------------------------------------------------------
