@@ -24,6 +24,7 @@
 #include "strata/data/token_file.h"
 #include "strata/optim/adam.h"
 #include "strata/optim/grad_clip.h"
+#include "strata/optim/grad_scaler.h"
 #include "strata/optim/lr_scheduler.h"
 #include "strata/optim/optimizer.h"
 #include "strata/optim/param_groups.h"

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "macros.h"
+#include "chunk_reduce.h"
 #include "multi_tensor.h"
 
 namespace strata_kernels {
@@ -23,6 +24,23 @@ STRATA_HD void run_chunk(const Entry* tensors, const TensorChunk& chunk, const O
   const int64_t end = chunk.end;
 #pragma omp simd
   for (int64_t i = chunk.begin; i < end; ++i) local(t, i);
+}
+
+// chunk_reduce.h's whole order for one chunk: the partial the GPU's block computes.
+template <class Entry, class Op>
+typename Op::Acc reduce_chunk(const Entry* tensors, const TensorChunk& chunk, const Op& op) {
+  using Acc = typename Op::Acc;
+  const Entry t = tensors[chunk.tensor];
+  Acc lanes[kReduceLanes];
+  for (int l = 0; l < kReduceLanes; ++l) lanes[l] = op.identity();
+  for (int64_t base = chunk.begin; base < chunk.end; base += kReduceLanes) {
+    const int n = chunk.end - base < kReduceLanes ? static_cast<int>(chunk.end - base) : kReduceLanes;
+#pragma omp simd
+    for (int l = 0; l < n; ++l) lanes[l] = op.combine(lanes[l], op.partial(t, base + l));
+  }
+  for (int s = kReduceLanes / 2; s > 0; s /= 2)
+    for (int l = 0; l < s; ++l) lanes[l] = op.combine(lanes[l], lanes[l + s]);
+  return lanes[0];
 }
 
 }  // namespace strata_kernels

@@ -1,7 +1,8 @@
 #pragma once
 // exp for float that the compiler can vectorise (glibc's expf is a scalar
 // calls unless built with -ffast-math). Softmax, cross-entropy, attention and GELU spend
-// most of their non-GEMM time here. On the GPU the hardware functions are used instead.
+// most of their non-GEMM time here. The GPU runs the same code (not its own expf), so
+// sigmoid, SiLU and GELU give the same bits on both.
 //
 // fast_exp(float): Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, then the
 // degree-7 Taylor polynomial of e^r (truncation error < 1e-8 relative) and 2^n built in
@@ -10,7 +11,8 @@
 // saturates at e^88.3 (about 2.1e38) instead of inf. NaN propagates. Branch-free: without
 // SSE4.1 GCC refuses to if-convert a general select (the comparison may trap), but the
 // two clamps become min/max, and n = -127 gives a zero exponent field, i.e. 2^n = 0.
-// The double overloads call libm.
+// The double overload calls the platform's exp (glibc, or CUDA's device math: they may
+// differ by an ulp or two).
 #include <math.h>
 #include <stdint.h>
 
@@ -20,9 +22,6 @@
 namespace strata_kernels {
 
 STRATA_HD float fast_exp(float x) {
-#if defined(__CUDA_ARCH__)
-  return expf(x);
-#else
   const float kLog2e = 1.44269504088896341f;
   // ln2 split so that n * kLn2Hi is exact for |n| < 2^9 (kLn2Hi has 16 significant bits).
   const float kLn2Hi = 0.693145751953125f;
@@ -47,7 +46,6 @@ STRATA_HD float fast_exp(float x) {
   const int32_t ni = static_cast<int32_t>(float_bits(t) - float_bits(kShifter));
   const float scale = bits_float(static_cast<uint32_t>(ni + 127) << 23);
   return p * scale;
-#endif
 }
 
 STRATA_HD double fast_exp(double x) { return exp(x); }

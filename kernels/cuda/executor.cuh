@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "common/chunk_reduce.h"
 #include "common/multi_tensor.h"
 
 namespace strata_kernels {
@@ -63,6 +64,41 @@ cudaError_t launch_for_each_chunk(const Entry* tensors, const TensorChunk* chunk
   const int64_t max_blocks = 65535;
   const unsigned blocks = static_cast<unsigned>(n_chunks < max_blocks ? n_chunks : max_blocks);
   for_each_chunk_kernel<<<blocks, kChunkThreads, 0, stream>>>(tensors, chunks, n_chunks, op);
+  return cudaGetLastError();
+}
+
+// A reduction over the table in common/chunk_reduce.h's order: one block of kReduceLanes
+// threads per chunk (thread t is lane t), the lanes halved pairwise in shared memory;
+// partials[c] receives chunk c's result.
+template <class Entry, class Op>
+__global__ void reduce_chunks_kernel(const Entry* tensors, const TensorChunk* chunks, int64_t n_chunks,
+                                     typename Op::Acc* partials, Op op) {
+  using Acc = typename Op::Acc;
+  __shared__ Acc lanes[kReduceLanes];
+  const int lane = threadIdx.x;
+  for (int64_t c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+    const TensorChunk chunk = chunks[c];
+    const Entry t = tensors[chunk.tensor];
+    Acc acc = op.identity();
+    for (int64_t i = chunk.begin + lane; i < chunk.end; i += kReduceLanes) acc = op.combine(acc, op.partial(t, i));
+    lanes[lane] = acc;
+    __syncthreads();
+    for (int s = kReduceLanes / 2; s > 0; s /= 2) {
+      if (lane < s) lanes[lane] = op.combine(lanes[lane], lanes[lane + s]);
+      __syncthreads();
+    }
+    if (lane == 0) partials[c] = lanes[0];
+    __syncthreads();  // lanes[] is reused by the block's next chunk
+  }
+}
+
+template <class Entry, class Op>
+cudaError_t launch_reduce_chunks(const Entry* tensors, const TensorChunk* chunks, int64_t n_chunks,
+                                 typename Op::Acc* partials, Op op, cudaStream_t stream) {
+  if (n_chunks == 0) return cudaSuccess;
+  const int64_t max_blocks = 65535;
+  const unsigned blocks = static_cast<unsigned>(n_chunks < max_blocks ? n_chunks : max_blocks);
+  reduce_chunks_kernel<<<blocks, kReduceLanes, 0, stream>>>(tensors, chunks, n_chunks, partials, op);
   return cudaGetLastError();
 }
 

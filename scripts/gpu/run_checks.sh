@@ -51,8 +51,11 @@ check gpu_tests "$bin/strata_gpu_tests"
 check fused_adam_bench "$bin/bench_fused_adam" --device cuda --steps 50
 check fused_adam_bench_bf16 "$bin/bench_fused_adam" --device cuda --steps 50 --low-copy
 if command -v compute-sanitizer >/dev/null; then
+  # The out-of-memory test's failing cudaMalloc calls are what it tests; memcheck reports
+  # every failed API call as an error, so that one test runs outside it.
   for tool in memcheck racecheck synccheck; do
-    TAIL=8 check "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/strata_gpu_tests"
+    TAIL=8 check "sanitizer_$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 "$bin/strata_gpu_tests" \
+      --gtest_filter='-*OutOfMemory*'
   done
 else
   echo "compute-sanitizer not found"; failed=$((failed + 1))

@@ -2,56 +2,36 @@
 
 #include <cmath>
 
-#include "../tensor/cpu/dtype_dispatch.h"
+#include "optim/multi_tensor.h"
 #include "strata/autograd/grad_mode.h"
 
 namespace strata::optim {
 namespace {
 
-constexpr int64_t kParallelThreshold = 32768;
+// The defined gradients of `params`, contiguous (a non-contiguous one is copied: only the
+// in-place scale needs them contiguous, and says so).
+std::vector<Tensor> defined_grads(const std::vector<Tensor>& params) {
+  std::vector<Tensor> grads;
+  for (const Tensor& param : params)
+    if (param.grad().defined()) grads.push_back(param.grad());
+  return grads;
+}
 
 }  // namespace
 
 double grad_norm_squared(const std::vector<Tensor>& params) {
-  double total = 0.0;
-  for (const Tensor& param : params) {
-    Tensor grad = param.grad();
-    if (!grad.defined()) continue;
-    STRATA_CHECK(grad.device().is_cpu(), "grad_norm_squared: gradient of shape ", grad.shape(), " is on ",
-                 grad.device(), "; only the CPU version exists so far");
-    grad = grad.contiguous();
-    detail::dispatch_floating(grad.dtype(), "grad_norm_squared", [&]<class T>() {
-      const T* g = grad.data<T>();
-      const int64_t n = grad.numel();
-      double sum = 0.0;
-#pragma omp parallel for reduction(+ : sum) schedule(static) if (n > kParallelThreshold)
-      for (int64_t i = 0; i < n; ++i) {
-        const double x = static_cast<double>(g[i]);
-        sum += x * x;
-      }
-      total += sum;
-    });
-  }
-  return total;
+  std::vector<Tensor> grads = defined_grads(params);
+  for (Tensor& g : grads) g = g.contiguous();
+  return multi_tensor::sum_of_squares(grads);
 }
 
 void scale_grads(const std::vector<Tensor>& params, double factor) {
   NoGradGuard no_grad;
-  for (const Tensor& param : params) {
-    Tensor grad = param.grad();
-    if (!grad.defined()) continue;
-    STRATA_CHECK(grad.device().is_cpu(), "scale_grads: gradient of shape ", grad.shape(), " is on ", grad.device(),
-                 "; only the CPU version exists so far");
-    STRATA_CHECK(grad.is_contiguous(), "scale_grads: gradient of shape ", grad.shape(),
+  const std::vector<Tensor> grads = defined_grads(params);
+  for (const Tensor& g : grads)
+    STRATA_CHECK(g.is_contiguous(), "scale_grads: gradient of shape ", g.shape(),
                  " is not contiguous; it is scaled in place");
-    detail::dispatch_floating(grad.dtype(), "scale_grads", [&]<class T>() {
-      T* g = grad.data<T>();
-      const T f = static_cast<T>(factor);
-      const int64_t n = grad.numel();
-#pragma omp parallel for simd if (n > kParallelThreshold)
-      for (int64_t i = 0; i < n; ++i) g[i] = g[i] * f;
-    });
-  }
+  multi_tensor::scale(grads, factor);
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {

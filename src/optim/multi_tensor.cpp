@@ -7,6 +7,8 @@
 #include "common/cpu_executor.h"
 #include "common/fused_adam.h"
 #include "common/fused_sgd.h"
+#include "common/chunk_reduce.h"
+#include "common/grad_ops.h"
 #include "strata/core/error.h"
 #include "tensor/cpu/multiversion.h"
 #include "tensor/cuda/cuda_backend.h"
@@ -62,7 +64,8 @@ LowPrecision low_kind(const Tensor& low) {
   return low.dtype() == DType::BFloat16 ? LowPrecision::BFloat16 : LowPrecision::Float16;
 }
 
-// The arguments grouped by (device, dtype), each group in the caller's order.
+// The arguments grouped by (device, dtype) of the tensor `key` picks, each group in the
+// caller's order, the groups in order of first appearance.
 template <class Args>
 struct Batch {
   Device device;
@@ -70,17 +73,22 @@ struct Batch {
   std::vector<const Args*> args;
 };
 
-template <class Args>
-std::vector<Batch<Args>> batch_by_device_and_dtype(std::span<const Args> tensors) {
+template <class Args, class Key>
+std::vector<Batch<Args>> batch_by_device_and_dtype(std::span<const Args> items, Key key) {
   std::vector<Batch<Args>> batches;
-  for (const Args& a : tensors) {
-    auto it = std::find_if(batches.begin(), batches.end(), [&](const Batch<Args>& b) {
-      return b.device == a.param.device() && b.dtype == a.param.dtype();
-    });
-    if (it == batches.end()) it = batches.insert(batches.end(), Batch<Args>{a.param.device(), a.param.dtype(), {}});
+  for (const Args& a : items) {
+    const Tensor& t = key(a);
+    auto it = std::find_if(batches.begin(), batches.end(),
+                           [&](const Batch<Args>& b) { return b.device == t.device() && b.dtype == t.dtype(); });
+    if (it == batches.end()) it = batches.insert(batches.end(), Batch<Args>{t.device(), t.dtype(), {}});
     it->args.push_back(&a);
   }
   return batches;
+}
+
+template <class Args>
+std::vector<Batch<Args>> batch_by_param(std::span<const Args> items) {
+  return batch_by_device_and_dtype(items, [](const Args& a) -> const Tensor& { return a.param; });
 }
 
 // The CPU executor's thread loop, compiled per ISA level (the per-element square root and
@@ -90,6 +98,16 @@ STRATA_MULTIVERSION void run_cpu(const Entry* tensors, const TensorChunk* chunks
   const Op op{};
 #pragma omp parallel for schedule(static) if (parallel)
   for (int64_t c = 0; c < n_chunks; ++c) strata_kernels::run_chunk(tensors, chunks[c], op);
+}
+
+// The CPU executor of a reduction: chunks on threads, each replaying the GPU's order into
+// its own partial, so the thread count cannot change the result.
+template <class Entry, class Op>
+STRATA_MULTIVERSION void reduce_cpu(const Entry* tensors, const TensorChunk* chunks, int64_t n_chunks,
+                                    typename Op::Acc* partials, bool parallel) {
+  const Op op{};
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t c = 0; c < n_chunks; ++c) partials[c] = strata_kernels::reduce_chunk(tensors, chunks[c], op);
 }
 
 // One launch over `entries` (host copies of the tensors' device pointers and constants).
@@ -148,7 +166,101 @@ void sgd_batch(const Batch<SgdTensorArgs>& batch, const SgdHyper& h, int64_t chu
       batch.device, batch.dtype, cuda_detail::MultiTensorKernel::Sgd, entries, sizes, chunk_elements);
 }
 
+// One reduction over `entries`; the chunks' partials, in chunk order.
+template <class Entry, class Op>
+std::vector<typename Op::Acc> reduce(Device device, DType dtype, cuda_detail::MultiTensorReduction reduction,
+                                     const std::vector<Entry>& entries, const std::vector<int64_t>& sizes,
+                                     int64_t chunk_elements) {
+  const std::vector<TensorChunk> chunks = plan_chunks(sizes, chunk_elements);
+  std::vector<typename Op::Acc> partials(chunks.size());
+  if (device.is_cpu()) {
+    int64_t total = 0;
+    for (int64_t n : sizes) total += n;
+    reduce_cpu<Entry, Op>(entries.data(), chunks.data(), static_cast<int64_t>(chunks.size()), partials.data(),
+                          total > kParallelThreshold);
+  } else {
+    cuda_detail::multi_tensor_reduce(reduction, dtype, device.index, entries.data(), entries.size() * sizeof(Entry),
+                                     chunks.data(), static_cast<int64_t>(chunks.size()), partials.data(),
+                                     sizeof(typename Op::Acc));
+  }
+  return partials;
+}
+
+void check_grad_tensor(const Tensor& t, size_t index, const char* what) {
+  STRATA_CHECK(t.defined(), what, ": tensor ", index, " is not defined");
+  STRATA_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Float64, what, ": tensor ", index, " ", t.shape(),
+               " is ", t.dtype(), " (float32 or float64)");
+  STRATA_CHECK(t.is_contiguous(), what, ": tensor ", index, " ", t.shape(), " is not contiguous");
+}
+
+std::vector<Batch<Tensor>> checked_batches(std::span<const Tensor> tensors, const char* what) {
+  for (size_t i = 0; i < tensors.size(); ++i) check_grad_tensor(tensors[i], i, what);
+  return batch_by_device_and_dtype(tensors, [](const Tensor& t) -> const Tensor& { return t; });
+}
+
+template <class T>
+std::vector<strata_kernels::GradTensor<T>> grad_entries(const Batch<Tensor>& batch, double factor,
+                                                        std::vector<int64_t>& sizes) {
+  std::vector<strata_kernels::GradTensor<T>> entries;
+  for (const Tensor* t : batch.args) {
+    entries.push_back({.data = ptr<T>(*t), .factor = static_cast<T>(factor)});
+    sizes.push_back(t->numel());
+  }
+  return entries;
+}
+
+// Runs f.template operator()<T>() with T the batch's element type.
+template <class F>
+void for_dtype(DType dtype, F&& f) {
+  if (dtype == DType::Float32) {
+    f.template operator()<float>();
+  } else {
+    f.template operator()<double>();
+  }
+}
+
 }  // namespace
+
+double sum_of_squares(std::span<const Tensor> tensors, int64_t chunk_elements) {
+  double total = 0.0;
+  for (const Batch<Tensor>& batch : checked_batches(tensors, "sum_of_squares")) {
+    for_dtype(batch.dtype, [&]<class T>() {
+      std::vector<int64_t> sizes;
+      const auto entries = grad_entries<T>(batch, 1.0, sizes);
+      for (double p : reduce<strata_kernels::GradTensor<T>, strata_kernels::SumOfSquaresOp<T>>(
+               batch.device, batch.dtype, cuda_detail::MultiTensorReduction::SumOfSquares, entries, sizes,
+               chunk_elements))
+        total += p;
+    });
+  }
+  return total;
+}
+
+void scale(std::span<const Tensor> tensors, double factor, int64_t chunk_elements) {
+  for (const Batch<Tensor>& batch : checked_batches(tensors, "scale")) {
+    for_dtype(batch.dtype, [&]<class T>() {
+      std::vector<int64_t> sizes;
+      const auto entries = grad_entries<T>(batch, factor, sizes);
+      launch<strata_kernels::GradTensor<T>, strata_kernels::ScaleOp<T>>(
+          batch.device, batch.dtype, cuda_detail::MultiTensorKernel::Scale, entries, sizes, chunk_elements);
+    });
+  }
+}
+
+bool unscale_and_check(std::span<const Tensor> tensors, double factor, int64_t chunk_elements) {
+  bool found = false;
+  for (const Batch<Tensor>& batch : checked_batches(tensors, "unscale")) {
+    for_dtype(batch.dtype, [&]<class T>() {
+      std::vector<int64_t> sizes;
+      const auto entries = grad_entries<T>(batch, factor, sizes);
+      for (int32_t p : reduce<strata_kernels::GradTensor<T>, strata_kernels::UnscaleCheckOp<T>>(
+               batch.device, batch.dtype, cuda_detail::MultiTensorReduction::UnscaleCheck, entries, sizes,
+               chunk_elements))
+        found = found || p != 0;
+    });
+  }
+  return found;
+}
 
 std::vector<TensorChunk> plan_chunks(std::span<const int64_t> sizes, int64_t chunk_elements) {
   STRATA_CHECK(chunk_elements > 0, "plan_chunks: chunk_elements ", chunk_elements, " (expected > 0)");
@@ -172,7 +284,7 @@ void fused_adam_step(std::span<const AdamTensorArgs> tensors, const AdamHyper& h
     check_low_copy(w, a.param, a.low_copy);
     STRATA_CHECK(a.step > 0, w, ": step count ", a.step, " (expected > 0)");
   }
-  for (const auto& batch : batch_by_device_and_dtype(tensors)) {
+  for (const auto& batch : batch_by_param(tensors)) {
     if (batch.dtype == DType::Float32) {
       adam_batch<float>(batch, hyper, chunk_elements);
     } else {
@@ -190,7 +302,7 @@ void fused_sgd_step(std::span<const SgdTensorArgs> tensors, const SgdHyper& hype
     if (hyper.momentum != 0) check_like(w, a.param, "momentum buffer", a.momentum_buffer);
     check_low_copy(w, a.param, a.low_copy);
   }
-  for (const auto& batch : batch_by_device_and_dtype(tensors)) {
+  for (const auto& batch : batch_by_param(tensors)) {
     if (batch.dtype == DType::Float32) {
       sgd_batch<float>(batch, hyper, chunk_elements);
     } else {

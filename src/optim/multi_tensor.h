@@ -54,6 +54,20 @@ void fused_adam_step(std::span<const AdamTensorArgs> tensors, const AdamHyper& h
 void fused_sgd_step(std::span<const SgdTensorArgs> tensors, const SgdHyper& hyper,
                     int64_t chunk_elements = strata_kernels::kDefaultChunkElements);
 
+// Gradient operations over many tensors (float32 or float64, contiguous; any mix of devices
+// and dtypes, one launch per (device, dtype)). The reductions add in
+// kernels/common/chunk_reduce.h's fixed order, then the chunks' partials in order: the same
+// bits on the CPU and a GPU, and for any number of CPU threads.
+// The sum of the squares of every element, accumulated in double.
+double sum_of_squares(std::span<const Tensor> tensors,
+                      int64_t chunk_elements = strata_kernels::kDefaultChunkElements);
+// t *= factor for every element, in place.
+void scale(std::span<const Tensor> tensors, double factor,
+           int64_t chunk_elements = strata_kernels::kDefaultChunkElements);
+// t *= factor in place (loss scaling's unscale); true when any element was inf or nan.
+bool unscale_and_check(std::span<const Tensor> tensors, double factor,
+                       int64_t chunk_elements = strata_kernels::kDefaultChunkElements);
+
 // The chunk table of tensors of `sizes` elements: each tensor cut into [begin, end) ranges
 // of at most chunk_elements, in order; empty tensors have none.
 std::vector<strata_kernels::TensorChunk> plan_chunks(std::span<const int64_t> sizes, int64_t chunk_elements);

@@ -101,8 +101,26 @@ void empty_cache() {
 
 }  // namespace cpu_allocator
 
+namespace {
+
+// Memory goes back to the allocator of the device it came from (a CUDA block to the CUDA
+// cache, never to the CPU allocator, which would free a device pointer).
+void* allocate_on(Device device, size_t nbytes) {
+  return device.is_cpu() ? cpu_allocator::allocate(nbytes) : cuda_detail::allocate(nbytes, device.index);
+}
+
+void deallocate_on(Device device, void* data, size_t nbytes) {
+  if (device.is_cpu()) {
+    cpu_allocator::deallocate(data, nbytes);
+  } else {
+    cuda_detail::deallocate(data, nbytes, device.index);
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
-  void* p = device.is_cpu() ? cpu_allocator::allocate(nbytes) : cuda_detail::allocate(nbytes, device.index);
+  void* p = allocate_on(device, nbytes);
   return std::shared_ptr<Storage>(new Storage(p, nbytes, device, {}, true));
 }
 
@@ -113,25 +131,21 @@ std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
 void Storage::release() {
   STRATA_CHECK(from_allocator_, "Storage::release: only storage from Storage::allocate can be released");
   if (released_) return;
-  cpu_allocator::deallocate(data_, nbytes_);
+  deallocate_on(device_, data_, nbytes_);
   data_ = nullptr;
   released_ = true;
 }
 
 void Storage::reallocate() {
   if (!released_) return;
-  data_ = cpu_allocator::allocate(nbytes_);
+  data_ = allocate_on(device_, nbytes_);
   released_ = false;
 }
 
 Storage::~Storage() {
   if (released_) return;
   if (from_allocator_) {
-    if (device_.is_cpu()) {
-      cpu_allocator::deallocate(data_, nbytes_);
-    } else {
-      cuda_detail::deallocate(data_, nbytes_, device_.index);
-    }
+    deallocate_on(device_, data_, nbytes_);
   } else if (deleter_) {
     deleter_(data_);
   }

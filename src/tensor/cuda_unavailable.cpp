@@ -4,6 +4,7 @@
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"
 #include "tensor/cuda/cuda_backend.h"
+#include "tensor/cuda/cuda_ops.h"
 
 namespace strata {
 namespace {
@@ -40,7 +41,22 @@ void copy(const Tensor& dst, const Tensor& src) {
 void fill(const Tensor& dst, double) { no_cuda("fill", dst.device()); }
 void* current_stream(int) { return nullptr; }
 void multi_tensor_launch(MultiTensorKernel, DType, int device, const void*, size_t, const void*, int64_t) {
-  no_cuda("multi-tensor optimizer step", Device::cuda(device));
+  no_cuda("multi-tensor operation", Device::cuda(device));
+}
+void multi_tensor_reduce(MultiTensorReduction, DType, int device, const void*, size_t, const void*, int64_t, void*,
+                         size_t) {
+  no_cuda("multi-tensor reduction", Device::cuda(device));
 }
 }  // namespace cuda_detail
+
+namespace cuda_ops {
+Tensor binary(cpu::BinaryOp, const Tensor& a, const Tensor&, const char* name) { no_cuda(name, a.device()); }
+Tensor unary(cpu::UnaryOp, const Tensor& a, const char* name, double, double) { no_cuda(name, a.device()); }
+Tensor unary_grad(cpu::UnaryGradOp, const Tensor&, const Tensor& saved, const char* name, double, double) {
+  no_cuda(name, saved.device());
+}
+Tensor binary_grad(cpu::BinaryGradOp, const Tensor& grad, const Tensor&, const Tensor&, const char* name) {
+  no_cuda(name, grad.device());
+}
+}  // namespace cuda_ops
 }  // namespace strata

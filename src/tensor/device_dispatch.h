@@ -44,4 +44,14 @@ decltype(auto) on_device(std::string_view op, Device device, CpuFn&& cpu) {
   unsupported_device(op, device);
 }
 
+// Runs cpu() or cuda() by the device's type (cuda: the op's cuda_ops:: implementation).
+template <class CpuFn, class CudaFn>
+decltype(auto) on_device(std::string_view op, Device device, CpuFn&& cpu, CudaFn&& cuda) {
+  switch (device.type) {
+    case DeviceType::CPU: return std::forward<CpuFn>(cpu)();
+    case DeviceType::CUDA: return std::forward<CudaFn>(cuda)();
+  }
+  unsupported_device(op, device);
+}
+
 }  // namespace strata::detail

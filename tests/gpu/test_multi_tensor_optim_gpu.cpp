@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "optim/multi_tensor.h"
@@ -138,6 +139,74 @@ TEST_F(MultiTensorOptimGpu, SgdOnCudaParametersEqualsTheCpu) {
     }
     EXPECT_TRUE(same_bytes(gpu_w.detach(), cpu_w.detach())) << "nesterov " << o.nesterov;
   }
+}
+
+// The fixed-order reductions on the GPU (lanes = threads, the tree in shared memory) give
+// the CPU executor's bits: the sum of squares behind clip_grad_norm, and the unscale with
+// its inf/nan flag.
+TEST_F(MultiTensorOptimGpu, GradientReductionsEqualTheCpuBitForBit) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    Generator gen(31);
+    std::vector<Tensor> host, dev;
+    for (int64_t n : test_sizes()) {
+      host.push_back(randn({n}, {.dtype = dtype}, &gen));
+      dev.push_back(host.back().to(gpu));
+    }
+    const double cpu_sum = optim::multi_tensor::sum_of_squares(host);
+    const double gpu_sum = optim::multi_tensor::sum_of_squares(dev);
+    EXPECT_EQ(std::memcmp(&cpu_sum, &gpu_sum, sizeof cpu_sum), 0) << dtype << ": " << cpu_sum << " vs " << gpu_sum;
+
+    EXPECT_FALSE(optim::multi_tensor::unscale_and_check(host, 0.125));
+    EXPECT_FALSE(optim::multi_tensor::unscale_and_check(dev, 0.125));
+    for (size_t i = 0; i < host.size(); ++i) ASSERT_TRUE(same_bytes(dev[i], host[i])) << dtype << " tensor " << i;
+    // An inf deep in the tensor above 2^24 elements.
+    Tensor bad = dev[7].narrow(0, (int64_t{1} << 24) - 5, 1);
+    bad.copy_(full({1}, std::numeric_limits<double>::infinity(), {.dtype = dtype}));
+    EXPECT_TRUE(optim::multi_tensor::unscale_and_check(dev, 1.0)) << dtype;
+  }
+}
+
+// clip_grad_norm on CUDA gradients: the norm and the clipped gradients equal the CPU's.
+TEST_F(MultiTensorOptimGpu, ClipGradNormOnCudaEqualsTheCpu) {
+  Generator gen(12);
+  std::vector<Tensor> cpu_params, gpu_params;
+  for (int64_t n : {int64_t{70001}, int64_t{3}, int64_t{4096}}) {
+    Tensor p = zeros({n});
+    p.set_requires_grad(true);
+    p.set_grad(randn({n}, {}, &gen));
+    Tensor q = zeros({n}, {.device = gpu});
+    q.set_requires_grad(true);
+    q.set_grad(p.grad().to(gpu));
+    cpu_params.push_back(p);
+    gpu_params.push_back(q);
+  }
+  const double cpu_norm = optim::clip_grad_norm(cpu_params, 1.0);
+  const double gpu_norm = optim::clip_grad_norm(gpu_params, 1.0);
+  EXPECT_EQ(cpu_norm, gpu_norm);
+  EXPECT_GT(cpu_norm, 1.0);  // it did clip
+  for (size_t i = 0; i < cpu_params.size(); ++i) EXPECT_TRUE(same_bytes(gpu_params[i].grad(), cpu_params[i].grad()));
+}
+
+// GradScaler over CUDA gradients: a step with an inf is skipped and backs off, as on the CPU.
+TEST_F(MultiTensorOptimGpu, GradScalerSkipsAndUnscalesOnCuda) {
+  Tensor w = ones({1000}, {.device = gpu});
+  w.set_requires_grad(true);
+  optim::AdamW opt({w}, {.lr = 0.1});
+  optim::GradScaler scaler({.init_scale = 256});
+  Tensor g = full({1000}, 256.0 * 0.5);
+  g.data<float>()[999] = std::numeric_limits<float>::infinity();
+  w.set_grad(g.to(gpu));
+  EXPECT_FALSE(scaler.step(opt));
+  scaler.update();
+  EXPECT_EQ(scaler.scale_value(), 128);
+  EXPECT_EQ(w.detach().to(Device::cpu()).to_vector<float>(), std::vector<float>(1000, 1.0f));
+  w.set_grad(full({1000}, 128.0 * 0.5, {.device = gpu}));
+  EXPECT_TRUE(scaler.step(opt));
+  scaler.update();
+  // The unscaled gradient was 0.5 everywhere: AdamW's first step moves each weight by lr.
+  const std::vector<float> moved = w.detach().to(Device::cpu()).to_vector<float>();
+  EXPECT_NEAR(moved[0], 1.0f - 0.1f * 0.01f - 0.1f, 1e-6);
+  EXPECT_EQ(moved[0], moved[999]);
 }
 
 }  // namespace

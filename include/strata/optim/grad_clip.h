@@ -6,8 +6,9 @@
 namespace strata::optim {
 
 // Sum of squares of every element of every defined gradient of `params`, accumulated in
-// double (parameters without a gradient are skipped). ZeRO adds these across shards before
-// taking the square root.
+// double in one fixed order (the same bits on CPU and GPU, for any thread count; parameters
+// without a gradient are skipped). ZeRO adds these across shards before taking the square
+// root. One pass per (device, dtype) over all gradients.
 double grad_norm_squared(const std::vector<Tensor>& params);
 
 // Multiplies every defined gradient of `params` by `factor`, in place (gradients must be

@@ -31,6 +31,26 @@ ncclDataType_t nccl_type(DType d) {
   STRATA_FAIL("nccl: unknown dtype ", static_cast<int>(d));
 }
 
+// ncclGroupStart/End as a scope: an error between them (a throwing ncclSend) still ends the
+// group, so this thread's later NCCL calls are not swallowed into a group that never ends.
+class NcclGroupScope {
+ public:
+  NcclGroupScope() { STRATA_NCCL(ncclGroupStart()); }
+  ~NcclGroupScope() {
+    if (open_) (void)ncclGroupEnd();
+  }
+  NcclGroupScope(const NcclGroupScope&) = delete;
+  NcclGroupScope& operator=(const NcclGroupScope&) = delete;
+  // Ends the group, reporting NCCL's error (the launch of everything in it).
+  void end() {
+    open_ = false;
+    STRATA_NCCL(ncclGroupEnd());
+  }
+
+ private:
+  bool open_ = true;
+};
+
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::Sum: return ncclSum;
@@ -241,42 +261,61 @@ void ProcessGroupNCCL::check_tensor(const Tensor& t, const char* op, const char*
 template <class F>
 WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
   GroupState& g = *state_;
-  std::lock_guard<std::timed_mutex> elk(g.enqueue_mu);
+  std::string enqueue_error;
   {
-    std::lock_guard<std::mutex> lk(g.mu);
-    STRATA_CHECK(g.broken.empty() && g.comm != nullptr, l.kind, " on group '", name_,
-                 "': the group is unusable after an earlier failure: ", g.broken);
-  }
-  cuda_detail::DeviceGuard guard(g.device);
-  auto w = std::make_shared<WorkState>();
-  w->seq = g.next_seq++;
-  w->title = std::string(l.kind) + " #" + std::to_string(w->seq) + (l.detail.empty() ? "" : " (" + l.detail + ")") +
-             " in group '" + name_ + "'";
-  cudaEvent_t start = nullptr;
-  STRATA_CUDA(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
-  cudaError_t rc = cudaEventRecord(start, cuda_detail::stream_of(g.device));
-  if (rc == cudaSuccess) rc = cudaStreamWaitEvent(g.stream, start, 0);
-  (void)cudaEventDestroy(start);  // released once the wait is done with it
-  STRATA_CUDA(rc);
-  enqueue(g.comm, g.stream);
-  // Tell the peers (one small MPI message each) so that a timeout can name who is late.
-  if (g.arrivals) g.arrivals->entered(w->seq);
-  STRATA_CUDA(cudaEventCreateWithFlags(&w->end, cudaEventDisableTiming));
-  STRATA_CUDA(cudaEventRecord(w->end, g.stream));
-  w->timeout = timeout_;
-  w->deadline = Clock::now() + timeout_;
-  w->keep = std::move(l.keep);
-  {
-    std::lock_guard<std::mutex> lk(g.mu);
-    if (l.type) {
-      auto& c = g.stats[*l.type];
-      c.calls += static_cast<uint64_t>(l.count_as_ops);
-      c.bytes += l.bytes;
+    std::lock_guard<std::timed_mutex> elk(g.enqueue_mu);
+    {
+      std::lock_guard<std::mutex> lk(g.mu);
+      STRATA_CHECK(g.broken.empty() && g.comm != nullptr, l.kind, " on group '", name_,
+                   "': the group is unusable after an earlier failure: ", g.broken);
     }
-    g.pending.push_back(w);
+    cuda_detail::DeviceGuard guard(g.device);
+    // The sequence number every rank shares is taken only once the op is on the stream: a
+    // launch that fails here leaves the numbering as it was.
+    const uint64_t seq = g.next_seq;
+    const std::string title = std::string(l.kind) + " #" + std::to_string(seq) +
+                              (l.detail.empty() ? "" : " (" + l.detail + ")") + " in group '" + name_ + "'";
+    try {
+      cudaEvent_t start = nullptr;
+      STRATA_CUDA(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
+      cudaError_t rc = cudaEventRecord(start, cuda_detail::stream_of(g.device));
+      if (rc == cudaSuccess) rc = cudaStreamWaitEvent(g.stream, start, 0);
+      (void)cudaEventDestroy(start);  // released once the wait is done with it
+      STRATA_CUDA(rc);
+      enqueue(g.comm, g.stream);
+    } catch (const std::exception& e) {
+      enqueue_error = title + " could not be launched: " + e.what();
+    }
+    if (enqueue_error.empty()) {
+      auto w = std::make_shared<WorkState>();
+      w->seq = seq;
+      w->title = title;
+      g.next_seq = seq + 1;
+      // Tell the peers (one small MPI message each) so that a timeout can name who is late.
+      if (g.arrivals) g.arrivals->entered(w->seq);
+      STRATA_CUDA(cudaEventCreateWithFlags(&w->end, cudaEventDisableTiming));
+      STRATA_CUDA(cudaEventRecord(w->end, g.stream));
+      w->timeout = timeout_;
+      w->deadline = Clock::now() + timeout_;
+      w->keep = std::move(l.keep);
+      {
+        std::lock_guard<std::mutex> lk(g.mu);
+        if (l.type) {
+          auto& c = g.stats[*l.type];
+          c.calls += static_cast<uint64_t>(l.count_as_ops);
+          c.bytes += l.bytes;
+        }
+        g.pending.push_back(w);
+      }
+      g.cv.notify_all();
+      return std::make_unique<WorkNCCL>(std::move(w), state_);
+    }
   }
-  g.cv.notify_all();
-  return std::make_unique<WorkNCCL>(std::move(w), state_);
+  // The peers may be inside the op this rank could not launch: the group cannot be used
+  // again (a later op would be matched against theirs). Broken outside enqueue_mu, which
+  // fail() takes to abort the communicator.
+  g.fail(enqueue_error);
+  STRATA_FAIL(enqueue_error);
 }
 
 std::vector<int64_t> ProcessGroupNCCL::host_all_gather(const std::vector<int64_t>& mine, const char* why) {
@@ -405,12 +444,12 @@ WorkPtr ProcessGroupNCCL::all_to_all(Tensor& out, const Tensor& in) {
   return launch({"all_to_all", describe(d, n), OpType::AllToAll, in.nbytes(), {out, in, src}},
                 [&](ncclComm_t comm, cudaStream_t s) {
                   if (k == 0) return;
-                  STRATA_NCCL(ncclGroupStart());
+                  NcclGroupScope group;
                   for (int r = 0; r < size_; ++r) {
                     STRATA_NCCL(ncclSend(bytes_at(src, r * k), static_cast<size_t>(k), nccl_type(d), r, comm, s));
                     STRATA_NCCL(ncclRecv(bytes_at(out, r * k), static_cast<size_t>(k), nccl_type(d), r, comm, s));
                   }
-                  STRATA_NCCL(ncclGroupEnd());
+                  group.end();
                 });
 }
 
@@ -456,7 +495,7 @@ WorkPtr ProcessGroupNCCL::batch_send_recv(std::span<const P2POp> ops) {
     bytes = send_bytes + recv_bytes;
   }
   WorkPtr w = launch({kind, summary.str(), type, bytes, std::move(keep), calls}, [&](ncclComm_t comm, cudaStream_t s) {
-    STRATA_NCCL(ncclGroupStart());
+    NcclGroupScope group;
     for (const P2POp& op : list) {
       const size_t n = static_cast<size_t>(op.tensor.numel());
       if (n == 0) continue;
@@ -466,7 +505,7 @@ WorkPtr ProcessGroupNCCL::batch_send_recv(std::span<const P2POp> ops) {
         STRATA_NCCL(ncclRecv(op.tensor.data_ptr(), n, nccl_type(op.tensor.dtype()), op.peer, comm, s));
       }
     }
-    STRATA_NCCL(ncclGroupEnd());
+    group.end();
   });
   if (!single) {
     std::lock_guard<std::mutex> lk(state_->mu);

@@ -16,18 +16,17 @@ namespace k = strata_kernels;
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), {.dtype = a.dtype(), .device = a.device()});
   auto run = [&]<class T>() {
-    // One loop per op, each with the op inlined, so each vectorises.
+    // One loop per op, each with its functor inlined, so each vectorises.
+    auto map = [&]<BinaryOp C>() { map_broadcast<T, T, T>(out, k::BinaryFn<T, C>{}, a, b); };
     switch (op) {
-      case BinaryOp::Add: return map_broadcast<T, T, T>(out, [](T x, T y) { return x + y; }, a, b);
-      case BinaryOp::Sub: return map_broadcast<T, T, T>(out, [](T x, T y) { return x - y; }, a, b);
-      case BinaryOp::Mul: return map_broadcast<T, T, T>(out, [](T x, T y) { return x * y; }, a, b);
-      case BinaryOp::Div: return map_broadcast<T, T, T>(out, [](T x, T y) { return x / y; }, a, b);
-      case BinaryOp::Minimum: return map_broadcast<T, T, T>(out, [](T x, T y) { return k::minimum_value(x, y); }, a, b);
-      case BinaryOp::Maximum: return map_broadcast<T, T, T>(out, [](T x, T y) { return k::maximum_value(x, y); }, a, b);
+      case BinaryOp::Add: return map.template operator()<BinaryOp::Add>();
+      case BinaryOp::Sub: return map.template operator()<BinaryOp::Sub>();
+      case BinaryOp::Mul: return map.template operator()<BinaryOp::Mul>();
+      case BinaryOp::Div: return map.template operator()<BinaryOp::Div>();
+      case BinaryOp::Minimum: return map.template operator()<BinaryOp::Minimum>();
+      case BinaryOp::Maximum: return map.template operator()<BinaryOp::Maximum>();
       case BinaryOp::Pow:
-        if constexpr (std::is_floating_point_v<T>) {
-          return map_broadcast<T, T, T>(out, [](T x, T y) { return static_cast<T>(std::pow(x, y)); }, a, b);
-        }
+        if constexpr (std::is_floating_point_v<T>) return map.template operator()<BinaryOp::Pow>();
         break;
     }
   };
@@ -43,32 +42,30 @@ Tensor unary(UnaryOp op, const Tensor& a, const char* name, double p, double q) 
   Tensor out = empty(a.shape(), {.dtype = a.dtype(), .device = a.device()});
   auto run = [&]<class T>() {
     const T tp = detail::scalar_as<T>(p), tq = detail::scalar_as<T>(q);
-    auto map = [&](auto f) { map_broadcast<T, T>(out, f, a); };
+    auto map = [&]<UnaryOp C>() { map_broadcast<T, T>(out, k::UnaryFn<T, C>{tp, tq}, a); };
     switch (op) {
-      case UnaryOp::Neg: return map([](T x) { return -x; });
-      case UnaryOp::Abs: return map([](T x) { return k::abs_value(x); });
-      case UnaryOp::AddScalar: return map([tp](T x) { return x + tp; });
-      case UnaryOp::MulScalar: return map([tp](T x) { return x * tp; });
-      case UnaryOp::Clamp: return map([tp, tq](T x) { return k::clamp_value(x, tp, tq); });
+      case UnaryOp::Neg: return map.template operator()<UnaryOp::Neg>();
+      case UnaryOp::Abs: return map.template operator()<UnaryOp::Abs>();
+      case UnaryOp::AddScalar: return map.template operator()<UnaryOp::AddScalar>();
+      case UnaryOp::MulScalar: return map.template operator()<UnaryOp::MulScalar>();
+      case UnaryOp::Clamp: return map.template operator()<UnaryOp::Clamp>();
       default: break;
     }
     if constexpr (std::is_floating_point_v<T>) {
       switch (op) {
-        case UnaryOp::Exp: return map([](T x) { return static_cast<T>(std::exp(x)); });
-        case UnaryOp::Log: return map([](T x) { return static_cast<T>(std::log(x)); });
-        case UnaryOp::Sqrt: return map([](T x) { return static_cast<T>(std::sqrt(x)); });
-        case UnaryOp::Rsqrt: return map([](T x) { return k::rsqrt_value(x); });
-        case UnaryOp::Tanh: return map([](T x) { return static_cast<T>(std::tanh(x)); });
-        case UnaryOp::Sigmoid: return map([](T x) { return k::sigmoid(x); });
-        case UnaryOp::Silu: return map([](T x) { return k::silu(x); });
-        case UnaryOp::Pow: return map([tp](T x) { return static_cast<T>(std::pow(x, tp)); });
+        case UnaryOp::Exp: return map.template operator()<UnaryOp::Exp>();
+        case UnaryOp::Log: return map.template operator()<UnaryOp::Log>();
+        case UnaryOp::Sqrt: return map.template operator()<UnaryOp::Sqrt>();
+        case UnaryOp::Rsqrt: return map.template operator()<UnaryOp::Rsqrt>();
+        case UnaryOp::Tanh: return map.template operator()<UnaryOp::Tanh>();
+        case UnaryOp::Sigmoid: return map.template operator()<UnaryOp::Sigmoid>();
+        case UnaryOp::Silu: return map.template operator()<UnaryOp::Silu>();
+        case UnaryOp::Pow: return map.template operator()<UnaryOp::Pow>();
         default: break;
       }
     }
   };
-  const bool arith = op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::AddScalar ||
-                     op == UnaryOp::MulScalar || op == UnaryOp::Clamp;
-  if (arith) {
+  if (k::is_arithmetic(op)) {
     detail::dispatch_arith(a.dtype(), name, run);
   } else {
     detail::dispatch_floating(a.dtype(), name, run);

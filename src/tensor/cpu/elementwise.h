@@ -1,21 +1,19 @@
 #pragma once
 // CPU kernels of the elementwise ops (ops/elementwise.cpp, ops/unary.cpp, ops/compare.cpp).
 // Outputs are fresh contiguous tensors; inputs may be strided and are broadcast where noted.
-// The element math is in kernels/common/elementwise.h.
+// The element math is in kernels/common/elementwise_ops.h.
+#include "common/elementwise_ops.h"
 #include "strata/tensor/tensor.h"
 
 namespace strata::cpu {
 
-enum class BinaryOp { Add, Sub, Mul, Div, Minimum, Maximum, Pow };
+// The op codes are the shared kernels' (kernels/common/elementwise_ops.h), so the CPU loops
+// and the CUDA kernels instantiate the same functors.
+using BinaryOp = strata_kernels::BinaryCode;
 enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
-// p and q below are the op's scalars: Pow's exponent, AddScalar's and MulScalar's operand,
-// Clamp's bounds.
-enum class UnaryOp { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Silu, Pow, AddScalar, MulScalar, Clamp };
-// grad * d op(x) / dx, computed from `saved`: the op's output for Exp, Sqrt, Rsqrt, Tanh and
-// Sigmoid, its input otherwise.
-enum class UnaryGradOp { Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Silu, Clamp, Pow };
-// grad * d op(a, b) / da (the A and Base forms) or / db (B, Exponent).
-enum class BinaryGradOp { MinimumA, MinimumB, MaximumA, MaximumB, PowBase, PowExponent };
+using UnaryOp = strata_kernels::UnaryCode;
+using UnaryGradOp = strata_kernels::UnaryGradCode;
+using BinaryGradOp = strata_kernels::BinaryGradCode;
 
 // out = a (op) b with broadcasting; same dtype required (checked by the caller).
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name);

@@ -15,18 +15,18 @@ Tensor unary_grad(UnaryGradOp op, const Tensor& grad, const Tensor& saved, const
   Tensor out = empty(saved.shape(), {.dtype = saved.dtype(), .device = saved.device()});
   detail::dispatch_floating(saved.dtype(), name, [&]<class T>() {
     const T tp = static_cast<T>(p), tq = static_cast<T>(q);
-    auto map = [&](auto f) { map_broadcast<T, T, T>(out, f, grad, saved); };
+    auto map = [&]<UnaryGradOp C>() { map_broadcast<T, T, T>(out, k::UnaryGradFn<T, C>{tp, tq}, grad, saved); };
     switch (op) {
-      case UnaryGradOp::Abs: return map([](T g, T x) { return g * k::abs_grad(x); });
-      case UnaryGradOp::Exp: return map([](T g, T e) { return g * e; });
-      case UnaryGradOp::Log: return map([](T g, T x) { return g / x; });
-      case UnaryGradOp::Sqrt: return map([](T g, T r) { return g * k::sqrt_grad_from_output(r); });
-      case UnaryGradOp::Tanh: return map([](T g, T t) { return g * k::tanh_grad_from_output(t); });
-      case UnaryGradOp::Sigmoid: return map([](T g, T s) { return g * k::sigmoid_grad_from_output(s); });
-      case UnaryGradOp::Silu: return map([](T g, T x) { return g * k::silu_grad(x); });
-      case UnaryGradOp::Rsqrt: return map([](T g, T r) { return g * k::rsqrt_grad_from_output(r); });
-      case UnaryGradOp::Clamp: return map([tp, tq](T g, T x) { return g * k::clamp_grad(x, tp, tq); });
-      case UnaryGradOp::Pow: return map([tp](T g, T x) { return g * k::pow_grad_base(x, tp); });
+      case UnaryGradOp::Abs: return map.template operator()<UnaryGradOp::Abs>();
+      case UnaryGradOp::Exp: return map.template operator()<UnaryGradOp::Exp>();
+      case UnaryGradOp::Log: return map.template operator()<UnaryGradOp::Log>();
+      case UnaryGradOp::Sqrt: return map.template operator()<UnaryGradOp::Sqrt>();
+      case UnaryGradOp::Tanh: return map.template operator()<UnaryGradOp::Tanh>();
+      case UnaryGradOp::Sigmoid: return map.template operator()<UnaryGradOp::Sigmoid>();
+      case UnaryGradOp::Silu: return map.template operator()<UnaryGradOp::Silu>();
+      case UnaryGradOp::Rsqrt: return map.template operator()<UnaryGradOp::Rsqrt>();
+      case UnaryGradOp::Clamp: return map.template operator()<UnaryGradOp::Clamp>();
+      case UnaryGradOp::Pow: return map.template operator()<UnaryGradOp::Pow>();
     }
   });
   return out;
@@ -35,14 +35,14 @@ Tensor unary_grad(UnaryGradOp op, const Tensor& grad, const Tensor& saved, const
 Tensor binary_grad(BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b, const char* name) {
   Tensor out = empty(grad.shape(), {.dtype = grad.dtype(), .device = grad.device()});
   detail::dispatch_floating(grad.dtype(), name, [&]<class T>() {
-    auto map = [&](auto f) { map_broadcast<T, T, T, T>(out, f, grad, a, b); };
+    auto map = [&]<BinaryGradOp C>() { map_broadcast<T, T, T, T>(out, k::BinaryGradFn<T, C>{}, grad, a, b); };
     switch (op) {
-      case BinaryGradOp::MinimumA: return map([](T g, T x, T y) { return g * k::minimum_share(x, y); });
-      case BinaryGradOp::MinimumB: return map([](T g, T x, T y) { return g * k::minimum_share(y, x); });
-      case BinaryGradOp::MaximumA: return map([](T g, T x, T y) { return g * k::minimum_share(y, x); });
-      case BinaryGradOp::MaximumB: return map([](T g, T x, T y) { return g * k::minimum_share(x, y); });
-      case BinaryGradOp::PowBase: return map([](T g, T x, T y) { return g * k::pow_grad_base(x, y); });
-      case BinaryGradOp::PowExponent: return map([](T g, T x, T y) { return g * k::pow_grad_exponent(x, y); });
+      case BinaryGradOp::MinimumA: return map.template operator()<BinaryGradOp::MinimumA>();
+      case BinaryGradOp::MinimumB: return map.template operator()<BinaryGradOp::MinimumB>();
+      case BinaryGradOp::MaximumA: return map.template operator()<BinaryGradOp::MaximumA>();
+      case BinaryGradOp::MaximumB: return map.template operator()<BinaryGradOp::MaximumB>();
+      case BinaryGradOp::PowBase: return map.template operator()<BinaryGradOp::PowBase>();
+      case BinaryGradOp::PowExponent: return map.template operator()<BinaryGradOp::PowExponent>();
     }
   });
   return out;

@@ -20,12 +20,18 @@ void copy(const Tensor& dst, const Tensor& src);
 void fill(const Tensor& dst, double value);
 // The stream strata's CUDA work of the calling thread runs on (a cudaStream_t).
 void* current_stream(int device);
-// Multi-tensor optimizer steps (optim/multi_tensor.cpp builds the tables): `tensors` is a
-// host array of strata_kernels::AdamTensor<T> or SgdTensor<T> (T by dtype: float32 or
-// float64) holding device pointers, `chunks` a host array of n_chunks
-// strata_kernels::TensorChunk. Uploads both, then one launch on the current stream.
-enum class MultiTensorKernel { Adam, Sgd };
+// Multi-tensor operations (optim/multi_tensor.cpp builds the tables): `tensors` is a host
+// array of the kernel's entries (strata_kernels::AdamTensor<T>, SgdTensor<T>, GradTensor<T>;
+// T float for float32, double for float64) holding device pointers, `chunks` a host array of
+// n_chunks strata_kernels::TensorChunk. Both are uploaded, then one launch on the current
+// stream. A reduction also copies its n_chunks partials (partial_bytes each) into the host
+// array `partials` and returns once they are there.
+enum class MultiTensorKernel { Adam, Sgd, Scale };
+enum class MultiTensorReduction { SumOfSquares, UnscaleCheck };
 void multi_tensor_launch(MultiTensorKernel kernel, DType dtype, int device, const void* tensors, size_t tensors_bytes,
                          const void* chunks, int64_t n_chunks);
+void multi_tensor_reduce(MultiTensorReduction reduction, DType dtype, int device, const void* tensors,
+                         size_t tensors_bytes, const void* chunks, int64_t n_chunks, void* partials,
+                         size_t partial_bytes);
 
 }  // namespace strata::cuda_detail

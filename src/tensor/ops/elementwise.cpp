@@ -4,6 +4,7 @@
 
 #include "../device_dispatch.h"
 #include "elementwise_common.h"
+#include "tensor/cuda/cuda_ops.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"
@@ -35,22 +36,29 @@ void check_not_bool(const char* name, const Tensor& t) {
 Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   const Device device = check_binary(name, a, b);
   check_not_bool(name, a);
-  return on_device(name, device, [&] { return cpu::binary(op, a, b, name); });
+  return on_device(
+      name, device, [&] { return cpu::binary(op, a, b, name); }, [&] { return cuda_ops::binary(op, a, b, name); });
 }
 
 Tensor unary_op(UnaryOp op, const Tensor& a, const char* name, double p, double q) {
   STRATA_CHECK(a.defined(), name, ": input is undefined");
   check_not_bool(name, a);
-  return on_device(name, a.device(), [&] { return cpu::unary(op, a, name, p, q); });
+  return on_device(
+      name, a.device(), [&] { return cpu::unary(op, a, name, p, q); },
+      [&] { return cuda_ops::unary(op, a, name, p, q); });
 }
 
 Tensor unary_grad_op(cpu::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name, double p,
                      double q) {
-  return on_device(name, saved.device(), [&] { return cpu::unary_grad(op, grad, saved, name, p, q); });
+  return on_device(
+      name, saved.device(), [&] { return cpu::unary_grad(op, grad, saved, name, p, q); },
+      [&] { return cuda_ops::unary_grad(op, grad, saved, name, p, q); });
 }
 
 Tensor binary_grad_op(BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b, const char* name) {
-  return on_device(name, grad.device(), [&] { return cpu::binary_grad(op, grad, a, b, name); });
+  return on_device(
+      name, grad.device(), [&] { return cpu::binary_grad(op, grad, a, b, name); },
+      [&] { return cuda_ops::binary_grad(op, grad, a, b, name); });
 }
 
 }  // namespace detail

@@ -1,0 +1,108 @@
+// CUDA glue of the elementwise ops: tensors to pointers, the strided index of the inputs
+// (broadcast strides), one kernel launch on the current stream.
+#include <cstring>
+#include <string>
+
+#include "common/strided_index.h"
+#include "strata/tensor/factory.h"
+#include "strata_kernels/elementwise.h"
+#include "tensor/cpu/broadcast_map.h"
+#include "tensor/cuda/cuda_backend.h"
+#include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_ops.h"
+
+namespace strata::cuda_ops {
+namespace {
+
+int32_t element_type(DType dtype, bool integers_allowed, const char* name) {
+  switch (dtype) {
+    case DType::Float32: return STRATA_ELEMENT_F32;
+    case DType::Float64: return STRATA_ELEMENT_F64;
+    case DType::Int32:
+      if (integers_allowed) return STRATA_ELEMENT_I32;
+      break;
+    case DType::Int64:
+      if (integers_allowed) return STRATA_ELEMENT_I64;
+      break;
+    default: break;
+  }
+  STRATA_FAIL(name, ": dtype ", dtype, " is not supported on CUDA (", integers_allowed ? "float32, float64, int32 or int64"
+                                                                                       : "float32 or float64",
+              "; convert with .to())");
+}
+
+// The strided index of `inputs` read as if broadcast to `shape`.
+template <int N>
+strata_kernels::StridedIndex<N> index_of(const Shape& shape, const Tensor* const (&inputs)[N], const char* name) {
+  STRATA_CHECK(shape.size() <= static_cast<size_t>(strata_kernels::kMaxDims), name, ": ", shape.size(),
+               " dimensions; CUDA elementwise ops take at most ", strata_kernels::kMaxDims);
+  strata_kernels::StridedIndex<N> index;
+  std::memset(&index, 0, sizeof index);
+  index.ndim = static_cast<int32_t>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) index.sizes[d] = shape[d];
+  for (int k = 0; k < N; ++k) {
+    const Strides s = cpu::broadcast_strides(*inputs[k], shape);
+    for (size_t d = 0; d < shape.size(); ++d) index.strides[k][d] = s[d];
+  }
+  return index;
+}
+
+struct Launch {
+  Tensor out;
+  cudaStream_t stream;
+};
+
+Launch prepare(const Shape& shape, const Tensor& like) {
+  const int device = like.device().index;
+  cuda_detail::check_device(like.device(), "CUDA elementwise op");
+  return {empty(shape, {.dtype = like.dtype(), .device = like.device()}), cuda_detail::stream_of(device)};
+}
+
+}  // namespace
+
+Tensor binary(cpu::BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  const int32_t type = element_type(a.dtype(), strata_kernels::is_arithmetic(op), name);
+  Launch l = prepare(shape, a);
+  const Tensor* inputs[2] = {&a, &b};
+  const auto index = index_of<2>(shape, inputs, name);
+  cuda_detail::DeviceGuard guard(a.device().index);
+  STRATA_CUDA(strata_binary(static_cast<int32_t>(op), type, l.out.data_ptr(), a.data_ptr(), b.data_ptr(), &index,
+                            shape.numel(), l.stream));
+  return l.out;
+}
+
+Tensor unary(cpu::UnaryOp op, const Tensor& a, const char* name, double p, double q) {
+  const int32_t type = element_type(a.dtype(), strata_kernels::is_arithmetic(op), name);
+  Launch l = prepare(a.shape(), a);
+  const Tensor* inputs[1] = {&a};
+  const auto index = index_of<1>(a.shape(), inputs, name);
+  cuda_detail::DeviceGuard guard(a.device().index);
+  STRATA_CUDA(strata_unary(static_cast<int32_t>(op), type, l.out.data_ptr(), a.data_ptr(), &index, a.numel(), p, q,
+                           l.stream));
+  return l.out;
+}
+
+Tensor unary_grad(cpu::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name, double p, double q) {
+  const int32_t type = element_type(saved.dtype(), false, name);
+  Launch l = prepare(saved.shape(), saved);
+  const Tensor* inputs[2] = {&grad, &saved};
+  const auto index = index_of<2>(saved.shape(), inputs, name);
+  cuda_detail::DeviceGuard guard(saved.device().index);
+  STRATA_CUDA(strata_unary_grad(static_cast<int32_t>(op), type, l.out.data_ptr(), grad.data_ptr(), saved.data_ptr(),
+                                &index, saved.numel(), p, q, l.stream));
+  return l.out;
+}
+
+Tensor binary_grad(cpu::BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b, const char* name) {
+  const int32_t type = element_type(grad.dtype(), false, name);
+  Launch l = prepare(grad.shape(), grad);
+  const Tensor* inputs[3] = {&grad, &a, &b};
+  const auto index = index_of<3>(grad.shape(), inputs, name);
+  cuda_detail::DeviceGuard guard(grad.device().index);
+  STRATA_CUDA(strata_binary_grad(static_cast<int32_t>(op), type, l.out.data_ptr(), grad.data_ptr(), a.data_ptr(),
+                                 b.data_ptr(), &index, grad.numel(), l.stream));
+  return l.out;
+}
+
+}  // namespace strata::cuda_ops
