@@ -36,8 +36,13 @@ int env_int(const char* name, int fallback) {
   return v && *v ? std::atoi(v) : fallback;
 }
 
-// Pretend nodes (STRATA_TEST_NODE_SIZE, src/distributed/mpi/topology.h): ranks per node.
-int node_size() { return env_int("STRATA_TEST_NODE_SIZE", 0); }
+// Ranks per node: pretend nodes (STRATA_TEST_NODE_SIZE, src/distributed/mpi/topology.h), else
+// what mpirun says (OMPI_COMM_WORLD_LOCAL_SIZE: real nodes, as on the namespaced cluster,
+// tests/cluster/run_cluster_test.sh, assumed to hold the same number each); 0 when unknown.
+int node_size() {
+  const int pretend = env_int("STRATA_TEST_NODE_SIZE", 0);
+  return pretend > 0 ? pretend : env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 0);
+}
 
 // Read as the backend reads it. STRATA_MPI_SHM=0 turns shared memory off and leaves the ring;
 // otherwise a group on one node takes shared memory. With pretend nodes, a world over
