@@ -50,20 +50,25 @@ int64_t chunk_len(int64_t total, int parts, int j) {
   return std::min(chunk_begin(total, parts, j) + (total + parts - 1) / parts, total) - chunk_begin(total, parts, j);
 }
 
-// The staging buffer of reduce_scatter and all_gather: N regions of c elements, region
-// l*K + n for the chunk of the rank with local index l on node n.
-struct Staging {
-  std::shared_ptr<std::byte> data;
-  int64_t c = 0;  // ceil(M / N)
+// reduce_scatter and all_gather work on node blocks: block k holds the chunks (of c =
+// ceil(M/N)) of node k's ranks in local order, L*c elements, so that the node's shared-memory
+// op gives local rank l the chunk of the rank with local index l on node k. Where those
+// chunks are consecutive in the flat layout and all full (ranks placed node by node, every
+// block but a short last one), the block is the user's buffer itself; otherwise it is a
+// staging copy, padded with zeros.
+struct Blocks {
+  const Hierarchy& h;
+  int64_t count, c, esize;
+  int n() const { return h.nodes * h.per_node; }
+  int rank_of(int node, int l) const { return h.group_rank[static_cast<size_t>(l * h.nodes + node)]; }
+  bool direct(int node) const {
+    const int first = rank_of(node, 0);
+    for (int l = 0; l < h.per_node; ++l)
+      if (rank_of(node, l) != first + l || chunk_len(count, n(), first + l) != c) return false;
+    return true;
+  }
+  int64_t block_elems() const { return static_cast<int64_t>(h.per_node) * c; }
 };
-
-Staging make_staging(const Hierarchy& h, int64_t count, int64_t esize) {
-  const int n = h.nodes * h.per_node;
-  Staging s;
-  s.c = (count + n - 1) / n;
-  s.data = take_scratch(static_cast<size_t>(static_cast<int64_t>(n) * s.c * esize));
-  return s;
-}
 
 PhasePoll all_reduce(const Hierarchy& h, int64_t seq, const RingArgs& a) {
   const int64_t esize = static_cast<int64_t>(element_size(a.type));
@@ -77,54 +82,86 @@ PhasePoll all_reduce(const Hierarchy& h, int64_t seq, const RingArgs& a) {
   return [chain] { return chain->poll(); };
 }
 
+// For each node block k: a shared-memory reduce-scatter over this node gives this rank the
+// node's partial sum of chunk (k, l) into region k of `sums`; then the ring reduce-scatter of
+// `sums` (K regions of c) over sub-ring l leaves this rank's own chunk fully reduced.
 PhasePoll reduce_scatter(const Hierarchy& h, int64_t seq, const RingArgs& a) {
   const int64_t esize = static_cast<int64_t>(element_size(a.type));
-  const int k = h.nodes, l_count = h.per_node, n = k * l_count;
-  Staging s = make_staging(h, a.count, esize);
-  const int64_t c = s.c;
-  std::byte* base = s.data.get();
-  for (int l = 0; l < l_count; ++l) {
-    for (int node = 0; node < k; ++node) {
-      const int r = h.group_rank[static_cast<size_t>(l * k + node)];
-      const int64_t len = chunk_len(a.count, n, r);
-      std::byte* dst = at(base, static_cast<int64_t>(l * k + node) * c, esize);
-      std::memcpy(dst, at(a.in, chunk_begin(a.count, n, r), esize), static_cast<size_t>(len * esize));
-      std::memset(dst + len * esize, 0, static_cast<size_t>((c - len) * esize));
-    }
-  }
-  std::byte* super = at(base, static_cast<int64_t>(h.local) * k * c, esize);
-  auto result = take_scratch(static_cast<size_t>(c * esize));
+  const int k = h.nodes;
+  Blocks b{h, a.count, (a.count + k * h.per_node - 1) / (k * h.per_node), esize};
+  const int64_t c = b.c;
+  auto sums = take_scratch(static_cast<size_t>(k * c * esize));
+  std::vector<std::shared_ptr<std::byte>> keep{sums};
   std::vector<PhasePoll> phases;
-  phases.push_back(make_shm(h.node, {RingKind::ReduceScatter, a.type, a.op, n * c, base, super}));
-  phases.push_back(make_ring(h.inter, seq, {RingKind::ReduceScatter, a.type, a.op, k * c, super, result.get()}));
-  const int me = h.group_rank[static_cast<size_t>(h.local * k + h.node_index)];
-  const size_t bytes = static_cast<size_t>(chunk_len(a.count, n, me) * esize);
-  auto chain = std::make_shared<Chain>(std::move(phases), [s, result, out = a.out, bytes] {
-    std::memcpy(out, result.get(), bytes);
+  for (int node = 0; node < k; ++node) {
+    const void* src = at(a.in, chunk_begin(a.count, b.n(), b.rank_of(node, 0)), esize);
+    if (!b.direct(node)) {
+      auto staged = take_scratch(static_cast<size_t>(b.block_elems() * esize));
+      for (int l = 0; l < h.per_node; ++l) {
+        const int r = b.rank_of(node, l);
+        const int64_t len = chunk_len(a.count, b.n(), r);
+        std::byte* dst = at(staged.get(), l * c, esize);
+        std::memcpy(dst, at(a.in, chunk_begin(a.count, b.n(), r), esize), static_cast<size_t>(len * esize));
+        std::memset(dst + len * esize, 0, static_cast<size_t>((c - len) * esize));
+      }
+      src = staged.get();
+      keep.push_back(std::move(staged));
+    }
+    phases.push_back(make_shm(h.node, {RingKind::ReduceScatter, a.type, a.op, b.block_elems(), src,
+                                       at(sums.get(), node * c, esize)}));
+  }
+  const int me = b.rank_of(h.node_index, h.local);
+  const int64_t mine = chunk_len(a.count, b.n(), me);
+  // The ring writes c elements: straight into `out` when this rank's chunk is that long.
+  std::shared_ptr<std::byte> tail = mine == c ? nullptr : take_scratch(static_cast<size_t>(c * esize));
+  void* ring_out = tail ? tail.get() : a.out;
+  phases.push_back(make_ring(h.inter, seq, {RingKind::ReduceScatter, a.type, a.op, k * c, sums.get(), ring_out}));
+  auto chain = std::make_shared<Chain>(std::move(phases), [keep, tail, out = a.out, bytes = mine * esize] {
+    if (tail) std::memcpy(out, tail.get(), static_cast<size_t>(bytes));
   });
   return [chain] { return chain->poll(); };
 }
 
+// The reverse: the ring all-gather over sub-ring l collects chunk (k, l) of every node k into
+// region k of `parts`; then for each node block k a shared-memory all-gather over this node
+// puts the block together in `out` (or its staging copy, copied out at the end).
 PhasePoll all_gather(const Hierarchy& h, int64_t seq, const RingArgs& a) {
   const int64_t esize = static_cast<int64_t>(element_size(a.type));
-  const int k = h.nodes, l_count = h.per_node, n = k * l_count;
-  Staging s = make_staging(h, a.count, esize);
-  const int64_t c = s.c;
-  std::byte* base = s.data.get();
-  const int me = h.group_rank[static_cast<size_t>(h.local * k + h.node_index)];
-  std::byte* own = at(base, static_cast<int64_t>(h.local * k + h.node_index) * c, esize);
-  std::memcpy(own, a.in, static_cast<size_t>(chunk_len(a.count, n, me) * esize));
-  std::byte* super = at(base, static_cast<int64_t>(h.local) * k * c, esize);
+  const int k = h.nodes;
+  Blocks b{h, a.count, (a.count + k * h.per_node - 1) / (k * h.per_node), esize};
+  const int64_t c = b.c;
+  auto parts = take_scratch(static_cast<size_t>(k * c * esize));
+  const int me = b.rank_of(h.node_index, h.local);
+  const int64_t mine = chunk_len(a.count, b.n(), me);
+  std::byte* own = at(parts.get(), h.node_index * c, esize);
+  const void* ring_in = a.in;
+  if (mine < c) {  // the ring sends c elements of this rank's chunk: pad it in place
+    std::memcpy(own, a.in, static_cast<size_t>(mine * esize));
+    std::memset(own + mine * esize, 0, static_cast<size_t>((c - mine) * esize));
+    ring_in = own;
+  }
   std::vector<PhasePoll> phases;
-  phases.push_back(make_ring(h.inter, seq, {RingKind::AllGather, a.type, ReduceOp::Sum, k * c, own, super}));
-  phases.push_back(make_shm(h.node, {RingKind::AllGather, a.type, ReduceOp::Sum, n * c, super, base}));
-  auto chain = std::make_shared<Chain>(std::move(phases), [s, ranks = h.group_rank, out = a.out, count = a.count, esize, k, l_count, n] {
-    for (int l = 0; l < l_count; ++l) {
-      for (int node = 0; node < k; ++node) {
-        const int r = ranks[static_cast<size_t>(l * k + node)];
-        std::memcpy(at(out, chunk_begin(count, n, r), esize),
-                    at(s.data.get(), static_cast<int64_t>(l * k + node) * s.c, esize),
-                    static_cast<size_t>(chunk_len(count, n, r) * esize));
+  phases.push_back(make_ring(h.inter, seq, {RingKind::AllGather, a.type, ReduceOp::Sum, k * c, ring_in, parts.get()}));
+  struct Staged {
+    int node;
+    std::shared_ptr<std::byte> data;
+  };
+  std::vector<Staged> staged;
+  for (int node = 0; node < k; ++node) {
+    void* dst = at(a.out, chunk_begin(a.count, b.n(), b.rank_of(node, 0)), esize);
+    if (!b.direct(node)) {
+      staged.push_back({node, take_scratch(static_cast<size_t>(b.block_elems() * esize))});
+      dst = staged.back().data.get();
+    }
+    phases.push_back(make_shm(h.node, {RingKind::AllGather, a.type, ReduceOp::Sum, b.block_elems(),
+                                       at(parts.get(), node * c, esize), dst}));
+  }
+  auto chain = std::make_shared<Chain>(std::move(phases), [parts, staged, b, out = a.out] {
+    for (const Staged& s : staged) {
+      for (int l = 0; l < b.h.per_node; ++l) {
+        const int r = b.rank_of(s.node, l);
+        std::memcpy(at(out, chunk_begin(b.count, b.n(), r), b.esize), at(s.data.get(), l * b.c, b.esize),
+                    static_cast<size_t>(chunk_len(b.count, b.n(), r) * b.esize));
       }
     }
   });
