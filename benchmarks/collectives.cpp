@@ -15,13 +15,18 @@
 // Built with STRATA_BENCH_RAW_ONLY (CMake does so while src/distributed/mpi/ does not exist yet)
 // it times only the raw MPI half.
 //
+// --compare-flat (strata only): for groups over several nodes (docs/distributed.md,
+// "Hierarchical collectives"), times strata twice beside raw MPI, on two copies of the world
+// made with STRATA_MPI_HIERARCHICAL=0 (flat ring) and as the environment says (the automatic
+// choice: hierarchical), and prints both with ratios hier/raw and hier/flat.
+//
 // --late-peer-ms T (strata only) then measures what the MPI worker costs while it waits:
 // rank 0 enters a 4 MiB all_reduce that the last rank joins T ms late, and prints the CPU
 // time rank 0's process used meanwhile (its main thread sleeps in wait()).
 //
 //   bench_collectives [--min-bytes B] [--max-bytes B] [--factor F] [--iters N] [--warmup N]
 //                     [--ops all_reduce,all_gather,reduce_scatter] [--raw-only]
-//                     [--late-peer-ms T]
+//                     [--compare-flat] [--late-peer-ms T]
 #include <mpi.h>
 
 #include <algorithm>
@@ -68,6 +73,7 @@ struct Options {
   int iters = 0;  // 0: by size (see iterations_for)
   int warmup = 3;
   bool strata = true;
+  bool compare_flat = false;
   int late_peer_ms = 0;
   std::vector<Op> ops = {Op::AllReduce, Op::AllGather, Op::ReduceScatter};
 };
@@ -83,6 +89,10 @@ std::string parse(int argc, char** argv, Options& o) {
     const std::string k = argv[i];
     if (k == "--raw-only") {
       o.strata = false;
+      continue;
+    }
+    if (k == "--compare-flat") {
+      o.compare_flat = true;
       continue;
     }
     if (i + 1 >= argc) return k + " needs a value";
@@ -311,9 +321,28 @@ int main(int argc, char** argv) {
                 thread_level);
     std::printf("# median of N iterations after %d warm-up (barrier before each; slowest rank); GB/s = 1e9 B/s; "
                 "ratio = strata busbw / raw busbw\n", o.warmup);
-    std::printf("%-15s %9s %5s | %10s %9s %9s | %10s %9s %9s | %7s\n", "op", "bytes", "iters", "raw_us", "algbw",
-                "busbw", "strata_us", "algbw", "busbw", "ratio");
+    if (o.compare_flat && run_strata)
+      std::printf("%-15s %9s %5s | %10s %9s | %10s %9s | %10s %9s | %8s %9s\n", "op", "bytes", "iters", "raw_us",
+                  "busbw", "flat_us", "busbw", "hier_us", "busbw", "hier/raw", "hier/flat");
+    else
+      std::printf("%-15s %9s %5s | %10s %9s %9s | %10s %9s %9s | %7s\n", "op", "bytes", "iters", "raw_us", "algbw",
+                  "busbw", "strata_us", "algbw", "busbw", "ratio");
   }
+#ifndef STRATA_BENCH_RAW_ONLY
+  // --compare-flat: the same world twice, one group made with the flat ring forced.
+  std::unique_ptr<strata::dist::ProcessGroup> flat_group, hier_group;
+  if (run_strata && o.compare_flat) {
+    std::vector<int> all(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+    const char* before = std::getenv("STRATA_MPI_HIERARCHICAL");
+    const std::string saved = before ? before : "";
+    setenv("STRATA_MPI_HIERARCHICAL", "0", 1);
+    flat_group = world.split(all, "flat");
+    if (before) setenv("STRATA_MPI_HIERARCHICAL", saved.c_str(), 1);
+    else unsetenv("STRATA_MPI_HIERARCHICAL");
+    hier_group = world.split(all, "hier");
+  }
+#endif
 
   for (Op op : o.ops) {
     for (int64_t size = o.min_bytes; size <= o.max_bytes; size *= o.factor) {
@@ -330,25 +359,37 @@ int main(int argc, char** argv) {
       // In-place all_reduce would grow its values without bound: time it on zeros.
       if (op == Op::AllReduce) std::fill_n(raw.in.get(), total, 0.0f);
 #ifndef STRATA_BENCH_RAW_ONLY
-      std::unique_ptr<StrataCase> st;
+      std::unique_ptr<StrataCase> st, st_flat;
       if (run_strata) {
+        strata::dist::ProcessGroup& main_group = hier_group ? *hier_group : world;
         st = std::make_unique<StrataCase>(op, s);
         fill_input(op, st->input(), s.in_count, s.in_offset, r);
-        st->run(world);
+        st->run(main_group);
         verify("strata", op, st->output(), s, n, r, bytes);
         if (op == Op::AllReduce) std::fill_n(st->input(), total, 0.0f);
+        if (flat_group) {
+          st_flat = std::make_unique<StrataCase>(op, s);
+          fill_input(op, st_flat->input(), s.in_count, s.in_offset, r);
+          st_flat->run(*flat_group);
+          verify("strata (flat)", op, st_flat->output(), s, n, r, bytes);
+          if (op == Op::AllReduce) std::fill_n(st_flat->input(), total, 0.0f);
+        }
       }
 #endif
 
       const int iters = iterations_for(o, bytes);
-      std::vector<double> t_raw, t_strata;
+      std::vector<double> t_raw, t_strata, t_flat;
       for (int it = 0; it < o.warmup + iters; ++it) {
         const double a = timed([&] { raw.run(total); });
         if (it >= o.warmup) t_raw.push_back(a);
 #ifndef STRATA_BENCH_RAW_ONLY
         if (st) {
-          const double b = timed([&] { st->run(world); });
+          const double b = timed([&] { st->run(hier_group ? *hier_group : world); });
           if (it >= o.warmup) t_strata.push_back(b);
+        }
+        if (st_flat) {
+          const double c = timed([&] { st_flat->run(*flat_group); });
+          if (it >= o.warmup) t_flat.push_back(c);
         }
 #endif
       }
@@ -357,6 +398,15 @@ int main(int argc, char** argv) {
         const double bf = bus_factor(op, n);
         const double raw_s = median(t_raw);
         const double raw_alg = static_cast<double>(bytes) / raw_s / 1e9;
+        if (!t_flat.empty()) {
+          const double flat_s = median(t_flat), hier_s = median(t_strata);
+          std::printf("%-15s %9s %5d | %10.1f %9.3f | %10.1f %9.3f | %10.1f %9.3f | %8.3f %9.3f\n", op_name(op),
+                      human_bytes(bytes).c_str(), iters, raw_s * 1e6, static_cast<double>(bytes) / raw_s / 1e9 * bf,
+                      flat_s * 1e6, static_cast<double>(bytes) / flat_s / 1e9 * bf, hier_s * 1e6,
+                      static_cast<double>(bytes) / hier_s / 1e9 * bf, raw_s / hier_s, flat_s / hier_s);
+          std::fflush(stdout);
+          continue;
+        }
         char strata_cols[64] = "           -         -         - |       -";
         if (!t_strata.empty()) {
           const double st_s = median(t_strata);

@@ -28,4 +28,24 @@ bool debug_collectives_from_env() {
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
+int hierarchical_mode() { return env_switch("STRATA_MPI_HIERARCHICAL"); }
+
+int64_t test_node_size() {
+  static const int64_t v = env_count("STRATA_TEST_NODE_SIZE", 0, "rank count");
+  return v;
+}
+
+bool debug_paths() {
+  static const bool v = [] {
+    const char* e = std::getenv("STRATA_DEBUG_PATHS");
+    return e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
+  }();
+  return v;
+}
+
+const char* test_build_identity() {
+  const char* v = std::getenv("STRATA_TEST_BUILD_IDENTITY");
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
 }  // namespace strata::dist::detail

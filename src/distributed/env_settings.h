@@ -15,4 +15,21 @@ int env_switch(const char* name);
 // STRATA_DEBUG_COLLECTIVES: set to anything but "" or "0".
 bool debug_collectives_from_env();
 
+// STRATA_MPI_HIERARCHICAL (hierarchy.h): -1 unset (automatic), 0 flat, 1 hierarchical at
+// every size. Read each time a group is made (benchmarks set it between splits); Engine::start
+// reads it once first, so that a bad value fails at init.
+int hierarchical_mode();
+
+// STRATA_TEST_NODE_SIZE (topology.h, tests only): pretend nodes of this many consecutive world
+// ranks; 0 when unset. Read once.
+int64_t test_node_size();
+
+// STRATA_DEBUG_PATHS: set to anything but "" or "0": group rank 0 prints which algorithm
+// (shm, hierarchical, ring, mpi) each kind of collective of a group takes, the first time.
+bool debug_paths();
+
+// STRATA_TEST_BUILD_IDENTITY (build_identity.h, tests only): replaces this process's build
+// description; null when unset.
+const char* test_build_identity();
+
 }  // namespace strata::dist::detail

@@ -4,10 +4,13 @@
 #   1. placement: ranks 0-1 run on strata-h0 and ranks 2-3 on strata-h1, each host with
 #      local size 2 (the hostname comes from the rank's own UTS namespace)
 #   2. a plain MPI world across the hosts (strata_mpi_hello, where built)
-#   3. strata's collectives test (dist_collectives) passes, and bytes crossed strata-h1's link
+#   3. strata's collectives test (dist_collectives) passes, and bytes crossed strata-h1's link;
+#      the collective-path checks (dist_hier's DistCollectivePaths) pass with the hierarchical
+#      path chosen automatically for the world (2 nodes x 2 ranks, STRATA_DEBUG_PATHS says so)
 #   4. train_gpt trains 50 steps with --global-batch 16 (its loss is printed beside a run
 #      of the same 4 ranks on one host); not with --no-train (the ctest cluster_mpirun)
-#   5. with --bench, a short bench_collectives all_reduce (informational, not checked)
+#   5. with --bench, bench_collectives all_reduce 1-256 MiB, hierarchical vs flat ring vs raw
+#      Open MPI (--compare-flat; informational, not checked)
 # and removes the cluster on exit, failure or interrupt.
 #   tests/cluster/run_cluster_test.sh [--build DIR] [--rate RATE] [--delay DELAY] [--bench] [--no-train]
 #     --build DIR    the build directory (default $STRATA_BUILD_DIR, else <repo>/build)
@@ -50,7 +53,7 @@ if [ -n "$delay" ]; then
   unshare --net -- sh -c "ip link set lo up && tc qdisc add dev lo root netem delay $delay" 2>/dev/null ||
     skip "--delay needs tc netem, which this kernel lacks (CONFIG_NET_SCH_NETEM)"
 fi
-bins=(tests/dist_collectives)
+bins=(tests/dist_collectives tests/dist_hier)
 [ "$train" = 0 ] || bins+=(examples/train_gpt/train_gpt)
 for b in "${bins[@]}"; do
   [ -x "$build/$b" ] || fail "$build/$b is missing: build the tests and examples first"
@@ -95,6 +98,19 @@ log "dist_collectives passed; $crossed bytes crossed strata-h1's link"
 # floor that only a run whose ranks talked over the link exceeds.
 [ "$crossed" -gt 65536 ] || fail "only $crossed bytes crossed the link: the ranks did not talk over the network"
 
+log "dist_hier's collective-path checks on 2 hosts x 2 ranks (hierarchical path)"
+# No STRATA_TEST_NODE_SIZE: the nodes are real; the test takes the ranks per node from
+# OMPI_COMM_WORLD_LOCAL_SIZE and checks the hierarchical order's bits.
+run -np 4 -x STRATA_DEBUG_PATHS=1 "$build/tests/dist_hier" --gtest_filter='DistCollectivePaths.*' >hier.txt 2>&1 ||
+  { cat hier.txt; fail "dist_hier failed on 2 hosts"; }
+grep -E '^\[  (PASSED|FAILED)' hier.txt
+grep -q '^\[  FAILED' hier.txt && fail "dist_hier reported failures"
+for op in all_reduce reduce_scatter all_gather; do
+  line=$(grep -m1 "^strata: group 'world' of 4 ranks (2 nodes x 2 ranks): $op of .* takes the hierarchical path" hier.txt) ||
+    fail "the world's $op did not take the hierarchical path on 2 hosts x 2 ranks"
+  log "$line"
+done
+
 if [ "$train" = 1 ]; then
   log "train_gpt --steps 50 --global-batch 16 on 2 hosts x 2 ranks"
   gpt=("$build/examples/train_gpt/train_gpt" --steps 50 --global-batch 16 --log-every 25 --metrics '')
@@ -108,9 +124,10 @@ fi
 
 if [ "$bench" = 1 ]; then
   if [ -x "$build/benchmarks/bench_collectives" ]; then
-    log "bench_collectives all_reduce 1-16 MiB (informational)"
-    run -np 4 "$build/benchmarks/bench_collectives" --ops all_reduce --min-bytes 1048576 \
-      --max-bytes 16777216 --iters 5 --warmup 1 || fail "bench_collectives failed"
+    log "bench_collectives all_reduce 1-256 MiB: hierarchical vs flat ring vs raw Open MPI (informational)"
+    run -np 4 "$build/benchmarks/bench_collectives" --ops "${STRATA_CLUSTER_BENCH_OPS:-all_reduce}" --compare-flat \
+      --min-bytes 1048576 --max-bytes 268435456 --iters "${STRATA_CLUSTER_BENCH_ITERS:-5}" --warmup 1 ||
+      fail "bench_collectives failed"
   else
     log "no $build/benchmarks/bench_collectives: bench skipped (configure with -DSTRATA_BUILD_BENCHMARKS=ON)"
   fi

@@ -1,15 +1,17 @@
 // all_reduce, reduce_scatter and all_gather of the MPI backend through whichever algorithm the
-// environment sends them to (tests/CMakeLists.txt builds this file into dist_ring and
-// dist_shm): the ring (src/distributed/mpi/ring.h; STRATA_MPI_SHM=0, forced for every size with
-// small segments, and with the defaults) and the shared-memory collectives
-// (src/distributed/mpi/shm_collectives.h; every size, 4 KiB slots, direct reads as decided, forced
-// on and forced off). The public behaviour is the same on every path; only the order of the
-// additions differs, and that is checked for the path in use.
+// environment sends them to (tests/CMakeLists.txt builds this file into dist_ring, dist_shm
+// and dist_hier): the ring (src/distributed/mpi/ring.h; STRATA_MPI_SHM=0, forced for every
+// size with small segments, and with the defaults), the shared-memory collectives
+// (src/distributed/mpi/shm_collectives.h; every size, 4 KiB slots, direct reads as decided,
+// forced on and forced off) and the hierarchical collectives (src/distributed/mpi/hierarchy.h;
+// pretend nodes of STRATA_TEST_NODE_SIZE ranks). The public behaviour is the same on every
+// path; only the order of the additions differs, and that is checked for the path in use.
 #include <cstdlib>
 #include <cstring>
 #include <random>
 
 #include "collective_check_util.h"
+#include "path_order.h"
 
 namespace strata {
 namespace {
@@ -26,20 +28,44 @@ using test::same_bytes;
 using test::value;
 using Clock = std::chrono::steady_clock;
 
-enum class Path { Ring, Shm };
+using test::Path;
+using test::path_order_sum;
 
-// STRATA_MPI_SHM=0 turns shared memory off and leaves the ring; otherwise a group on one node
-// (as here) takes shared memory. Read as the backend reads it (shm_arena.cpp).
-Path path_under_test() {
-  const char* v = std::getenv("STRATA_MPI_SHM");
-  return v != nullptr && std::strcmp(v, "0") == 0 ? Path::Ring : Path::Shm;
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
 }
 
-// The smallest buffer the path takes (ring.cpp: 256 KiB by default; shm_arena.cpp: 0).
+// Ranks per node: pretend nodes (STRATA_TEST_NODE_SIZE, src/distributed/mpi/topology.h), else
+// what mpirun says (OMPI_COMM_WORLD_LOCAL_SIZE: real nodes, as on the namespaced cluster,
+// tests/cluster/run_cluster_test.sh, assumed to hold the same number each); 0 when unknown.
+int node_size() {
+  const int pretend = env_int("STRATA_TEST_NODE_SIZE", 0);
+  return pretend > 0 ? pretend : env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 0);
+}
+
+// Read as the backend reads it. STRATA_MPI_SHM=0 turns shared memory off and leaves the ring;
+// otherwise a group on one node takes shared memory. With pretend nodes, a world over
+// several of them with the same number of ranks on each (at least 2) takes the hierarchical
+// path unless STRATA_MPI_HIERARCHICAL=0; uneven ones take the ring.
+Path path_under_test() {
+  const bool shm = env_int("STRATA_MPI_SHM", 1) != 0;
+  const int s = node_size(), n = dist::world().size();
+  if (s > 0 && s < n) {
+    const bool even = n % s == 0 && s >= 2;
+    return even && shm && env_int("STRATA_MPI_HIERARCHICAL", -1) != 0 ? Path::Hier : Path::Ring;
+  }
+  return shm ? Path::Shm : Path::Ring;
+}
+
+// The smallest buffer the path takes (ring.cpp: 256 KiB by default, also for the
+// hierarchical path unless STRATA_MPI_HIERARCHICAL=1; shm_arena.cpp: 0).
 int64_t path_min_bytes() {
-  const bool ring = path_under_test() == Path::Ring;
-  const char* v = std::getenv(ring ? "STRATA_MPI_RING_MIN_BYTES" : "STRATA_MPI_SHM_MIN_BYTES");
-  return v && *v ? std::atoll(v) : (ring ? int64_t{256} << 10 : 0);
+  const Path p = path_under_test();
+  if (p == Path::Shm) return env_int("STRATA_MPI_SHM_MIN_BYTES", 0);
+  if (p == Path::Hier && env_int("STRATA_MPI_HIERARCHICAL", -1) == 1) return 0;
+  const char* v = std::getenv("STRATA_MPI_RING_MIN_BYTES");
+  return v && *v ? std::atoll(v) : int64_t{256} << 10;
 }
 
 // Sizes not divisible by N, zero and smaller than N (empty chunks), spanning many ring
@@ -118,23 +144,6 @@ std::vector<double> random_values(int rank, int64_t len) {
   return v;
 }
 
-// The documented order of the additions for element i of `len`, each in the reduction type
-// T (float for 16-bit dtypes). The ring: chunk j (of ceil(len / n)) is rank j+1's value, plus
-// rank j+2's, ..., plus rank j's. Shared memory: ((x0 + x1) + x2) + ... for every element.
-template <class T>
-std::vector<T> path_order_sum(Path path, const std::vector<std::vector<T>>& x, int64_t len) {
-  const int n = static_cast<int>(x.size());
-  const int64_t c = (len + n - 1) / n;
-  std::vector<T> out(static_cast<size_t>(len));
-  for (int64_t i = 0; i < len; ++i) {
-    const int first = path == Path::Ring ? static_cast<int>((i / c + 1) % n) : 0;
-    T acc = x[static_cast<size_t>(first)][static_cast<size_t>(i)];
-    for (int k = 1; k < n; ++k) acc = acc + x[static_cast<size_t>((first + k) % n)][static_cast<size_t>(i)];
-    out[static_cast<size_t>(i)] = acc;
-  }
-  return out;
-}
-
 // Every rank's result, gathered from every rank, compared as bytes.
 void expect_identical_on_every_rank(const Tensor& result, const std::string& what) {
   auto& world = dist::world();
@@ -160,32 +169,41 @@ TEST(DistCollectivePaths, ResultIsBitwiseIdenticalOnEveryRankInThePathsOrder) {
       Tensor t = make(random_values(me, len), d);
       world.all_reduce(t, op)->wait();
       expect_identical_on_every_rank(t, what);
-      // reduce_scatter's chunk is the same bits as the all_reduce's.
+      // reduce_scatter's chunk is the same bits as the all_reduce's (the hierarchical path
+      // adds in another order for each; checked below against its own).
       Tensor rs = zeros({world.chunk_size(len, me)}, {.dtype = d});
       world.reduce_scatter(rs, make(random_values(me, len), d), op)->wait();
-      EXPECT_TRUE(same_bytes(rs, t.narrow(0, world.chunk_begin(len, me), world.chunk_size(len, me)).contiguous()))
-          << what << ": reduce_scatter differs from all_reduce";
-      // Exactly the path's order (on 3+ ranks the two orders give different bits): proves
-      // the path ran and that its order is the fixed one.
-      Tensor want;
-      if (d == DType::Float64) {
-        std::vector<std::vector<double>> x;
-        for (int r = 0; r < n; ++r) x.push_back(random_values(r, len));
-        std::vector<double> s = path_order_sum(path, x, len);
-        if (op == ReduceOp::Avg)
-          for (auto& v : s) v /= static_cast<double>(n);
-        want = from_vector(s, {len}).to(DType::Float64);
-      } else {
-        std::vector<std::vector<float>> x;
-        for (int r = 0; r < n; ++r) x.push_back(make(random_values(r, len), d).to(DType::Float32).to_vector<float>());
-        std::vector<float> s = path_order_sum(path, x, len);
-        if (op == ReduceOp::Avg)
-          for (auto& v : s) v /= static_cast<float>(n);
-        want = from_vector(s, {len}).to(d);
+      if (path != Path::Hier) {
+        EXPECT_TRUE(same_bytes(rs, t.narrow(0, world.chunk_begin(len, me), world.chunk_size(len, me)).contiguous()))
+            << what << ": reduce_scatter differs from all_reduce";
       }
-      ASSERT_EQ(want.nbytes(), t.nbytes());
-      EXPECT_EQ(std::memcmp(want.raw_data(), t.raw_data(), static_cast<size_t>(t.nbytes())), 0)
-          << what << ": not the " << (path == Path::Ring ? "ring" : "rank") << "-order sum";
+      // Exactly the path's order (on 3+ ranks the orders give different bits): proves the
+      // path ran and that its order is the fixed one.
+      for (bool scatter : {false, true}) {
+        Tensor want;
+        if (d == DType::Float64) {
+          std::vector<std::vector<double>> x;
+          for (int r = 0; r < n; ++r) x.push_back(random_values(r, len));
+          std::vector<double> s = path_order_sum(path, x, len, node_size(), scatter);
+          if (op == ReduceOp::Avg)
+            for (auto& v : s) v /= static_cast<double>(n);
+          want = from_vector(s, {len}).to(DType::Float64);
+        } else {
+          std::vector<std::vector<float>> x;
+          for (int r = 0; r < n; ++r) x.push_back(make(random_values(r, len), d).to(DType::Float32).to_vector<float>());
+          std::vector<float> s = path_order_sum(path, x, len, node_size(), scatter);
+          if (op == ReduceOp::Avg)
+            for (auto& v : s) v /= static_cast<float>(n);
+          want = from_vector(s, {len}).to(d);
+        }
+        ASSERT_EQ(want.nbytes(), t.nbytes());
+        const Tensor got = scatter ? rs : t;
+        const Tensor expected = scatter ? want.narrow(0, world.chunk_begin(len, me), world.chunk_size(len, me)).contiguous()
+                                        : want;
+        EXPECT_TRUE(same_bytes(expected, got)) << what << (scatter ? " reduce_scatter" : " all_reduce") << ": not the "
+                                               << (path == Path::Ring ? "ring" : path == Path::Shm ? "rank" : "hierarchical")
+                                               << "-order sum";
+      }
     }
   }
 }

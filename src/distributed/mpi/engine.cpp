@@ -6,7 +6,10 @@
 #include <sstream>
 
 #include "distributed/env_settings.h"
+#include "distributed/mpi/build_identity.h"
+#include "distributed/mpi/hierarchy.h"
 #include "distributed/mpi/shm_arena.h"
+#include "distributed/mpi/topology.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {
@@ -88,7 +91,10 @@ std::shared_ptr<GroupState> make_group(MPI_Comm comm, std::string name, std::vec
   if (has_tag_ub && tag_ub) g->tag_ub = *tag_ub;
   g->global_ranks = std::move(global_ranks);
   g->entered.assign(static_cast<size_t>(g->size), -1);
-  g->shm = ShmArena::create(g->comm, g->rank, g->size);
+  NodeSplit nodes = split_by_node(g->comm, g->rank);
+  g->shm = ShmArena::create(g->comm, g->rank, g->size, nodes.size);
+  if (!g->shm) g->hier = Hierarchy::create(g->comm, g->rank, g->size, nodes);
+  STRATA_MPI(MPI_Comm_free(&nodes.comm));
   if (Engine* e = Engine::get()) e->register_group(g);
   return g;
 }
@@ -106,6 +112,10 @@ InitResult Engine::start() {
   engine->debug_ = detail::debug_collectives_from_env();
   engine->caller_spin_ = env_micros("STRATA_MPI_CALLER_SPIN_US", engine->caller_spin_);
   engine->callers_drive_ = engine->caller_spin_.count() > 0;
+  // Read here first so that a bad value fails init on this thread (make_group reads them
+  // again on the worker, inside collectives that a throw on one rank would leave hanging).
+  detail::hierarchical_mode();
+  detail::test_node_size();
   InitResult result;
   std::string error;
   std::mutex m;
@@ -153,6 +163,8 @@ void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std
     STRATA_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     MPI_Comm world;
     STRATA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+    // Before any other collective: a different build may run a different sequence of them.
+    check_build_identity(world);
     int size = 0;
     STRATA_MPI(MPI_Comm_size(world, &size));
     std::vector<int> ranks(static_cast<size_t>(size));

@@ -34,6 +34,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,7 +44,8 @@
 namespace strata::dist::mpi {
 
 using Clock = std::chrono::steady_clock;
-class ShmArena;  // shm_arena.h
+class ShmArena;   // shm_arena.h
+struct Hierarchy;  // hierarchy.h
 
 // Throws strata::Error naming the MPI call and the MPI error string (progress-lock holder only).
 void check_mpi(int rc, const char* call);
@@ -64,12 +66,16 @@ struct GroupState {
   // Shared memory for the collectives when every rank is on one node (shm_arena.h); null
   // otherwise. Set once by make_group.
   std::shared_ptr<ShmArena> shm;
+  // Groups over several nodes with the same number of ranks on each: the node arena and the
+  // sub-ring of the hierarchical collectives (hierarchy.h); null otherwise. Set by make_group.
+  std::shared_ptr<Hierarchy> hier;
   int64_t next_seq = 0;            // issue side (under the engine lock)
 
   mutable std::mutex mu;       // guards the fields below
   std::string broken;          // non-empty once unusable: the reason
   std::vector<int64_t> entered;  // last op seq each member started (-1: none yet)
   CommStats stats;
+  std::set<std::string> logged_paths;  // STRATA_DEBUG_PATHS: "op kind/path" already reported
 
   // "group 'dp(ranks 0,2)'" plus the ranks (group and world) of `members`.
   std::string describe_ranks(const std::vector<int>& members) const;

@@ -46,6 +46,7 @@ size_t element_size(MPI_Datatype type) {
   if (type == MPI_FLOAT || type == MPI_INT32_T) return 4;
   if (type == MPI_DOUBLE || type == MPI_INT64_T) return 8;
   if (type == MPI_UINT16_T) return 2;
+  if (type == MPI_UINT8_T) return 1;  // bool, moved only
   STRATA_FAIL("local reduce: unsupported MPI datatype");
 }
 

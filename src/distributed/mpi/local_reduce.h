@@ -16,7 +16,8 @@ namespace strata::dist::mpi {
 // caller divides). Integers wrap like MPI's.
 void combine(MPI_Datatype type, ReduceOp op, void* dst, const void* a, const void* b, int64_t n);
 
-// Bytes per element of the wire types above plus MPI_UINT16_T (16-bit floats moved as words).
+// Bytes per element of the wire types above plus MPI_UINT16_T (16-bit floats moved as words)
+// and MPI_UINT8_T (bool, moved only).
 size_t element_size(MPI_Datatype type);
 
 }  // namespace strata::dist::mpi

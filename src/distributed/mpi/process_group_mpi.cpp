@@ -1,10 +1,13 @@
 #include "distributed/mpi/process_group_mpi.h"
 
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
 #include "distributed/group_checks.h"
+#include "distributed/env_settings.h"
 #include "distributed/host_staging.h"
+#include "distributed/mpi/hierarchy.h"
 #include "distributed/mpi/ring.h"
 #include "distributed/mpi/shm_collectives.h"
 #include "strata/core/error.h"
@@ -147,14 +150,45 @@ void check_tensor(const Tensor& t, const char* op, const char* what) {
 // ------------------------------------------------------------------ algorithm
 
 // Who carries a collective of `bytes` (the full buffer): shared memory when the group is on
-// one node and the size is in its window, else our ring from its threshold, else MPI's own
-// non-blocking collective. Depends only on what every rank passes and agreed settings.
-enum class Path { Mpi, Ring, Shm };
+// one node and the size is in its window; for a group over several nodes with the same
+// number of ranks on each, the hierarchical collectives from the ring's threshold; else our
+// ring from its threshold, else MPI's own non-blocking collective. Depends only on what
+// every rank passes and agreed settings.
+enum class Path { Mpi, Ring, Shm, Hier };
 
-Path choose_path(const GroupState& g, int64_t bytes) {
-  if (use_shm(g, bytes)) return Path::Shm;
-  if (use_ring(bytes, g.size)) return Path::Ring;
-  return Path::Mpi;
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::Mpi: return "MPI's non-blocking collective";
+    case Path::Ring: return "the flat ring";
+    case Path::Shm: return "shared memory";
+    case Path::Hier: return "the hierarchical path";
+  }
+  return "?";
+}
+
+// STRATA_DEBUG_PATHS=1: group rank 0 says which path each kind of op takes, the first time
+// (one line per group, op kind and path).
+void log_path(GroupState& g, const char* kind, Path p, int64_t bytes) {
+  if (!detail::debug_paths() || g.rank != 0) return;
+  const std::string key = std::string(kind) + "/" + path_name(p);
+  {
+    std::lock_guard<std::mutex> lk(g.mu);
+    if (!g.logged_paths.insert(key).second) return;
+  }
+  std::string shape = g.hier ? " (" + std::to_string(g.hier->nodes) + " nodes x " +
+                                   std::to_string(g.hier->per_node) + " ranks)"
+                             : "";
+  std::fprintf(stderr, "strata: group '%s' of %d ranks%s: %s of %lld bytes takes %s\n", g.name.c_str(), g.size,
+               shape.c_str(), kind, static_cast<long long>(bytes), path_name(p));
+}
+
+Path choose_path(GroupState& g, const char* kind, int64_t bytes) {
+  Path p = Path::Mpi;
+  if (use_shm(g, bytes)) p = Path::Shm;
+  else if (use_hierarchical(g, bytes)) p = Path::Hier;
+  else if (use_ring(bytes, g.size)) p = Path::Ring;
+  if (g.size > 1) log_path(g, kind, p, bytes);
+  return p;
 }
 
 // ------------------------------------------------------------------ debug signatures
@@ -203,6 +237,7 @@ ProcessGroupMPI::~ProcessGroupMPI() {
     // so the watch is freed only once every peer has retired its end (Engine::retire_watch).
     e->retire_watch(*o.group);
     if (o.group->ring != MPI_COMM_NULL) MPI_Comm_free(&o.group->ring);
+    if (o.group->hier) o.group->hier->free_comms();
     if (o.group->comm != MPI_COMM_NULL) MPI_Comm_free(&o.group->comm);
   });
   try {
@@ -260,7 +295,7 @@ WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
   int size = size_;
   // Large buffers take shared memory (one node, shm_collectives.h) or our ring (ring.h);
   // the choice depends only on what every rank passes.
-  const Path path = choose_path(*state_, n * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
+  const Path path = choose_path(*state_, "all_reduce", n * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
   op->stages.push_back([tensor, rop, tmp, count, d, path](Op& o) {
     void* buf = tensor.raw_data();
     MPI_Datatype type = wire_type(d);
@@ -272,6 +307,7 @@ WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
     }
     if (path == Path::Shm) return start_shm(o, {RingKind::AllReduce, type, rop, count, buf, buf});
     if (path == Path::Ring) return start_ring(o, {RingKind::AllReduce, type, rop, count, buf, buf});
+    if (path == Path::Hier) return start_hierarchical(o, {RingKind::AllReduce, type, rop, count, buf, buf});
     STRATA_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, mpi_op(rop), o.group->comm, &o.add_request()));
   });
   op->finish = [tensor, rop, tmp, count, d, size](Op&) {
@@ -327,11 +363,13 @@ WorkPtr ProcessGroupMPI::all_gather(Tensor& out, const Tensor& in) {
   // Any other overlap: send from a copy (MPI forbids aliased send and receive buffers).
   Tensor src = (!in_place && overlap(out, in)) ? in.clone() : in;
   auto op = make_op("all_gather", describe(d, m, "total"));
-  const Path path = choose_path(*state_, m * static_cast<int64_t>(esize));
+  const Path path = choose_path(*state_, "all_gather", m * static_cast<int64_t>(esize));
   op->stages.push_back([out, src, counts, displs, d, in_place, mine, m, path](Op& o) {
     MPI_Datatype t = wire_type(d);
     if (path == Path::Shm) return start_shm(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
     if (path == Path::Ring) return start_ring(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
+    if (path == Path::Hier)
+      return start_hierarchical(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
     const void* sbuf = in_place ? MPI_IN_PLACE : src.raw_data();
     STRATA_MPI(MPI_Iallgatherv(sbuf, static_cast<int>(mine), t, out.raw_data(), counts->data(), displs->data(), t,
                                o.group->comm, &o.add_request()));
@@ -360,7 +398,7 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp 
   auto tmp_out = std::make_shared<std::vector<float>>();
   int size = size_;
   auto op = make_op("reduce_scatter", describe(d, m, std::string(reduce_op_name(rop)) + ", total"));
-  const Path path = choose_path(*state_, m * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
+  const Path path = choose_path(*state_, "reduce_scatter", m * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
   op->stages.push_back([out, src, counts, rop, d, m, mine, tmp_in, tmp_out, path](Op& o) {
     const void* sbuf = src.raw_data();
     void* rbuf = out.raw_data();
@@ -375,6 +413,7 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp 
     }
     if (path == Path::Shm) return start_shm(o, {RingKind::ReduceScatter, t, rop, m, sbuf, rbuf});
     if (path == Path::Ring) return start_ring(o, {RingKind::ReduceScatter, t, rop, m, sbuf, rbuf});
+    if (path == Path::Hier) return start_hierarchical(o, {RingKind::ReduceScatter, t, rop, m, sbuf, rbuf});
     STRATA_MPI(MPI_Ireduce_scatter(sbuf, rbuf, counts->data(), t, mpi_op(rop), o.group->comm, &o.add_request()));
   });
   op->finish = [out, rop, d, mine, tmp_out, size](Op&) {

@@ -101,8 +101,8 @@ class Pool {
 // the u-th receive of rank r+1.
 class Ring {
  public:
-  Ring(const GroupState& g, int64_t seq, const RingArgs& a)
-      : a_(a), n_(g.size), r_(g.rank), comm_(g.ring), esize_(element_size(a.type)) {
+  Ring(const RingPeers& g, int64_t seq, const RingArgs& a)
+      : a_(a), n_(g.size), r_(g.rank), comm_(g.comm), esize_(element_size(a.type)) {
     tag_ = static_cast<int>(seq % static_cast<int64_t>(g.tag_ub));
     chunk_ = (a.count + n_ - 1) / n_;
     seg_ = std::max<int64_t>(1, segment_bytes() / static_cast<int64_t>(esize_));
@@ -272,10 +272,18 @@ class Ring {
 
 bool use_ring(int64_t bytes, int group_size) { return group_size > 1 && bytes >= min_bytes(); }
 
-void start_ring(Op& op, const RingArgs& args) {
-  STRATA_CHECK(op.group && op.group->ring != MPI_COMM_NULL, "ring: the group has no ring communicator");
-  auto ring = std::make_shared<Ring>(*op.group, op.seq, args);
-  op.poll = [ring](Op&) { return ring->poll(); };
+PhasePoll make_ring(const RingPeers& peers, int64_t seq, const RingArgs& args) {
+  STRATA_CHECK(peers.comm != MPI_COMM_NULL, "ring: no ring communicator");
+  auto ring = std::make_shared<Ring>(peers, seq, args);
+  return [ring] { return ring->poll(); };
 }
+
+void start_ring(Op& op, const RingArgs& args) {
+  STRATA_CHECK(op.group, "ring: the op has no group");
+  const GroupState& g = *op.group;
+  op.poll = [poll = make_ring({g.ring, g.rank, g.size, g.tag_ub}, op.seq, args)](Op&) { return poll(); };
+}
+
+std::shared_ptr<std::byte> take_scratch(size_t bytes) { return Pool::get().take(bytes); }
 
 }  // namespace strata::dist::mpi

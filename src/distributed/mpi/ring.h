@@ -20,7 +20,10 @@
 // result is bitwise identical on every rank.
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 
 #include "distributed/mpi/engine.h"
 #include "strata/distributed/types.h"
@@ -51,5 +54,26 @@ bool use_ring(int64_t bytes, int group_size);
 // Called from the op's last stage (worker thread): sets op.poll to run the ring on
 // op.group's ring communicator. The buffers must stay valid while the op lives.
 void start_ring(Op& op, const RingArgs& args);
+
+// The ranks a ring runs over: a communicator of its own (no other traffic), this rank's
+// place in it and the largest tag it allows. A group's ring is {g.ring, g.rank, g.size};
+// the hierarchical collectives (hierarchy.h) run one over the ranks of a local index.
+struct RingPeers {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  int tag_ub = 32767;
+};
+
+// One step of a collective's progress (the engine's poll, without the Op); Done once.
+using PhasePoll = std::function<PollResult()>;
+
+// A ring collective over `peers` as op #seq (its tag), ready to be polled: what start_ring
+// installs, for callers that chain it with other phases (hierarchy.cpp).
+PhasePoll make_ring(const RingPeers& peers, int64_t seq, const RingArgs& args);
+
+// Scratch memory from the ring's pool (reused across ops; at least `bytes`, 64-byte
+// aligned): returned to the pool when the last reference goes.
+std::shared_ptr<std::byte> take_scratch(size_t bytes);
 
 }  // namespace strata::dist::mpi

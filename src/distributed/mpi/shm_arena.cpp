@@ -74,13 +74,8 @@ void ShmArena::layout() {
   bytes_ = slots_off_ + static_cast<size_t>(size_) * 2 * static_cast<size_t>(config_.slot_bytes);
 }
 
-std::shared_ptr<ShmArena> ShmArena::create(MPI_Comm comm, int rank, int size) {
+std::shared_ptr<ShmArena> ShmArena::create(MPI_Comm comm, int rank, int size, int node_size) {
   // Whether to try at all: every rank must agree (an MPI_Allreduce decides).
-  MPI_Comm node;
-  STRATA_MPI(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
-  int node_size = 0;
-  STRATA_MPI(MPI_Comm_size(node, &node_size));
-  STRATA_MPI(MPI_Comm_free(&node));
   if (g_job_node_ranks == 0) g_job_node_ranks = node_size;
   // STRATA_MPI_SHM=0 on any rank turns it off for the group (read leniently: a throw here,
   // on one rank only, would leave the others in the collective below).

@@ -56,10 +56,11 @@ struct ShmConfig {
 
 class ShmArena {
  public:
-  // Collective over `comm` (rank `rank` of `size`); null when the group does not qualify
-  // (STRATA_MPI_SHM=0 on any rank, one rank, ranks on several nodes, the shared memory
-  // could not be made). Progress-lock holder only (it calls MPI).
-  static std::shared_ptr<ShmArena> create(MPI_Comm comm, int rank, int size);
+  // Collective over `comm` (rank `rank` of `size`; `node_size` of its ranks share this
+  // rank's node, topology.h); null when the group does not qualify (STRATA_MPI_SHM=0 on any
+  // rank, one rank, ranks on several nodes, the shared memory could not be made).
+  // Progress-lock holder only (it calls MPI).
+  static std::shared_ptr<ShmArena> create(MPI_Comm comm, int rank, int size, int node_size);
   ~ShmArena();
   ShmArena(const ShmArena&) = delete;
   ShmArena& operator=(const ShmArena&) = delete;

@@ -340,18 +340,22 @@ bool use_shm(const GroupState& g, int64_t bytes) {
   return bytes >= c.min_bytes && bytes <= c.max_bytes;
 }
 
-void start_shm(Op& op, const ShmArgs& args) {
-  STRATA_CHECK(op.group && op.group->shm, "shared-memory collective: the group has no shared-memory arena");
-  auto arena = op.group->shm;
+PhasePoll make_shm(const std::shared_ptr<ShmArena>& arena, const ShmArgs& args) {
+  STRATA_CHECK(arena != nullptr, "shared-memory collective: no shared-memory arena");
   auto state = std::make_shared<ShmOp>(arena, args);
-  op.poll = [state, arena](Op&) {
+  return [state, arena] {
     try {
       return state->poll();
     } catch (...) {
-      arena->failed = true;  // the flags are out of step: later ops of the group fail too
+      arena->failed = true;  // the flags are out of step: later ops of the arena fail too
       throw;
     }
   };
+}
+
+void start_shm(Op& op, const ShmArgs& args) {
+  STRATA_CHECK(op.group && op.group->shm, "shared-memory collective: the group has no shared-memory arena");
+  op.poll = [poll = make_shm(op.group->shm, args)](Op&) { return poll(); };
 }
 
 }  // namespace strata::dist::mpi

@@ -29,6 +29,7 @@
 // rank); the flags count up across ops, so an op's first writes wait for the peers to have
 // finished with the previous op's pieces.
 #include <cstdint>
+#include <memory>
 
 #include "distributed/mpi/engine.h"
 #include "distributed/mpi/ring.h"
@@ -45,5 +46,10 @@ bool use_shm(const GroupState& g, int64_t bytes);
 // Called from the op's last stage: sets op.poll to run the collective through op.group's
 // arena. The buffers must stay valid while the op lives.
 void start_shm(Op& op, const ShmArgs& args);
+
+// The same collective through `arena`, ready to be polled (what start_shm installs), for
+// callers that chain it with other phases (hierarchy.cpp). It takes its place in the
+// arena's op order now: the arena runs its ops one at a time in the order they were made.
+PhasePoll make_shm(const std::shared_ptr<ShmArena>& arena, const ShmArgs& args);
 
 }  // namespace strata::dist::mpi
