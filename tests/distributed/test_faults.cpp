@@ -81,6 +81,26 @@ TEST(DistFaults, RecvWithoutSendTimesOut) {
   world.barrier()->wait();
 }
 
+TEST(DistFaults, EveryRankInsideTheOpNamesThePeerItWaitsOn) {
+  // Every rank enters op #0 (a recv from the next rank) and nobody sends: the side channel
+  // says all had reached it, so the message names the peer this rank's transfer is stuck
+  // on instead (as for a peer that became unreachable after it entered the op).
+  auto& world = dist::world();
+  ASSERT_EQ(world.size(), 3);
+  auto g = fresh_group("stuck", std::chrono::milliseconds(1000));
+  const int from = (world.rank() + 1) % 3;
+  Tensor t = zeros({4});
+  std::string err = error_of([&] { g->recv(t, from)->wait(); });
+  EXPECT_TRUE(contains(err, "recv #0")) << err;
+  EXPECT_TRUE(contains(err, "group 'stuck'")) << err;
+  EXPECT_TRUE(contains(err, "timed out after 1000 ms")) << err;
+  // A split of the whole world: group ranks are world ranks, named once.
+  EXPECT_TRUE(contains(err, "every rank had entered it, but this rank's transfers with ranks " +
+                                std::to_string(from) + " had not completed"))
+      << err;
+  world.barrier()->wait();
+}
+
 TEST(DistFaults, LargeSendWithoutRecvTimesOut) {
   // Small messages complete eagerly in MPI without a receiver; a large one needs it.
   auto& world = dist::world();

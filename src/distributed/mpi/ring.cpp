@@ -9,8 +9,8 @@
 #include <mutex>
 #include <new>
 #include <string>
-#include <utility>
 #include <vector>
+#include <utility>
 
 #include "distributed/env_settings.h"
 #include "distributed/mpi/local_reduce.h"
@@ -174,6 +174,16 @@ class Ring {
     return any ? PollResult::Progressed : PollResult::Waiting;
   }
 
+  // The neighbours this rank is stuck on (for a timeout's message): the previous rank while
+  // a receive has not arrived, the next one while a posted send has not been delivered. A
+  // send not yet posted waits for a receive, so it names nobody of its own.
+  std::vector<int> waiting_on() const {
+    std::vector<int> peers;
+    if (recv_done_ < units_) peers.push_back(mod(r_ - 1));
+    if (send_done_ < send_posted_) peers.push_back(mod(r_ + 1));
+    return peers;
+  }
+
  private:
   struct Span {
     int64_t begin, len;
@@ -276,6 +286,7 @@ void start_ring(Op& op, const RingArgs& args) {
   STRATA_CHECK(op.group && op.group->ring != MPI_COMM_NULL, "ring: the group has no ring communicator");
   auto ring = std::make_shared<Ring>(*op.group, op.seq, args);
   op.poll = [ring](Op&) { return ring->poll(); };
+  op.waiting_on = [ring] { return ring->waiting_on(); };
 }
 
 }  // namespace strata::dist::mpi
