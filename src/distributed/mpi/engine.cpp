@@ -636,11 +636,15 @@ std::vector<int> Engine::stuck_on(Op& op) {
   // Point-to-point requests of the current stage: test each (MPI_Testall, above, changes
   // none while one is incomplete). A request completed here is freed; the op is failing
   // and keeps its buffers alive anyway.
+  // MPI's own collectives do not tell which peers they wait on, except on 2 ranks: there
+  // the other rank is the only one they talk to.
   for (size_t i = 0; i < op.requests.size() && i < op.request_peers.size(); ++i) {
-    if (op.request_peers[i] < 0 || op.requests[i] == MPI_REQUEST_NULL) continue;
+    if (op.requests[i] == MPI_REQUEST_NULL) continue;
+    int peer = op.request_peers[i];
+    if (peer < 0 && op.group && op.group->size == 2) peer = 1 - op.group->rank;
+    if (peer < 0) continue;
     int flag = 0;
-    if (MPI_Test(&op.requests[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag)
-      peers.push_back(op.request_peers[i]);
+    if (MPI_Test(&op.requests[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) peers.push_back(peer);
   }
   std::sort(peers.begin(), peers.end());
   peers.erase(std::unique(peers.begin(), peers.end()), peers.end());

@@ -212,7 +212,8 @@ class Engine {
   bool all_stages_posted() const;
   Fate test_requests(Op& op, int& flag);
   // On a timeout: the group ranks the op's incomplete transfers are with (Op::waiting_on,
-  // and the current stage's point-to-point requests), sorted, without repeats.
+  // the current stage's point-to-point requests, and on a 2-rank group the other rank for
+  // an incomplete collective request), sorted, without repeats.
   std::vector<int> stuck_on(Op& op);
   Fate advance(Op& op, bool& progressed);
   Fate fail_advanced(Op& op, std::string why, bool polled, bool in_stage);
