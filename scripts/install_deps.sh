@@ -12,10 +12,11 @@ required=(build-essential cmake g++ libopenblas-openmp-dev libopenmpi-dev openmp
 # Only the reference tests (comparisons with PyTorch) use the first two, scripts/plot_loss.py
 # the third, only the Slurm tests (tests/slurm: a private one-node cluster running srun
 # --mpi=pmix; tests/cluster's two-node one) the next four, and only the namespaced-host
-# cluster tests (tests/cluster: ip, tc) iproute2; those tests (or steps) skip without them.
+# cluster tests (tests/cluster: ip, tc) iproute2, and their fault test's packet loss
+# (run_cluster_faults_test.sh: nft) nftables; those tests (or steps) skip without them.
 # libdnnl-dev (oneDNN) runs large float32 GEMMs faster than OpenBLAS (docs/performance.md);
 # without it the build uses OpenBLAS for every product.
-optional=(python3-torch python3-numpy python3-matplotlib slurmctld slurmd slurm-client munge iproute2 libdnnl-dev)
+optional=(python3-torch python3-numpy python3-matplotlib slurmctld slurmd slurm-client munge iproute2 nftables libdnnl-dev)
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 

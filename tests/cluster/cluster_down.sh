@@ -24,15 +24,6 @@ if [ "${1:-}" = --owner ]; then
   fi
 fi
 
-# Processes whose network namespace is NS (an "net:[inode]" link), the holder excepted.
-in_namespace() {
-  local ns=$1 holder=$2 d
-  for d in /proc/[0-9]*; do
-    [ "${d#/proc/}" != "$holder" ] || continue
-    [ "$(readlink "$d/ns/net" 2>/dev/null)" = "$ns" ] && echo "${d#/proc/}"
-  done
-  return 0
-}
 # Signals the given pids with TERM, waits up to 5 s, then KILLs what is left.
 stop_all() {
   [ $# -gt 0 ] || return 0
@@ -54,7 +45,7 @@ while read -r pid host; do
   [ -n "$pid" ] || continue
   ns=$(readlink "/proc/$pid/ns/net" 2>/dev/null) || continue
   # shellcheck disable=SC2046  # one pid per word
-  stop_all $(in_namespace "$ns" "$pid")
+  stop_all $(cluster_in_namespace "$ns" "$pid")
   stop_all "$pid"
   cluster_log "stopped $host (holder $pid)"
 done < <(cluster_find_holders)

@@ -15,6 +15,14 @@ slots=${STRATA_CLUSTER_SLOTS:-2}
 mapfile -t hosts < <(cluster_hosts)
 hostfile=$CLUSTER_STATE/hostfile
 for h in "${hosts[@]}"; do echo "$h slots=$slots"; done >"$hostfile"
+# Every host of the host file must be reachable from mpirun's host over the network (a TCP
+# connect, milliseconds each): otherwise mpirun would start the daemon there (rsh_agent.sh
+# refuses, as ssh would) and print Open MPI's generic "unable to reliably start one or more
+# daemons", which names no host. This names it.
+for h in "${hosts[@]:1}"; do
+  why=$(cluster_reachable "${hosts[0]}" "$h") ||
+    cluster_die "host $h of $hostfile is unreachable from ${hosts[0]}, where mpirun runs: $why"
+done
 # Open MPI refuses to run as root unless told that it is meant (CI and this VM are root).
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}

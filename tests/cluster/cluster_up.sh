@@ -117,17 +117,14 @@ for ((i = 0; i < hosts; i++)); do
   cluster_log "$host: pid $pid, $(cluster_addr "$i")/24 via $veth${rate:+, rate $rate}${delay:+, delay $delay}"
 done
 
-# Every host must reach every other one. A TCP connect to a closed port that is refused
-# proves the path works (the peer's kernel answered); a timeout or "no route" does not
-# (e.g. bridge traffic dropped by a firewall through br_netfilter). Peers are named, not
-# numbered, so each host's /etc/hosts is checked too.
+# Every host must reach every other one (cluster_reachable, lib.sh: e.g. bridge traffic
+# dropped by a firewall through br_netfilter fails here). Peers are named, not numbered, so
+# each host's /etc/hosts is checked too.
 for ((i = 0; i < hosts; i++)); do
   for ((j = 0; j < hosts; j++)); do
     [ "$i" != "$j" ] || continue
-    out=$("$CLUSTER_DIR/host_exec.sh" "$(cluster_hostname "$i")" \
-          timeout 5 bash -c "exec 3<>/dev/tcp/$(cluster_hostname "$j")/9" 2>&1) || true
-    [[ "$out" == *"refused"* ]] ||
-      cluster_die "$(cluster_hostname "$i") cannot reach $(cluster_hostname "$j") over the bridge: ${out:-timed out}"
+    why=$(cluster_reachable "$(cluster_hostname "$i")" "$(cluster_hostname "$j")" 5) ||
+      cluster_die "$(cluster_hostname "$i") cannot reach $(cluster_hostname "$j") over the bridge: $why"
   done
 done
 ok=1

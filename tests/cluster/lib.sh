@@ -45,6 +45,39 @@ cluster_host_pid() {
   echo "$pid"
 }
 
+# Processes whose network namespace is NS (an "net:[inode]" link), the holder HOLDER excepted:
+# what runs "on" a host (mpirun, orted, ranks, daemons).
+cluster_in_namespace() {
+  local ns=$1 holder=$2 d
+  for d in /proc/[0-9]*; do
+    [ "${d#/proc/}" != "$holder" ] || continue
+    [ "$(readlink "$d/ns/net" 2>/dev/null)" = "$ns" ] && echo "${d#/proc/}"
+  done
+  return 0
+}
+
+# The pids of every process on HOST of the running cluster (its holder excepted).
+cluster_host_procs() {
+  local pid ns
+  pid=$(cluster_host_pid "$1") || return 1
+  ns=$(readlink "/proc/$pid/ns/net") || return 1
+  cluster_in_namespace "$ns" "$pid"
+}
+
+# Whether host FROM reaches host TO (by name, through FROM's /etc/hosts) over the network
+# within TIMEOUT seconds (default 2): a TCP connect to a closed port that is refused proves
+# the path works (TO's kernel answered); a timeout or "no route" does not (a link down, a
+# firewall dropping bridge traffic through br_netfilter, a name that does not resolve).
+# Prints what the connect said when it fails.
+cluster_reachable() {
+  local from=$1 to=$2 t=${3:-2} out
+  out=$("$CLUSTER_DIR/host_exec.sh" "$from" timeout "$t" bash -c "exec 3<>/dev/tcp/$to/9" 2>&1) || true
+  [[ "$out" == *"refused"* ]] && return 0
+  out=${out##*: }                       # bash's "...: /dev/tcp/HOST/9: No route to host"
+  echo "${out:-no answer within ${t} s}"
+  return 1
+}
+
 # All running holders, "PID HOST" per line, found by scanning /proc (stale ones included).
 cluster_find_holders() {
   local d argv0

@@ -3,6 +3,7 @@
 // world with a short timeout), so the world stays usable for the next test.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "distributed/mpi/engine.h"
@@ -77,6 +78,56 @@ TEST(DistFaults, RecvWithoutSendTimesOut) {
     EXPECT_TRUE(contains(err, "from rank 1")) << err;
     EXPECT_TRUE(contains(err, "group 'p2p'")) << err;
     EXPECT_TRUE(contains(err, "timed out after 1000 ms")) << err;
+  }
+  world.barrier()->wait();
+}
+
+TEST(DistFaults, EveryRankInsideTheOpNamesThePeerItWaitsOn) {
+  // Every rank enters op #0 (a recv from the next rank) and nobody sends: the side channel
+  // says all had reached it, so the message names the peer this rank's transfer is stuck
+  // on instead (as for a peer that became unreachable after it entered the op).
+  auto& world = dist::world();
+  ASSERT_EQ(world.size(), 3);
+  auto g = fresh_group("stuck", std::chrono::milliseconds(1000));
+  const int from = (world.rank() + 1) % 3;
+  Tensor t = zeros({4});
+  std::string err = error_of([&] { g->recv(t, from)->wait(); });
+  EXPECT_TRUE(contains(err, "recv #0")) << err;
+  EXPECT_TRUE(contains(err, "group 'stuck'")) << err;
+  EXPECT_TRUE(contains(err, "timed out after 1000 ms")) << err;
+  // A split of the whole world: group ranks are world ranks, named once.
+  EXPECT_TRUE(contains(err, "every rank had entered it, but this rank's transfers with ranks " +
+                                std::to_string(from) + " had not completed"))
+      << err;
+  world.barrier()->wait();
+}
+
+TEST(DistFaults, TwoRankCollectiveNamesTheOtherRank) {
+  // On ranks {0, 1}: rank 0 enters all_reduce #0 (MPI's own collective: 4 elements), rank 1
+  // enters op #0 too, but as a recv that nothing sends. Both announced #0, so nobody is
+  // missing; on 2 ranks the collective can only be stuck on the other rank, and rank 0's
+  // message says so (rank 1's names the peer of its recv).
+  auto& world = dist::world();
+  ASSERT_EQ(world.size(), 3);
+  std::vector<int> mine = world.rank() < 2 ? std::vector<int>{0, 1} : std::vector<int>{2};
+  // Without the shared-memory arena (read when a group is made): on one node the
+  // all_reduce would take it, and as between hosts it goes through MPI here.
+  setenv("STRATA_MPI_SHM", "0", 1);
+  auto g = world.split(mine, world.rank() < 2 ? "pair" : "single");
+  unsetenv("STRATA_MPI_SHM");
+  g->set_timeout(std::chrono::milliseconds(1000));
+  if (world.rank() < 2) {
+    Tensor t = ones({4});
+    std::string err = error_of([&] {
+      if (world.rank() == 0) g->all_reduce(t)->wait();
+      else g->recv(t, 0)->wait();
+    });
+    EXPECT_TRUE(contains(err, world.rank() == 0 ? "all_reduce #0" : "recv #0")) << err;
+    EXPECT_TRUE(contains(err, "group 'pair'")) << err;
+    const std::string peer = world.rank() == 0 ? "1" : "0";
+    EXPECT_TRUE(contains(err, "every rank had entered it, but this rank's transfers with ranks " + peer +
+                                  " had not completed"))
+        << err;
   }
   world.barrier()->wait();
 }

@@ -552,6 +552,7 @@ Engine::Fate Engine::test_requests(Op& op, int& flag) {
 // once done. A throw fails the op.
 Engine::Fate Engine::advance(Op& op, bool& progressed) {
   op.requests.clear();  // all completed (MPI_REQUEST_NULL)
+  op.request_peers.clear();
   bool polled = false;
   const bool finished_stages = op.next_stage >= op.stages.size();
   try {
@@ -618,13 +619,48 @@ void Engine::time_out(Op& op) {
   if (op.group && op.seq >= 0) {
     drain_watch();  // the freshest view of who entered
     std::vector<int> missing = op.group->missing(op.seq);
-    if (missing.empty())
+    std::vector<int> stuck;
+    if (missing.empty()) stuck = stuck_on(op);
+    if (missing.empty() && stuck.empty())
       why += "; every rank had entered it (one may have died or stopped inside it)";
+    else if (missing.empty())
+      // Every peer announced the op, so the op started everywhere; what is left is data that
+      // never arrived or was never taken: the peer died inside the op or cannot be reached
+      // (a link down drops its later traffic, and its announcement had crossed before).
+      why += "; every rank had entered it, but this rank's transfers with " + op.group->describe_ranks(stuck) +
+             " had not completed (unreachable, dead or stopped inside it)";
     else
       why += "; " + op.group->describe_ranks(missing) + " of " + std::to_string(op.group->size) +
              " had not reached it";
   }
   fail(op, why, true);
+}
+
+std::vector<int> Engine::stuck_on(Op& op) {
+  std::vector<int> peers;
+  if (op.waiting_on) {
+    try {
+      peers = op.waiting_on();
+    } catch (const std::exception&) {
+      peers.clear();  // only the message gets less precise
+    }
+  }
+  // Point-to-point requests of the current stage: test each (MPI_Testall, above, changes
+  // none while one is incomplete). A request completed here is freed; the op is failing
+  // and keeps its buffers alive anyway.
+  // MPI's own collectives do not tell which peers they wait on, except on 2 ranks: there
+  // the other rank is the only one they talk to.
+  for (size_t i = 0; i < op.requests.size() && i < op.request_peers.size(); ++i) {
+    if (op.requests[i] == MPI_REQUEST_NULL) continue;
+    int peer = op.request_peers[i];
+    if (peer < 0 && op.group && op.group->size == 2) peer = 1 - op.group->rank;
+    if (peer < 0) continue;
+    int flag = 0;
+    if (MPI_Test(&op.requests[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) peers.push_back(peer);
+  }
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  return peers;
 }
 
 void Engine::fail(Op& op, const std::string& why_in, bool break_group) {

@@ -131,14 +131,22 @@ struct Op {
   std::vector<std::function<void(Op&)>> stages;
   std::function<void(Op&)> finish;
   std::function<PollResult(Op&)> poll;
+  // Set by a poll-driven op (the ring): the group ranks its incomplete transfers are with
+  // (a receive not yet arrived, a send not yet delivered). A timeout whose every rank had
+  // entered the op names them: the peers this rank was stuck on, e.g. across a dead link.
+  std::function<std::vector<int>()> waiting_on;
   // Progress-side state (progress lock).
   size_t next_stage = 0;
   std::vector<MPI_Request> requests;
+  std::vector<int> request_peers;  // per request: the group rank of a send/recv, -1 for a collective
   std::vector<MPI_Status> statuses;
 
   std::string title() const;  // "all_reduce #3 (float32, 4 elements) in group 'world'"
-  MPI_Request& add_request() {
+  // A request of the current stage; `peer` is the group rank a point-to-point request
+  // talks to (-1: a collective, whose peers MPI does not tell).
+  MPI_Request& add_request(int peer = -1) {
     requests.push_back(MPI_REQUEST_NULL);
+    request_peers.push_back(peer);
     return requests.back();
   }
 };
@@ -209,6 +217,10 @@ class Engine {
   enum class Fate { Active, Retired, Zombie };
   bool all_stages_posted() const;
   Fate test_requests(Op& op, int& flag);
+  // On a timeout: the group ranks the op's incomplete transfers are with (Op::waiting_on,
+  // the current stage's point-to-point requests, and on a 2-rank group the other rank for
+  // an incomplete collective request), sorted, without repeats.
+  std::vector<int> stuck_on(Op& op);
   Fate advance(Op& op, bool& progressed);
   Fate fail_advanced(Op& op, std::string why, bool polled, bool in_stage);
   void start_stage(Op& op);

@@ -464,7 +464,7 @@ WorkPtr ProcessGroupMPI::send(const Tensor& tensor, int dst) {
   DType d = tensor.dtype();
   auto op = make_op("send", describe(d, n) + " to rank " + std::to_string(dst));
   op->stages.push_back([tensor, count, d, dst](Op& o) {
-    STRATA_MPI(MPI_Isend(tensor.raw_data(), count, wire_type(d), dst, kTagP2P, o.group->comm, &o.add_request()));
+    STRATA_MPI(MPI_Isend(tensor.raw_data(), count, wire_type(d), dst, kTagP2P, o.group->comm, &o.add_request(dst)));
   });
   return submit(std::move(op), OpType::Send, tensor.nbytes());
 }
@@ -479,7 +479,7 @@ WorkPtr ProcessGroupMPI::recv(Tensor& tensor, int src) {
   DType d = tensor.dtype();
   auto op = make_op("recv", describe(d, n) + " from rank " + std::to_string(src));
   op->stages.push_back([tensor, count, d, src](Op& o) {
-    STRATA_MPI(MPI_Irecv(tensor.raw_data(), count, wire_type(d), src, kTagP2P, o.group->comm, &o.add_request()));
+    STRATA_MPI(MPI_Irecv(tensor.raw_data(), count, wire_type(d), src, kTagP2P, o.group->comm, &o.add_request(src)));
   });
   // A longer message fails in MPI (truncation); a shorter one is caught here.
   op->finish = [count, d, src](Op& o) {

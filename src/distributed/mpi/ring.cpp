@@ -174,6 +174,16 @@ class Ring {
     return any ? PollResult::Progressed : PollResult::Waiting;
   }
 
+  // The neighbours this rank is stuck on (for a timeout's message): the previous rank while
+  // a receive has not arrived, the next one while a posted send has not been delivered. A
+  // send not yet posted waits for a receive, so it names nobody of its own.
+  std::vector<int> waiting_on() const {
+    std::vector<int> peers;
+    if (recv_done_ < units_) peers.push_back(mod(r_ - 1));
+    if (send_done_ < send_posted_) peers.push_back(mod(r_ + 1));
+    return peers;
+  }
+
  private:
   struct Span {
     int64_t begin, len;
@@ -278,10 +288,14 @@ PhasePoll make_ring(const RingPeers& peers, int64_t seq, const RingArgs& args) {
   return [ring] { return ring->poll(); };
 }
 
+// The flat ring over the whole group: its ranks are the group's, so a timeout can name the
+// neighbours it is stuck on (Op::waiting_on).
 void start_ring(Op& op, const RingArgs& args) {
-  STRATA_CHECK(op.group, "ring: the op has no group");
+  STRATA_CHECK(op.group && op.group->ring != MPI_COMM_NULL, "ring: the group has no ring communicator");
   const GroupState& g = *op.group;
-  op.poll = [poll = make_ring({g.ring, g.rank, g.size, g.tag_ub}, op.seq, args)](Op&) { return poll(); };
+  auto ring = std::make_shared<Ring>(RingPeers{g.ring, g.rank, g.size, g.tag_ub}, op.seq, args);
+  op.poll = [ring](Op&) { return ring->poll(); };
+  op.waiting_on = [ring] { return ring->waiting_on(); };
 }
 
 std::shared_ptr<std::byte> take_scratch(size_t bytes) { return Pool::get().take(bytes); }
