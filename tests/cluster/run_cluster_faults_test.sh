@@ -46,13 +46,9 @@ while [ $# -gt 0 ]; do
 done
 build=$(realpath -m "$build")
 margin=${STRATA_FAULTS_MARGIN:-2}
-start=$SECONDS
-log() { printf '[cluster-faults %3ds] %s\n' $((SECONDS - start)) "$*"; }
-skip() {
-  if [ "${STRATA_CLUSTER_REQUIRED:-0}" = 1 ]; then log "FAIL (STRATA_CLUSTER_REQUIRED=1): $*"; exit 1; fi
-  log "SKIP: $*"; exit 77
-}
-fail() { log "FAIL: $*"; exit 1; }
+# shellcheck source=tests/test_script_log.sh
+source "$here/../test_script_log.sh"
+test_script_log cluster-faults STRATA_CLUSTER_REQUIRED
 
 # --- can this machine make hosts and faults? ----------------------------------------------
 PATH=$PATH:/usr/sbin:/sbin

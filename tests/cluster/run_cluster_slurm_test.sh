@@ -39,14 +39,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 build=$(realpath -m "$build")
-start=$SECONDS
+# shellcheck source=tests/test_script_log.sh
+source "$here/../test_script_log.sh"
+test_script_log cluster-slurm STRATA_CLUSTER_REQUIRED
 deadline=$((start + ${STRATA_CLUSTER_TIMEOUT:-150}))
-log() { printf '[cluster-slurm %3ds] %s\n' $((SECONDS - start)) "$*"; }
-skip() {
-  if [ "${STRATA_CLUSTER_REQUIRED:-0}" = 1 ]; then log "FAIL (STRATA_CLUSTER_REQUIRED=1): $*"; exit 1; fi
-  log "SKIP: $*"; exit 77
-}
-fail() { log "FAIL: $*"; exit 1; }
 
 # --- 1. can this machine make hosts and run Slurm? ----------------------------------------
 # shellcheck source=tests/cluster/lib.sh

@@ -2,6 +2,7 @@
 // fill, the caching allocator. Skips where no GPU is visible.
 #include <gtest/gtest.h>
 
+#include "gpu/gpu_test.h"
 #include "tensor/allocator_buckets.h"
 #include "test_util.h"
 
@@ -13,14 +14,7 @@ using testing::expect_error_mentions;
 const std::vector<DType> kDtypes{DType::Float32, DType::Float64, DType::BFloat16,
                                  DType::Float16, DType::Int32,   DType::Int64};
 
-class CudaTensor : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_built()) GTEST_SKIP() << "strata was built without CUDA";
-    if (!cuda::is_available()) GTEST_SKIP() << "no GPU visible";
-  }
-  const Device gpu = Device::cuda(0);
-};
+using CudaTensor = testing::GpuTest;
 
 TEST_F(CudaTensor, RoundTripEveryDtype) {
   const std::vector<double> v{1.5, -2, 3, 0, 7, 100};

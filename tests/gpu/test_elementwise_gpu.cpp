@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/gpu_test.h"
 #include "strata/strata.h"
 #include "tensor/ops/elementwise_common.h"
 
@@ -22,14 +23,7 @@ using cpu::BinaryOp;
 using cpu::UnaryGradOp;
 using cpu::UnaryOp;
 
-class ElementwiseGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_built()) GTEST_SKIP() << "strata was built without CUDA";
-    if (!cuda::is_available()) GTEST_SKIP() << "no GPU visible";
-  }
-  const Device gpu = Device::cuda(0);
-};
+using ElementwiseGpu = testing::GpuTest;
 
 // Fills and frees blocks of the output's size with NaN, so the caching allocator hands the
 // kernel poisoned memory: an element it skips shows as NaN.

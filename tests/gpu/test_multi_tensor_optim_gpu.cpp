@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "optim/multi_tensor.h"
+#include "gpu/gpu_test.h"
 #include "strata/strata.h"
 
 namespace strata {
@@ -18,14 +19,7 @@ namespace {
 using optim::multi_tensor::AdamHyper;
 using optim::multi_tensor::AdamTensorArgs;
 
-class MultiTensorOptimGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda::is_built()) GTEST_SKIP() << "strata was built without CUDA";
-    if (!cuda::is_available()) GTEST_SKIP() << "no GPU visible";
-  }
-  const Device gpu = Device::cuda(0);
-};
+using MultiTensorOptimGpu = testing::GpuTest;
 
 bool same_bytes(const Tensor& device_tensor, const Tensor& host) {
   const Tensor back = device_tensor.to(Device::cpu());

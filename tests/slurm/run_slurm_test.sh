@@ -44,14 +44,9 @@ binary=$(realpath "$1"); shift
 [[ "$ranks" =~ ^[1-9][0-9]*$ ]] || { echo "run_slurm_test: --ranks needs a positive integer, got '$ranks'" >&2; exit 1; }
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-start=$SECONDS
-log() { printf '[slurm-test %3ds] %s\n' $((SECONDS - start)) "$*"; }
-# CI sets STRATA_SLURM_REQUIRED=1: there a skip would hide a broken test, so it fails.
-skip() {
-  if [ "${STRATA_SLURM_REQUIRED:-0}" = 1 ]; then log "FAIL (STRATA_SLURM_REQUIRED=1): $*"; exit 1; fi
-  log "SKIP: $*"; exit 77
-}
-fail() { log "FAIL: $*"; exit 1; }
+# shellcheck source=tests/test_script_log.sh
+source "$here/../test_script_log.sh"
+test_script_log slurm-test STRATA_SLURM_REQUIRED
 
 # --- 1. root, packages -----------------------------------------------------------------
 # shellcheck source=tests/slurm/slurm_lib.sh
