@@ -58,5 +58,26 @@ Tensor unary_grad(cpu::UnaryGradOp, const Tensor&, const Tensor& saved, const ch
 Tensor binary_grad(cpu::BinaryGradOp, const Tensor& grad, const Tensor&, const Tensor&, const char* name) {
   no_cuda(name, grad.device());
 }
+Tensor softmax_forward(const Tensor& x, int64_t, bool log) { no_cuda(log ? "log_softmax" : "softmax", x.device()); }
+Tensor softmax_backward(const Tensor&, const Tensor& out, int64_t, bool log) {
+  no_cuda(log ? "log_softmax backward" : "softmax backward", out.device());
+}
+cpu::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor&, int64_t) {
+  no_cuda("cross_entropy", logits.device());
+}
+Tensor cross_entropy_backward(const Tensor&, const Tensor& logits, const Tensor&, const Tensor&, int64_t, int64_t) {
+  no_cuda("cross_entropy backward", logits.device());
+}
+cpu::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor&, const Tensor&, double) {
+  no_cuda("layer_norm", x.device());
+}
+cpu::LayerNormGrads layer_norm_backward(const Tensor&, const Tensor& x, const Tensor&, const Tensor&, const Tensor&, bool,
+                                        bool, bool) {
+  no_cuda("layer_norm backward", x.device());
+}
+cpu::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor&, double) { no_cuda("rms_norm", x.device()); }
+cpu::RmsNormGrads rms_norm_backward(const Tensor&, const Tensor& x, const Tensor&, const Tensor&, bool, bool) {
+  no_cuda("rms_norm backward", x.device());
+}
 }  // namespace cuda_ops
 }  // namespace strata

@@ -24,36 +24,8 @@ using cpu::UnaryGradOp;
 using cpu::UnaryOp;
 
 using ElementwiseGpu = testing::GpuTest;
-
-// Fills and frees blocks of the output's size with NaN, so the caching allocator hands the
-// kernel poisoned memory: an element it skips shows as NaN.
-void poison(int64_t numel, DType dtype) {
-  for (int i = 0; i < 2; ++i) (void)full({numel}, std::nan(""), {.dtype = dtype, .device = Device::cuda(0)});
-}
-
-// Largest distance in units in the last place between a and b (0: identical bits; NaNs of
-// any payload count as equal to each other).
-int64_t max_ulps(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  int64_t worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
-    if (std::isnan(x[i]) != std::isnan(y[i])) return INT64_MAX;
-    if (a.dtype() == DType::Float32) {
-      const float fx = static_cast<float>(x[i]), fy = static_cast<float>(y[i]);
-      int32_t ix, iy;
-      std::memcpy(&ix, &fx, 4);
-      std::memcpy(&iy, &fy, 4);
-      worst = std::max<int64_t>(worst, std::llabs(int64_t{ix} - int64_t{iy}));
-    } else {
-      int64_t ix, iy;
-      std::memcpy(&ix, &x[i], 8);
-      std::memcpy(&iy, &y[i], 8);
-      worst = std::max<int64_t>(worst, ix > iy ? ix - iy : iy - ix);
-    }
-  }
-  return worst;
-}
+using testing::max_ulps;
+using testing::poison;
 
 // Where the platform's library is called, the bound in ulps; elsewhere 0. Sigmoid and SiLU
 // call it in float64 only (float32 runs fast_math.h's own exp on both sides).

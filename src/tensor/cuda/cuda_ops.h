@@ -5,6 +5,9 @@
 // fresh contiguous tensors on the inputs' device. A build without CUDA defines them in
 // cuda_unavailable.cpp, refusing the device.
 #include "tensor/cpu/elementwise.h"
+#include "tensor/cpu/layer_norm.h"
+#include "tensor/cpu/rms_norm.h"
+#include "tensor/cpu/softmax.h"
 
 namespace strata::cuda_ops {
 
@@ -13,5 +16,18 @@ Tensor unary(cpu::UnaryOp op, const Tensor& a, const char* name, double p = 0, d
 Tensor unary_grad(cpu::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name, double p = 0,
                   double q = 0);
 Tensor binary_grad(cpu::BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b, const char* name);
+
+// Row ops (row_ops.cpp): the same arithmetic and order as the CPU's (kernels/common/row_*.h).
+Tensor softmax_forward(const Tensor& x, int64_t dim, bool log);
+Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool log);
+cpu::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index);
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& stats,
+                              int64_t ignore_index, int64_t count);
+cpu::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+cpu::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                        const Tensor& rstd, bool need_dx, bool need_dweight, bool need_dbias);
+cpu::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps);
+cpu::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                    bool need_dx, bool need_dweight);
 
 }  // namespace strata::cuda_ops
