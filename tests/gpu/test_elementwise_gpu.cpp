@@ -154,5 +154,26 @@ TEST_F(ElementwiseGpu, LargeBroadcastAndAutogradEqualTheCpu) {
   EXPECT_EQ(max_ulps(ga.grad().to(Device::cpu()), ca.grad()), 0);
 }
 
+// gelu and relu through autograd: the elementwise kernels' Gelu/Relu functors (the CPU's
+// activation kernels call the same functions), fast_exp on both sides in float32.
+TEST_F(ElementwiseGpu, GeluAndReluEqualTheCpu) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    Generator gen(13);
+    const Tensor x = mul(randn({37, 129}, {.dtype = dtype}, &gen), 5.0), g = randn({37, 129}, {.dtype = dtype}, &gen);
+    for (bool is_gelu : {true, false}) {
+      Tensor xc = x.detach().set_requires_grad(true), xg = x.to(gpu).set_requires_grad(true);
+      const Tensor want = is_gelu ? gelu(xc) : relu(xc);
+      poison(want.numel(), dtype);
+      const Tensor got = is_gelu ? gelu(xg) : relu(xg);
+      EXPECT_EQ(max_ulps(got.to(Device::cpu()), want), is_gelu ? ulp_bound(dtype == DType::Float64, dtype) : 0)
+          << (is_gelu ? "gelu " : "relu ") << dtype;
+      want.backward(g);
+      got.backward(g.to(gpu));
+      EXPECT_LE(max_ulps(xg.grad().to(Device::cpu()), xc.grad()), is_gelu ? ulp_bound(dtype == DType::Float64, dtype) : 0)
+          << (is_gelu ? "gelu backward " : "relu backward ") << dtype;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata
