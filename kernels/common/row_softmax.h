@@ -59,6 +59,38 @@ STRATA_HD void softmax_backward_row(const T* g, const T* y, T* dx, int64_t n, bo
   }
 }
 
+// Attention's probabilities: the softmax of scale * x over the first `valid` of n values
+// (the keys a query may see; the rest of y is 0).
+template <class R, class T>
+STRATA_HD void prefix_softmax_row(const T* x, T* y, int64_t n, int64_t valid, T scale) {
+  const T m = R::max(valid, [&](int64_t j) { return x[j] * scale; }, lowest_value<T>());
+  const double s = R::sum(valid, [&](int64_t j) {
+    const T e = fast_exp(x[j] * scale - m);
+    y[j] = e;
+    return static_cast<double>(e);
+  });
+  const T inv = static_cast<T>(1.0 / s);
+  R::for_each(valid, [&](int64_t j) { y[j] = y[j] * inv; });
+  R::for_each(n - valid, [&](int64_t j) { y[valid + j] = T(0); });
+}
+
+// Its gradient: dx = scale * y * (g - sum(g * y)) over the valid prefix, 0 beyond.
+template <class R, class T>
+STRATA_HD void prefix_softmax_backward_row(const T* g, const T* y, T* dx, int64_t n, int64_t valid, T scale) {
+  const T gy = static_cast<T>(
+      R::sum(valid, [&](int64_t j) { return static_cast<double>(g[j]) * static_cast<double>(y[j]); }));
+  R::for_each(valid, [&](int64_t j) { dx[j] = scale * (y[j] * (g[j] - gy)); });
+  R::for_each(n - valid, [&](int64_t j) { dx[valid + j] = T(0); });
+}
+
+// The keys row `row` of a [.., tq, tk] score stack may see: all of them, or under a causal
+// mask those up to its query's position, the queries being the last tq of tk positions.
+STRATA_HD int64_t attention_valid_keys(int64_t row, int64_t tq, int64_t tk, bool causal) {
+  if (!causal) return tk;
+  const int64_t valid = row % tq + 1 + (tk - tq);
+  return valid < 0 ? 0 : (valid > tk ? tk : valid);
+}
+
 // Cross-entropy of one row of logits against class `target` (the caller skips ignored
 // rows): stats[0] = max m, stats[1] = log(sum exp(x - m)) (the leader writes them), and the
 // row's loss logsumexp - x[target] in double.

@@ -42,6 +42,32 @@ struct SoftmaxBackwardRows {
   }
 };
 
+template <class T>
+struct AttentionSoftmaxRows {
+  const T* s;
+  T* p;
+  int64_t tq, tk;
+  T scale;
+  bool causal;
+  __device__ void operator()(int64_t r) const {
+    prefix_softmax_row<WarpRow>(s + r * tk, p + r * tk, tk, attention_valid_keys(r, tq, tk, causal), scale);
+  }
+};
+
+template <class T>
+struct AttentionSoftmaxBackwardRows {
+  const T* g;
+  const T* p;
+  T* dx;
+  int64_t tq, tk;
+  T scale;
+  bool causal;
+  __device__ void operator()(int64_t r) const {
+    prefix_softmax_backward_row<WarpRow>(g + r * tk, p + r * tk, dx + r * tk, tk, attention_valid_keys(r, tq, tk, causal),
+                                         scale);
+  }
+};
+
 template <class T, class I>
 struct CrossEntropyRows {
   const T* x;
@@ -226,6 +252,31 @@ extern "C" cudaError_t strata_softmax_backward_rows(int32_t type, const void* gr
     return launch_for_each_row(rows,
                                SoftmaxBackwardRows<T>{static_cast<const T*>(grad), static_cast<const T*>(y),
                                                       static_cast<T*>(dx), n, log_softmax != 0},
+                               s);
+  });
+}
+
+extern "C" cudaError_t strata_attention_softmax_rows(int32_t type, const void* scores, void* probs, int64_t rows,
+                                                     int64_t tq, int64_t tk, double scale, int32_t causal,
+                                                     cudaStream_t s) {
+  return for_float_type(type, [&](auto t) {
+    using T = decltype(t);
+    return launch_for_each_row(rows,
+                               AttentionSoftmaxRows<T>{static_cast<const T*>(scores), static_cast<T*>(probs), tq, tk,
+                                                       static_cast<T>(scale), causal != 0},
+                               s);
+  });
+}
+
+extern "C" cudaError_t strata_attention_softmax_backward_rows(int32_t type, const void* grad, const void* probs,
+                                                              void* dx, int64_t rows, int64_t tq, int64_t tk,
+                                                              double scale, int32_t causal, cudaStream_t s) {
+  return for_float_type(type, [&](auto t) {
+    using T = decltype(t);
+    return launch_for_each_row(rows,
+                               AttentionSoftmaxBackwardRows<T>{static_cast<const T*>(grad), static_cast<const T*>(probs),
+                                                               static_cast<T*>(dx), tq, tk, static_cast<T>(scale),
+                                                               causal != 0},
                                s);
   });
 }

@@ -62,6 +62,10 @@ Tensor softmax_forward(const Tensor& x, int64_t, bool log) { no_cuda(log ? "log_
 Tensor softmax_backward(const Tensor&, const Tensor& out, int64_t, bool log) {
   no_cuda(log ? "log_softmax backward" : "softmax backward", out.device());
 }
+Tensor attention_softmax_forward(const Tensor& scores, double, bool) { no_cuda("attention softmax", scores.device()); }
+Tensor attention_softmax_backward(const Tensor&, const Tensor& probs, double, bool) {
+  no_cuda("attention softmax backward", probs.device());
+}
 cpu::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor&, int64_t) {
   no_cuda("cross_entropy", logits.device());
 }

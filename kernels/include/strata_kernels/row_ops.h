@@ -16,6 +16,14 @@ cudaError_t strata_softmax_rows(int32_t type, const void* x, void* y, int64_t ro
 cudaError_t strata_softmax_backward_rows(int32_t type, const void* grad, const void* y, void* dx, int64_t rows,
                                          int64_t n, int32_t log_softmax, cudaStream_t stream);
 
+// Attention's probabilities from scores [rows = stack * tq, tk]: per row the softmax of
+// scale * s over the keys its query may see (common/row_softmax.h), 0 elsewhere.
+cudaError_t strata_attention_softmax_rows(int32_t type, const void* scores, void* probs, int64_t rows, int64_t tq,
+                                          int64_t tk, double scale, int32_t causal, cudaStream_t stream);
+cudaError_t strata_attention_softmax_backward_rows(int32_t type, const void* grad, const void* probs, void* dx,
+                                                   int64_t rows, int64_t tq, int64_t tk, double scale, int32_t causal,
+                                                   cudaStream_t stream);
+
 // What the cross-entropy forward reports back (device memory, read by the host after the
 // stream finishes): rows counted (target != ignore_index), the first row whose target is
 // out of range (INT64_MAX if none) and the sum of the counted rows' losses.

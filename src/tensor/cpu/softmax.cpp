@@ -162,6 +162,52 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool
 
 namespace {
 
+template <class T>
+STRATA_MULTIVERSION void attention_softmax_kernel(const T* s, T* p, int64_t rows, int64_t tq, int64_t tk, T scale,
+                                                  bool causal) {
+#pragma omp parallel for if (rows * tk > kParallelThreshold) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t valid = strata_kernels::attention_valid_keys(r, tq, tk, causal);
+    strata_kernels::prefix_softmax_row<CpuRow>(s + r * tk, p + r * tk, tk, valid, scale);
+  }
+}
+
+template <class T>
+STRATA_MULTIVERSION void attention_softmax_backward_kernel(const T* g, const T* p, T* dx, int64_t rows, int64_t tq,
+                                                           int64_t tk, T scale, bool causal) {
+#pragma omp parallel for if (rows * tk > kParallelThreshold) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t valid = strata_kernels::attention_valid_keys(r, tq, tk, causal);
+    strata_kernels::prefix_softmax_backward_row<CpuRow>(g + r * tk, p + r * tk, dx + r * tk, tk, valid, scale);
+  }
+}
+
+}  // namespace
+
+Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal) {
+  Tensor out = empty_like(scores);
+  if (scores.numel() == 0) return out;
+  const int64_t tq = scores.size(-2), tk = scores.size(-1);
+  detail::dispatch_floating(scores.dtype(), "attention softmax", [&]<class T>() {
+    attention_softmax_kernel(scores.data<T>(), out.data<T>(), scores.numel() / tk, tq, tk, static_cast<T>(scale),
+                             causal);
+  });
+  return out;
+}
+
+Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal) {
+  Tensor dx = empty_like(probs);
+  if (probs.numel() == 0) return dx;
+  const int64_t tq = probs.size(-2), tk = probs.size(-1);
+  detail::dispatch_floating(probs.dtype(), "attention softmax backward", [&]<class T>() {
+    attention_softmax_backward_kernel(grad.data<T>(), probs.data<T>(), dx.data<T>(), probs.numel() / tk, tq, tk,
+                                      static_cast<T>(scale), causal);
+  });
+  return dx;
+}
+
+namespace {
+
 template <class I>
 int64_t check_targets(const I* t, int64_t n, int64_t classes, int64_t ignore_index) {
   int64_t count = 0;

@@ -20,6 +20,8 @@ Tensor binary_grad(cpu::BinaryGradOp op, const Tensor& grad, const Tensor& a, co
 // Row ops (row_ops.cpp): the same arithmetic and order as the CPU's (kernels/common/row_*.h).
 Tensor softmax_forward(const Tensor& x, int64_t dim, bool log);
 Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool log);
+Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal);
+Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal);
 cpu::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index);
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& stats,
                               int64_t ignore_index, int64_t count);

@@ -86,6 +86,27 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool
   return moved_last(softmax_backward_last(moved_last(grad, dim), moved_last(out, dim), log), dim);
 }
 
+Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal) {
+  Launch l(scores, "attention softmax");
+  Tensor probs = empty_like(scores);
+  const Rows r = rows_of(scores);
+  if (r.rows == 0) return probs;
+  STRATA_CUDA(strata_attention_softmax_rows(float_type(scores.dtype(), "attention softmax"), scores.data_ptr(),
+                                            probs.data_ptr(), r.rows, scores.size(-2), r.n, scale, causal, l.stream));
+  return probs;
+}
+
+Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal) {
+  Launch l(probs, "attention softmax backward");
+  Tensor dx = empty_like(probs);
+  const Rows r = rows_of(probs);
+  if (r.rows == 0) return dx;
+  STRATA_CUDA(strata_attention_softmax_backward_rows(float_type(probs.dtype(), "attention softmax backward"),
+                                                     grad.data_ptr(), probs.data_ptr(), dx.data_ptr(), r.rows,
+                                                     probs.size(-2), r.n, scale, causal, l.stream));
+  return dx;
+}
+
 cpu::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
   Launch l(logits, "cross_entropy");
   const int64_t rows = logits.size(0), classes = logits.size(1);
