@@ -4,6 +4,9 @@
 // contracts as their CPU twins in cpu/*.h: arguments are checked by the caller, outputs are
 // fresh contiguous tensors on the inputs' device. A build without CUDA defines them in
 // cuda_unavailable.cpp, refusing the device.
+#include <cstdint>
+#include <vector>
+
 #include "tensor/cpu/elementwise.h"
 
 namespace strata::cuda_ops {
@@ -13,5 +16,18 @@ Tensor unary(cpu::UnaryOp op, const Tensor& a, const char* name, double p = 0, d
 Tensor unary_grad(cpu::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name, double p = 0,
                   double q = 0);
 Tensor binary_grad(cpu::BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b, const char* name);
+
+// Reductions (cuda/reduce.cpp), as cpu/reduce.h.
+Tensor sum_keepdim(const Tensor& x, const std::vector<bool>& reduced);
+
+// Embedding (cuda/embedding.cpp), as cpu/embedding.h; indices and weight on one device.
+Tensor embedding_forward(const Tensor& indices, const Tensor& weight);
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t vocab);
+
+// Rotary position embedding (cuda/rotary.cpp), as cpu/rotary.h's rotary_apply.
+Tensor rotary_apply(const Tensor& x, const Tensor& cos, const Tensor& sin, bool transpose);
+
+// Dropout (cuda/dropout.cpp), as cpu/dropout.h's dropout_apply: the same mask.
+Tensor dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset);
 
 }  // namespace strata::cuda_ops
