@@ -1,6 +1,7 @@
 // The sum over a dimension block on the GPU, in common/dim_reduce.h's order (the CPU sum's),
 // so both give the same bits: lanes are a warp's threads when each output's elements are
-// contiguous (inner == 1), else one thread replays all the lanes of its output column.
+// contiguous (inner == 1), else 32 threads of a column (few outputs) or one thread replaying
+// all the lanes of its column (many outputs).
 #include "common/dim_reduce.h"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/reduce.h"
@@ -36,8 +37,8 @@ __global__ void sum_rows_kernel(T* out, const T* in, int64_t outer, int64_t n) {
   }
 }
 
-// inner > 1: one thread per output (consecutive threads, consecutive columns: coalesced),
-// running the whole order itself.
+// inner > 1 with many outputs: one thread per output (consecutive threads, consecutive
+// columns: coalesced), running the whole order itself.
 template <class T>
 __global__ void sum_columns_kernel(T* out, const T* in, int64_t outer, int64_t n, int64_t inner) {
   const int64_t total = outer * inner;
@@ -47,6 +48,32 @@ __global__ void sum_columns_kernel(T* out, const T* in, int64_t outer, int64_t n
   }
 }
 
+// inner > 1 with few outputs (a bias gradient has one per column): 32 times the threads. A
+// block takes 32 columns x 32 lanes; thread (column, t) adds the column's elements t, t + 32,
+// ... (each warp reads 32 consecutive columns: coalesced), then the lanes halve pairwise in
+// shared memory: the order's lanes, one thread each.
+template <class T>
+__global__ void sum_column_lanes_kernel(T* out, const T* in, int64_t outer, int64_t n, int64_t inner) {
+  using Acc = typename DimReduceAcc<T>::type;
+  __shared__ Acc lanes[kDimReduceLanes][kDimReduceLanes];
+  const int col = static_cast<int>(threadIdx.x), t = static_cast<int>(threadIdx.y);
+  const int64_t col_blocks = (inner + kDimReduceLanes - 1) / kDimReduceLanes;
+  for (int64_t b = blockIdx.x; b < outer * col_blocks; b += gridDim.x) {
+    const int64_t o = b / col_blocks, c = b % col_blocks * kDimReduceLanes + col;
+    lanes[t][col] = c < inner ? dim_reduce_lane<T, Acc>(in + o * n * inner + c, n, inner, t) : Acc(0);
+    __syncthreads();
+    for (int s = kDimReduceLanes / 2; s > 0; s /= 2) {
+      if (t < s) lanes[t][col] += lanes[t + s][col];
+      __syncthreads();
+    }
+    if (t == 0 && c < inner) out[o * inner + c] = static_cast<T>(lanes[0][col]);
+    __syncthreads();  // lanes[] is reused by the block's next columns
+  }
+}
+
+// Outputs from which a thread per output fills the GPU on its own.
+constexpr int64_t kManyOutputs = 65536;
+
 template <class T>
 cudaError_t launch(void* out, const void* in, int64_t outer, int64_t n, int64_t inner, cudaStream_t stream) {
   if (outer * inner == 0) return cudaSuccess;
@@ -54,8 +81,12 @@ cudaError_t launch(void* out, const void* in, int64_t outer, int64_t n, int64_t 
   const T* x = static_cast<const T*>(in);
   if (inner == 1) {
     sum_rows_kernel<T><<<blocks_for(outer, kWarps), kThreads, 0, stream>>>(o, x, outer, n);
-  } else {
+  } else if (outer * inner >= kManyOutputs) {
     sum_columns_kernel<T><<<blocks_for(outer * inner, kThreads), kThreads, 0, stream>>>(o, x, outer, n, inner);
+  } else {
+    const int64_t col_blocks = (inner + kDimReduceLanes - 1) / kDimReduceLanes;
+    sum_column_lanes_kernel<T><<<blocks_for(outer * col_blocks, 1), dim3(kDimReduceLanes, kDimReduceLanes), 0,
+                                 stream>>>(o, x, outer, n, inner);
   }
   return cudaGetLastError();
 }

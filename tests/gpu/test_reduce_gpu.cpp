@@ -1,7 +1,7 @@
 // The sum over dimensions on a GPU against the CPU sum (label gpu): both run
-// kernels/common/dim_reduce.h's order, so results are equal bit for bit, on every plan
-// (rows: a warp per output; columns: a thread per output; split dimensions: a permuted
-// copy), sizes not a multiple of the lanes or the block, and once above 2^24 elements. The
+// kernels/common/dim_reduce.h's order, so results are equal bit for bit, on every plan and
+// kernel (rows: a warp per output; columns: 32 lane threads or one thread per output; split
+// dimensions: a permuted copy), sizes not a multiple of the lanes or the block, and once above 2^24 elements. The
 // output's memory is poisoned with NaN before each launch.
 #include <gtest/gtest.h>
 
@@ -47,6 +47,7 @@ TEST_F(ReduceGpu, SumEqualsTheCpuBitForBit) {
       {{1000, 96}, {0}},       {{1024, 768}, {0}},     {{7, 133}, {1}},    {{3, 77, 5}, {1}},
       {{4, 6, 5, 3}, {1, 2}},  {{4, 6, 5}, {0, 2}},    {{2, 1, 9, 1}, {1, 2, 3}}, {{5, 3}, {0}},
       {{40000}, {0}},          {{257, 259}, {0, 1}},   {{2, 3}, {}},       {{0, 4}, {0}},
+      {{70, 10, 1000}, {1}},   {{3, 45, 33}, {1}},  // columns: a thread per output; 32 lanes per column
   };
   for (DType dtype : {DType::Float32, DType::Float64}) {
     for (const Case& c : cases) {
