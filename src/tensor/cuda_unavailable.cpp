@@ -83,5 +83,10 @@ cpu::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor&, double) { no
 cpu::RmsNormGrads rms_norm_backward(const Tensor&, const Tensor& x, const Tensor&, const Tensor&, bool, bool) {
   no_cuda("rms_norm backward", x.device());
 }
+Tensor sum_keepdim(const Tensor& x, const std::vector<bool>&) { no_cuda("sum", x.device()); }
+Tensor embedding_forward(const Tensor&, const Tensor& weight) { no_cuda("embedding", weight.device()); }
+Tensor embedding_backward(const Tensor& grad, const Tensor&, int64_t) { no_cuda("embedding backward", grad.device()); }
+Tensor rotary_apply(const Tensor& x, const Tensor&, const Tensor&, bool) { no_cuda("rotary_embedding", x.device()); }
+Tensor dropout_apply(const Tensor& x, double, uint64_t, uint64_t) { no_cuda("dropout", x.device()); }
 }  // namespace cuda_ops
 }  // namespace strata

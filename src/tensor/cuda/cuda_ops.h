@@ -4,6 +4,9 @@
 // contracts as their CPU twins in cpu/*.h: arguments are checked by the caller, outputs are
 // fresh contiguous tensors on the inputs' device. A build without CUDA defines them in
 // cuda_unavailable.cpp, refusing the device.
+#include <cstdint>
+#include <vector>
+
 #include "tensor/cpu/elementwise.h"
 #include "tensor/cpu/layer_norm.h"
 #include "tensor/cpu/rms_norm.h"
@@ -31,5 +34,18 @@ cpu::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, con
 cpu::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps);
 cpu::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                     bool need_dx, bool need_dweight);
+
+// Reductions (cuda/reduce.cpp), as cpu/reduce.h.
+Tensor sum_keepdim(const Tensor& x, const std::vector<bool>& reduced);
+
+// Embedding (cuda/embedding.cpp), as cpu/embedding.h; indices and weight on one device.
+Tensor embedding_forward(const Tensor& indices, const Tensor& weight);
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t vocab);
+
+// Rotary position embedding (cuda/rotary.cpp), as cpu/rotary.h's rotary_apply.
+Tensor rotary_apply(const Tensor& x, const Tensor& cos, const Tensor& sin, bool transpose);
+
+// Dropout (cuda/dropout.cpp), as cpu/dropout.h's dropout_apply: the same mask.
+Tensor dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset);
 
 }  // namespace strata::cuda_ops
