@@ -38,6 +38,7 @@ void deallocate(void*, size_t, int) {}
 void copy(const Tensor& dst, const Tensor& src) {
   no_cuda("copy", dst.device().is_cuda() ? dst.device() : src.device());
 }
+void poison_device(int, const std::string&) {}
 void fill(const Tensor& dst, double) { no_cuda("fill", dst.device()); }
 void* current_stream(int) { return nullptr; }
 void multi_tensor_launch(MultiTensorKernel, DType, int device, const void*, size_t, const void*, int64_t) {
