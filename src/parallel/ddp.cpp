@@ -81,6 +81,7 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<Distributed
   };
 
   dist::ProcessGroup* group = nullptr;
+  Device device = Device::cpu();  // the parameters' (one device per DDP, as in PyTorch)
   DDPOptions options;
   CommHook hook;
   bool sync = true;
@@ -135,7 +136,7 @@ void DistributedDataParallel::State::build_buckets(const std::vector<int>& order
     b.params.push_back(i);
   }
   for (size_t b = 0; b < next.size(); ++b) {
-    next[b].buffer = zeros({sizes[b]}, {.dtype = next[b].dtype});
+    next[b].buffer = zeros({sizes[b]}, {.dtype = next[b].dtype, .device = device});
     for (int i : next[b].params) {
       Param& p = params[i];
       Tensor view = next[b].buffer.narrow(0, offsets[i], p.tensor.numel()).view(p.tensor.shape());
@@ -165,7 +166,7 @@ void DistributedDataParallel::State::reset_pass() {
 // optimizer that swapped it): copy it into the slot and make the view the gradient again.
 void DistributedDataParallel::State::repoint(Param& p) {
   Tensor g = p.tensor.grad();
-  if (g.defined() && g.raw_data() == p.view.raw_data() && g.is_contiguous()) return;
+  if (g.defined() && g.data_ptr() == p.view.data_ptr() && g.is_contiguous()) return;
   NoGradGuard no_grad;
   if (g.defined()) {
     p.view.copy_(g);
@@ -264,11 +265,12 @@ void DistributedDataParallel::State::finalize() {
 // Buckets in the order rank 0's gradients became ready, so that early buckets complete early.
 void DistributedDataParallel::State::rebuild() {
   const int64_t n = static_cast<int64_t>(params.size());
-  Tensor order = empty({n}, {.dtype = DType::Int64});
-  int64_t* o = order.data<int64_t>();
-  for (int64_t i = 0; i < n; ++i) o[i] = ready_order.at(i);
+  std::vector<int64_t> mine(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) mine[static_cast<size_t>(i)] = ready_order.at(static_cast<size_t>(i));
+  Tensor order = from_vector(mine, {n}).to(group->tensor_device());
   if (group->size() > 1) group->broadcast(order, 0)->wait();
-  std::vector<int> agreed(o, o + n);
+  const std::vector<int64_t> rank0 = order.to_vector<int64_t>();
+  std::vector<int> agreed(rank0.begin(), rank0.end());
   rebuilt = true;
   build_buckets(agreed);
 }
@@ -308,6 +310,10 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, dist::Proce
   for (auto& [name, t] : module.named_parameters()) {
     if (!t.requires_grad() || !seen.insert(t.impl_ptr().get()).second) continue;
     STRATA_CHECK(t.is_contiguous(), "DistributedDataParallel: parameter '", name, "' is not contiguous");
+    if (s.params.empty()) s.device = t.device();
+    STRATA_CHECK(t.device() == s.device, "DistributedDataParallel: parameter '", name, "' is on ", t.device(),
+                 " but '", s.params.front().name, "' is on ", s.device,
+                 "; a DDP module keeps its parameters on one device (move it with module.to(device))");
     signature.push_back(detail::describe_parameter(name, t));
     s.params.emplace_back();
     s.params.back().name = name;

@@ -14,8 +14,9 @@ namespace {
 // Every rank's int64 values (the same count on every rank), gathered.
 std::vector<int64_t> gather(dist::ProcessGroup& group, const std::vector<int64_t>& mine) {
   const int64_t k = static_cast<int64_t>(mine.size());
-  Tensor all = empty({k * group.size()}, {.dtype = DType::Int64});
-  group.all_gather(all, from_vector(mine, {k}))->wait();
+  const Device device = group.tensor_device();
+  Tensor all = empty({k * group.size()}, {.dtype = DType::Int64, .device = device});
+  group.all_gather(all, from_vector(mine, {k}).to(device))->wait();
   return all.to_vector<int64_t>();
 }
 

@@ -59,6 +59,8 @@ Tensor unary_grad(cpu::UnaryGradOp, const Tensor&, const Tensor& saved, const ch
 Tensor binary_grad(cpu::BinaryGradOp, const Tensor& grad, const Tensor&, const Tensor&, const char* name) {
   no_cuda(name, grad.device());
 }
+void add_inplace(const Tensor& self, const Tensor&, double) { no_cuda("add_", self.device()); }
+void mul_inplace(const Tensor& self, double) { no_cuda("mul_", self.device()); }
 Tensor softmax_forward(const Tensor& x, int64_t, bool log) { no_cuda(log ? "log_softmax" : "softmax", x.device()); }
 Tensor softmax_backward(const Tensor&, const Tensor& out, int64_t, bool log) {
   no_cuda(log ? "log_softmax backward" : "softmax backward", out.device());

@@ -57,6 +57,10 @@ class ProcessGroup {
   const std::string& name() const { return name_; }
   // The global (world) rank of each member, by group rank.
   const std::vector<int>& global_ranks() const { return global_ranks_; }
+  // The device of the tensors this group's ops take natively: the CPU for MPI and local
+  // groups (which also stage CUDA tensors), the group's GPU for NCCL. Code that exchanges
+  // small values of its own (signatures, orders) makes them here.
+  virtual Device tensor_device() const { return Device::cpu(); }
 
   virtual WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
   virtual WorkPtr broadcast(Tensor& tensor, int root) = 0;

@@ -125,6 +125,7 @@ class ProcessGroupNCCL final : public ProcessGroup {
   void reset_stats() override;
 
   int device() const { return state_->device; }
+  Device tensor_device() const override { return Device::cuda(state_->device); }
 
  private:
   struct Launch;

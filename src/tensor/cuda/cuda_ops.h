@@ -19,6 +19,10 @@ Tensor unary(cpu::UnaryOp op, const Tensor& a, const char* name, double p = 0, d
 Tensor unary_grad(cpu::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name, double p = 0,
                   double q = 0);
 Tensor binary_grad(cpu::BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b, const char* name);
+// self += alpha * other, self *= value: the CPU's rounding (alpha * other, then the sum),
+// through an out-of-place kernel and a copy into self (any strides).
+void add_inplace(const Tensor& self, const Tensor& other, double alpha);
+void mul_inplace(const Tensor& self, double value);
 
 // Row ops (row_ops.cpp): the same arithmetic and order as the CPU's (kernels/common/row_*.h).
 Tensor softmax_forward(const Tensor& x, int64_t dim, bool log);

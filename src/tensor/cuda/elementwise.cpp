@@ -105,4 +105,17 @@ Tensor binary_grad(cpu::BinaryGradOp op, const Tensor& grad, const Tensor& a, co
   return l.out;
 }
 
+void add_inplace(const Tensor& self, const Tensor& other, double alpha) {
+  STRATA_CHECK(self.dtype() == other.dtype(), "add_: dtype mismatch, ", self.dtype(), " and ", other.dtype());
+  STRATA_CHECK(broadcast_shapes(self.shape(), other.shape(), "add_") == self.shape(), "add_: cannot broadcast ",
+               other.shape(), " into ", self.shape());
+  // alpha == 1 skips the product: x * 1 is exact, so the bits are the same either way.
+  const Tensor scaled = alpha == 1.0 ? other : unary(cpu::UnaryOp::MulScalar, other, "add_", alpha);
+  cuda_detail::copy(self, binary(cpu::BinaryOp::Add, self, scaled, "add_"));
+}
+
+void mul_inplace(const Tensor& self, double value) {
+  cuda_detail::copy(self, unary(cpu::UnaryOp::MulScalar, self, "mul_", value));
+}
+
 }  // namespace strata::cuda_ops

@@ -174,14 +174,17 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
   STRATA_CHECK(!(grad_enabled() && self.requires_grad()),
                "add_: in-place write to a tensor that requires grad; wrap it in NoGradGuard");
   const Device device = detail::common_device("add_", {{"self", self}, {"other", other}});
-  detail::on_device("add_", device, [&] { cpu::add_inplace(self, other, alpha); });
+  detail::on_device(
+      "add_", device, [&] { cpu::add_inplace(self, other, alpha); },
+      [&] { cuda_ops::add_inplace(self, other, alpha); });
   return self;
 }
 
 Tensor& mul_(Tensor& self, double value) {
   STRATA_CHECK(!(grad_enabled() && self.requires_grad()),
                "mul_: in-place write to a tensor that requires grad; wrap it in NoGradGuard");
-  detail::on_device("mul_", self.device(), [&] { cpu::mul_inplace(self, value); });
+  detail::on_device(
+      "mul_", self.device(), [&] { cpu::mul_inplace(self, value); }, [&] { cuda_ops::mul_inplace(self, value); });
   return self;
 }
 
