@@ -6,38 +6,30 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "optim/multi_tensor.h"
 #include "parallel/parameter_check.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops/elementwise.h"
-#include "tensor/cpu/dtype_dispatch.h"
 #include "tensor/rebind_storage.h"
 #include "zero_state.h"
 
 namespace strata::parallel {
 namespace {
 
-// dst += src for any floating dtype (16-bit values are summed in float and rounded once).
+// dst += src for any floating dtype (16-bit values are summed in float and rounded once),
+// on any device.
 void accumulate_into(const Tensor& dst, const Tensor& src) {
+  Tensor d = dst;
   if (dst.dtype() == DType::Float32 || dst.dtype() == DType::Float64) {
-    Tensor d = dst;
     add_(d, src);
     return;
   }
-  Tensor s = src.contiguous();
-  detail::dispatch_all(dst.dtype(), [&]<class T>() {
-    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bfloat16> || std::is_same_v<T, float16>) {
-      T* d = static_cast<T*>(dst.raw_data());
-      const T* x = static_cast<const T*>(s.raw_data());
-      const int64_t n = dst.numel();
-      for (int64_t i = 0; i < n; ++i)
-        d[i] = detail::convert<T>(detail::convert<float>(d[i]) + detail::convert<float>(x[i]));
-    } else {
-      STRATA_FAIL("ZeroOptimizer: gradients of dtype ", dst.dtype(), " cannot be accumulated");
-    }
-  });
+  STRATA_CHECK(dst.dtype() == DType::BFloat16 || dst.dtype() == DType::Float16, "ZeroOptimizer: gradients of dtype ",
+               dst.dtype(), " cannot be accumulated");
+  d.copy_(add(dst.to(DType::Float32), src.to(DType::Float32)));
 }
 
 bool arithmetic(DType d) { return d == DType::Float32 || d == DType::Float64; }
@@ -114,13 +106,15 @@ void collect_parameters(State& s, nn::Module& module) {
   for (auto& [name, t] : module.named_parameters()) {
     if (!t.requires_grad() || !seen.insert(t.impl()).second) continue;
     STRATA_CHECK(t.is_contiguous(), "ZeroOptimizer: parameter '", name, "' is not contiguous");
-    STRATA_CHECK(t.device().is_cpu(), "ZeroOptimizer: parameter '", name, "' is on ", t.device(),
-                 "; only CPU tensors are supported so far");
     if (!s.params.empty()) {
+      STRATA_CHECK(t.device() == s.device, "ZeroOptimizer: parameter '", name, "' is on ", t.device(), " but '",
+                   s.params.front().name, "' is on ", s.device,
+                   "; the parameters must share one device (move the module with module.to(device))");
       STRATA_CHECK(t.dtype() == s.param_dtype, "ZeroOptimizer: parameter '", name, "' is ", t.dtype(), " but '",
                    s.params.front().name, "' is ", s.param_dtype, "; all parameters must share one dtype");
     }
     s.param_dtype = t.dtype();
+    s.device = t.device();
     s.params.push_back({.name = name, .tensor = t});
   }
   STRATA_CHECK(!s.params.empty(), "ZeroOptimizer: the module has no trainable parameters");
@@ -231,7 +225,7 @@ void pack_buckets(State& s, BucketPlan plan) {
     b.param = std::make_unique<FlatBuffer>(s.param_dtype, entries, s.world, global);
     b.grad = std::make_unique<FlatBuffer>(s.param_dtype, entries, s.world, global);
     global += b.param->numel();
-    b.param->allocate();
+    b.param->allocate(s.device);
     for (size_t e = 0; e < b.params.size(); ++e) {
       State::Param& p = s.params[static_cast<size_t>(b.params[e])];
       p.bucket = static_cast<int>(bi);
@@ -265,14 +259,14 @@ void shard_bucket(State& s, State::Bucket& b) {
     b.param_shard = b.param->data().narrow(0, b.own_begin, b.own_numel);
   }
   if (stage <= 1) {
-    b.grad->allocate();
+    b.grad->allocate(s.device);
     b.grad_shard = b.grad->data().narrow(0, b.own_begin, b.own_numel);
     if (arithmetic(s.param_dtype)) {
       for (size_t e = 0; e < b.params.size(); ++e)
         s.params[static_cast<size_t>(b.params[e])].tensor.set_grad(b.grad->view(e));
     }
   } else {
-    b.grad_shard = zeros({b.own_numel}, {.dtype = s.param_dtype});
+    b.grad_shard = zeros({b.own_numel}, {.dtype = s.param_dtype, .device = s.device});
   }
   b.master_separate = s.param_dtype != s.options.master_dtype;
   b.master = b.master_separate ? b.param_shard.to(s.options.master_dtype) : b.param_shard;
@@ -376,7 +370,7 @@ void gradient_into_bucket(const State& s, State::Param& p, State::Bucket& b) {
   Tensor view = b.grad->view(p.entry);
   if (arithmetic(s.param_dtype)) {
     // Not the bucket view (set to none or replaced): it holds the whole gradient.
-    if (g.defined() && !(g.raw_data() == view.raw_data() && g.is_contiguous())) view.copy_(g);
+    if (g.defined() && !(g.data_ptr() == view.data_ptr() && g.is_contiguous())) view.copy_(g);
     p.tensor.set_grad(view);
   } else if (g.defined()) {
     accumulate_into(view, g);
@@ -386,9 +380,9 @@ void gradient_into_bucket(const State& s, State::Param& p, State::Bucket& b) {
 
 // Stages 2-3: a bucket's full gradient exists only while needed; this makes it exist (zero
 // when it was released, or fresh).
-void ensure_full_gradient(FlatBuffer& grad) {
+void ensure_full_gradient(FlatBuffer& grad, Device device) {
   if (!grad.allocated()) {
-    grad.allocate();
+    grad.allocate(device);
   } else if (grad.released()) {
     grad.reallocate();
     grad.data().zero_();
@@ -417,7 +411,7 @@ void ZeroOptimizer::State::on_ready(int index) {
   if (options.stage <= 1) {
     gradient_into_bucket(*this, p, b);
   } else {
-    ensure_full_gradient(*b.grad);
+    ensure_full_gradient(*b.grad, device);
     Tensor g = p.tensor.grad();
     if (g.defined()) {
       if (b.local_sums) {
@@ -444,7 +438,7 @@ void ZeroOptimizer::State::accumulate_locally(Param& p, Bucket& b) {
     gradient_into_bucket(*this, p, b);
     return;
   }
-  ensure_full_gradient(*b.grad);
+  ensure_full_gradient(*b.grad, device);
   Tensor g = p.tensor.grad();
   if (g.defined()) accumulate_into(b.grad->view(p.entry), g);
   p.tensor.set_grad(Tensor());
@@ -475,15 +469,15 @@ void ZeroOptimizer::State::launch(Bucket& b) {
     // Not into grad_shard itself: it is a chunk of the input, and the process group would
     // send from a clone of the whole bucket (MPI forbids aliased buffers); a chunk-sized
     // output costs 1/N of that. finalize() copies it into the shard.
-    b.reduce_out = empty({b.own_numel}, {.dtype = param_dtype});
+    b.reduce_out = empty({b.own_numel}, {.dtype = param_dtype, .device = device});
     b.work = group->reduce_scatter(b.reduce_out, b.grad->data(), dist::ReduceOp::Avg);
   } else {
     if (!b.grad->allocated() || b.grad->released()) {  // no gradient reached this bucket
-      if (!b.grad->allocated()) b.grad->allocate();
+      if (!b.grad->allocated()) b.grad->allocate(device);
       b.grad->reallocate();
       b.grad->data().zero_();
     }
-    b.reduce_out = b.shard_clean ? b.grad_shard : empty({b.own_numel}, {.dtype = param_dtype});
+    b.reduce_out = b.shard_clean ? b.grad_shard : empty({b.own_numel}, {.dtype = param_dtype, .device = device});
     b.work = group->reduce_scatter(b.reduce_out, b.grad->data(), dist::ReduceOp::Avg);
   }
   b.launched = true;
@@ -534,7 +528,7 @@ void ZeroOptimizer::State::finalize() {
     if (options.stage <= 1 && arithmetic(param_dtype)) {
       Tensor view = buckets[static_cast<size_t>(p.bucket)].grad->view(p.entry);
       Tensor g = p.tensor.grad();
-      if (g.defined() && !(g.raw_data() == view.raw_data())) view.copy_(g);
+      if (g.defined() && !(g.data_ptr() == view.data_ptr())) view.copy_(g);
       p.tensor.set_grad(view);
     }
     --buckets[static_cast<size_t>(p.bucket)].pending;
@@ -618,7 +612,7 @@ Tensor ZeroOptimizer::local_gradient(const std::string& name) {
   if (s.options.stage <= 1) {
     gradient_into_bucket(s, *it, b);  // the bucket slot holds the sum from now on
   } else {
-    ensure_full_gradient(*b.grad);
+    ensure_full_gradient(*b.grad, s.device);
     b.local_sums = true;
   }
   s.unsynced = true;
@@ -688,45 +682,37 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
   // tensor-parallel group (a replicated parameter is the same on every TP rank: once).
   const ZeroOptions::TensorParallel& tp = s.options.tensor_parallel;
   const ZeroOptions::PipelineParallel& pp = s.options.pipeline_parallel;
+  // Squares in multi_tensor's fixed order (the same bits on either device and any thread
+  // count), per bucket or per piece.
   double split = 0.0, replicated = 0.0;
   for (State::Bucket& b : s.buckets) {
-    detail::dispatch_floating(b.master_grad.dtype(), "clip_grad_norm", [&]<class T>() {
-      const T* g = b.master_grad.data<T>();
-      auto squares = [g](int64_t begin, int64_t n) {
-        double part = 0.0;
-#pragma omp parallel for reduction(+ : part) schedule(static) if (n > 32768)
-        for (int64_t i = begin; i < begin + n; ++i) part += static_cast<double>(g[i]) * static_cast<double>(g[i]);
-        return part;
-      };
-      if (tp.group == nullptr && !pp.duplicate) {
-        replicated += squares(0, b.master_grad.numel());
-        return;
-      }
-      for (const FlatBuffer::Piece& piece : own_pieces(s, b)) {
-        const std::string& name = b.param->entries()[piece.entry].name;
-        if (pp.duplicate && pp.duplicate(name)) continue;
-        const double part = squares(piece.shard_offset, piece.numel);
-        (tp.group != nullptr && tp.is_split(name) ? split : replicated) += part;
-      }
-    });
+    if (tp.group == nullptr && !pp.duplicate) {
+      replicated += optim::multi_tensor::sum_of_squares(std::span<const Tensor>(&b.master_grad, 1));
+      continue;
+    }
+    for (const FlatBuffer::Piece& piece : own_pieces(s, b)) {
+      const std::string& name = b.param->entries()[piece.entry].name;
+      if (pp.duplicate && pp.duplicate(name)) continue;
+      const Tensor part = b.master_grad.narrow(0, piece.shard_offset, piece.numel);
+      const double squares = optim::multi_tensor::sum_of_squares(std::span<const Tensor>(&part, 1));
+      (tp.group != nullptr && tp.is_split(name) ? split : replicated) += squares;
+    }
   }
+  // Sums over the groups, made on each group's own device (NCCL takes CUDA tensors only).
+  auto group_sum = [](dist::ProcessGroup& g, std::vector<double> values) {
+    const int64_t n = static_cast<int64_t>(values.size());
+    Tensor t = from_vector(values, {n}).to(g.tensor_device());
+    g.all_reduce(t, dist::ReduceOp::Sum)->wait();
+    return t.to_vector<double>();
+  };
   if (s.options.stage >= 1 && s.world > 1) {
-    Tensor t = from_vector(std::vector<double>{split, replicated}, {2});
-    s.group->all_reduce(t, dist::ReduceOp::Sum)->wait();
-    split = t.data<double>()[0];
-    replicated = t.data<double>()[1];
+    const std::vector<double> both = group_sum(*s.group, {split, replicated});
+    split = both[0];
+    replicated = both[1];
   }
-  if (tp.group != nullptr && tp.group->size() > 1) {
-    Tensor t = full({1}, split, {.dtype = DType::Float64});
-    tp.group->all_reduce(t, dist::ReduceOp::Sum)->wait();
-    split = t.item();
-  }
+  if (tp.group != nullptr && tp.group->size() > 1) split = group_sum(*tp.group, {split})[0];
   double sum = split + replicated;
-  if (pp.group != nullptr && pp.group->size() > 1) {  // every stage's squares
-    Tensor t = full({1}, sum, {.dtype = DType::Float64});
-    pp.group->all_reduce(t, dist::ReduceOp::Sum)->wait();
-    sum = t.item();
-  }
+  if (pp.group != nullptr && pp.group->size() > 1) sum = group_sum(*pp.group, {sum})[0];  // every stage's squares
   const double norm = std::sqrt(sum);
   if (!std::isfinite(norm)) return norm;
   const double coef = max_norm / (norm + 1e-6);

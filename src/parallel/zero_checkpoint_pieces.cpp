@@ -14,7 +14,7 @@ std::vector<ZeroOptimizer::OwnedPiece> ZeroOptimizer::owned_pieces() const {
   std::map<const void*, int64_t> inner_index;
   int64_t next = 0;
   for (const optim::ParamGroup& g : s.inner->param_groups())
-    for (const Tensor& p : g.params) inner_index[p.raw_data()] = next++;
+    for (const Tensor& p : g.params) inner_index[p.data_ptr()] = next++;
   std::vector<OwnedPiece> out;
   for (const State::Bucket& b : s.buckets) {
     const std::vector<FlatBuffer::Piece> pieces =
@@ -31,7 +31,7 @@ std::vector<ZeroOptimizer::OwnedPiece> ZeroOptimizer::owned_pieces() const {
         entry = &b.param->entries()[k];
       }
       out.push_back({.name = entry->name, .offset = offset, .numel = master.numel(), .master = master,
-                     .inner_index = inner_index.at(master.raw_data())});
+                     .inner_index = inner_index.at(master.data_ptr())});
     }
   }
   return out;

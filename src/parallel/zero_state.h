@@ -51,6 +51,7 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
   int rank = 0;
   int world = 1;
   DType param_dtype = DType::Float32;
+  Device device = Device::cpu();  // the parameters' (one device)
   std::vector<Param> params;
   std::vector<Bucket> buckets;
   std::unique_ptr<optim::Optimizer> inner;
