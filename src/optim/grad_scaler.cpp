@@ -26,10 +26,18 @@ Tensor GradScaler::scale(const Tensor& loss) const {
   return mul(loss, scale_);
 }
 
-void GradScaler::unscale(Optimizer& optimizer) {
-  if (!options_.enabled) return;
+void GradScaler::begin_unscale() {
   STRATA_CHECK(stage_ == Stage::Ready, "GradScaler.unscale: already called since the last update() (the "
                                        "gradients would be unscaled twice)");
+}
+
+void GradScaler::check_can_step() {
+  STRATA_CHECK(stage_ != Stage::Stepped, "GradScaler.step: already called since the last update()");
+}
+
+void GradScaler::unscale(Optimizer& optimizer) {
+  if (!options_.enabled) return;
+  begin_unscale();
   NoGradGuard no_grad;
   std::vector<Tensor> grads;
   for (const ParamGroup& group : optimizer.param_groups())
@@ -50,7 +58,7 @@ bool GradScaler::step(Optimizer& optimizer) {
     optimizer.step();
     return true;
   }
-  STRATA_CHECK(stage_ != Stage::Stepped, "GradScaler.step: already called since the last update()");
+  check_can_step();
   if (stage_ == Stage::Ready) unscale(optimizer);
   stage_ = Stage::Stepped;
   if (found_inf_) return false;

@@ -669,6 +669,25 @@ void ZeroOptimizer::step() {
   s.drop_master_grads();
 }
 
+bool ZeroOptimizer::unscale_gradients(double factor) {
+  State& s = *state_;
+  STRATA_CHECK(!s.unsynced, "ZeroOptimizer::unscale_gradients: the gradients of backward passes under no_sync() are "
+               "not reduced yet; run one synchronised backward (outside no_sync()) first");
+  if (!s.grads_prepared) s.prepare_master_grads();
+  std::vector<Tensor> shards;
+  for (State::Bucket& b : s.buckets) shards.push_back(b.master_grad);
+  double found = optim::multi_tensor::unscale_and_check(shards, factor) ? 1.0 : 0.0;
+  // A shard is one rank's: only its owner may see the inf. Agree on it (max of 0/1).
+  for (dist::ProcessGroup* g : {s.options.stage >= 1 ? s.group : nullptr, s.options.tensor_parallel.group,
+                                s.options.pipeline_parallel.group}) {
+    if (g == nullptr || g->size() == 1) continue;
+    Tensor t = full({1}, found, {.dtype = DType::Float64, .device = g->tensor_device()});
+    g->all_reduce(t, dist::ReduceOp::Max)->wait();
+    found = t.item();
+  }
+  return found != 0.0;
+}
+
 double ZeroOptimizer::clip_grad_norm(double max_norm) {
   NoGradGuard no_grad;
   State& s = *state_;

@@ -15,6 +15,7 @@
 // gradients and so takes the same decision. With the default power-of-two scale and factors
 // the unscaled gradients equal unscaled training's bit for bit (barring overflow and
 // underflow, which is what the scaling is for).
+#include <concepts>
 #include <cstdint>
 
 #include "strata/optim/optimizer.h"
@@ -22,6 +23,14 @@
 #include "strata/tensor/tensor.h"
 
 namespace strata::optim {
+
+// An optimizer over gradient shards: `unscale_gradients(factor)` multiplies its shard in
+// place and returns whether any rank found inf or nan; `step()` updates.
+template <class T>
+concept ShardedOptimizer = requires(T& o) {
+  { o.unscale_gradients(1.0) } -> std::same_as<bool>;
+  o.step();
+};
 
 // torch's defaults.
 struct GradScalerOptions {
@@ -45,6 +54,28 @@ class GradScaler {
   // Unscales (unless unscale() already ran) and steps the optimizer unless a gradient was
   // inf or nan. Returns whether it stepped.
   bool step(Optimizer& optimizer);
+  // The same for an optimizer over sharded gradients (parallel::ZeroOptimizer), which
+  // unscales its own shard and agrees with the other ranks on inf/nan.
+  template <ShardedOptimizer Sharded>
+  void unscale(Sharded& optimizer) {
+    if (!options_.enabled) return;
+    begin_unscale();
+    found_inf_ = optimizer.unscale_gradients(1.0 / scale_);
+    stage_ = Stage::Unscaled;
+  }
+  template <ShardedOptimizer Sharded>
+  bool step(Sharded& optimizer) {
+    if (!options_.enabled) {
+      optimizer.step();
+      return true;
+    }
+    check_can_step();
+    if (stage_ == Stage::Ready) unscale(optimizer);
+    stage_ = Stage::Stepped;
+    if (found_inf_) return false;
+    optimizer.step();
+    return true;
+  }
   // After step(): backs off (found inf/nan) or counts a good step and grows the scale after
   // growth_interval of them. Throws when called without a step() since the last update().
   void update();
@@ -60,6 +91,8 @@ class GradScaler {
 
  private:
   enum class Stage { Ready, Unscaled, Stepped };
+  void begin_unscale();   // throws when this step was already unscaled
+  void check_can_step();  // throws when this step already stepped
   GradScalerOptions options_;
   double scale_;
   int64_t growth_tracker_ = 0;

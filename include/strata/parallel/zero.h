@@ -119,6 +119,11 @@ class ZeroOptimizer {
   // optim::clip_grad_norm; the norm is summed across shards (one all_reduce of 8 bytes at
   // stages 1-3). Call it between backward and step(). Returns the norm before clipping.
   double clip_grad_norm(double max_norm);
+  // Loss scaling (optim::GradScaler calls it: scaler.step(zero)): multiplies this rank's
+  // reduced gradient shard by `factor` in place and returns whether any rank found inf or
+  // nan in its shard (an all_reduce over ZeRO's group, and the tensor and pipeline groups
+  // when set), so every rank skips or steps together. Between backward and step().
+  bool unscale_gradients(double factor);
 
   // RAII (gradient accumulation): while alive, backward passes only accumulate gradients
   // locally, without communication; the next synchronised backward (outside the guard)
