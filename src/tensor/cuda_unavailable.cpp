@@ -58,5 +58,9 @@ Tensor unary_grad(cpu::UnaryGradOp, const Tensor&, const Tensor& saved, const ch
 Tensor binary_grad(cpu::BinaryGradOp, const Tensor& grad, const Tensor&, const Tensor&, const char* name) {
   no_cuda(name, grad.device());
 }
+Tensor matmul(const Tensor& a, const Tensor&, const Shape&, const Tensor&, const char* name) {
+  no_cuda(name, a.device());
+}
+Tensor matmul_sum(const Tensor& a, const Tensor&, const char* name) { no_cuda(name, a.device()); }
 }  // namespace cuda_ops
 }  // namespace strata

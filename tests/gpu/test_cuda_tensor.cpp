@@ -164,7 +164,6 @@ TEST_F(CudaTensor, OpsWithoutCudaKernelNameTheOpAndDevice) {
   Tensor a = ones({2, 3}).to(gpu), w = ones({3, 4}).to(gpu);
   const std::string none = "no CUDA implementation yet (tensor on cuda:0)";
   expect_error_mentions([&] { (void)sum(a); }, {"sum: " + none});
-  expect_error_mentions([&] { (void)matmul(a, w); }, {"matmul: " + none});
   expect_error_mentions([&] { (void)softmax(a, -1); }, {"softmax: " + none});
   expect_error_mentions([&] { (void)layer_norm(a, Tensor(), Tensor()); }, {"layer_norm: " + none});
   expect_error_mentions([&] { (void)embedding(zeros({2}, {.dtype = DType::Int64}).to(gpu), w); },

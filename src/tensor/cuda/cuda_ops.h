@@ -14,4 +14,10 @@ Tensor unary_grad(cpu::UnaryGradOp op, const Tensor& grad, const Tensor& saved, 
                   double q = 0);
 Tensor binary_grad(cpu::BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b, const char* name);
 
+// cpu::matmul and cpu::matmul_sum (tensor/cpu/matmul.h) through cuBLASLt (cuda/matmul.cpp),
+// running the same gemm::Plan; float32, float64, bfloat16 and float16 (16-bit with float32
+// accumulation). `name` is the public op in errors.
+Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& bias, const char* name);
+Tensor matmul_sum(const Tensor& a, const Tensor& b, const char* name);
+
 }  // namespace strata::cuda_ops
