@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "activation.h"
 #include "elementwise.h"
 #include "macros.h"
 
@@ -15,11 +16,13 @@ namespace strata_kernels {
 
 // p and q are the op's scalars: Pow's exponent, AddScalar's and MulScalar's operand, Clamp's
 // bounds.
-enum class UnaryCode : int32_t { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Silu, Pow, AddScalar, MulScalar, Clamp };
+enum class UnaryCode : int32_t {
+  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Silu, Pow, AddScalar, MulScalar, Clamp, Gelu, Relu
+};
 enum class BinaryCode : int32_t { Add, Sub, Mul, Div, Minimum, Maximum, Pow };
-// grad * d op(x) / dx, from `saved`: the op's output for Exp, Sqrt, Rsqrt, Tanh and Sigmoid,
-// its input otherwise.
-enum class UnaryGradCode : int32_t { Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Silu, Clamp, Pow };
+// grad * d op(x) / dx, from `saved`: the op's output for Exp, Sqrt, Rsqrt, Tanh, Sigmoid and
+// Relu, its input otherwise.
+enum class UnaryGradCode : int32_t { Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Silu, Clamp, Pow, Gelu, Relu };
 // grad * d op(a, b) / da (the A and Base forms) or / db (B, Exponent).
 enum class BinaryGradCode : int32_t { MinimumA, MinimumB, MaximumA, MaximumB, PowBase, PowExponent };
 
@@ -50,6 +53,8 @@ struct UnaryFn {
     else if constexpr (C == UnaryCode::Sigmoid) return sigmoid(x);
     else if constexpr (C == UnaryCode::Silu) return silu(x);
     else if constexpr (C == UnaryCode::Pow) return static_cast<T>(pow(x, p));
+    else if constexpr (C == UnaryCode::Gelu) return gelu_tanh(x);
+    else if constexpr (C == UnaryCode::Relu) return x < T(0) ? T(0) : x;  // NaN passes, as in torch
     else static_assert(kAlwaysFalse<C>, "unknown op code");
   }
 };
@@ -82,6 +87,8 @@ struct UnaryGradFn {
     else if constexpr (C == UnaryGradCode::Rsqrt) return g * rsqrt_grad_from_output(s);
     else if constexpr (C == UnaryGradCode::Clamp) return g * clamp_grad(s, p, q);
     else if constexpr (C == UnaryGradCode::Pow) return g * pow_grad_base(s, p);
+    else if constexpr (C == UnaryGradCode::Gelu) return g * gelu_tanh_grad(s);
+    else if constexpr (C == UnaryGradCode::Relu) return s > T(0) ? g : T(0);
     else static_assert(kAlwaysFalse<C>, "unknown op code");
   }
 };

@@ -81,6 +81,8 @@ cudaError_t unary(int32_t op, void* out, const void* in, const void* index, int6
       STRATA_UNARY(Sigmoid);
       STRATA_UNARY(Silu);
       STRATA_UNARY(Pow);
+      STRATA_UNARY(Gelu);
+      STRATA_UNARY(Relu);
       default: break;
     }
   }
@@ -126,6 +128,8 @@ cudaError_t unary_grad(int32_t op, void* out, const void* g, const void* saved, 
     STRATA_UNARY_GRAD(Silu);
     STRATA_UNARY_GRAD(Clamp);
     STRATA_UNARY_GRAD(Pow);
+    STRATA_UNARY_GRAD(Gelu);
+    STRATA_UNARY_GRAD(Relu);
   }
 #undef STRATA_UNARY_GRAD
   return cudaErrorInvalidValue;

@@ -46,6 +46,7 @@ echo "GPU: $(nvidia-smi -L 2>&1 | head -2)"; echo "LD_LIBRARY_PATH=$LD_LIBRARY_P
 echo "mpirun: $(command -v mpirun) $(mpirun --version 2>&1 | head -1)"
 check gpu_tests "$bin/strata_gpu_tests"
 [ -x "$bin/gpu_nccl" ] && check gpu_nccl_world1 "$bin/gpu_nccl"
+[ -x "$bin/gpu_nccl_failure" ] && check gpu_nccl_failure_world1 "$bin/gpu_nccl_failure"
 [ -x "$bin/gpu_mpi_cuda" ] && command -v mpirun >/dev/null &&
   check gpu_mpi_cuda_np2 mpirun --oversubscribe -np 2 -x LD_LIBRARY_PATH "$bin/gpu_mpi_cuda"
 check fused_adam_bench "$bin/bench_fused_adam" --device cuda --steps 50

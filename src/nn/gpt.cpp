@@ -144,7 +144,9 @@ GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory, ModelPa
 Tensor GPT::embed(const Tensor& tokens, Positions p) {
   STRATA_CHECK(part_.embedding, "GPT: this part of the model does not hold the embedding");
   // With sequence parallelism the token embedding returns this rank's piece of the sequence.
-  Tensor positions = factory_->sequence_piece(wpe->forward(arange(p.offset, p.offset + p.length)).unsqueeze(0));
+  Tensor positions = factory_->sequence_piece(
+      wpe->forward(arange(p.offset, p.offset + p.length, 1, {.dtype = DType::Int64, .device = tokens.device()}))
+          .unsqueeze(0));
   return drop->forward(add(wte->forward(tokens), positions));
 }
 

@@ -140,16 +140,18 @@ Tensor Llama::embed(const Tensor& tokens, Positions) {
   return embed_tokens->forward(tokens);
 }
 
-const RotaryTables& Llama::rotary_for(Positions p) {
-  if (p.offset != rope_positions_.offset || p.length != rope_positions_.length) {
+const RotaryTables& Llama::rotary_for(Positions p, Device device) {
+  if (p.offset != rope_positions_.offset || p.length != rope_positions_.length || !rope_.cos.defined() ||
+      rope_.cos.device() != device) {
     rope_ = rotary_tables(p.length, config_.head_dim(), config_.rope_theta, p.offset, config_.dtype);
+    if (!device.is_cpu()) rope_ = {rope_.cos.to(device), rope_.sin.to(device)};
     rope_positions_ = p;
   }
   return rope_;
 }
 
 Tensor Llama::run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache) {
-  const RotaryTables& rope = rotary_for(positions);
+  const RotaryTables& rope = rotary_for(positions, hidden.device());
   return layer(static_cast<size_t>(index)).forward(hidden, rope.cos, rope.sin, cache);
 }
 

@@ -38,6 +38,7 @@ void deallocate(void*, size_t, int) {}
 void copy(const Tensor& dst, const Tensor& src) {
   no_cuda("copy", dst.device().is_cuda() ? dst.device() : src.device());
 }
+void poison_device(int, const std::string&) {}
 void fill(const Tensor& dst, double) { no_cuda("fill", dst.device()); }
 void* current_stream(int) { return nullptr; }
 void multi_tensor_launch(MultiTensorKernel, DType, int device, const void*, size_t, const void*, int64_t) {
@@ -58,6 +59,36 @@ Tensor unary_grad(cpu::UnaryGradOp, const Tensor&, const Tensor& saved, const ch
 Tensor binary_grad(cpu::BinaryGradOp, const Tensor& grad, const Tensor&, const Tensor&, const char* name) {
   no_cuda(name, grad.device());
 }
+Tensor softmax_forward(const Tensor& x, int64_t, bool log) { no_cuda(log ? "log_softmax" : "softmax", x.device()); }
+Tensor softmax_backward(const Tensor&, const Tensor& out, int64_t, bool log) {
+  no_cuda(log ? "log_softmax backward" : "softmax backward", out.device());
+}
+Tensor attention_softmax_forward(const Tensor& scores, double, bool) { no_cuda("attention softmax", scores.device()); }
+Tensor attention_softmax_backward(const Tensor&, const Tensor& probs, double, bool) {
+  no_cuda("attention softmax backward", probs.device());
+}
+cpu::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor&, int64_t) {
+  no_cuda("cross_entropy", logits.device());
+}
+Tensor cross_entropy_backward(const Tensor&, const Tensor& logits, const Tensor&, const Tensor&, int64_t, int64_t) {
+  no_cuda("cross_entropy backward", logits.device());
+}
+cpu::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor&, const Tensor&, double) {
+  no_cuda("layer_norm", x.device());
+}
+cpu::LayerNormGrads layer_norm_backward(const Tensor&, const Tensor& x, const Tensor&, const Tensor&, const Tensor&, bool,
+                                        bool, bool) {
+  no_cuda("layer_norm backward", x.device());
+}
+cpu::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor&, double) { no_cuda("rms_norm", x.device()); }
+cpu::RmsNormGrads rms_norm_backward(const Tensor&, const Tensor& x, const Tensor&, const Tensor&, bool, bool) {
+  no_cuda("rms_norm backward", x.device());
+}
+Tensor sum_keepdim(const Tensor& x, const std::vector<bool>&) { no_cuda("sum", x.device()); }
+Tensor embedding_forward(const Tensor&, const Tensor& weight) { no_cuda("embedding", weight.device()); }
+Tensor embedding_backward(const Tensor& grad, const Tensor&, int64_t) { no_cuda("embedding backward", grad.device()); }
+Tensor rotary_apply(const Tensor& x, const Tensor&, const Tensor&, bool) { no_cuda("rotary_embedding", x.device()); }
+Tensor dropout_apply(const Tensor& x, double, uint64_t, uint64_t) { no_cuda("dropout", x.device()); }
 Tensor matmul(const Tensor& a, const Tensor&, const Shape&, const Tensor&, const char* name) {
   no_cuda(name, a.device());
 }

@@ -53,6 +53,30 @@ TEST_F(CudaTensor, StridedViewsAndConversions) {
   EXPECT_EQ(d.to(DType::Int32).to_vector<int32_t>(), x.to(DType::Int32).to_vector<int32_t>());
 }
 
+// Views on one device copy with one strided kernel (kernels/cuda/strided_copy.cu), for
+// every element size: a permuted source made contiguous, a broadcast source, and a write
+// into a strided view that must leave the elements between its rows untouched.
+TEST_F(CudaTensor, StridedDeviceCopiesWriteOnlyTheView) {
+  for (DType d : kDtypes) {
+    const Tensor host = arange(0, 2 * 3 * 5, 1, {.dtype = DType::Float64}).view({2, 3, 5}).to(d);
+    const Tensor dev = host.to(gpu);
+    const Tensor permuted = dev.permute({2, 0, 1});
+    EXPECT_EQ(permuted.contiguous().to_vector<double>(), host.permute({2, 0, 1}).contiguous().to_vector<double>()) << d;
+    Tensor target = full({5, 8}, 7, {.dtype = d, .device = gpu});
+    Tensor window = target.narrow(1, 2, 3);  // [5, 3], row stride 8
+    window.copy_(dev.select(0, 1).transpose(0, 1));
+    std::vector<double> want(40, 7.0);
+    const std::vector<double> src = host.select(0, 1).transpose(0, 1).contiguous().to_vector<double>();
+    for (int r = 0; r < 5; ++r)
+      for (int c = 0; c < 3; ++c) want[static_cast<size_t>(r * 8 + 2 + c)] = src[static_cast<size_t>(r * 3 + c)];
+    EXPECT_EQ(target.to_vector<double>(), want) << d;
+    const Tensor row = dev.select(0, 0).select(0, 2);  // [5]
+    EXPECT_EQ(row.expand({4, 5}).contiguous().to_vector<double>(),
+              host.select(0, 0).select(0, 2).expand({4, 5}).contiguous().to_vector<double>())
+        << d;
+  }
+}
+
 TEST_F(CudaTensor, FillZerosFull) {
   for (DType d : kDtypes) {
     EXPECT_EQ(zeros({5}, {.dtype = d, .device = gpu}).to_vector<double>(), std::vector<double>(5, 0.0)) << d;

@@ -24,36 +24,8 @@ using cpu::UnaryGradOp;
 using cpu::UnaryOp;
 
 using ElementwiseGpu = testing::GpuTest;
-
-// Fills and frees blocks of the output's size with NaN, so the caching allocator hands the
-// kernel poisoned memory: an element it skips shows as NaN.
-void poison(int64_t numel, DType dtype) {
-  for (int i = 0; i < 2; ++i) (void)full({numel}, std::nan(""), {.dtype = dtype, .device = Device::cuda(0)});
-}
-
-// Largest distance in units in the last place between a and b (0: identical bits; NaNs of
-// any payload count as equal to each other).
-int64_t max_ulps(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  int64_t worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (std::isnan(x[i]) && std::isnan(y[i])) continue;
-    if (std::isnan(x[i]) != std::isnan(y[i])) return INT64_MAX;
-    if (a.dtype() == DType::Float32) {
-      const float fx = static_cast<float>(x[i]), fy = static_cast<float>(y[i]);
-      int32_t ix, iy;
-      std::memcpy(&ix, &fx, 4);
-      std::memcpy(&iy, &fy, 4);
-      worst = std::max<int64_t>(worst, std::llabs(int64_t{ix} - int64_t{iy}));
-    } else {
-      int64_t ix, iy;
-      std::memcpy(&ix, &x[i], 8);
-      std::memcpy(&iy, &y[i], 8);
-      worst = std::max<int64_t>(worst, ix > iy ? ix - iy : iy - ix);
-    }
-  }
-  return worst;
-}
+using testing::max_ulps;
+using testing::poison;
 
 // Where the platform's library is called, the bound in ulps; elsewhere 0. Sigmoid and SiLU
 // call it in float64 only (float32 runs fast_math.h's own exp on both sides).
@@ -180,6 +152,27 @@ TEST_F(ElementwiseGpu, LargeBroadcastAndAutogradEqualTheCpu) {
   silu(mul(ca, cb)).backward(ones({3, 17}));
   silu(mul(ga, gb)).backward(ones({3, 17}, {.device = gpu}));
   EXPECT_EQ(max_ulps(ga.grad().to(Device::cpu()), ca.grad()), 0);
+}
+
+// gelu and relu through autograd: the elementwise kernels' Gelu/Relu functors (the CPU's
+// activation kernels call the same functions), fast_exp on both sides in float32.
+TEST_F(ElementwiseGpu, GeluAndReluEqualTheCpu) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    Generator gen(13);
+    const Tensor x = mul(randn({37, 129}, {.dtype = dtype}, &gen), 5.0), g = randn({37, 129}, {.dtype = dtype}, &gen);
+    for (bool is_gelu : {true, false}) {
+      Tensor xc = x.detach().set_requires_grad(true), xg = x.to(gpu).set_requires_grad(true);
+      const Tensor want = is_gelu ? gelu(xc) : relu(xc);
+      poison(want.numel(), dtype);
+      const Tensor got = is_gelu ? gelu(xg) : relu(xg);
+      EXPECT_EQ(max_ulps(got.to(Device::cpu()), want), is_gelu ? ulp_bound(dtype == DType::Float64, dtype) : 0)
+          << (is_gelu ? "gelu " : "relu ") << dtype;
+      want.backward(g);
+      got.backward(g.to(gpu));
+      EXPECT_LE(max_ulps(xg.grad().to(Device::cpu()), xc.grad()), is_gelu ? ulp_bound(dtype == DType::Float64, dtype) : 0)
+          << (is_gelu ? "gelu backward " : "relu backward ") << dtype;
+    }
+  }
 }
 
 }  // namespace

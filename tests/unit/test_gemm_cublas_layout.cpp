@@ -188,7 +188,7 @@ TEST(GemmCublasLayout, SummedBatchFoldsOrAccumulates) {
   ASSERT_EQ(gemm::cublas_calls(folded).size(), 1u);
   EXPECT_EQ(gemm::cublas_calls(folded)[0].k, 24);
   check_sum(g.transpose(-1, -2), x);
-  // linear's bias gradient on CUDA, g^T @ ones: the column sums of g, also one call.
+  // linear's 16-bit bias gradient on CUDA, g^T @ ones: the column sums of g, also one call.
   const Tensor ones_col = ones({4, 6, 1}, {.dtype = DType::Float64});
   EXPECT_EQ(gemm::cublas_calls(gemm::plan_matmul_sum(g.transpose(-1, -2), ones_col)).size(), 1u);
   check_sum(g.transpose(-1, -2), ones_col);

@@ -206,6 +206,26 @@ TEST(ModuleTo, ConvertsInPlaceKeepingIdentity) {
   EXPECT_TRUE(allclose(lin->bias.grad(), sum(sub(ones_like(y), mul(y, y)), {0})));
 }
 
+// Moving to a device that is not there is refused before anything moves (on a machine
+// with a GPU, tests/gpu/test_model_step_gpu.cpp moves whole models); to(cpu) is a no-op.
+TEST(ModuleTo, AnUnavailableDeviceLeavesTheModuleUnchanged) {
+  Sequential seq({std::make_shared<Linear>(3, 2), std::make_shared<Tanh>()});
+  Tensor held = seq.at<Linear>(0)->weight;
+  const std::vector<double> before = held.to_vector<double>();
+  const Device missing = Device::cuda(cuda::is_built() ? cuda::device_count() : 0);
+  try {
+    seq.to(missing);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not available"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("left unchanged"), std::string::npos) << e.what();
+  }
+  for (auto& [name, t] : seq.named_parameters()) EXPECT_TRUE(t.device().is_cpu()) << name;
+  seq.to(Device::cpu());
+  EXPECT_TRUE(held.is_same(seq.at<Linear>(0)->weight));
+  EXPECT_EQ(held.to_vector<double>(), before);
+}
+
 TEST(ModuleTo, SixteenBitParametersComputeInFloat32) {
   Linear lin(3, 2);
   Tensor expected = lin.forward(input({1, 3}, 6));

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "gradcheck.h"
 #include "strata/strata.h"
+#include "tensor/ops/elementwise_common.h"
 #include "test_util.h"
 
 using namespace strata;
@@ -193,4 +195,36 @@ TEST(OpsElementwise, ShapeMismatchNamesTheOpAndBothShapes) {
   expect_error_mentions([&] { where(gt(a, 0.0), a, b); }, {"where", "[2, 3] (condition)", "[2, 3] (a)", "[4] (b)"});
   expect_error_mentions([&] { add(a, zeros({2, 3}, {.dtype = DType::Float64})); }, {"add", "float32", "float64"});
   expect_error_mentions([&] { clamp(a, std::nullopt, std::nullopt); }, {"clamp", "min and max"});
+}
+
+// gelu and relu on CUDA run the elementwise kernels' Gelu/Relu functors; on the CPU the same
+// functors, run through the elementwise loop, must equal the activation kernels bit for bit
+// (NaN and the tails included), so the GPU's twin is the CPU's op.
+TEST(OpsElementwise, GeluAndReluFunctorsEqualTheActivationKernels) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    Generator gen(21);
+    Tensor x = mul(randn({3001}, {.dtype = dtype}, &gen), 6.0);
+    std::vector<double> v = x.to_vector<double>();
+    v[0] = std::nan("");
+    v[1] = -0.0;
+    v[2] = 40;
+    v[3] = -40;
+    x = from_vector(v, {3001}).to(dtype);
+    const Tensor g = randn({3001}, {.dtype = dtype}, &gen);
+    auto same = [](const Tensor& a, const Tensor& b) {
+      const std::vector<double> p = a.to_vector<double>(), q = b.to_vector<double>();
+      for (size_t i = 0; i < p.size(); ++i)
+        if (std::memcmp(&p[i], &q[i], sizeof(double)) != 0) return false;
+      return true;
+    };
+    EXPECT_TRUE(same(detail::unary_op(cpu::UnaryOp::Gelu, x, "gelu"), gelu(x))) << dtype;
+    EXPECT_TRUE(same(detail::unary_op(cpu::UnaryOp::Relu, x, "relu"), relu(x))) << dtype;
+    Tensor xl = x.detach().set_requires_grad(true);
+    gelu(xl).backward(g);
+    EXPECT_TRUE(same(detail::unary_grad_op(cpu::UnaryGradOp::Gelu, g, x, "gelu"), xl.grad())) << dtype;
+    Tensor xr = x.detach().set_requires_grad(true);
+    const Tensor y = relu(xr);
+    y.backward(g);
+    EXPECT_TRUE(same(detail::unary_grad_op(cpu::UnaryGradOp::Relu, g, y, "relu"), xr.grad())) << dtype;
+  }
 }

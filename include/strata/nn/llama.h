@@ -104,7 +104,7 @@ class Llama : public CausalLM {
 
  private:
   // The rotary tables of the last positions asked for (every block of a forward shares them).
-  const RotaryTables& rotary_for(Positions positions);
+  const RotaryTables& rotary_for(Positions positions, Device device);
   LlamaConfig config_;
   Positions rope_positions_{-1, -1};
   RotaryTables rope_;

@@ -53,6 +53,10 @@ class Module {
   // have post-accumulate hooks) and for a non-floating dtype. Graphs recorded before to()
   // must not be backpropagated after it.
   void to(DType dtype);
+  // Moves every parameter and buffer (and gradient) to `device` the same way, dtypes kept:
+  // `model.to(Device::cuda(0))`, then build the optimizer. The models create what their
+  // forward needs (positions, rotary tables) on their input's device.
+  void to(Device device);
 
   // Sets the mode of this module and of every module below it; read with is_training().
   void train(bool on = true);

@@ -70,10 +70,21 @@ std::unique_ptr<ProcessGroup> make_group(ProcessGroup& bootstrap, const std::str
   const std::string group_name = name.empty() ? "nccl(" + bootstrap.name() + ")" : name;
   std::unique_ptr<detail::ArrivalBoard> arrivals = detail::make_arrival_board(bootstrap, group_name);
 
+  // Non-blocking, against the bootstrap group's timeout: every rank got here (the
+  // all_gather above), so a creation that does not finish means NCCL cannot connect them.
   ncclComm_t comm = nullptr;
   {
     cuda_detail::DeviceGuard guard(device);
-    STRATA_NCCL(ncclCommInitRank(&comm, size, id, rank));
+    ncclConfig_t config = nonblocking_config();
+    const std::string what = "creating NCCL group '" + group_name + "' (rank " + std::to_string(rank) + " of " +
+                             std::to_string(size) + ", cuda:" + std::to_string(device) + ")";
+    try {
+      STRATA_NCCL(ncclCommInitRankConfig(&comm, size, id, rank, &config));
+      await_comm(comm, Clock::now() + bootstrap.timeout(), what);
+    } catch (const std::exception& e) {
+      if (comm != nullptr) (void)ncclCommAbort(comm);
+      STRATA_FAIL(e.what(), " (NCCL could not connect the ranks: check NCCL_SOCKET_IFNAME and NCCL_DEBUG=INFO)");
+    }
   }
   auto group = std::make_unique<ProcessGroupNCCL>(comm, rank, size, device, group_name, bootstrap.global_ranks(),
                                                   std::move(arrivals));

@@ -1,6 +1,7 @@
 #include "distributed/nccl/process_group_nccl.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -141,7 +142,6 @@ class WorkNCCL final : public Work {
 GroupState::~GroupState() = default;  // each op's end event goes with its WorkState
 
 void GroupState::fail(const std::string& why) {
-  std::deque<std::shared_ptr<WorkState>> failed;
   {
     std::lock_guard<std::mutex> lk(mu);
     if (!broken.empty()) return;
@@ -149,10 +149,10 @@ void GroupState::fail(const std::string& why) {
     for (auto& w : pending)
       if (w->error.empty()) w->error = w->title + ": " + why;
   }
-  // Abort outside mu (it may take a while); waiting for enqueue_mu keeps the abort from
-  // racing a caller's NCCL call, except a call stuck for over a second, which abort is
+  // Abort outside mu (it may take a while); waiting for the enqueue lock keeps the abort
+  // from racing a caller's NCCL call, except a call stuck for over a second, which abort is
   // then meant to release.
-  std::unique_lock<std::timed_mutex> elk(enqueue_mu, std::defer_lock);
+  std::unique_lock<std::timed_mutex> elk(*enqueue_mu, std::defer_lock);
   (void)elk.try_lock_for(std::chrono::seconds(1));
   ncclComm_t c = nullptr;
   {
@@ -162,35 +162,63 @@ void GroupState::fail(const std::string& why) {
   }
   if (c != nullptr) (void)ncclCommAbort(c);
   cv.notify_all();
+  // The failed ops' outputs hold partial results that nothing else marks: refuse the device
+  // from now on, or end the process.
+  const std::string reason = "NCCL group '" + name + "' failed: " + why;
+  if (abort_on_fatal()) {
+    std::fprintf(stderr, "[rank %d] strata: %s; aborting (STRATA_NCCL_FATAL=abort)\n", rank, reason.c_str());
+    std::fflush(stderr);
+    std::abort();
+  }
+  cuda_detail::poison_device(device, reason);
 }
 
 void GroupState::watch() {
   (void)cudaSetDevice(device);
   std::unique_lock<std::mutex> lk(mu);
   while (true) {
-    if (pending.empty()) {
+    if (pending.empty() && quarantine.empty()) {
       cv.wait(lk, [&] { return stop || !pending.empty(); });  // idle: no polling
     } else {
       cv.wait_for(lk, std::chrono::milliseconds(2));
     }
-    if (stop && pending.empty()) return;
+    if (stop && pending.empty()) break;
+    // Quarantined tensors go back once their op's kernels are done.
+    std::erase_if(quarantine, [](const std::shared_ptr<WorkState>& w) {
+      if (cudaEventQuery(w->end) != cudaSuccess) return false;
+      w->keep.clear();
+      return true;
+    });
     // Completed ops, oldest first (the comm stream finishes them in issue order).
+    std::string cuda_error;
     while (!pending.empty()) {
-      auto& w = pending.front();
-      cudaError_t q = cudaEventQuery(w->end);
+      std::shared_ptr<WorkState> w = pending.front();
+      const cudaError_t q = cudaEventQuery(w->end);
+      if (q != cudaSuccess && q != cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        if (w->error.empty()) {
+          // A CUDA error on the op's event: its kernels' state is unknown.
+          cuda_error = "op #" + std::to_string(w->seq) + ": CUDA reported " + cudaGetErrorName(q) + " (" +
+                       cudaGetErrorString(q) + ") on its completion event";
+          break;
+        }
+      }
       if (q == cudaErrorNotReady && w->error.empty()) break;
-      if (q != cudaSuccess && q != cudaErrorNotReady) (void)cudaGetLastError();
       w->done = true;
-      w->keep.clear();  // the stream is done with them (or the communicator is gone)
+      if (q == cudaSuccess) {
+        w->keep.clear();  // the stream is done with them
+      } else {
+        quarantine.push_back(w);  // failed while queued kernels may still use its tensors
+      }
       pending.pop_front();
     }
-    if (pending.empty() || !broken.empty()) continue;
+    if ((pending.empty() && cuda_error.empty()) || !broken.empty()) continue;
     ncclResult_t async = ncclSuccess;
     if (comm != nullptr) (void)ncclCommGetAsyncError(comm, &async);
-    std::string why;
-    if (async != ncclSuccess && async != ncclInProgress) {
+    std::string why = cuda_error;
+    if (why.empty() && async != ncclSuccess && async != ncclInProgress) {
       why = std::string("NCCL reported an asynchronous error (") + ncclGetErrorString(async) + ")";
-    } else if (Clock::now() >= pending.front()->deadline) {
+    } else if (why.empty() && Clock::now() >= pending.front()->deadline) {
       std::shared_ptr<WorkState> w = pending.front();
       // Ask the side channel who has not reached it (up to kArrivalBudget), outside mu.
       lk.unlock();
@@ -207,6 +235,11 @@ void GroupState::watch() {
       lk.lock();
     }
   }
+  // Tensors of failed ops whose kernels never finished are deliberately never freed: the
+  // caching allocator would hand their memory to new tensors while a kernel may still
+  // write it. A leak is the safe outcome of a hung device.
+  for (auto& w : quarantine) new std::vector<Tensor>(std::move(w->keep));
+  quarantine.clear();
 }
 
 // ------------------------------------------------------------------ ProcessGroupNCCL
@@ -230,6 +263,7 @@ ProcessGroupNCCL::ProcessGroupNCCL(ncclComm_t comm, int rank, int size, int devi
   state_->device = device;
   state_->comm = comm;
   state_->debug = detail::debug_collectives_from_env();
+  state_->enqueue_mu = &device_enqueue_mutex(device);
   cuda_detail::DeviceGuard guard(device);
   STRATA_CUDA(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
   barrier_scratch_ = zeros({1}, {.dtype = DType::Int32, .device = Device::cuda(device)});
@@ -243,10 +277,31 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
   }
   state_->cv.notify_all();
   state_->watchdog.join();
+  // Taken under mu: a Work's synchronize on another thread may still query the comm.
+  ncclComm_t comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(state_->mu);
+    std::swap(comm, state_->comm);
+  }
   cuda_detail::DeviceGuard guard(state_->device);
-  if (state_->comm != nullptr) (void)ncclCommDestroy(state_->comm);
-  state_->comm = nullptr;
+  if (comm != nullptr) {
+    // Finalize flushes the communicator's work; one that cannot (a peer gone) is aborted.
+    std::lock_guard<std::timed_mutex> elk(*state_->enqueue_mu);
+    bool finalized = false;
+    try {
+      STRATA_NCCL(ncclCommFinalize(comm));
+      await_comm(comm, Clock::now() + timeout_, "destroying NCCL group '" + name_ + "'");
+      finalized = true;
+    } catch (const std::exception&) {
+    }
+    if (finalized) {
+      (void)ncclCommDestroy(comm);
+    } else {
+      (void)ncclCommAbort(comm);
+    }
+  }
   if (state_->stream != nullptr) (void)cudaStreamDestroy(state_->stream);
+  state_->stream = nullptr;
 }
 
 void ProcessGroupNCCL::check_tensor(const Tensor& t, const char* op, const char* what) const {
@@ -263,7 +318,7 @@ WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
   GroupState& g = *state_;
   std::string enqueue_error;
   {
-    std::lock_guard<std::timed_mutex> elk(g.enqueue_mu);
+    std::lock_guard<std::timed_mutex> elk(*g.enqueue_mu);
     {
       std::lock_guard<std::mutex> lk(g.mu);
       STRATA_CHECK(g.broken.empty() && g.comm != nullptr, l.kind, " on group '", name_,
@@ -283,6 +338,8 @@ WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
       (void)cudaEventDestroy(start);  // released once the wait is done with it
       STRATA_CUDA(rc);
       enqueue(g.comm, g.stream);
+      // Non-blocking: the calls may still be enqueuing; the end event must follow them.
+      await_comm(g.comm, Clock::now() + timeout_, "enqueuing " + title);
     } catch (const std::exception& e) {
       enqueue_error = title + " could not be launched: " + e.what();
     }
@@ -332,7 +389,7 @@ std::vector<int64_t> ProcessGroupNCCL::host_all_gather(const std::vector<int64_t
 void ProcessGroupNCCL::check_signature(detail::Signature mine) {
   if (!state_->debug) return;
   {
-    std::lock_guard<std::timed_mutex> elk(state_->enqueue_mu);
+    std::lock_guard<std::timed_mutex> elk(*state_->enqueue_mu);
     mine.seq = state_->next_seq;
   }
   std::vector<int64_t> words = host_all_gather(mine.words(), "debug signature check");
@@ -549,14 +606,23 @@ std::unique_ptr<ProcessGroup> ProcessGroupNCCL::split(std::span<const int> ranks
       state_->arrivals ? state_->arrivals->split(ranks, new_name) : nullptr;
   ncclComm_t child = nullptr;
   {
-    std::lock_guard<std::timed_mutex> elk(state_->enqueue_mu);
+    std::lock_guard<std::timed_mutex> elk(*state_->enqueue_mu);
     {
       std::lock_guard<std::mutex> lk(state_->mu);
       STRATA_CHECK(state_->broken.empty() && state_->comm != nullptr, "split on group '", name_,
                    "': the group is unusable after an earlier failure: ", state_->broken);
     }
     cuda_detail::DeviceGuard guard(state_->device);
-    STRATA_NCCL(ncclCommSplit(state_->comm, ranks[0], rank_, &child, nullptr));
+    ncclConfig_t config = nonblocking_config();
+    const std::string what = "split of group '" + name_ + "' into '" + new_name + "'";
+    try {
+      STRATA_NCCL(ncclCommSplit(state_->comm, ranks[0], rank_, &child, &config));
+      await_comm(state_->comm, Clock::now() + timeout_, what);
+      if (child != nullptr) await_comm(child, Clock::now() + timeout_, what);
+    } catch (const std::exception& e) {
+      if (child != nullptr) (void)ncclCommAbort(child);
+      STRATA_FAIL(e.what(), " (the peers of ", what, " may not all have called split)");
+    }
   }
   auto group = std::make_unique<ProcessGroupNCCL>(child, my_index, static_cast<int>(ranks.size()), state_->device,
                                                   new_name, std::move(globals), std::move(child_board));

@@ -10,10 +10,14 @@
 // Work::wait() makes the caller's stream wait on the end event (the host does not block);
 // Work::synchronize() blocks the host polling the event and ncclCommGetAsyncError. A
 // watchdog thread per group polls every pending op: it releases the op's tensors once the
-// end event completes (so freed blocks are never reused while NCCL still writes them), and
-// when an op passes the group's timeout or NCCL reports an asynchronous error it aborts the
-// communicator, fails every pending op with a message naming the op, its sequence number,
-// the group and the ranks that have not reached it, and makes the group unusable.
+// end event completes (so freed blocks are never reused while NCCL still writes them; a
+// failed op's tensors wait for its event too, or are never released), and when an op passes
+// the group's timeout, NCCL reports an asynchronous error or CUDA an error on the op's
+// event, it aborts the communicator, fails every pending op with a message naming the op,
+// its sequence number, the group and the ranks that have not reached it, makes the group
+// unusable and poisons the device (or aborts the process: STRATA_NCCL_FATAL=abort).
+// Communicators are non-blocking (nccl_comm.h): creation, split, enqueue and teardown
+// wait for NCCL against the group's timeout.
 //
 // NCCL reports no per-rank progress, so the ranks come from an arrival board
 // (distributed/arrivals.h): every op announces "I entered op #seq" to the peers over an MPI
@@ -32,20 +36,11 @@
 #include <vector>
 
 #include "distributed/arrivals.h"
+#include "distributed/nccl/nccl_comm.h"
 #include "distributed/group_checks.h"
 #include "strata/distributed/process_group.h"
 
 namespace strata::dist::nccl {
-
-using Clock = std::chrono::steady_clock;
-
-// Throws strata::Error naming the NCCL call, its result and NCCL's last error text.
-#define STRATA_NCCL(call)                                                                             \
-  do {                                                                                                \
-    ncclResult_t strata_nccl_rc_ = (call);                                                            \
-    if (strata_nccl_rc_ != ncclSuccess) [[unlikely]]                                                  \
-      STRATA_FAIL(#call, " failed: ", ncclGetErrorString(strata_nccl_rc_), " (", ncclGetLastError(nullptr), ")"); \
-  } while (0)
 
 struct GroupState;
 
@@ -82,22 +77,27 @@ struct GroupState {
   // Who reached which op (null: unknown); set at construction, used by any thread.
   std::unique_ptr<detail::ArrivalBoard> arrivals;
 
-  // Held while NCCL calls are enqueued on comm (caller thread) and while the communicator
-  // is aborted (watchdog), so the two never overlap.
-  std::timed_mutex enqueue_mu;
-  int64_t next_seq = 0;  // under enqueue_mu
+  // The device's enqueue lock (nccl_comm.h): held while NCCL calls are enqueued on comm
+  // (caller thread) and while the communicator is aborted (watchdog), so the two never
+  // overlap, nor two groups' enqueues on one device.
+  std::timed_mutex* enqueue_mu = nullptr;
+  int64_t next_seq = 0;  // under *enqueue_mu
 
   std::mutex mu;  // guards everything below and WorkState's guarded fields
   std::condition_variable cv;
   std::string broken;  // non-empty once unusable: the reason
   std::deque<std::shared_ptr<WorkState>> pending;
+  // Failed ops whose end event had not completed: their tensors stay alive until it does
+  // (queued kernels may still use them), and are never returned if it never does.
+  std::vector<std::shared_ptr<WorkState>> quarantine;
   CommStats stats;
   bool stop = false;
   std::thread watchdog;
 
   ~GroupState();
   // Fails every pending op and the group with `why`, aborting the communicator (watchdog
-  // or a synchronize that saw an asynchronous error). Idempotent.
+  // or a synchronize that saw an asynchronous error), then poisons the device or aborts
+  // the process (nccl_comm.h's abort_on_fatal). Idempotent.
   void fail(const std::string& why);
   void watch();  // the watchdog loop
 };

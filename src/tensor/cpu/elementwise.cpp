@@ -61,6 +61,8 @@ Tensor unary(UnaryOp op, const Tensor& a, const char* name, double p, double q) 
         case UnaryOp::Sigmoid: return map.template operator()<UnaryOp::Sigmoid>();
         case UnaryOp::Silu: return map.template operator()<UnaryOp::Silu>();
         case UnaryOp::Pow: return map.template operator()<UnaryOp::Pow>();
+        case UnaryOp::Gelu: return map.template operator()<UnaryOp::Gelu>();
+        case UnaryOp::Relu: return map.template operator()<UnaryOp::Relu>();
         default: break;
       }
     }

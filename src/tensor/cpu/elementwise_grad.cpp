@@ -27,6 +27,8 @@ Tensor unary_grad(UnaryGradOp op, const Tensor& grad, const Tensor& saved, const
       case UnaryGradOp::Rsqrt: return map.template operator()<UnaryGradOp::Rsqrt>();
       case UnaryGradOp::Clamp: return map.template operator()<UnaryGradOp::Clamp>();
       case UnaryGradOp::Pow: return map.template operator()<UnaryGradOp::Pow>();
+      case UnaryGradOp::Gelu: return map.template operator()<UnaryGradOp::Gelu>();
+      case UnaryGradOp::Relu: return map.template operator()<UnaryGradOp::Relu>();
     }
   });
   return out;

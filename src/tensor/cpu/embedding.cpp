@@ -37,18 +37,25 @@ decltype(auto) dispatch_index(const Tensor& indices, F&& f) {
 
 }  // namespace
 
-Tensor embedding_forward(const Tensor& indices, const Tensor& weight) {
-  const int64_t vocab = weight.size(0), dim = weight.size(1), n = indices.numel();
-  Shape out_shape = indices.shape();
-  out_shape.push_back(dim);
-  Tensor out = empty(out_shape, {.dtype = weight.dtype()});
+void check_embedding_indices(const Tensor& indices, const Shape& weight_shape) {
+  const int64_t vocab = weight_shape[0], n = indices.numel();
   dispatch_index(indices, [&](const auto* idx) {
     for (int64_t i = 0; i < n; ++i) {
       const int64_t v = static_cast<int64_t>(idx[i]);
       STRATA_CHECK(v >= 0 && v < vocab, "embedding: index ", v, " at position ", position(indices.shape(), i),
                    " of indices with shape ", indices.shape(), " is out of range for a weight of ", vocab,
-                   " rows (shape ", weight.shape(), ")");
+                   " rows (shape ", weight_shape, ")");
     }
+  });
+}
+
+Tensor embedding_forward(const Tensor& indices, const Tensor& weight) {
+  const int64_t dim = weight.size(1), n = indices.numel();
+  Shape out_shape = indices.shape();
+  out_shape.push_back(dim);
+  Tensor out = empty(out_shape, {.dtype = weight.dtype()});
+  check_embedding_indices(indices, weight.shape());
+  dispatch_index(indices, [&](const auto* idx) {
     const size_t row_bytes = static_cast<size_t>(dim) * dtype_size(weight.dtype());
     const char* w = static_cast<const char*>(weight.raw_data());
     char* o = static_cast<char*>(out.raw_data());

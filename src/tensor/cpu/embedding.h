@@ -6,6 +6,9 @@
 
 namespace strata::cpu {
 
+// Throws naming the first index (contiguous int32/int64, on the CPU) outside
+// [0, weight_shape[0]), its position and the weight's shape.
+void check_embedding_indices(const Tensor& indices, const Shape& weight_shape);
 // indices contiguous int32/int64 of any shape, weight contiguous [V, D] -> [indices.., D].
 // Throws naming the first index outside [0, V), its position and V.
 Tensor embedding_forward(const Tensor& indices, const Tensor& weight);

@@ -10,14 +10,14 @@ struct RmsNormResult {
   Tensor rstd;  // [rows], 1 / sqrt(mean(x^2) + eps), x's dtype
 };
 // x contiguous [..., D] viewed as [rows, D]; weight contiguous [D] or undefined (no scale).
-// The sum of squares is accumulated in double.
+// Math and order: kernels/common/row_norms.h (the GPU runs the same).
 RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps);
 
 struct RmsNormGrads {
   Tensor dx, dweight;  // undefined where not requested
 };
-// One pass per row computes its dot product, a second dx; dweight is accumulated into
-// per-thread partial sums reduced in thread order (deterministic for a thread count).
+// dx row by row (row_norms.h); dweight summed over rows in kernels/common/column_sum.h's
+// fixed order (the same bits for any thread count, and on the GPU).
 RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                bool need_dx, bool need_dweight);
 

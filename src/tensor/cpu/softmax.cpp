@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/fast_math.h"
+#include "common/row_softmax.h"
 #include "dim_layout.h"
 #include "dtype_dispatch.h"
 #include "multiversion.h"
@@ -13,98 +14,11 @@
 namespace strata::cpu {
 namespace {
 
+using strata_kernels::CpuRow;
 using strata_kernels::fast_exp;
 
 constexpr int64_t kParallelThreshold = 16384;  // elements; below this threads cost more than they save
-constexpr int64_t kSumBlock = 512;
 constexpr int64_t kColumnChunk = 64;
-
-template <class T>
-STRATA_ALWAYS_INLINE T row_max(const T* x, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
-  return m;
-}
-
-// sum_j exp(x[j] - m), also storing the terms in y when given. Blocks are summed in T
-// across the vector lanes and the block sums in double, so a float row of a 50k
-// vocabulary keeps about 1e-7 relative accuracy.
-template <class T>
-STRATA_ALWAYS_INLINE double sum_exp(const T* x, int64_t n, T m, T* y) {
-  double total = 0;
-  for (int64_t b = 0; b < n; b += kSumBlock) {
-    const int64_t e = std::min(n, b + kSumBlock);
-    T s = 0;
-    if (y != nullptr) {
-#pragma omp simd reduction(+ : s)
-      for (int64_t j = b; j < e; ++j) {
-        const T v = fast_exp(x[j] - m);
-        y[j] = v;
-        s += v;
-      }
-    } else {
-#pragma omp simd reduction(+ : s)
-      for (int64_t j = b; j < e; ++j) s += fast_exp(x[j] - m);
-    }
-    total += static_cast<double>(s);
-  }
-  return total;
-}
-
-template <class T>
-STRATA_ALWAYS_INLINE double dot(const T* a, const T* b, int64_t n) {
-  double total = 0;
-  for (int64_t blk = 0; blk < n; blk += kSumBlock) {
-    const int64_t e = std::min(n, blk + kSumBlock);
-    T s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t j = blk; j < e; ++j) s += a[j] * b[j];
-    total += static_cast<double>(s);
-  }
-  return total;
-}
-
-template <class T>
-STRATA_ALWAYS_INLINE double row_sum(const T* a, int64_t n) {
-  double total = 0;
-  for (int64_t blk = 0; blk < n; blk += kSumBlock) {
-    const int64_t e = std::min(n, blk + kSumBlock);
-    T s = 0;
-#pragma omp simd reduction(+ : s)
-    for (int64_t j = blk; j < e; ++j) s += a[j];
-    total += static_cast<double>(s);
-  }
-  return total;
-}
-
-template <class T>
-STRATA_ALWAYS_INLINE void softmax_row(const T* x, T* y, int64_t n, bool log) {
-  const T m = row_max(x, n);
-  if (log) {
-    // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round to m's magnitude.
-    const T ls = static_cast<T>(std::log(sum_exp(x, n, m, static_cast<T*>(nullptr))));
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) - ls;
-  } else {
-    const T inv = static_cast<T>(1.0 / sum_exp(x, n, m, y));
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) y[j] *= inv;
-  }
-}
-
-template <class T>
-STRATA_ALWAYS_INLINE void softmax_backward_row(const T* g, const T* y, T* dx, int64_t n, bool log) {
-  if (log) {
-    const T sg = static_cast<T>(row_sum(g, n));
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) dx[j] = g[j] - fast_exp(y[j]) * sg;
-  } else {
-    const T gy = static_cast<T>(dot(g, y, n));
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) dx[j] = y[j] * (g[j] - gy);
-  }
-}
 
 // Softmax over the middle dimension of [outer, n, inner] for columns [c0, c1) of one outer
 // index: every step is a vector loop over the columns.
@@ -196,7 +110,7 @@ STRATA_MULTIVERSION void softmax_kernel(const T* x, T* y, Layout l, bool log) {
   const int64_t slice = l.n * l.inner;
   if (l.inner == 1) {
 #pragma omp parallel for if (parallel) schedule(static)
-    for (int64_t o = 0; o < l.outer; ++o) softmax_row(x + o * slice, y + o * slice, l.n, log);
+    for (int64_t o = 0; o < l.outer; ++o) strata_kernels::softmax_row<CpuRow>(x + o * slice, y + o * slice, l.n, log);
     return;
   }
   const int64_t chunks = (l.inner + kColumnChunk - 1) / kColumnChunk;
@@ -213,7 +127,7 @@ STRATA_MULTIVERSION void softmax_backward_kernel(const T* g, const T* y, T* dx, 
   const int64_t slice = l.n * l.inner;
   if (l.inner == 1) {
 #pragma omp parallel for if (parallel) schedule(static)
-    for (int64_t o = 0; o < l.outer; ++o) softmax_backward_row(g + o * slice, y + o * slice, dx + o * slice, l.n, log);
+    for (int64_t o = 0; o < l.outer; ++o) strata_kernels::softmax_backward_row<CpuRow>(g + o * slice, y + o * slice, dx + o * slice, l.n, log);
     return;
   }
   const int64_t chunks = (l.inner + kColumnChunk - 1) / kColumnChunk;
@@ -242,6 +156,52 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool
   const Layout l = layout_of(out.shape(), dim);
   detail::dispatch_floating(out.dtype(), log ? "log_softmax backward" : "softmax backward", [&]<class T>() {
     softmax_backward_kernel(grad.data<T>(), out.data<T>(), dx.data<T>(), l, log);
+  });
+  return dx;
+}
+
+namespace {
+
+template <class T>
+STRATA_MULTIVERSION void attention_softmax_kernel(const T* s, T* p, int64_t rows, int64_t tq, int64_t tk, T scale,
+                                                  bool causal) {
+#pragma omp parallel for if (rows * tk > kParallelThreshold) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t valid = strata_kernels::attention_valid_keys(r, tq, tk, causal);
+    strata_kernels::prefix_softmax_row<CpuRow>(s + r * tk, p + r * tk, tk, valid, scale);
+  }
+}
+
+template <class T>
+STRATA_MULTIVERSION void attention_softmax_backward_kernel(const T* g, const T* p, T* dx, int64_t rows, int64_t tq,
+                                                           int64_t tk, T scale, bool causal) {
+#pragma omp parallel for if (rows * tk > kParallelThreshold) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t valid = strata_kernels::attention_valid_keys(r, tq, tk, causal);
+    strata_kernels::prefix_softmax_backward_row<CpuRow>(g + r * tk, p + r * tk, dx + r * tk, tk, valid, scale);
+  }
+}
+
+}  // namespace
+
+Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal) {
+  Tensor out = empty_like(scores);
+  if (scores.numel() == 0) return out;
+  const int64_t tq = scores.size(-2), tk = scores.size(-1);
+  detail::dispatch_floating(scores.dtype(), "attention softmax", [&]<class T>() {
+    attention_softmax_kernel(scores.data<T>(), out.data<T>(), scores.numel() / tk, tq, tk, static_cast<T>(scale),
+                             causal);
+  });
+  return out;
+}
+
+Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal) {
+  Tensor dx = empty_like(probs);
+  if (probs.numel() == 0) return dx;
+  const int64_t tq = probs.size(-2), tk = probs.size(-1);
+  detail::dispatch_floating(probs.dtype(), "attention softmax backward", [&]<class T>() {
+    attention_softmax_backward_kernel(grad.data<T>(), probs.data<T>(), dx.data<T>(), probs.numel() / tk, tq, tk,
+                                      static_cast<T>(scale), causal);
   });
   return dx;
 }
@@ -280,12 +240,7 @@ STRATA_MULTIVERSION void cross_entropy_kernel(const T* x, const I* targets, int6
       row_loss[i] = 0;
       continue;
     }
-    const T* row = x + i * classes;
-    const T m = row_max(row, classes);
-    const double log_sum = std::log(sum_exp(row, classes, m, static_cast<T*>(nullptr)));
-    stats[2 * i] = m;
-    stats[2 * i + 1] = static_cast<T>(log_sum);
-    row_loss[i] = log_sum - (static_cast<double>(row[target]) - static_cast<double>(m));
+    row_loss[i] = strata_kernels::cross_entropy_row<CpuRow>(x + i * classes, classes, target, stats + 2 * i);
   }
 }
 
@@ -301,11 +256,7 @@ STRATA_MULTIVERSION void cross_entropy_backward_kernel(const T* x, const I* targ
       std::fill(drow, drow + classes, T(0));
       continue;
     }
-    const T* row = x + i * classes;
-    const T m = stats[2 * i], log_sum = stats[2 * i + 1];
-#pragma omp simd
-    for (int64_t j = 0; j < classes; ++j) drow[j] = fast_exp((row[j] - m) - log_sum) * coef;
-    drow[target] -= coef;
+    strata_kernels::cross_entropy_backward_row<CpuRow>(x + i * classes, classes, target, stats + 2 * i, coef, drow);
   }
 }
 
@@ -324,9 +275,9 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
                            row_loss.data<double>());
     });
   });
-  // Summed serially so that the result does not depend on the number of threads.
-  double total = 0;
-  for (int64_t i = 0; i < rows; ++i) total += pl[i];
+  // In the row order (row_reduce.h) over the rows' losses: independent of the number of
+  // threads, and what the GPU's warp computes.
+  const double total = CpuRow::sum(rows, [&](int64_t i) { return pl[i]; });
   r.loss = scalar_tensor(r.count > 0 ? total / static_cast<double>(r.count) : 0.0, {.dtype = logits.dtype()});
   return r;
 }

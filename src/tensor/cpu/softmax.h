@@ -16,6 +16,13 @@ Tensor softmax_forward(const Tensor& x, int64_t dim, bool log);
 //   log_softmax: dx = g - exp(y) * sum(g)
 Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool log);
 
+// Attention's probabilities from scores s [.., tq, tk] (contiguous): per row the softmax of
+// scale * s over the keys its query may see (all, or causally the first
+// row % tq + 1 + tk - tq), 0 elsewhere. Math: kernels/common/row_softmax.h.
+Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal);
+// probs is the forward's output; grad contiguous with its shape.
+Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal);
+
 struct CrossEntropyResult {
   Tensor loss;   // shape [], logits' dtype
   Tensor stats;  // [N, 2]: row max m and log(sum exp(x - m)), i.e. logsumexp = m + second

@@ -1,15 +1,18 @@
 // Copies between devices, dtype conversion and fill for CUDA tensors. Contiguous data moves
 // with one cudaMemcpy (or one conversion kernel for float32 <-> bfloat16/float16 on a
-// device); anything else (strided views, other conversions) is staged through host memory,
-// which is slow but exact. That is enough for tests, checkpoints and the process groups; the
-// compute ops will bring strided device kernels when they need them.
+// device); strided views on one device of one dtype with one kernel that writes only the
+// destination's elements (kernels/cuda/strided_copy.cu); anything else (other conversions,
+// views across devices, a copy within one storage) is staged through host memory, which is
+// slow but exact.
 #include <cstring>
 #include <memory>
 #include <utility>
 
 #include "strata/tensor/factory.h"
 #include "strata_kernels/convert.h"
+#include "common/strided_index.h"
 #include "strata_kernels/fill.h"
+#include "strata_kernels/strided_copy.h"
 #include "tensor/cpu/copy.h"
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/cuda_check.h"
@@ -115,6 +118,26 @@ bool convert_on_device(const Tensor& dst, const Tensor& src) {
   return true;
 }
 
+// Same device, same dtype, separate storages (a copy within one storage may overlap: the
+// host path reads everything before it writes): one strided kernel.
+bool strided_copy_on_device(const Tensor& dst, const Tensor& src) {
+  if (!(dst.device() == src.device() && dst.device().is_cuda() && dst.dtype() == src.dtype() &&
+        dst.storage() != src.storage() && dst.dim() <= strata_kernels::kMaxDims))
+    return false;
+  strata_kernels::StridedIndex<2> index;
+  std::memset(&index, 0, sizeof index);
+  index.ndim = static_cast<int32_t>(dst.dim());
+  for (size_t d = 0; d < dst.shape().size(); ++d) {
+    index.sizes[d] = dst.shape()[d];
+    index.strides[0][d] = dst.strides()[d];
+    index.strides[1][d] = src.strides()[d];
+  }
+  DeviceGuard guard(dst.device().index);
+  STRATA_CUDA(strata_strided_copy(dst.data_ptr(), src.data_ptr(), dtype_size(dst.dtype()), &index, dst.numel(),
+                                  stream_of(dst.device().index)));
+  return true;
+}
+
 }  // namespace
 
 void copy(const Tensor& dst, const Tensor& src) {
@@ -127,7 +150,7 @@ void copy(const Tensor& dst, const Tensor& src) {
     copy_bytes(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(), dst.nbytes());
     return;
   }
-  if (convert_on_device(dst, src)) return;
+  if (convert_on_device(dst, src) || strided_copy_on_device(dst, src)) return;
   Tensor h = host_contiguous(src);
   if (dst.device().is_cpu()) {
     cpu::copy_strided(dst, h);
@@ -140,10 +163,11 @@ void fill(const Tensor& dst, double value) {
   check_device(dst.device(), "fill");
   if (dst.numel() == 0) return;
   if (!dst.is_contiguous()) {
-    auto [first, last] = covered_range(dst);
-    Tensor buffer = read_range(dst, first, last);
-    cpu::fill(host_view(buffer, dst, first), value);
-    copy_bytes(storage_bytes(dst, first), dst.device(), buffer.raw_data(), Device::cpu(), buffer.nbytes());
+    // One element holding the value, broadcast into the view by the strided copy: only
+    // the view's own elements are written.
+    Tensor one = empty({}, {.dtype = dst.dtype(), .device = dst.device()});
+    fill(one, value);
+    copy(dst, one.expand(dst.shape()));
     return;
   }
   // The value's bit pattern in dst's dtype, converted exactly as on the CPU.

@@ -3,6 +3,7 @@
 // src/tensor/cuda/*.cpp. A build without CUDA compiles src/tensor/cuda_unavailable.cpp
 // instead, whose definitions throw "strata was built without CUDA".
 #include <cstddef>
+#include <string>
 
 #include "strata/tensor/tensor.h"
 
@@ -11,6 +12,10 @@ namespace strata::cuda_detail {
 // Throws naming `device` and `what` when the device cannot be used: no CUDA build, no GPU
 // or driver, or an index past the last GPU.
 void check_device(Device device, const char* what);
+// Marks a device unusable after a fatal communication error (an aborted NCCL group): from
+// then on check_device, which every CUDA op, copy and allocation passes, refuses it naming
+// `why`, so no later read returns a partial result silently.
+void poison_device(int device, const std::string& why);
 void* allocate(size_t nbytes, int device);
 void deallocate(void* ptr, size_t nbytes, int device);
 // dst = src element by element (shapes equal, dtypes may differ), at least one on CUDA.

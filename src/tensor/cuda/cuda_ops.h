@@ -4,7 +4,13 @@
 // contracts as their CPU twins in cpu/*.h: arguments are checked by the caller, outputs are
 // fresh contiguous tensors on the inputs' device. A build without CUDA defines them in
 // cuda_unavailable.cpp, refusing the device.
+#include <cstdint>
+#include <vector>
+
 #include "tensor/cpu/elementwise.h"
+#include "tensor/cpu/layer_norm.h"
+#include "tensor/cpu/rms_norm.h"
+#include "tensor/cpu/softmax.h"
 
 namespace strata::cuda_ops {
 
@@ -13,6 +19,34 @@ Tensor unary(cpu::UnaryOp op, const Tensor& a, const char* name, double p = 0, d
 Tensor unary_grad(cpu::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name, double p = 0,
                   double q = 0);
 Tensor binary_grad(cpu::BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b, const char* name);
+
+// Row ops (row_ops.cpp): the same arithmetic and order as the CPU's (kernels/common/row_*.h).
+Tensor softmax_forward(const Tensor& x, int64_t dim, bool log);
+Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool log);
+Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal);
+Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal);
+cpu::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index);
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& stats,
+                              int64_t ignore_index, int64_t count);
+cpu::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+cpu::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                        const Tensor& rstd, bool need_dx, bool need_dweight, bool need_dbias);
+cpu::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps);
+cpu::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                    bool need_dx, bool need_dweight);
+
+// Reductions (cuda/reduce.cpp), as cpu/reduce.h.
+Tensor sum_keepdim(const Tensor& x, const std::vector<bool>& reduced);
+
+// Embedding (cuda/embedding.cpp), as cpu/embedding.h; indices and weight on one device.
+Tensor embedding_forward(const Tensor& indices, const Tensor& weight);
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t vocab);
+
+// Rotary position embedding (cuda/rotary.cpp), as cpu/rotary.h's rotary_apply.
+Tensor rotary_apply(const Tensor& x, const Tensor& cos, const Tensor& sin, bool transpose);
+
+// Dropout (cuda/dropout.cpp), as cpu/dropout.h's dropout_apply: the same mask.
+Tensor dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset);
 
 // cpu::matmul and cpu::matmul_sum (tensor/cpu/matmul.h) through cuBLASLt (cuda/matmul.cpp),
 // running the same gemm::Plan; float32, float64, bfloat16 and float16 (16-bit with float32

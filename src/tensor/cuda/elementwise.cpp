@@ -52,9 +52,9 @@ struct Launch {
   cudaStream_t stream;
 };
 
-Launch prepare(const Shape& shape, const Tensor& like) {
+Launch prepare(const Shape& shape, const Tensor& like, const char* name) {
   const int device = like.device().index;
-  cuda_detail::check_device(like.device(), "CUDA elementwise op");
+  cuda_detail::check_device(like.device(), name);
   return {empty(shape, {.dtype = like.dtype(), .device = like.device()}), cuda_detail::stream_of(device)};
 }
 
@@ -63,7 +63,7 @@ Launch prepare(const Shape& shape, const Tensor& like) {
 Tensor binary(cpu::BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   const int32_t type = element_type(a.dtype(), strata_kernels::is_arithmetic(op), name);
-  Launch l = prepare(shape, a);
+  Launch l = prepare(shape, a, name);
   const Tensor* inputs[2] = {&a, &b};
   const auto index = index_of<2>(shape, inputs, name);
   cuda_detail::DeviceGuard guard(a.device().index);
@@ -74,7 +74,7 @@ Tensor binary(cpu::BinaryOp op, const Tensor& a, const Tensor& b, const char* na
 
 Tensor unary(cpu::UnaryOp op, const Tensor& a, const char* name, double p, double q) {
   const int32_t type = element_type(a.dtype(), strata_kernels::is_arithmetic(op), name);
-  Launch l = prepare(a.shape(), a);
+  Launch l = prepare(a.shape(), a, name);
   const Tensor* inputs[1] = {&a};
   const auto index = index_of<1>(a.shape(), inputs, name);
   cuda_detail::DeviceGuard guard(a.device().index);
@@ -85,7 +85,7 @@ Tensor unary(cpu::UnaryOp op, const Tensor& a, const char* name, double p, doubl
 
 Tensor unary_grad(cpu::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name, double p, double q) {
   const int32_t type = element_type(saved.dtype(), false, name);
-  Launch l = prepare(saved.shape(), saved);
+  Launch l = prepare(saved.shape(), saved, name);
   const Tensor* inputs[2] = {&grad, &saved};
   const auto index = index_of<2>(saved.shape(), inputs, name);
   cuda_detail::DeviceGuard guard(saved.device().index);
@@ -96,7 +96,7 @@ Tensor unary_grad(cpu::UnaryGradOp op, const Tensor& grad, const Tensor& saved, 
 
 Tensor binary_grad(cpu::BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b, const char* name) {
   const int32_t type = element_type(grad.dtype(), false, name);
-  Launch l = prepare(grad.shape(), grad);
+  Launch l = prepare(grad.shape(), grad, name);
   const Tensor* inputs[3] = {&grad, &a, &b};
   const auto index = index_of<3>(grad.shape(), inputs, name);
   cuda_detail::DeviceGuard guard(grad.device().index);

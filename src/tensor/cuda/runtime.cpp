@@ -1,4 +1,6 @@
 // Device queries and selection for CUDA builds (src/tensor/cuda_unavailable.cpp otherwise).
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "tensor/cuda/cuda_backend.h"
@@ -62,8 +64,47 @@ void synchronize(int device) {
 
 namespace cuda_detail {
 
+namespace {
+
+// Devices made unusable by a fatal communication error (poison_device), with the reason.
+std::mutex poison_mu;
+std::map<int, std::string> poisoned_devices;
+
+// cuCtxGetCurrent, reached through the runtime's driver entry point rather than by linking
+// libcuda, which machines without a driver lack. Null if the driver does not provide it.
+using CtxGetCurrent = int (*)(void**);
+CtxGetCurrent ctx_get_current() {
+  static const CtxGetCurrent fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &p, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return CtxGetCurrent{nullptr};
+    }
+    return reinterpret_cast<CtxGetCurrent>(p);
+  }();
+  return fn;
+}
+
+// Whether the calling thread has a current CUDA context (true when that cannot be told).
+bool thread_has_context() {
+  const CtxGetCurrent fn = ctx_get_current();
+  if (fn == nullptr) return true;
+  void* ctx = nullptr;
+  return fn(&ctx) == 0 && ctx != nullptr;
+}
+
+}  // namespace
+
 void check_device(Device device, const char* what) {
   STRATA_CHECK(device.is_cuda(), what, ": ", device, " is not a CUDA device");
+  {
+    std::lock_guard<std::mutex> lk(poison_mu);
+    auto it = poisoned_devices.find(device.index);
+    STRATA_CHECK(it == poisoned_devices.end(), what, ": ", device,
+                 " is unusable after a fatal communication error (its memory may hold partial results): ", it->second);
+  }
   const DeviceInfo& info = device_info();
   STRATA_CHECK(info.count > 0, what, ": ", device, " is not available: this machine has no usable CUDA device (",
                info.why_none, ")");
@@ -71,10 +112,20 @@ void check_device(Device device, const char* what) {
                info.count, " CUDA device", info.count == 1 ? "" : "s", ": cuda:0 to cuda:", info.count - 1, ")");
 }
 
+void poison_device(int device, const std::string& why) {
+  std::lock_guard<std::mutex> lk(poison_mu);
+  poisoned_devices.emplace(device, why);  // the first reason stays
+}
+
+// A thread that never chose a device has no context; cudaGetDevice then says 0, and
+// restoring 0 on exit would create a context on GPU 0 (hundreds of MB on a GPU that may
+// belong to another rank). Such a thread stays on `device` instead.
 DeviceGuard::DeviceGuard(int device) {
+  const bool had_context = thread_has_context();
   STRATA_CUDA(cudaGetDevice(&previous_));
   if (previous_ != device) {
     STRATA_CUDA(cudaSetDevice(device));
+    if (!had_context) previous_ = -1;
   } else {
     previous_ = -1;  // nothing to restore
   }

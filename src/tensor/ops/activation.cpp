@@ -1,7 +1,9 @@
-// gelu, relu: fused elementwise forward and backward kernels (src/tensor/cpu/activation).
+// gelu, relu: fused elementwise forward and backward kernels (src/tensor/cpu/activation; on
+// CUDA the elementwise kernels with the same functors, kernels/common/elementwise_ops.h).
 #include "../cpu/activation.h"
 
 #include "../device_dispatch.h"
+#include "tensor/cuda/cuda_ops.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/ops/nn_functional.h"
@@ -11,12 +13,15 @@ namespace strata {
 Tensor gelu(const Tensor& x) {
   detail::check_nn_input(x, "gelu", "input");
   Tensor xc = detail::contiguous_data(x);
-  Tensor out = detail::on_device("gelu", xc.device(), [&] { return cpu::gelu_forward(xc); });
+  Tensor out = detail::on_device(
+      "gelu", xc.device(), [&] { return cpu::gelu_forward(xc); },
+      [&] { return cuda_ops::unary(cpu::UnaryOp::Gelu, xc, "gelu"); });
   if (autograd::needs_grad({x})) {
     autograd::record("GeluBackward", {x}, {out}, [xc](autograd::BackwardContext& ctx) {
       Tensor g = detail::contiguous_data(ctx.grad());
-      return std::vector<Tensor>{
-          detail::on_device("gelu backward", xc.device(), [&] { return cpu::gelu_backward(g, xc); })};
+      return std::vector<Tensor>{detail::on_device(
+          "gelu backward", xc.device(), [&] { return cpu::gelu_backward(g, xc); },
+          [&] { return cuda_ops::unary_grad(cpu::UnaryGradOp::Gelu, g, xc, "gelu backward"); })};
     });
   }
   return out;
@@ -25,13 +30,16 @@ Tensor gelu(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   detail::check_nn_input(x, "relu", "input");
   Tensor xc = detail::contiguous_data(x);
-  Tensor out = detail::on_device("relu", xc.device(), [&] { return cpu::relu_forward(xc); });
+  Tensor out = detail::on_device(
+      "relu", xc.device(), [&] { return cpu::relu_forward(xc); },
+      [&] { return cuda_ops::unary(cpu::UnaryOp::Relu, xc, "relu"); });
   if (autograd::needs_grad({x})) {
     // The output decides the mask (out > 0), so x need not be kept alive.
     autograd::record("ReluBackward", {x}, {out}, [saved = out.detach()](autograd::BackwardContext& ctx) {
       Tensor g = detail::contiguous_data(ctx.grad());
-      return std::vector<Tensor>{
-          detail::on_device("relu backward", saved.device(), [&] { return cpu::relu_backward(g, saved); })};
+      return std::vector<Tensor>{detail::on_device(
+          "relu backward", saved.device(), [&] { return cpu::relu_backward(g, saved); },
+          [&] { return cuda_ops::unary_grad(cpu::UnaryGradOp::Relu, g, saved, "relu backward"); })};
     });
   }
   return out;

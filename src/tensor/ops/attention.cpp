@@ -1,4 +1,5 @@
-// attention and causal_attention (kernels in src/tensor/cpu/attention).
+// attention and causal_attention (kernels in src/tensor/cpu/attention; on CUDA the composition
+// of attention_composite.h).
 #include "../cpu/attention.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "../device_dispatch.h"
 #include "../gemm_plan.h"
+#include "attention_composite.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
@@ -124,10 +126,10 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   const Shape scores{batch, heads, tq, tk};
   if (options.mask.defined()) check_mask(options.mask, scores, q.dtype());
   const Device device = detail::common_device("attention", {{"q", q}, {"k", k}, {"v", v}, {"mask", options.mask}});
-  return detail::on_device("attention", device, [&] {
-    Tensor mask = options.mask.defined() ? additive_mask(options.mask, scores, q.dtype()) : Tensor();
-    return cpu_attention(q, k, v, {.causal = options.causal, .scale = scale, .mask = mask});
-  });
+  Tensor mask = options.mask.defined() ? additive_mask(options.mask, scores, q.dtype()) : Tensor();
+  return detail::on_device(
+      "attention", device, [&] { return cpu_attention(q, k, v, {.causal = options.causal, .scale = scale, .mask = mask}); },
+      [&] { return detail::composite_attention(q, k, v, options.causal, scale, mask); });
 }
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -137,9 +139,10 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
                  q.shape(), " (all three must be [B, H, T, D])");
   }
   const Device device = detail::common_device("causal_attention", {{"q", q}, {"k", k}, {"v", v}});
-  return detail::on_device("causal_attention", device, [&] {
-    return cpu_attention(q, k, v, {.causal = true, .scale = default_scale(q), .mask = Tensor()});
-  });
+  return detail::on_device(
+      "causal_attention", device,
+      [&] { return cpu_attention(q, k, v, {.causal = true, .scale = default_scale(q), .mask = Tensor()}); },
+      [&] { return detail::composite_attention(q, k, v, true, default_scale(q), Tensor()); });
 }
 
 }  // namespace strata

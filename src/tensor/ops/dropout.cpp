@@ -1,4 +1,4 @@
-// dropout (kernel in src/tensor/cpu/dropout).
+// dropout (kernels in src/tensor/cpu/dropout, src/tensor/cuda/dropout).
 #include "../cpu/dropout.h"
 
 #include <cmath>
@@ -7,13 +7,16 @@
 #include "nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/ops/nn_functional.h"
+#include "tensor/cuda/cuda_ops.h"
 
 namespace strata {
 namespace {
 
 // Forward and backward are the same kernel: keep where (seed, offset) keeps, scale by 1/(1-p).
 Tensor apply(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
-  return detail::on_device("dropout", x.device(), [&] { return cpu::dropout_apply(x, p, seed, offset); });
+  return detail::on_device(
+      "dropout", x.device(), [&] { return cpu::dropout_apply(x, p, seed, offset); },
+      [&] { return cuda_ops::dropout_apply(x, p, seed, offset); });
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
-// embedding lookup (kernels in src/tensor/cpu/embedding).
+// embedding lookup (kernels in src/tensor/cpu/embedding, src/tensor/cuda/embedding).
 #include "../cpu/embedding.h"
 
 #include "../device_dispatch.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/ops/nn_functional.h"
+#include "tensor/cuda/cuda_ops.h"
 
 namespace strata {
 
@@ -21,14 +22,16 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   const Device device = detail::common_device("embedding", {{"indices", indices}, {"weight", weight}});
   Tensor idx = indices.contiguous();
   // A 16-bit weight's float32 copy lives only for this lookup (backward does not read it).
-  Tensor out = detail::on_device("embedding", device,
-                                 [&] { return cpu::embedding_forward(idx, detail::param_data(weight)); });
+  Tensor out = detail::on_device(
+      "embedding", device, [&] { return cpu::embedding_forward(idx, detail::param_data(weight)); },
+      [&] { return cuda_ops::embedding_forward(idx, detail::param_data(weight)); });
   if (autograd::needs_grad({weight})) {
     autograd::record("EmbeddingBackward", {weight}, {out},
                      [idx, vocab = weight.size(0), wdt = weight.dtype()](autograd::BackwardContext& ctx) {
                        Tensor go = detail::contiguous_data(ctx.grad());
-                       Tensor g = detail::on_device("embedding backward", idx.device(),
-                                                    [&] { return cpu::embedding_backward(go, idx, vocab); });
+                       Tensor g = detail::on_device(
+                           "embedding backward", idx.device(), [&] { return cpu::embedding_backward(go, idx, vocab); },
+                           [&] { return cuda_ops::embedding_backward(go, idx, vocab); });
                        return std::vector<Tensor>{detail::param_grad(g, wdt)};
                      });
   }

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "tensor/cuda/cuda_ops.h"
 #include "../device_dispatch.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
@@ -27,7 +28,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor wc = detail::param_data(weight);
   Tensor bc = detail::param_data(bias);
   cpu::LayerNormResult r =
-      detail::on_device("layer_norm", device, [&] { return cpu::layer_norm_forward(xc, wc, bc, eps); });
+      detail::on_device(
+          "layer_norm", device, [&] { return cpu::layer_norm_forward(xc, wc, bc, eps); },
+          [&] { return cuda_ops::layer_norm_forward(xc, wc, bc, eps); });
   if (autograd::needs_grad({x, weight, bias})) {
     const bool w16 = weight.defined() && detail::is_16bit(weight.dtype());
     Tensor w_saved = w16 ? weight.detach() : wc;
@@ -37,10 +40,16 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                      [xc, w_saved, w16, wdt, bdt, mean = r.mean, rstd = r.rstd](autograd::BackwardContext& ctx) {
                        Tensor w = w16 ? detail::param_data(w_saved) : w_saved;
                        Tensor go = detail::contiguous_data(ctx.grad());
-                       cpu::LayerNormGrads g = detail::on_device("layer_norm backward", xc.device(), [&] {
-                         return cpu::layer_norm_backward(go, xc, w, mean, rstd, ctx.needs(0), ctx.needs(1),
-                                                         ctx.needs(2));
-                       });
+                       cpu::LayerNormGrads g = detail::on_device(
+                           "layer_norm backward", xc.device(),
+                           [&] {
+                             return cpu::layer_norm_backward(go, xc, w, mean, rstd, ctx.needs(0), ctx.needs(1),
+                                                             ctx.needs(2));
+                           },
+                           [&] {
+                             return cuda_ops::layer_norm_backward(go, xc, w, mean, rstd, ctx.needs(0), ctx.needs(1),
+                                                                  ctx.needs(2));
+                           });
                        return std::vector<Tensor>{g.dx, detail::param_grad(g.dweight, wdt),
                                                   detail::param_grad(g.dbias, bdt)};
                      });

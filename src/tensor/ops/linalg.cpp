@@ -59,12 +59,12 @@ Tensor compute_values(const Tensor& param, DType compute) {
   return detail::is_16bit(compute) ? param.detach() : detail::param_values(param);
 }
 
-// The bias gradient: g's column sums. On CUDA a GEMM, g^T @ ones, in one deterministic call
-// (the batch folds into the contraction), which needs no reduction kernel; the CPU keeps its
-// sum. Like every float32 GEMM it reads g rounded to TF32 when cuda::allow_tf32() is on.
-// g is [batch.., M, out].
+// The bias gradient: g's column sums. float32/float64 through sum, which runs one fixed
+// order on both devices (the CPU and GPU agree bit for bit). 16-bit gradients (CUDA only;
+// sum takes neither dtype) as a GEMM, g^T @ ones: one deterministic call (the batch folds
+// into the contraction), float32 accumulation, one rounding to g's dtype. g is [batch.., M, out].
 Tensor bias_grad(const Tensor& g) {
-  if (g.device().is_cpu()) return sum(g, dim_range(0, g.dim() - 1));
+  if (!detail::is_16bit(g.dtype())) return sum(g, dim_range(0, g.dim() - 1));
   Shape ones_shape = leading(g.shape(), 1);
   ones_shape.push_back(1);
   const Tensor ones = full(ones_shape, 1.0, {.dtype = g.dtype(), .device = g.device()});

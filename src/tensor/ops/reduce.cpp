@@ -8,6 +8,7 @@
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops/elementwise.h"
+#include "tensor/cuda/cuda_ops.h"
 
 namespace strata {
 namespace {
@@ -53,7 +54,8 @@ Shape drop_reduced(const Shape& keep_shape, const std::vector<bool>& mask) {
 }
 
 Tensor sum_mask(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
-  Tensor kept = detail::on_device("sum", x.device(), [&] { return cpu::sum_keepdim(x, mask); });
+  Tensor kept = detail::on_device(
+      "sum", x.device(), [&] { return cpu::sum_keepdim(x, mask); }, [&] { return cuda_ops::sum_keepdim(x, mask); });
   Tensor out = keepdim ? kept : kept.detach().view(drop_reduced(kept.shape(), mask));
   if (autograd::needs_grad({x})) {
     autograd::record("SumBackward", {x}, {out}, [in_shape = x.shape(), kept_shape = kept.shape()](autograd::BackwardContext& ctx) {

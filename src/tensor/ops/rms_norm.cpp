@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "tensor/cuda/cuda_ops.h"
 #include "../device_dispatch.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
@@ -24,7 +25,9 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
   Tensor xc = detail::contiguous_data(x);
   // A 16-bit weight: a float32 copy for this forward only; backward converts it again.
   Tensor wc = detail::param_data(weight);
-  cpu::RmsNormResult r = detail::on_device("rms_norm", device, [&] { return cpu::rms_norm_forward(xc, wc, eps); });
+  cpu::RmsNormResult r = detail::on_device(
+      "rms_norm", device, [&] { return cpu::rms_norm_forward(xc, wc, eps); },
+      [&] { return cuda_ops::rms_norm_forward(xc, wc, eps); });
   if (autograd::needs_grad({x, weight})) {
     const bool w16 = weight.defined() && detail::is_16bit(weight.dtype());
     Tensor w_saved = w16 ? weight.detach() : wc;
@@ -33,9 +36,10 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
                      [xc, w_saved, w16, wdt, rstd = r.rstd](autograd::BackwardContext& ctx) {
                        Tensor w = w16 ? detail::param_data(w_saved) : w_saved;
                        Tensor go = detail::contiguous_data(ctx.grad());
-                       cpu::RmsNormGrads g = detail::on_device("rms_norm backward", xc.device(), [&] {
-                         return cpu::rms_norm_backward(go, xc, w, rstd, ctx.needs(0), ctx.needs(1));
-                       });
+                       cpu::RmsNormGrads g = detail::on_device(
+                           "rms_norm backward", xc.device(),
+                           [&] { return cpu::rms_norm_backward(go, xc, w, rstd, ctx.needs(0), ctx.needs(1)); },
+                           [&] { return cuda_ops::rms_norm_backward(go, xc, w, rstd, ctx.needs(0), ctx.needs(1)); });
                        return std::vector<Tensor>{g.dx, detail::param_grad(g.dweight, wdt)};
                      });
   }

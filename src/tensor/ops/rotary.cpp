@@ -1,4 +1,4 @@
-// Rotary position embedding (kernels in src/tensor/cpu/rotary).
+// Rotary position embedding (kernels in src/tensor/cpu/rotary, src/tensor/cuda/rotary).
 #include "../cpu/rotary.h"
 
 #include <cmath>
@@ -8,6 +8,7 @@
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops/nn_functional.h"
+#include "tensor/cuda/cuda_ops.h"
 
 namespace strata {
 
@@ -39,13 +40,16 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   }
   const Device device = detail::common_device("rotary_embedding", {{"x", x}, {"cos", cos}, {"sin", sin}});
   Tensor xc = detail::contiguous_data(x), cc = detail::contiguous_data(cos), sc = detail::contiguous_data(sin);
-  Tensor out = detail::on_device("rotary_embedding", device, [&] { return cpu::rotary_apply(xc, cc, sc, false); });
+  Tensor out = detail::on_device(
+      "rotary_embedding", device, [&] { return cpu::rotary_apply(xc, cc, sc, false); },
+      [&] { return cuda_ops::rotary_apply(xc, cc, sc, false); });
   // cos and sin are constants of the position: only x receives a gradient.
   if (autograd::needs_grad({x})) {
     autograd::record("RotaryEmbeddingBackward", {x}, {out}, [cc, sc](autograd::BackwardContext& ctx) {
       Tensor go = detail::contiguous_data(ctx.grad());
-      Tensor dx = detail::on_device("rotary_embedding backward", go.device(),
-                                    [&] { return cpu::rotary_apply(go, cc, sc, true); });
+      Tensor dx = detail::on_device(
+          "rotary_embedding backward", go.device(), [&] { return cpu::rotary_apply(go, cc, sc, true); },
+          [&] { return cuda_ops::rotary_apply(go, cc, sc, true); });
       return std::vector<Tensor>{dx};
     });
   }

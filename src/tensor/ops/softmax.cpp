@@ -1,6 +1,7 @@
 // softmax, log_softmax and cross_entropy (kernels in src/tensor/cpu/softmax).
 #include "../cpu/softmax.h"
 
+#include "tensor/cuda/cuda_ops.h"
 #include "../device_dispatch.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
@@ -15,13 +16,16 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   STRATA_CHECK(x.dim() > 0, op, ": input is a scalar (shape []); it needs at least one dimension");
   const int64_t d = normalize_dim(dim, x.dim(), op);
   Tensor xc = detail::contiguous_data(x);
-  Tensor out = detail::on_device(op, xc.device(), [&] { return cpu::softmax_forward(xc, d, log); });
+  Tensor out = detail::on_device(
+      op, xc.device(), [&] { return cpu::softmax_forward(xc, d, log); },
+      [&] { return cuda_ops::softmax_forward(xc, d, log); });
   if (autograd::needs_grad({x})) {
     autograd::record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {x}, {out},
                      [saved = out.detach(), d, log, op](autograd::BackwardContext& ctx) {
                        Tensor g = detail::contiguous_data(ctx.grad());
                        return std::vector<Tensor>{detail::on_device(
-                           op, saved.device(), [&] { return cpu::softmax_backward(g, saved, d, log); })};
+                           op, saved.device(), [&] { return cpu::softmax_backward(g, saved, d, log); },
+                           [&] { return cuda_ops::softmax_backward(g, saved, d, log); })};
                      });
   }
   return out;
@@ -47,13 +51,18 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   Tensor x = detail::contiguous_data(logits);
   Tensor t = targets.contiguous();
   cpu::CrossEntropyResult r =
-      detail::on_device("cross_entropy", device, [&] { return cpu::cross_entropy_forward(x, t, ignore_index); });
+      detail::on_device(
+          "cross_entropy", device, [&] { return cpu::cross_entropy_forward(x, t, ignore_index); },
+          [&] { return cuda_ops::cross_entropy_forward(x, t, ignore_index); });
   if (autograd::needs_grad({logits})) {
     autograd::record("CrossEntropyBackward", {logits}, {r.loss},
                      [x, t, stats = r.stats, ignore_index, count = r.count](autograd::BackwardContext& ctx) {
-                       return std::vector<Tensor>{detail::on_device("cross_entropy backward", x.device(), [&] {
-                         return cpu::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count);
-                       })};
+                       return std::vector<Tensor>{detail::on_device(
+                           "cross_entropy backward", x.device(),
+                           [&] { return cpu::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count); },
+                           [&] {
+                             return cuda_ops::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count);
+                           })};
                      });
   }
   return r.loss;

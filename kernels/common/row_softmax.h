@@ -1,0 +1,119 @@
+#pragma once
+// Softmax, log-softmax and cross-entropy of one row, written once against a row executor R
+// (row_reduce.h: CpuRow on the CPU, WarpRow on the GPU), so both devices run the same
+// arithmetic in the same order. Numerically stable: the row maximum is subtracted before
+// exp. Sums are accumulated in double (a float row of a 50k vocabulary keeps about 1e-7
+// relative accuracy); exp of float is fast_exp on both devices; log of the double sum is
+// the platform's (glibc's or CUDA's, which may differ by an ulp before rounding to T).
+#include <math.h>
+#include <stdint.h>
+
+#include "fast_math.h"
+#include "macros.h"
+#include "row_reduce.h"
+
+namespace strata_kernels {
+
+template <class T>
+STRATA_HD T lowest_value() {
+  return static_cast<T>(-INFINITY);
+}
+
+template <class R, class T>
+STRATA_HD T row_max(const T* x, int64_t n) {
+  return R::max(n, [&](int64_t j) { return x[j]; }, lowest_value<T>());
+}
+
+// y = softmax(x) or log_softmax(x) over n values.
+template <class R, class T>
+STRATA_HD void softmax_row(const T* x, T* y, int64_t n, bool log_softmax) {
+  const T m = row_max<R>(x, n);
+  if (log_softmax) {
+    // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round to m's magnitude.
+    const T ls = static_cast<T>(log(R::sum(n, [&](int64_t j) { return static_cast<double>(fast_exp(x[j] - m)); })));
+    R::for_each(n, [&](int64_t j) { y[j] = (x[j] - m) - ls; });
+  } else {
+    // The sum's pass stores the terms; the second pass scales them.
+    const double s = R::sum(n, [&](int64_t j) {
+      const T e = fast_exp(x[j] - m);
+      y[j] = e;
+      return static_cast<double>(e);
+    });
+    const T inv = static_cast<T>(1.0 / s);
+    R::for_each(n, [&](int64_t j) { y[j] = y[j] * inv; });
+  }
+}
+
+// y is softmax_row's output, g the gradient of y:
+//   softmax:     dx = y * (g - sum(g * y))
+//   log_softmax: dx = g - exp(y) * sum(g)
+template <class R, class T>
+STRATA_HD void softmax_backward_row(const T* g, const T* y, T* dx, int64_t n, bool log_softmax) {
+  if (log_softmax) {
+    const T sg = static_cast<T>(R::sum(n, [&](int64_t j) { return static_cast<double>(g[j]); }));
+    R::for_each(n, [&](int64_t j) { dx[j] = g[j] - fast_exp(y[j]) * sg; });
+  } else {
+    const T gy = static_cast<T>(
+        R::sum(n, [&](int64_t j) { return static_cast<double>(g[j]) * static_cast<double>(y[j]); }));
+    R::for_each(n, [&](int64_t j) { dx[j] = y[j] * (g[j] - gy); });
+  }
+}
+
+// Attention's probabilities: the softmax of scale * x over the first `valid` of n values
+// (the keys a query may see; the rest of y is 0).
+template <class R, class T>
+STRATA_HD void prefix_softmax_row(const T* x, T* y, int64_t n, int64_t valid, T scale) {
+  const T m = R::max(valid, [&](int64_t j) { return x[j] * scale; }, lowest_value<T>());
+  const double s = R::sum(valid, [&](int64_t j) {
+    const T e = fast_exp(x[j] * scale - m);
+    y[j] = e;
+    return static_cast<double>(e);
+  });
+  const T inv = static_cast<T>(1.0 / s);
+  R::for_each(valid, [&](int64_t j) { y[j] = y[j] * inv; });
+  R::for_each(n - valid, [&](int64_t j) { y[valid + j] = T(0); });
+}
+
+// Its gradient: dx = scale * y * (g - sum(g * y)) over the valid prefix, 0 beyond.
+template <class R, class T>
+STRATA_HD void prefix_softmax_backward_row(const T* g, const T* y, T* dx, int64_t n, int64_t valid, T scale) {
+  const T gy = static_cast<T>(
+      R::sum(valid, [&](int64_t j) { return static_cast<double>(g[j]) * static_cast<double>(y[j]); }));
+  R::for_each(valid, [&](int64_t j) { dx[j] = scale * (y[j] * (g[j] - gy)); });
+  R::for_each(n - valid, [&](int64_t j) { dx[valid + j] = T(0); });
+}
+
+// The keys row `row` of a [.., tq, tk] score stack may see: all of them, or under a causal
+// mask those up to its query's position, the queries being the last tq of tk positions.
+STRATA_HD int64_t attention_valid_keys(int64_t row, int64_t tq, int64_t tk, bool causal) {
+  if (!causal) return tk;
+  const int64_t valid = row % tq + 1 + (tk - tq);
+  return valid < 0 ? 0 : (valid > tk ? tk : valid);
+}
+
+// Cross-entropy of one row of logits against class `target` (the caller skips ignored
+// rows): stats[0] = max m, stats[1] = log(sum exp(x - m)) (the leader writes them), and the
+// row's loss logsumexp - x[target] in double.
+template <class R, class T>
+STRATA_HD double cross_entropy_row(const T* x, int64_t n, int64_t target, T* stats) {
+  const T m = row_max<R>(x, n);
+  const double log_sum = log(R::sum(n, [&](int64_t j) { return static_cast<double>(fast_exp(x[j] - m)); }));
+  if (R::leader()) {
+    stats[0] = m;
+    stats[1] = static_cast<T>(log_sum);
+  }
+  return log_sum - (static_cast<double>(x[target]) - static_cast<double>(m));
+}
+
+// d loss / d x of one counted row: (softmax(x) - onehot(target)) * coef, with
+// coef = grad / count, from the forward's stats.
+template <class R, class T>
+STRATA_HD void cross_entropy_backward_row(const T* x, int64_t n, int64_t target, const T* stats, T coef, T* dx) {
+  const T m = stats[0], log_sum = stats[1];
+  R::for_each(n, [&](int64_t j) {
+    const T p = fast_exp((x[j] - m) - log_sum) * coef;
+    dx[j] = j == target ? p - coef : p;
+  });
+}
+
+}  // namespace strata_kernels

@@ -1,0 +1,393 @@
+// Row kernels: the row functions of common/row_softmax.h and common/row_norms.h run by
+// WarpRow (one warp per row), and the column sums of common/column_sum.h (one thread per
+// (row block, column)), for float32 and float64.
+#include <stdint.h>
+
+#include "common/column_sum.h"
+#include "common/row_norms.h"
+#include "common/row_softmax.h"
+#include "cuda/row_executor.cuh"
+#include "strata_kernels/elementwise.h"
+#include "strata_kernels/row_ops.h"
+
+namespace {
+
+using namespace strata_kernels;
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
+}
+
+template <class T>
+struct SoftmaxRows {
+  const T* x;
+  T* y;
+  int64_t n;
+  bool log_softmax;
+  __device__ void operator()(int64_t r) const { softmax_row<WarpRow>(x + r * n, y + r * n, n, log_softmax); }
+};
+
+template <class T>
+struct SoftmaxBackwardRows {
+  const T* g;
+  const T* y;
+  T* dx;
+  int64_t n;
+  bool log_softmax;
+  __device__ void operator()(int64_t r) const {
+    softmax_backward_row<WarpRow>(g + r * n, y + r * n, dx + r * n, n, log_softmax);
+  }
+};
+
+template <class T>
+struct AttentionSoftmaxRows {
+  const T* s;
+  T* p;
+  int64_t tq, tk;
+  T scale;
+  bool causal;
+  __device__ void operator()(int64_t r) const {
+    prefix_softmax_row<WarpRow>(s + r * tk, p + r * tk, tk, attention_valid_keys(r, tq, tk, causal), scale);
+  }
+};
+
+template <class T>
+struct AttentionSoftmaxBackwardRows {
+  const T* g;
+  const T* p;
+  T* dx;
+  int64_t tq, tk;
+  T scale;
+  bool causal;
+  __device__ void operator()(int64_t r) const {
+    prefix_softmax_backward_row<WarpRow>(g + r * tk, p + r * tk, dx + r * tk, tk, attention_valid_keys(r, tq, tk, causal),
+                                         scale);
+  }
+};
+
+template <class T, class I>
+struct CrossEntropyRows {
+  const T* x;
+  const I* targets;
+  int64_t classes, ignore_index;
+  T* stats;
+  double* row_loss;
+  StrataCrossEntropyStatus* status;
+  __device__ void operator()(int64_t r) const {
+    const int64_t target = static_cast<int64_t>(targets[r]);
+    const bool ignored = target == ignore_index;
+    if (ignored || target < 0 || target >= classes) {
+      if (WarpRow::leader()) {
+        stats[2 * r] = stats[2 * r + 1] = T(0);
+        row_loss[r] = 0;
+        if (!ignored) atomicMin(&status->first_bad_row, static_cast<long long>(r));
+      }
+      return;
+    }
+    const double loss = cross_entropy_row<WarpRow>(x + r * classes, classes, target, stats + 2 * r);
+    if (WarpRow::leader()) {
+      row_loss[r] = loss;
+      atomicAdd(&status->count, 1ull);
+    }
+  }
+};
+
+// The rows' losses summed by one warp in the row order, as the CPU's CpuRow::sum.
+__global__ void sum_row_losses_kernel(const double* row_loss, int64_t rows, StrataCrossEntropyStatus* status) {
+  const double total = WarpRow::sum(rows, [&](int64_t i) { return row_loss[i]; });
+  if (WarpRow::leader()) status->total = total;
+}
+
+__global__ void reset_status_kernel(StrataCrossEntropyStatus* status) {
+  status->count = 0;
+  status->first_bad_row = INT64_MAX;
+  status->total = 0;
+}
+
+template <class T, class I>
+struct CrossEntropyBackwardRows {
+  const T* x;
+  const I* targets;
+  const T* stats;
+  int64_t classes, ignore_index;
+  T coef;
+  T* dx;
+  __device__ void operator()(int64_t r) const {
+    const int64_t target = static_cast<int64_t>(targets[r]);
+    T* drow = dx + r * classes;
+    if (target == ignore_index) {
+      WarpRow::for_each(classes, [&](int64_t j) { drow[j] = T(0); });
+      return;
+    }
+    cross_entropy_backward_row<WarpRow>(x + r * classes, classes, target, stats + 2 * r, coef, drow);
+  }
+};
+
+template <class T>
+struct LayerNormRows {
+  const T *x, *w, *b;
+  int64_t d;
+  double eps;
+  T *y, *mean, *rstd;
+  __device__ void operator()(int64_t r) const { layer_norm_row<WarpRow>(x + r * d, w, b, d, eps, y + r * d, mean + r, rstd + r); }
+};
+
+template <class T>
+struct LayerNormBackwardRows {
+  const T *g, *x, *w, *mean, *rstd;
+  int64_t d;
+  T* dx;
+  __device__ void operator()(int64_t r) const {
+    layer_norm_backward_row<WarpRow>(g + r * d, x + r * d, w, mean[r], rstd[r], d, dx + r * d);
+  }
+};
+
+template <class T>
+struct RmsNormRows {
+  const T *x, *w;
+  int64_t d;
+  double eps;
+  T *y, *rstd;
+  __device__ void operator()(int64_t r) const { rms_norm_row<WarpRow>(x + r * d, w, d, eps, y + r * d, rstd + r); }
+};
+
+template <class T>
+struct RmsNormBackwardRows {
+  const T *g, *x, *w, *rstd;
+  int64_t d;
+  T* dx;
+  __device__ void operator()(int64_t r) const {
+    rms_norm_backward_row<WarpRow>(g + r * d, x + r * d, w, rstd[r], d, dx + r * d);
+  }
+};
+
+// column_sum.h step 1: the partial of (row block, column) in row order. Layer norm keeps
+// [dweight | dbias] per block (stride 2 d).
+template <class T>
+__global__ void layer_norm_partials_kernel(const T* g, const T* x, const T* mean, const T* rstd, int64_t rows,
+                                           int64_t d, T* partials) {
+  const int64_t blocks = column_blocks(rows);
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < blocks * d;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t b = k / d, j = k % d;
+    const int64_t end = (b + 1) * kColumnBlockRows < rows ? (b + 1) * kColumnBlockRows : rows;
+    T dw = 0, db = 0;
+    for (int64_t i = b * kColumnBlockRows; i < end; ++i) {
+      const T gv = g[i * d + j];
+      dw += layer_norm_dweight_term(gv, x[i * d + j], mean[i], rstd[i]);
+      db += gv;
+    }
+    partials[b * 2 * d + j] = dw;
+    partials[b * 2 * d + d + j] = db;
+  }
+}
+
+template <class T>
+__global__ void rms_norm_partials_kernel(const T* g, const T* x, const T* rstd, int64_t rows, int64_t d, T* partials) {
+  const int64_t blocks = column_blocks(rows);
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < blocks * d;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t b = k / d, j = k % d;
+    const int64_t end = (b + 1) * kColumnBlockRows < rows ? (b + 1) * kColumnBlockRows : rows;
+    T dw = 0;
+    for (int64_t i = b * kColumnBlockRows; i < end; ++i) dw += rms_norm_dweight_term(g[i * d + j], x[i * d + j], rstd[i]);
+    partials[b * d + j] = dw;
+  }
+}
+
+// column_sum.h step 2: out[j] = total of column offset + j.
+template <class T>
+__global__ void column_totals_kernel(const T* partials, int64_t blocks, int64_t stride, int64_t offset, int64_t d,
+                                     T* out) {
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < d;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[j] = column_total(partials + offset, blocks, stride, j);
+}
+
+template <class T>
+cudaError_t column_totals(const T* partials, int64_t blocks, int64_t stride, int64_t offset, int64_t d, void* out,
+                          cudaStream_t s) {
+  if (out == nullptr) return cudaSuccess;
+  column_totals_kernel<<<grid_for(d), kThreads, 0, s>>>(partials, blocks, stride, offset, d, static_cast<T*>(out));
+  return cudaGetLastError();
+}
+
+// Runs f.template operator()<T>() for the element type; cudaErrorInvalidValue for others.
+template <class F>
+cudaError_t for_float_type(int32_t type, F&& f) {
+  switch (type) {
+    case STRATA_ELEMENT_F32: return f(float{});
+    case STRATA_ELEMENT_F64: return f(double{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <class F>
+cudaError_t for_index_type(int32_t type, F&& f) {
+  switch (type) {
+    case STRATA_ELEMENT_I32: return f(int32_t{});
+    case STRATA_ELEMENT_I64: return f(int64_t{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+extern "C" cudaError_t strata_softmax_rows(int32_t type, const void* x, void* y, int64_t rows, int64_t n,
+                                           int32_t log_softmax, cudaStream_t s) {
+  return for_float_type(type, [&](auto t) {
+    using T = decltype(t);
+    return launch_for_each_row(rows, SoftmaxRows<T>{static_cast<const T*>(x), static_cast<T*>(y), n, log_softmax != 0},
+                               s);
+  });
+}
+
+extern "C" cudaError_t strata_softmax_backward_rows(int32_t type, const void* grad, const void* y, void* dx,
+                                                    int64_t rows, int64_t n, int32_t log_softmax, cudaStream_t s) {
+  return for_float_type(type, [&](auto t) {
+    using T = decltype(t);
+    return launch_for_each_row(rows,
+                               SoftmaxBackwardRows<T>{static_cast<const T*>(grad), static_cast<const T*>(y),
+                                                      static_cast<T*>(dx), n, log_softmax != 0},
+                               s);
+  });
+}
+
+extern "C" cudaError_t strata_attention_softmax_rows(int32_t type, const void* scores, void* probs, int64_t rows,
+                                                     int64_t tq, int64_t tk, double scale, int32_t causal,
+                                                     cudaStream_t s) {
+  return for_float_type(type, [&](auto t) {
+    using T = decltype(t);
+    return launch_for_each_row(rows,
+                               AttentionSoftmaxRows<T>{static_cast<const T*>(scores), static_cast<T*>(probs), tq, tk,
+                                                       static_cast<T>(scale), causal != 0},
+                               s);
+  });
+}
+
+extern "C" cudaError_t strata_attention_softmax_backward_rows(int32_t type, const void* grad, const void* probs,
+                                                              void* dx, int64_t rows, int64_t tq, int64_t tk,
+                                                              double scale, int32_t causal, cudaStream_t s) {
+  return for_float_type(type, [&](auto t) {
+    using T = decltype(t);
+    return launch_for_each_row(rows,
+                               AttentionSoftmaxBackwardRows<T>{static_cast<const T*>(grad), static_cast<const T*>(probs),
+                                                               static_cast<T*>(dx), tq, tk, static_cast<T>(scale),
+                                                               causal != 0},
+                               s);
+  });
+}
+
+extern "C" cudaError_t strata_cross_entropy_rows(int32_t type, int32_t index_type, const void* logits,
+                                                 const void* targets, int64_t rows, int64_t classes,
+                                                 int64_t ignore_index, void* stats, double* row_loss,
+                                                 StrataCrossEntropyStatus* status, cudaStream_t s) {
+  reset_status_kernel<<<1, 1, 0, s>>>(status);
+  cudaError_t err = for_float_type(type, [&](auto t) {
+    using T = decltype(t);
+    return for_index_type(index_type, [&](auto i) {
+      using I = decltype(i);
+      return launch_for_each_row(rows,
+                                 CrossEntropyRows<T, I>{static_cast<const T*>(logits), static_cast<const I*>(targets),
+                                                        classes, ignore_index, static_cast<T*>(stats), row_loss,
+                                                        status},
+                                 s);
+    });
+  });
+  if (err != cudaSuccess) return err;
+  sum_row_losses_kernel<<<1, kRowLanes, 0, s>>>(row_loss, rows, status);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t index_type, const void* logits,
+                                                          const void* targets, const void* stats, int64_t rows,
+                                                          int64_t classes, int64_t ignore_index, double coef, void* dx,
+                                                          cudaStream_t s) {
+  return for_float_type(type, [&](auto t) {
+    using T = decltype(t);
+    return for_index_type(index_type, [&](auto i) {
+      using I = decltype(i);
+      return launch_for_each_row(
+          rows,
+          CrossEntropyBackwardRows<T, I>{static_cast<const T*>(logits), static_cast<const I*>(targets),
+                                         static_cast<const T*>(stats), classes, ignore_index, static_cast<T>(coef),
+                                         static_cast<T*>(dx)},
+          s);
+    });
+  });
+}
+
+extern "C" cudaError_t strata_layer_norm_rows(int32_t type, const void* x, const void* weight, const void* bias,
+                                              int64_t rows, int64_t d, double eps, void* y, void* mean, void* rstd,
+                                              cudaStream_t s) {
+  return for_float_type(type, [&](auto t) {
+    using T = decltype(t);
+    return launch_for_each_row(rows,
+                               LayerNormRows<T>{static_cast<const T*>(x), static_cast<const T*>(weight),
+                                                static_cast<const T*>(bias), d, eps, static_cast<T*>(y),
+                                                static_cast<T*>(mean), static_cast<T*>(rstd)},
+                               s);
+  });
+}
+
+extern "C" cudaError_t strata_layer_norm_backward(int32_t type, const void* grad, const void* x, const void* weight,
+                                                  const void* mean, const void* rstd, int64_t rows, int64_t d,
+                                                  void* dx, void* partials, void* dweight, void* dbias,
+                                                  cudaStream_t s) {
+  return for_float_type(type, [&](auto t) -> cudaError_t {
+    using T = decltype(t);
+    const T* g = static_cast<const T*>(grad);
+    const T* xv = static_cast<const T*>(x);
+    const T* mu = static_cast<const T*>(mean);
+    const T* rs = static_cast<const T*>(rstd);
+    if (dx != nullptr) {
+      const cudaError_t err = launch_for_each_row(
+          rows, LayerNormBackwardRows<T>{g, xv, static_cast<const T*>(weight), mu, rs, d, static_cast<T*>(dx)}, s);
+      if (err != cudaSuccess) return err;
+    }
+    if (dweight == nullptr && dbias == nullptr) return cudaSuccess;
+    const int64_t blocks = column_blocks(rows);
+    T* p = static_cast<T*>(partials);
+    layer_norm_partials_kernel<<<grid_for(blocks * d), kThreads, 0, s>>>(g, xv, mu, rs, rows, d, p);
+    cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) err = column_totals(p, blocks, 2 * d, 0, d, dweight, s);
+    if (err == cudaSuccess) err = column_totals(p, blocks, 2 * d, d, d, dbias, s);
+    return err;
+  });
+}
+
+extern "C" cudaError_t strata_rms_norm_rows(int32_t type, const void* x, const void* weight, int64_t rows, int64_t d,
+                                            double eps, void* y, void* rstd, cudaStream_t s) {
+  return for_float_type(type, [&](auto t) {
+    using T = decltype(t);
+    return launch_for_each_row(rows,
+                               RmsNormRows<T>{static_cast<const T*>(x), static_cast<const T*>(weight), d, eps,
+                                              static_cast<T*>(y), static_cast<T*>(rstd)},
+                               s);
+  });
+}
+
+extern "C" cudaError_t strata_rms_norm_backward(int32_t type, const void* grad, const void* x, const void* weight,
+                                                const void* rstd, int64_t rows, int64_t d, void* dx, void* partials,
+                                                void* dweight, cudaStream_t s) {
+  return for_float_type(type, [&](auto t) -> cudaError_t {
+    using T = decltype(t);
+    const T* g = static_cast<const T*>(grad);
+    const T* xv = static_cast<const T*>(x);
+    const T* rs = static_cast<const T*>(rstd);
+    if (dx != nullptr) {
+      const cudaError_t err = launch_for_each_row(
+          rows, RmsNormBackwardRows<T>{g, xv, static_cast<const T*>(weight), rs, d, static_cast<T*>(dx)}, s);
+      if (err != cudaSuccess) return err;
+    }
+    if (dweight == nullptr) return cudaSuccess;
+    const int64_t blocks = column_blocks(rows);
+    T* p = static_cast<T*>(partials);
+    rms_norm_partials_kernel<<<grid_for(blocks * d), kThreads, 0, s>>>(g, xv, rs, rows, d, p);
+    const cudaError_t err = cudaGetLastError();
+    return err == cudaSuccess ? column_totals(p, blocks, d, 0, d, dweight, s) : err;
+  });
+}
