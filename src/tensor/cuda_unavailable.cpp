@@ -91,5 +91,9 @@ Tensor embedding_forward(const Tensor&, const Tensor& weight) { no_cuda("embeddi
 Tensor embedding_backward(const Tensor& grad, const Tensor&, int64_t) { no_cuda("embedding backward", grad.device()); }
 Tensor rotary_apply(const Tensor& x, const Tensor&, const Tensor&, bool) { no_cuda("rotary_embedding", x.device()); }
 Tensor dropout_apply(const Tensor& x, double, uint64_t, uint64_t) { no_cuda("dropout", x.device()); }
+Tensor matmul(const Tensor& a, const Tensor&, const Shape&, const Tensor&, const char* name) {
+  no_cuda(name, a.device());
+}
+Tensor matmul_sum(const Tensor& a, const Tensor&, const char* name) { no_cuda(name, a.device()); }
 }  // namespace cuda_ops
 }  // namespace strata

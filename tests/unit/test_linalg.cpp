@@ -167,6 +167,28 @@ TEST(Matmul, Errors) {
   EXPECT_THROW(matmul(ones({3}), ones({4})), Error);
 }
 
+// 16-bit operands are a CUDA feature (cuBLASLt); on the CPU they stay refused, naming the
+// operand and both ways out.
+TEST(Matmul, SixteenBitOnCpuIsRefused) {
+  for (DType dt : {DType::BFloat16, DType::Float16}) {
+    Tensor h = ones({2, 3}, {.dtype = dt});
+    const std::string name(dtype_name(dt));
+    expect_error_mentions([&] { matmul(h, ones({3, 2}, {.dtype = dt})); },
+                          {"matmul: a has dtype " + name, "[2, 3]", "on cpu", "bfloat16/float16 on CUDA", ".to()"});
+    expect_error_mentions([&] { linear(h, ones({4, 3}, {.dtype = dt})); }, {"linear: input has dtype " + name});
+  }
+}
+
+// The TF32 switch of the CUDA GEMM is off by default and reads back what was set, in any
+// build (without CUDA it has no effect).
+TEST(Matmul, Tf32SwitchDefaultsOff) {
+  EXPECT_FALSE(cuda::allow_tf32());
+  cuda::set_allow_tf32(true);
+  EXPECT_TRUE(cuda::allow_tf32());
+  cuda::set_allow_tf32(false);
+  EXPECT_FALSE(cuda::allow_tf32());
+}
+
 TEST(Linear, MatchesMatmulPlusBias) {
   for (DType dt : {DType::Float64, DType::Float32}) {
     const double tol = dt == DType::Float64 ? 1e-12 : 1e-5;

@@ -16,4 +16,11 @@ int current_device();
 // Blocks until every stream of `device` (-1: the current one) is idle.
 void synchronize(int device = -1);
 
+// float32 matmul/linear on CUDA may use TF32 tensor cores (inputs rounded to 10 mantissa
+// bits, float32 accumulation; about 1e-3 relative error), as PyTorch's
+// torch.backends.cuda.matmul.allow_tf32. Off by default: float32 products are computed in
+// float32. Process-wide; read when each product is issued. Works without CUDA too (no effect).
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
 }  // namespace strata::cuda

@@ -52,4 +52,10 @@ Tensor rotary_apply(const Tensor& x, const Tensor& cos, const Tensor& sin, bool 
 // Dropout (cuda/dropout.cpp), as cpu/dropout.h's dropout_apply: the same mask.
 Tensor dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset);
 
+// cpu::matmul and cpu::matmul_sum (tensor/cpu/matmul.h) through cuBLASLt (cuda/matmul.cpp),
+// running the same gemm::Plan; float32, float64, bfloat16 and float16 (16-bit with float32
+// accumulation). `name` is the public op in errors.
+Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& bias, const char* name);
+Tensor matmul_sum(const Tensor& a, const Tensor& b, const char* name);
+
 }  // namespace strata::cuda_ops

@@ -1,12 +1,16 @@
-// matmul and linear: argument checks, the device switch, autograd. The CPU kernel
-// (cpu/matmul) reads strided operands in place as the shared GEMM plan (gemm_plan.h)
-// describes: transposes go to BLAS as flags, only layouts no GEMM can address are copied.
+// matmul and linear: argument checks, the device switch, autograd. Both kernels, the CPU's
+// (cpu/matmul) and CUDA's (cuda/matmul, cuBLASLt), read strided operands in place as the
+// shared GEMM plan (gemm_plan.h) describes: transposes go to the GEMM as flags, only layouts
+// no GEMM can address are copied. On CUDA the operands may also be bfloat16/float16 (float32
+// accumulation, output in the input dtype).
 #include "strata/tensor/ops/linalg.h"
 
 #include "../cpu/matmul.h"
+#include "../cuda/cuda_ops.h"
 #include "../device_dispatch.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
+#include "strata/tensor/factory.h"
 #include "strata/tensor/ops/reduce.h"
 
 namespace strata {
@@ -16,13 +20,17 @@ namespace {
 // b is [batch.., K, N] or [K, N]; a 2-D operand is shared by every batch entry. `op` names
 // the public op in errors.
 Tensor bmm(const char* op, const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& bias = {}) {
-  return detail::on_device(op, a.device(), [&] { return cpu::matmul(a.detach(), b.detach(), batch, bias); });
+  return detail::on_device(
+      op, a.device(), [&] { return cpu::matmul(a.detach(), b.detach(), batch, bias); },
+      [&] { return cuda_ops::matmul(a.detach(), b.detach(), batch, bias, op); });
 }
 
 // out[M, N] = sum over the batch of a[i] @ b[i]; a [batch.., M, K], b [batch.., K, N] (the
 // gradient of an operand that was shared across a batch).
 Tensor bmm_sum(const char* op, const Tensor& a, const Tensor& b) {
-  return detail::on_device(op, a.device(), [&] { return cpu::matmul_sum(a.detach(), b.detach()); });
+  return detail::on_device(
+      op, a.device(), [&] { return cpu::matmul_sum(a.detach(), b.detach()); },
+      [&] { return cuda_ops::matmul_sum(a.detach(), b.detach(), op); });
 }
 
 std::vector<int64_t> dim_range(int64_t begin, int64_t end) {
@@ -33,10 +41,34 @@ std::vector<int64_t> dim_range(int64_t begin, int64_t end) {
 
 Shape leading(const Shape& s, size_t drop) { return Shape(s.begin(), s.end() - static_cast<std::ptrdiff_t>(drop)); }
 
+// float32/float64 everywhere; bfloat16/float16 too on CUDA (cuBLASLt accumulates them in
+// float32; the CPU GEMM backends take neither).
 void check_operand(const Tensor& t, const char* op, const char* name) {
   STRATA_CHECK(t.defined(), op, ": ", name, " is undefined");
-  STRATA_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Float64, op, ": ", name, " has dtype ", t.dtype(),
-               " (shape ", t.shape(), "); float32 or float64 is supported");
+  const bool supported = t.dtype() == DType::Float32 || t.dtype() == DType::Float64 ||
+                         (t.device().is_cuda() && detail::is_16bit(t.dtype()));
+  STRATA_CHECK(supported, op, ": ", name, " has dtype ", t.dtype(), " (shape ", t.shape(), ", on ", t.device(),
+               "); float32 or float64 is supported, and bfloat16/float16 on CUDA",
+               t.device().is_cpu() && detail::is_16bit(t.dtype()) ? " (convert with .to(), or move to CUDA)" : "");
+}
+
+// A parameter's values in the compute dtype: with 16-bit compute (CUDA only) the parameter
+// has that dtype already (check_param) and is used as is; otherwise as detail::param_values.
+Tensor compute_values(const Tensor& param, DType compute) {
+  if (!param.defined()) return param;
+  return detail::is_16bit(compute) ? param.detach() : detail::param_values(param);
+}
+
+// The bias gradient: g's column sums. float32/float64 through sum, which runs one fixed
+// order on both devices (the CPU and GPU agree bit for bit). 16-bit gradients (CUDA only;
+// sum takes neither dtype) as a GEMM, g^T @ ones: one deterministic call (the batch folds
+// into the contraction), float32 accumulation, one rounding to g's dtype. g is [batch.., M, out].
+Tensor bias_grad(const Tensor& g) {
+  if (!detail::is_16bit(g.dtype())) return sum(g, dim_range(0, g.dim() - 1));
+  Shape ones_shape = leading(g.shape(), 1);
+  ones_shape.push_back(1);
+  const Tensor ones = full(ones_shape, 1.0, {.dtype = g.dtype(), .device = g.device()});
+  return bmm_sum("linear", g.transpose(-1, -2), ones).view({g.size(-1)});
 }
 
 }  // namespace
@@ -100,22 +132,25 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor x2 = vector_in ? x.detach().unsqueeze(0) : x.detach();
   const Shape batch = leading(x2.shape(), 2);
   // A 16-bit weight or bias is used through a float32 copy that dies with this forward.
-  Tensor out = bmm("linear", x2, detail::param_values(weight).transpose(0, 1), batch, detail::param_values(bias));
+  Tensor out = bmm("linear", x2, compute_values(weight, x.dtype()).transpose(0, 1), batch,
+                   compute_values(bias, x.dtype()));
   if (vector_in) out = out.view({weight.size(0)});
 
   if (autograd::needs_grad({x, weight, bias})) {
     const DType bdt = bias.defined() ? bias.dtype() : x.dtype();
     autograd::record("LinearBackward", {x, weight, bias}, {out},
-                     [x2, w = weight.detach(), bdt, batch, x_shape = x.shape()](autograd::BackwardContext& ctx) {
+                     [x2, w = weight.detach(), bdt, batch, x_shape = x.shape(),
+                      cdt = x.dtype()](autograd::BackwardContext& ctx) {
                        Tensor g = ctx.grad();
                        if (g.dim() == 1) g = g.unsqueeze(0);
                        Tensor gx, gw, gb;
                        // dx = dy W (one GEMM over all rows), dW = dy^T x (the rows are the
-                       // contraction, so one GEMM too), db = column sums of dy. A 16-bit W is
-                       // converted again here; its gradients are rounded to its dtype.
-                       if (ctx.needs(0)) gx = bmm("linear", g, detail::param_values(w), batch).view(x_shape);
+                       // contraction, so one GEMM too), db = column sums of dy. A 16-bit W of a
+                       // float32 input is converted again here; its gradients are rounded to its
+                       // dtype.
+                       if (ctx.needs(0)) gx = bmm("linear", g, compute_values(w, cdt), batch).view(x_shape);
                        if (ctx.needs(1)) gw = detail::param_grad(bmm_sum("linear", g.transpose(-1, -2), x2), w.dtype());
-                       if (ctx.needs(2)) gb = detail::param_grad(sum(g, dim_range(0, g.dim() - 1)), bdt);
+                       if (ctx.needs(2)) gb = detail::param_grad(bias_grad(g), bdt);
                        return std::vector<Tensor>{gx, gw, gb};
                      });
   }
