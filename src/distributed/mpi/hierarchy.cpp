@@ -90,7 +90,9 @@ class Pipeline {
   Pipeline(const Hierarchy& h, int64_t seq, const RingArgs& a) : h_(h), seq_(seq), a_(a) {
     const int64_t esize = static_cast<int64_t>(element_size(a.type));
     const int64_t e = hier_segment_elems(a.count, esize, h.segment_bytes);
-    for (int64_t lo = 0; lo < a.count; lo += e) {
+    // An empty buffer still makes one (empty) segment: its arena ops check that every rank
+    // of the node issued the same op, as for any size.
+    for (int64_t lo = 0; lo < a.count || (lo == 0 && segs_.empty()); lo += e) {
       Segment sg;
       sg.lo = lo;
       sg.count = std::min(e, a.count - lo);
