@@ -4,6 +4,7 @@
 // path's result bit for bit (test_collective_paths.cpp, test_hierarchical.cpp).
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 namespace strata::test {
@@ -32,12 +33,23 @@ T rank_order(const std::vector<std::vector<T>>& x, int64_t i) {
   return acc;
 }
 
+// The hierarchical all_reduce's segment length (src/distributed/mpi/hierarchy.h,
+// hier_segment_elems): STRATA_MPI_HIER_SEGMENT_BYTES over the element size, at least
+// ceil(len / 64); unset or 0: one segment.
+inline int64_t hier_segment_elems(int64_t len, int64_t element_bytes) {
+  const char* v = std::getenv("STRATA_MPI_HIER_SEGMENT_BYTES");
+  const int64_t bytes = v && *v ? std::atoll(v) : 0;
+  if (len <= 0 || bytes <= 0) return std::max<int64_t>(len, 1);
+  return std::max({bytes / element_bytes, (len + 63) / 64, int64_t{1}});
+}
+
 // The hierarchical path on K nodes of `per_node` consecutive group ranks each (node k holds
 // ranks k*L .. k*L+L-1, as pretend nodes of consecutive world ranks do): each node sums its
 // ranks in order, then the node sums go around the sub-ring starting after node j, where j
 // is the node that finishes the piece: for all_reduce, the ring chunk (of ceil(len_l / K))
-// within local chunk l (of ceil(len / L)); for reduce_scatter, the node of the rank whose
-// chunk (of ceil(len / N)) holds i.
+// within local chunk l (of ceil(len_s / L)) of the segment (of len_s elements,
+// hier_segment_elems) that holds i; for reduce_scatter, the node of the rank whose chunk (of
+// ceil(len / N)) holds i.
 template <class T>
 T hier_order(const std::vector<std::vector<T>>& x, int per_node, bool reduce_scatter, int64_t len, int64_t i) {
   const int n = static_cast<int>(x.size()), big_l = per_node, k = n / per_node;
@@ -46,9 +58,12 @@ T hier_order(const std::vector<std::vector<T>>& x, int per_node, bool reduce_sca
     const int64_t c = (len + n - 1) / n;
     j = static_cast<int>(i / c) / big_l;
   } else {
-    const int64_t cl = (len + big_l - 1) / big_l;
-    const int64_t l = i / cl, o = i - l * cl;
-    const int64_t len_l = std::min(cl, len - l * cl);
+    const int64_t e = hier_segment_elems(len, static_cast<int64_t>(sizeof(T)));
+    const int64_t seg_lo = i / e * e;
+    const int64_t len_s = std::min(e, len - seg_lo), at = i - seg_lo;  // within the segment
+    const int64_t cl = (len_s + big_l - 1) / big_l;
+    const int64_t l = at / cl, o = at - l * cl;
+    const int64_t len_l = std::min(cl, len_s - l * cl);
     const int64_t ck = (len_l + k - 1) / k;
     j = static_cast<int>(o / ck);
   }

@@ -115,6 +115,7 @@ InitResult Engine::start() {
   // Read here first so that a bad value fails init on this thread (make_group reads them
   // again on the worker, inside collectives that a throw on one rank would leave hanging).
   detail::hierarchical_mode();
+  detail::env_count("STRATA_MPI_HIER_SEGMENT_BYTES", 0, "byte count");
   detail::test_node_size();
   InitResult result;
   std::string error;

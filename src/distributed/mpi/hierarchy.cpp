@@ -70,16 +70,112 @@ struct Blocks {
   int64_t block_elems() const { return static_cast<int64_t>(h.per_node) * c; }
 };
 
+// all_reduce in segments of E elements (hier_segment_elems): segment s runs the three
+// phases on its own (shm reduce-scatter, ring all-reduce of this rank's local chunk of it,
+// shm all-gather), and the segments overlap: while segment s crosses the network, the
+// arena already reduces segment s+1 .. s+kRingsInFlight-1 and gathers segment s-1, so the
+// node-local work hides behind the network instead of adding to it.
+//
+// The arena runs its ops one at a time in the order they were made (the same on every
+// rank of the node), so all of them are made up front in a fixed schedule: RS 0 .. RS D-1,
+// then AG s, RS s+D for s = 0, 1, ... (D = kRingsInFlight). The arena only runs AG s once
+// segment s's ring is done; segment s's ring starts once RS s is done. Each ring has its
+// own tag (seq * kMaxSegments + s), so the rings of one op, in flight together on the
+// sub-ring, never match each other's messages. With one segment (the default) this is the
+// three phases one after the other.
+constexpr int kRingsInFlight = 2;  // rings of one op in flight at once
+
+class Pipeline {
+ public:
+  Pipeline(const Hierarchy& h, int64_t seq, const RingArgs& a) : h_(h), seq_(seq), a_(a) {
+    const int64_t esize = static_cast<int64_t>(element_size(a.type));
+    const int64_t e = hier_segment_elems(a.count, esize, h.segment_bytes);
+    // An empty buffer still makes one (empty) segment: its arena ops check that every rank
+    // of the node issued the same op, as for any size.
+    for (int64_t lo = 0; lo < a.count || (lo == 0 && segs_.empty()); lo += e) {
+      Segment sg;
+      sg.lo = lo;
+      sg.count = std::min(e, a.count - lo);
+      sg.len = chunk_len(sg.count, h.per_node, h.local);
+      sg.mine = at(a.out, lo + chunk_begin(sg.count, h.per_node, h.local), esize);
+      segs_.push_back(std::move(sg));
+    }
+    const int n = static_cast<int>(segs_.size());
+    for (int s = 0; s < std::min(n, kRingsInFlight); ++s) add_shm(false, s, esize);
+    for (int s = 0; s < n; ++s) {
+      add_shm(true, s, esize);
+      if (s + kRingsInFlight < n) add_shm(false, s + kRingsInFlight, esize);
+    }
+  }
+
+  PollResult poll() {
+    bool any = false;
+    for (;;) {
+      bool moved = false;
+      // The arena's next op; an all-gather waits for its segment's ring.
+      while (next_ < shm_.size()) {
+        const Step& st = steps_[next_];
+        Segment& sg = segs_[static_cast<size_t>(st.seg)];
+        if (st.gather && !sg.ring_done) break;
+        const PollResult r = shm_[next_]();
+        if (r == PollResult::Progressed) moved = true;
+        if (r != PollResult::Done) break;
+        shm_[next_] = nullptr;
+        ++next_;
+        moved = true;
+        if (!st.gather) {
+          const int64_t tag_seq = seq_ * kMaxSegments + st.seg;
+          sg.ring = make_ring(h_.inter, tag_seq, {RingKind::AllReduce, a_.type, a_.op, sg.len, sg.mine, sg.mine});
+        }
+      }
+      for (Segment& sg : segs_) {
+        if (!sg.ring) continue;
+        const PollResult r = sg.ring();
+        if (r == PollResult::Progressed) moved = true;
+        if (r == PollResult::Done) {
+          sg.ring = nullptr;  // releases its scratch
+          sg.ring_done = true;
+          moved = true;
+        }
+      }
+      if (!moved) break;
+      any = true;
+    }
+    if (next_ == shm_.size()) return PollResult::Done;  // the last all-gather ran after its ring
+    return any ? PollResult::Progressed : PollResult::Waiting;
+  }
+
+ private:
+  struct Segment {
+    int64_t lo = 0, count = 0, len = 0;  // elements of the buffer; this rank's local chunk of them
+    void* mine = nullptr;                // that local chunk, in place
+    PhasePoll ring;                      // while in flight
+    bool ring_done = false;
+  };
+  struct Step {
+    bool gather;
+    int seg;
+  };
+  void add_shm(bool gather, int s, int64_t esize) {
+    const Segment& sg = segs_[static_cast<size_t>(s)];
+    void* seg_buf = at(a_.out, sg.lo, esize);
+    steps_.push_back({gather, s});
+    shm_.push_back(gather ? make_shm(h_.node, {RingKind::AllGather, a_.type, ReduceOp::Sum, sg.count, sg.mine, seg_buf})
+                          : make_shm(h_.node, {RingKind::ReduceScatter, a_.type, a_.op, sg.count, seg_buf, sg.mine}));
+  }
+
+  const Hierarchy& h_;
+  int64_t seq_;
+  RingArgs a_;
+  std::vector<Segment> segs_;
+  std::vector<Step> steps_;     // the arena's ops of this all_reduce, in the order made
+  std::vector<PhasePoll> shm_;  // [i]: steps_[i]
+  size_t next_ = 0;             // the arena's next op
+};
+
 PhasePoll all_reduce(const Hierarchy& h, int64_t seq, const RingArgs& a) {
-  const int64_t esize = static_cast<int64_t>(element_size(a.type));
-  const int64_t lo = chunk_begin(a.count, h.per_node, h.local), len = chunk_len(a.count, h.per_node, h.local);
-  void* mine = at(a.out, lo, esize);
-  std::vector<PhasePoll> phases;
-  phases.push_back(make_shm(h.node, {RingKind::ReduceScatter, a.type, a.op, a.count, a.out, mine}));
-  phases.push_back(make_ring(h.inter, seq, {RingKind::AllReduce, a.type, a.op, len, mine, mine}));
-  phases.push_back(make_shm(h.node, {RingKind::AllGather, a.type, ReduceOp::Sum, a.count, mine, a.out}));
-  auto chain = std::make_shared<Chain>(std::move(phases), nullptr);
-  return [chain] { return chain->poll(); };
+  auto pipe = std::make_shared<Pipeline>(h, seq, a);
+  return [pipe] { return pipe->poll(); };
 }
 
 // For each node block k: a shared-memory reduce-scatter over this node gives this rank the
@@ -178,10 +274,15 @@ std::shared_ptr<Hierarchy> Hierarchy::create(MPI_Comm comm, int rank, int size, 
   } catch (const std::exception&) {
     mode = 0;
   }
-  // {max L, -min L, flat asked anywhere, forced anywhere}
-  int mine[4] = {nodes.size, -nodes.size, mode == 0 ? 1 : 0, mode == 1 ? 1 : 0}, all[4] = {};
-  STRATA_MPI(MPI_Allreduce(mine, all, 4, MPI_INT, MPI_MAX, comm));
-  const int per_node = all[0];
+  int64_t segment = kDefaultHierSegmentBytes;
+  try {
+    segment = detail::env_count("STRATA_MPI_HIER_SEGMENT_BYTES", kDefaultHierSegmentBytes, "byte count");
+  } catch (const std::exception&) {  // validated at init
+  }
+  // {max L, -min L, flat asked anywhere, forced anywhere, largest segment}
+  int64_t mine[5] = {nodes.size, -nodes.size, mode == 0 ? 1 : 0, mode == 1 ? 1 : 0, segment}, all[5] = {};
+  STRATA_MPI(MPI_Allreduce(mine, all, 5, MPI_INT64_T, MPI_MAX, comm));
+  const int per_node = static_cast<int>(all[0]);
   if (per_node != -all[1] || per_node < 2 || all[2] != 0) return nullptr;
 
   auto h = std::make_shared<Hierarchy>();
@@ -189,6 +290,7 @@ std::shared_ptr<Hierarchy> Hierarchy::create(MPI_Comm comm, int rank, int size, 
   h->nodes = size / per_node;
   h->local = nodes.rank;
   h->forced = all[3] != 0;
+  h->segment_bytes = all[4];
   h->node = ShmArena::create(nodes.comm, nodes.rank, nodes.size, nodes.size);
   // Sub-ring l, its nodes in the order of their lowest group rank (the same for every l).
   int leader = 0;
@@ -224,6 +326,12 @@ std::shared_ptr<Hierarchy> Hierarchy::create(MPI_Comm comm, int rank, int size, 
 
 void Hierarchy::free_comms() {
   if (inter.comm != MPI_COMM_NULL) MPI_Comm_free(&inter.comm);
+}
+
+int64_t hier_segment_elems(int64_t count, int64_t element_bytes, int64_t segment_bytes) {
+  if (count <= 0 || segment_bytes <= 0) return std::max<int64_t>(count, 1);
+  const int64_t fewest = (count + kMaxSegments - 1) / kMaxSegments;
+  return std::max({segment_bytes / element_bytes, fewest, int64_t{1}});
 }
 
 bool use_hierarchical(const GroupState& g, int64_t bytes) {

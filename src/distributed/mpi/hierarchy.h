@@ -7,9 +7,12 @@
 // local index l, one per node ("sub-ring l"): L sub-rings run side by side, so every rank's
 // link carries 1/L of the inter-node traffic and no rank forwards another node's data.
 //
-//   all_reduce:     shm reduce-scatter of the buffer over the node (local rank l gets chunk
-//                   l of ceil(M/L)), ring all-reduce of that chunk over sub-ring l, shm
-//                   all-gather over the node. In place, no staging copy.
+//   all_reduce:     per segment of the buffer (hier_segment_elems; by default one, the
+//                   whole buffer): shm reduce-scatter of the segment over the node (local
+//                   rank l gets chunk l of ceil(len/L)), ring all-reduce of that chunk over
+//                   sub-ring l, shm all-gather over the node; several segments overlap (one
+//                   crosses the network while the node reduces the next and gathers the
+//                   previous). In place, no staging copy.
 //   reduce_scatter: the flat contract gives group rank r chunk r of ceil(M/N), N = K*L. The
 //                   input is first copied into a staging buffer of N*c elements (c =
 //                   ceil(M/N)), region l*K + n holding the chunk of the rank with local
@@ -24,7 +27,8 @@
 // hold the same bits): each node first sums its ranks in local order (shared memory's rank
 // order), then the node sums are added around the sub-ring as the ring does, starting after
 // the node that finishes the piece: reduce_scatter's chunk of the rank on node n, and
-// all_reduce's ring chunk j (of ceil(len/K)) inside local chunk l, end on node n (resp. j).
+// all_reduce's ring chunk j (of ceil(len_l/K)) inside local chunk l (of ceil(len/L)) of a
+// segment (of len elements), end on node n (resp. j).
 // Nodes are ordered by their lowest group rank, local indices by group rank.
 #include <memory>
 #include <vector>
@@ -43,6 +47,7 @@ struct Hierarchy {
   int local = 0;                   // l
   std::vector<int> group_rank;     // [l * K + n]: the group rank with local index l on node n
   bool forced = false;             // STRATA_MPI_HIERARCHICAL=1: every size, not only the ring's
+  int64_t segment_bytes = 0;       // all_reduce's segments (hier_segment_elems); the same on every rank
 
   // Collective over `comm` (rank `rank` of `size`, split into nodes by `nodes`); null where the
   // group does not qualify (one node, nodes with different numbers of its ranks, one rank a
@@ -52,6 +57,16 @@ struct Hierarchy {
   // Frees the sub-ring's communicator (the group's "free" op).
   void free_comms();
 };
+
+// all_reduce may run in segments that overlap (hierarchy.cpp, Pipeline): segment s is
+// elements [s*E, min((s+1)*E, M)), E = segment_bytes / element size, at least
+// ceil(M / kMaxSegments); one segment (E = M) when segment_bytes is 0, the default.
+// STRATA_MPI_HIER_SEGMENT_BYTES sets segment_bytes; the group takes the largest value any
+// rank asks for, so every rank cuts alike. Off by default: on the 2-vCPU test cluster the
+// overlap gained nothing measurable and cost CPU (docs/performance.md).
+constexpr int kMaxSegments = 64;
+constexpr int64_t kDefaultHierSegmentBytes = 0;
+int64_t hier_segment_elems(int64_t count, int64_t element_bytes, int64_t segment_bytes);
 
 // Whether a collective of `bytes` (the full buffer, as for use_ring) on `g` is hierarchical:
 // the group has a hierarchy and the ring would take this size (or STRATA_MPI_HIERARCHICAL=1).
