@@ -52,6 +52,7 @@
 #include "strata/parallel/tp_mappings.h"
 #include "strata/parallel/zero.h"
 #include "strata/tensor/allocator.h"
+#include "strata/tensor/autocast.h"
 #include "strata/tensor/cuda.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops.h"

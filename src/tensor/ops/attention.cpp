@@ -13,6 +13,7 @@
 #include "attention_composite.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
+#include "strata/tensor/autocast.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops/compare.h"
 #include "strata/tensor/ops/nn_functional.h"
@@ -105,6 +106,10 @@ Tensor additive_mask(const Tensor& mask, const Shape& scores, DType dtype) {
   return m.expand(scores);
 }
 
+// Under autocast the CPU too runs the composed attention, whose products round as autocast's
+// (the fused kernel computes in float32): the same numerics on both devices.
+bool under_autocast(const Tensor& q) { return autocast::active() && q.dtype() == DType::Float32; }
+
 double default_scale(const Tensor& q) { return 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(q.size(3), 1))); }
 
 }  // namespace
@@ -127,6 +132,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   if (options.mask.defined()) check_mask(options.mask, scores, q.dtype());
   const Device device = detail::common_device("attention", {{"q", q}, {"k", k}, {"v", v}, {"mask", options.mask}});
   Tensor mask = options.mask.defined() ? additive_mask(options.mask, scores, q.dtype()) : Tensor();
+  if (under_autocast(q)) return detail::composite_attention(q, k, v, options.causal, scale, mask);
   return detail::on_device(
       "attention", device, [&] { return cpu_attention(q, k, v, {.causal = options.causal, .scale = scale, .mask = mask}); },
       [&] { return detail::composite_attention(q, k, v, options.causal, scale, mask); });
@@ -139,6 +145,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
                  q.shape(), " (all three must be [B, H, T, D])");
   }
   const Device device = detail::common_device("causal_attention", {{"q", q}, {"k", k}, {"v", v}});
+  if (under_autocast(q)) return detail::composite_attention(q, k, v, true, default_scale(q), Tensor());
   return detail::on_device(
       "causal_attention", device,
       [&] { return cpu_attention(q, k, v, {.causal = true, .scale = default_scale(q), .mask = Tensor()}); },

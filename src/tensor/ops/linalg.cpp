@@ -10,16 +10,56 @@
 #include "../device_dispatch.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
+#include "strata/tensor/autocast.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops/reduce.h"
 
 namespace strata {
 namespace {
 
+// Under autocast (strata/tensor/autocast.h) a float32 product computes as torch.autocast's:
+// operands rounded to the 16-bit dtype, float32 accumulation, the result rounded to it. On
+// CUDA the operands are converted and cuBLASLt runs the 16-bit GEMM; on the CPU the rounding
+// is applied around the float32 GEMM. The result comes back in float32. `cast` is the
+// autocast dtype the product was recorded under (nullopt: none).
+using Cast = std::optional<DType>;
+
+Cast autocast_for(const Tensor& a) {
+  const Cast c = autocast::active();
+  return c && a.dtype() == DType::Float32 ? c : std::nullopt;
+}
+
+// t's values rounded to `dtype`, in float32 (the CPU's emulation of a 16-bit operand).
+Tensor rounded(const Tensor& t, DType dtype) { return t.defined() ? t.to(dtype).to(DType::Float32) : t; }
+
+// t converted to `dtype` on its device, keeping a transposed matrix transposed (the GEMM
+// reads it with a flag) rather than copying it into row-major order first.
+Tensor converted(const Tensor& t, DType dtype) {
+  if (!t.defined()) return t;
+  if (!t.is_contiguous() && t.dim() >= 2 && t.transpose(-1, -2).is_contiguous())
+    return t.transpose(-1, -2).to(dtype).transpose(-1, -2);
+  return t.contiguous().to(dtype);
+}
+
 // out[batch.., M, N] = a[i] @ b[i] (+ bias on every row). a is [batch.., M, K] or [M, K],
 // b is [batch.., K, N] or [K, N]; a 2-D operand is shared by every batch entry. `op` names
 // the public op in errors.
-Tensor bmm(const char* op, const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& bias = {}) {
+Tensor bmm(const char* op, const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& bias = {},
+           Cast cast = std::nullopt) {
+  if (cast) {
+    return detail::on_device(
+        op, a.device(),
+        [&] {
+          return rounded(cpu::matmul(rounded(a.detach(), *cast), rounded(b.detach(), *cast), batch,
+                                     rounded(bias, *cast)),
+                         *cast);
+        },
+        [&] {
+          return cuda_ops::matmul(converted(a.detach(), *cast), converted(b.detach(), *cast), batch,
+                                  converted(bias, *cast), op)
+              .to(DType::Float32);
+        });
+  }
   return detail::on_device(
       op, a.device(), [&] { return cpu::matmul(a.detach(), b.detach(), batch, bias); },
       [&] { return cuda_ops::matmul(a.detach(), b.detach(), batch, bias, op); });
@@ -27,7 +67,16 @@ Tensor bmm(const char* op, const Tensor& a, const Tensor& b, const Shape& batch,
 
 // out[M, N] = sum over the batch of a[i] @ b[i]; a [batch.., M, K], b [batch.., K, N] (the
 // gradient of an operand that was shared across a batch).
-Tensor bmm_sum(const char* op, const Tensor& a, const Tensor& b) {
+Tensor bmm_sum(const char* op, const Tensor& a, const Tensor& b, Cast cast = std::nullopt) {
+  if (cast) {
+    return detail::on_device(
+        op, a.device(),
+        [&] { return rounded(cpu::matmul_sum(rounded(a.detach(), *cast), rounded(b.detach(), *cast)), *cast); },
+        [&] {
+          return cuda_ops::matmul_sum(converted(a.detach(), *cast), converted(b.detach(), *cast), op)
+              .to(DType::Float32);
+        });
+  }
   return detail::on_device(
       op, a.device(), [&] { return cpu::matmul_sum(a.detach(), b.detach()); },
       [&] { return cuda_ops::matmul_sum(a.detach(), b.detach(), op); });
@@ -94,20 +143,22 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                " (they must be equal, or one operand must be a matrix)");
   const Shape batch = batch_a.empty() ? batch_b : batch_a;
 
-  Tensor out = bmm("matmul", a, b, batch);
+  const Cast cast = autocast_for(a);
+  Tensor out = bmm("matmul", a, b, batch, {}, cast);
   if (autograd::needs_grad({a, b})) {
-    autograd::record("MatmulBackward", {a, b}, {out}, [a = a.detach(), b = b.detach(), batch](autograd::BackwardContext& ctx) {
+    autograd::record("MatmulBackward", {a, b}, {out},
+                     [a = a.detach(), b = b.detach(), batch, cast](autograd::BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
       Tensor ga, gb;
       // dA = dC B^T, dB = A^T dC; the transposes are views BLAS reads with a flag. An operand
       // shared across the batch gets the sum over the batch.
       if (ctx.needs(0)) {
         Tensor bt = b.transpose(-1, -2);
-        ga = (a.dim() == 2 && b.dim() > 2) ? bmm_sum("matmul", g, bt) : bmm("matmul", g, bt, batch);
+        ga = (a.dim() == 2 && b.dim() > 2) ? bmm_sum("matmul", g, bt, cast) : bmm("matmul", g, bt, batch, {}, cast);
       }
       if (ctx.needs(1)) {
         Tensor at = a.transpose(-1, -2);
-        gb = (b.dim() == 2 && a.dim() > 2) ? bmm_sum("matmul", at, g) : bmm("matmul", at, g, batch);
+        gb = (b.dim() == 2 && a.dim() > 2) ? bmm_sum("matmul", at, g, cast) : bmm("matmul", at, g, batch, {}, cast);
       }
       return std::vector<Tensor>{ga, gb};
     });
@@ -132,15 +183,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor x2 = vector_in ? x.detach().unsqueeze(0) : x.detach();
   const Shape batch = leading(x2.shape(), 2);
   // A 16-bit weight or bias is used through a float32 copy that dies with this forward.
+  const Cast cast = autocast_for(x);
   Tensor out = bmm("linear", x2, compute_values(weight, x.dtype()).transpose(0, 1), batch,
-                   compute_values(bias, x.dtype()));
+                   compute_values(bias, x.dtype()), cast);
   if (vector_in) out = out.view({weight.size(0)});
 
   if (autograd::needs_grad({x, weight, bias})) {
     const DType bdt = bias.defined() ? bias.dtype() : x.dtype();
     autograd::record("LinearBackward", {x, weight, bias}, {out},
-                     [x2, w = weight.detach(), bdt, batch, x_shape = x.shape(),
-                      cdt = x.dtype()](autograd::BackwardContext& ctx) {
+                     [x2, w = weight.detach(), bdt, batch, x_shape = x.shape(), cdt = x.dtype(),
+                      cast](autograd::BackwardContext& ctx) {
                        Tensor g = ctx.grad();
                        if (g.dim() == 1) g = g.unsqueeze(0);
                        Tensor gx, gw, gb;
@@ -148,8 +200,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                        // contraction, so one GEMM too), db = column sums of dy. A 16-bit W of a
                        // float32 input is converted again here; its gradients are rounded to its
                        // dtype.
-                       if (ctx.needs(0)) gx = bmm("linear", g, compute_values(w, cdt), batch).view(x_shape);
-                       if (ctx.needs(1)) gw = detail::param_grad(bmm_sum("linear", g.transpose(-1, -2), x2), w.dtype());
+                       if (ctx.needs(0)) gx = bmm("linear", g, compute_values(w, cdt), batch, {}, cast).view(x_shape);
+                       if (ctx.needs(1))
+                         gw = detail::param_grad(bmm_sum("linear", g.transpose(-1, -2), x2, cast), w.dtype());
                        if (ctx.needs(2)) gb = detail::param_grad(bias_grad(g), bdt);
                        return std::vector<Tensor>{gx, gw, gb};
                      });
