@@ -12,12 +12,13 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 
 programs=()
-for p in tests/strata_gpu_tests tests/gpu_nccl tests/gpu_nccl_failure tests/gpu_mpi_cuda tests/gpu_ddp tests/gpu_zero benchmarks/bench_fused_adam; do
+for p in tests/strata_gpu_tests tests/gpu_nccl tests/gpu_nccl_failure tests/gpu_mpi_cuda tests/gpu_ddp tests/gpu_zero benchmarks/bench_fused_adam benchmarks/bench_gpt2_gpu; do
   [ -x "$build/$p" ] && programs+=("$build/$p")
 done
 [ ${#programs[@]} -gt 0 ] || { echo "bundle.sh: no GPU programs in $build (built with CUDA?)" >&2; exit 2; }
 mkdir -p "$stage/strata/bin" "$stage/strata/lib" "$stage/root"
 cp "${programs[@]}" "$stage/strata/bin/"
+cp "$(dirname "${BASH_SOURCE[0]}")/../../benchmarks/gpt2_gpu_torch.py" "$stage/strata/bin/"  # the PyTorch peer
 
 # Open MPI, at its own absolute paths (its components and help files are found there).
 mpi_files=$(dpkg -L libopenmpi3 openmpi-bin openmpi-common 2>/dev/null | while read -r f; do

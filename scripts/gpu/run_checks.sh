@@ -65,5 +65,20 @@ if command -v compute-sanitizer >/dev/null; then
 else
   echo "compute-sanitizer not found"; failed=$((failed + 1))
 fi
+# GPT2_BENCH=1: GPT-2 124M training, strata beside PyTorch (torch.compile) at the batch
+# strata found to fit, when this machine's python3 has torch with CUDA.
+if [ "${GPT2_BENCH:-0}" = 1 ] && [ -x "$bin/bench_gpt2_gpu" ]; then
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  case "$gpu_name" in *A100*) peak=312 ;; *) peak=989 ;; esac  # dense bf16 TFLOP/s (H100/H200: 989)
+  echo; echo "==== gpt2: $gpu_name, peak $peak TFLOP/s"
+  line=$(timeout "${LIMIT:-300}" "$bin/bench_gpt2_gpu" --peak-tflops "$peak" 2>&1 | tail -1)
+  echo "$line"
+  batch=$(echo "$line" | sed -n 's/.*batch=\([0-9]*\).*/\1/p')
+  if [ -n "$batch" ] && python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    timeout "${LIMIT:-300}" python3 "$bin/gpt2_gpu_torch.py" --batch "$batch" --peak-tflops "$peak" 2>&1 | tail -1
+  else
+    echo "torch peer: skipped (no batch from strata, or no python3 torch with CUDA here)"
+  fi
+fi
 echo; echo "run_checks.sh: $failed check(s) failed"
 exit $((failed > 0))
