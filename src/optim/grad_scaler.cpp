@@ -53,18 +53,7 @@ void GradScaler::unscale(Optimizer& optimizer) {
   stage_ = Stage::Unscaled;
 }
 
-bool GradScaler::step(Optimizer& optimizer) {
-  if (!options_.enabled) {
-    optimizer.step();
-    return true;
-  }
-  check_can_step();
-  if (stage_ == Stage::Ready) unscale(optimizer);
-  stage_ = Stage::Stepped;
-  if (found_inf_) return false;
-  optimizer.step();
-  return true;
-}
+bool GradScaler::step(Optimizer& optimizer) { return step_with(optimizer); }
 
 void GradScaler::update() {
   if (!options_.enabled) return;

@@ -30,17 +30,11 @@ namespace strata {
 namespace {
 
 using MatmulGpu = testing::GpuTest;
+using testing::poison;
 using View = std::function<Tensor(const Tensor&)>;
 
 Tensor same(const Tensor& t) { return t; }
 Tensor transposed(const Tensor& t) { return t.transpose(-1, -2); }
-
-// Fills and frees blocks of the output's size with NaN, so the caching allocator hands the
-// GEMM poisoned memory: an element it skips shows as NaN.
-void poison(int64_t numel, DType dtype) {
-  const Shape shape{std::max<int64_t>(numel, 1)};
-  for (int i = 0; i < 2; ++i) (void)full(shape, std::nan(""), {.dtype = dtype, .device = Device::cuda(0)});
-}
 
 Tensor rnd(const Shape& s, DType dtype, uint64_t seed) {
   Generator gen(seed);

@@ -17,17 +17,8 @@ namespace strata {
 namespace {
 
 using ReduceGpu = testing::GpuTest;
-
-void poison(int64_t numel, DType dtype) {
-  for (int i = 0; i < 2; ++i) (void)full({numel}, std::nan(""), {.dtype = dtype, .device = Device::cuda(0)});
-}
-
-// True when a and b (CPU tensors of one dtype and shape) hold the same bytes.
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
-         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype())) == 0;
-}
+using testing::poison;
+using testing::same_bits;
 
 // Values of very different magnitudes: any other order would round differently.
 Tensor spread(const Shape& shape, DType dtype, uint64_t seed) {

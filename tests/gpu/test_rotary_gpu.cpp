@@ -15,16 +15,8 @@ namespace strata {
 namespace {
 
 using RotaryGpu = testing::GpuTest;
-
-void poison(int64_t numel, DType dtype) {
-  for (int i = 0; i < 2; ++i) (void)full({numel}, std::nan(""), {.dtype = dtype, .device = Device::cuda(0)});
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
-         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype())) == 0;
-}
+using testing::poison;
+using testing::same_bits;
 
 TEST_F(RotaryGpu, ForwardAndBackwardEqualTheCpuBitForBit) {
   // [B, H, T, D]; the last has 2^24 + 2^17 elements, T * D / 2 not a multiple of the block.

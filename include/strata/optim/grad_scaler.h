@@ -65,16 +65,7 @@ class GradScaler {
   }
   template <ShardedOptimizer Sharded>
   bool step(Sharded& optimizer) {
-    if (!options_.enabled) {
-      optimizer.step();
-      return true;
-    }
-    check_can_step();
-    if (stage_ == Stage::Ready) unscale(optimizer);
-    stage_ = Stage::Stepped;
-    if (found_inf_) return false;
-    optimizer.step();
-    return true;
+    return step_with(optimizer);
   }
   // After step(): backs off (found inf/nan) or counts a good step and grows the scale after
   // growth_interval of them. Throws when called without a step() since the last update().
@@ -93,6 +84,20 @@ class GradScaler {
   enum class Stage { Ready, Unscaled, Stepped };
   void begin_unscale();   // throws when this step was already unscaled
   void check_can_step();  // throws when this step already stepped
+  // step() for either kind of optimizer: unscale unless done, step unless inf/nan.
+  template <class Any>
+  bool step_with(Any& optimizer) {
+    if (!options_.enabled) {
+      optimizer.step();
+      return true;
+    }
+    check_can_step();
+    if (stage_ == Stage::Ready) unscale(optimizer);
+    stage_ = Stage::Stepped;
+    if (found_inf_) return false;
+    optimizer.step();
+    return true;
+  }
   GradScalerOptions options_;
   double scale_;
   int64_t growth_tracker_ = 0;
