@@ -94,8 +94,9 @@ using State = ZeroOptimizer::State;
 void check_options(const ZeroOptions& options) {
   STRATA_CHECK(options.stage >= 0 && options.stage <= 3, "ZeroOptimizer: stage ", options.stage,
                " is not a ZeRO stage; expected 0 (DDP), 1 (optimizer state), 2 (+ gradients) or 3 (+ parameters)");
-  STRATA_CHECK(options.master_dtype == DType::Float32 || options.master_dtype == DType::Float64,
-               "ZeroOptimizer: master_dtype ", options.master_dtype, " is not float32 or float64");
+  STRATA_CHECK(!options.master_dtype || *options.master_dtype == DType::Float32 ||
+                   *options.master_dtype == DType::Float64,
+               "ZeroOptimizer: master_dtype ", options.master_dtype.value_or(DType::Float32), " is not float32 or float64");
   STRATA_CHECK(options.bucket_cap_bytes > 0, "ZeroOptimizer: bucket_cap_bytes must be positive, got ",
                options.bucket_cap_bytes);
 }
@@ -268,8 +269,8 @@ void shard_bucket(State& s, State::Bucket& b) {
   } else {
     b.grad_shard = zeros({b.own_numel}, {.dtype = s.param_dtype, .device = s.device});
   }
-  b.master_separate = s.param_dtype != s.options.master_dtype;
-  b.master = b.master_separate ? b.param_shard.to(s.options.master_dtype) : b.param_shard;
+  b.master_separate = s.param_dtype != s.master_dtype;
+  b.master = b.master_separate ? b.param_shard.to(s.master_dtype) : b.param_shard;
 }
 
 // The parts of bucket b's entries in this rank's own range: at stage 0 every entry whole,
@@ -339,6 +340,8 @@ ZeroOptimizer::ZeroOptimizer(nn::Module& module, InnerOptimizer inner, dist::Pro
   s.world = group.size();
 
   collect_parameters(s, module);
+  s.master_dtype = s.options.master_dtype.value_or(
+      s.param_dtype == DType::BFloat16 || s.param_dtype == DType::Float16 ? DType::Float32 : s.param_dtype);
   check_same_parameters(group, s.params);
   const std::vector<int> param_group = assign_groups(s.params, groups);
   for (size_t i = 0; i < s.params.size(); ++i) s.params[i].group = param_group[i];
@@ -573,7 +576,7 @@ void ZeroOptimizer::State::finalize() {
 void ZeroOptimizer::State::prepare_master_grads() {
   NoGradGuard no_grad;
   for (Bucket& b : buckets) {
-    b.master_grad = b.master_separate ? b.grad_shard.to(options.master_dtype) : b.grad_shard;
+    b.master_grad = b.master_separate ? b.grad_shard.to(master_dtype) : b.grad_shard;
     for (size_t k = 0; k < b.pieces.size(); ++k) {
       Tensor& piece = b.pieces[k];
       piece.set_grad(b.master_grad.narrow(0, b.piece_begin[k], piece.numel()).view(piece.shape()));

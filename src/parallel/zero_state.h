@@ -52,6 +52,7 @@ struct ZeroOptimizer::State : std::enable_shared_from_this<ZeroOptimizer::State>
   int world = 1;
   DType param_dtype = DType::Float32;
   Device device = Device::cpu();  // the parameters' (one device)
+  DType master_dtype = DType::Float32;  // options.master_dtype, resolved against param_dtype
   std::vector<Param> params;
   std::vector<Bucket> buckets;
   std::unique_ptr<optim::Optimizer> inner;

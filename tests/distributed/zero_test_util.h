@@ -34,9 +34,9 @@ inline ZeroRun train_zero(Family family, int stage, DType dtype, const InnerOpti
                           int steps = kZeroSteps) {
   auto& world = dist::world();
   auto model = tiny_model(family, dtype);
-  // Float64 runs test the computation itself: float32 master weights would round it.
   ZeroOptions options = zero_options(stage);
-  if (dtype == DType::Float64) options.master_dtype = DType::Float64;
+  // Float64 runs test the computation itself: the default master dtype of a float64 model
+  // is float64 (float32 masters would round it).
   ZeroOptimizer zero(*model, inner, world, options);
   ZeroRun run;
   for (int s = 0; s < steps; ++s) {

@@ -38,6 +38,7 @@
 // Stages 1-3 need an optimizer whose update is elementwise (Optimizer::is_elementwise).
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <variant>
@@ -59,7 +60,9 @@ using InnerOptimizer = std::variant<optim::SGDOptions, optim::AdamOptions, optim
 
 struct ZeroOptions {
   int stage = 1;                        // 0 (DDP), 1, 2 or 3
-  DType master_dtype = DType::Float32;  // master weights and optimizer state
+  // Master weights and optimizer state: float32 or float64. Unset: float32 for 16-bit
+  // parameters, the parameters' own dtype otherwise (float64 models keep float64 masters).
+  std::optional<DType> master_dtype = std::nullopt;
   // Stages 0-2: bucket size (bytes of parameters per bucket; a larger parameter gets its own).
   int64_t bucket_cap_bytes = int64_t{25} << 20;
   // Stage 3: whether a module (by its name in the model, "h.0") is a unit. Default: each
