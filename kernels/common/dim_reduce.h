@@ -13,11 +13,13 @@
 #include <stdint.h>
 
 #include "macros.h"
+#include "row_reduce.h"
 
 namespace strata_kernels {
 
-// One warp on the GPU (the tree is then the warp's shuffle tree).
-constexpr int kDimReduceLanes = 32;
+// The row ops' lanes (row_reduce.h): one order for every sum along a dimension; one warp on
+// the GPU (the tree is then the warp's shuffle tree).
+constexpr int kDimReduceLanes = kRowLanes;
 
 template <class T>
 struct DimReduceAcc {

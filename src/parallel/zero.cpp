@@ -705,21 +705,23 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
   const ZeroOptions::TensorParallel& tp = s.options.tensor_parallel;
   const ZeroOptions::PipelineParallel& pp = s.options.pipeline_parallel;
   // Squares in multi_tensor's fixed order (the same bits on either device and any thread
-  // count), per bucket or per piece.
-  double split = 0.0, replicated = 0.0;
+  // count): one pass over every split piece and one over the rest, not one per piece (on a
+  // GPU each pass returns its sum to the host).
+  std::vector<Tensor> split_parts, replicated_parts;
   for (State::Bucket& b : s.buckets) {
     if (tp.group == nullptr && !pp.duplicate) {
-      replicated += optim::multi_tensor::sum_of_squares(std::span<const Tensor>(&b.master_grad, 1));
+      replicated_parts.push_back(b.master_grad);
       continue;
     }
     for (const FlatBuffer::Piece& piece : own_pieces(s, b)) {
       const std::string& name = b.param->entries()[piece.entry].name;
       if (pp.duplicate && pp.duplicate(name)) continue;
-      const Tensor part = b.master_grad.narrow(0, piece.shard_offset, piece.numel);
-      const double squares = optim::multi_tensor::sum_of_squares(std::span<const Tensor>(&part, 1));
-      (tp.group != nullptr && tp.is_split(name) ? split : replicated) += squares;
+      (tp.group != nullptr && tp.is_split(name) ? split_parts : replicated_parts)
+          .push_back(b.master_grad.narrow(0, piece.shard_offset, piece.numel));
     }
   }
+  double split = optim::multi_tensor::sum_of_squares(split_parts);
+  double replicated = optim::multi_tensor::sum_of_squares(replicated_parts);
   // Sums over the groups, made on each group's own device (NCCL takes CUDA tensors only).
   auto group_sum = [](dist::ProcessGroup& g, std::vector<double> values) {
     const int64_t n = static_cast<int64_t>(values.size());

@@ -121,9 +121,10 @@ void poison_device(int device, const std::string& why) {
 // restoring 0 on exit would create a context on GPU 0 (hundreds of MB on a GPU that may
 // belong to another rank). Such a thread stays on `device` instead.
 DeviceGuard::DeviceGuard(int device) {
-  const bool had_context = thread_has_context();
   STRATA_CUDA(cudaGetDevice(&previous_));
   if (previous_ != device) {
+    // Asked only when switching (the common same-device guard costs no driver call).
+    const bool had_context = thread_has_context();
     STRATA_CUDA(cudaSetDevice(device));
     if (!had_context) previous_ = -1;
   } else {
