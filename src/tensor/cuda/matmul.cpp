@@ -19,6 +19,7 @@
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_ops.h"
+#include "tensor/gemm_algo_cache.h"
 #include "tensor/gemm_cublas_layout.h"
 #include "tensor/gemm_plan.h"
 
@@ -156,6 +157,18 @@ void set_pref(const What& w, cublasLtMatmulPreference_t p, cublasLtMatmulPrefere
   check(w, "cublasLtMatmulPreferenceSetAttribute", cublasLtMatmulPreferenceSetAttribute(p, attr, &v, sizeof v));
 }
 
+// cuBLASLt's answer for one problem (gemm_algo_cache.h): its algorithm and workspace, or that
+// none takes it. Errors other than "not supported" are thrown, never cached.
+struct Choice {
+  cublasLtMatmulHeuristicResult_t result{};
+  bool found = false;
+};
+
+gemm::AlgoCache<Choice>& algo_cache() {
+  static auto* cache = new gemm::AlgoCache<Choice>();  // never destroyed, like the handles
+  return *cache;
+}
+
 // Issues one call on pointers already offset to its first product; `bias` (or null) is added
 // to every column of D by the epilogue. Returns false, having issued nothing, when bias is
 // given and no algorithm takes the epilogue for this problem; fails when none takes it at all.
@@ -174,28 +187,36 @@ bool issue(const Context& x, const gemm::CublasCall& c, const void* a, const voi
   const Layout lb = matrix_layout(x, c.b.rows, c.b.cols, c.b.ld, c.batch, c.stride_b);
   const Layout ld = matrix_layout(x, c.m, c.n, c.ldd, c.batch, c.stride_d);
 
-  cublasLtMatmulPreference_t raw_pref = nullptr;
-  check(x.w, "cublasLtMatmulPreferenceCreate", cublasLtMatmulPreferenceCreate(&raw_pref));
-  Pref pref(raw_pref);
-  set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kMaxWorkspace);
-  set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-           static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
   const auto bytes = [&](int64_t stride) { return c.batch > 1 ? stride * static_cast<int64_t>(x.esize) : 0; };
+  const uint32_t align_a = alignment(a, bytes(c.stride_a)), align_b = alignment(b, bytes(c.stride_b));
   const uint32_t align_d = alignment(d, bytes(c.stride_d));
-  set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(a, bytes(c.stride_a)));
-  set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(b, bytes(c.stride_b)));
-  set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d);
-  set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d);
-
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(x.lt, raw_desc, la.get(), lb.get(), ld.get(), ld.get(),
-                                                           raw_pref, 1, &result, &found);
-  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0)) {
+  const uint32_t align_bias = bias ? alignment(bias, 0) : 0;
+  const gemm::AlgoKey key = gemm::algo_key(x.device, {x.types.data, x.types.scale, x.types.compute}, c,
+                                           {align_a, align_b, align_d, align_bias});
+  const Choice choice = algo_cache().find_or_choose(key, [&] {
+    cublasLtMatmulPreference_t raw_pref = nullptr;
+    check(x.w, "cublasLtMatmulPreferenceCreate", cublasLtMatmulPreferenceCreate(&raw_pref));
+    Pref pref(raw_pref);
+    set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kMaxWorkspace);
+    set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+             static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+    set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
+    set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
+    set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d);
+    set_pref(x.w, raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d);
+    Choice ch;
+    int found = 0;
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(x.lt, raw_desc, la.get(), lb.get(), ld.get(), ld.get(),
+                                                             raw_pref, 1, &ch.result, &found);
+    if (hs != CUBLAS_STATUS_NOT_SUPPORTED) check(x.w, "cublasLtMatmulAlgoGetHeuristic", hs);
+    ch.found = hs == CUBLAS_STATUS_SUCCESS && found > 0;
+    return ch;
+  });
+  if (!choice.found) {
     if (bias) return false;
     fail(x.w, "cublasLtMatmulAlgoGetHeuristic (no algorithm for this layout)", CUBLAS_STATUS_NOT_SUPPORTED);
   }
-  check(x.w, "cublasLtMatmulAlgoGetHeuristic", hs);
+  const cublasLtMatmulHeuristicResult_t& result = choice.result;
 
   Workspace ws(result.workspaceSize, x.device);
   const bool f64 = x.types.scale == CUDA_R_64F;
