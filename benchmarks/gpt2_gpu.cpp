@@ -1,9 +1,12 @@
 // GPT-2 124M (12 layers, width 768, 12 heads, context 1024, vocabulary 50257) training on one
 // GPU: bf16 autocast (or float32), fused AdamW, at the largest batch that fits (or --batch).
 // Prints one line: batch, median step time, tokens/s and MFU against --peak-tflops (the
-// GPU's dense bf16 peak; scripts/gpu/run_gpt2_bench.sh passes it). The PyTorch peer is
-// benchmarks/gpt2_gpu_torch.py, run beside it by that script.
+// GPU's dense bf16 peak; scripts/gpu/run_checks.sh passes it with GPT2_BENCH=1). The PyTorch
+// peer is benchmarks/gpt2_gpu_torch.py, run beside it by that script.
 //   bench_gpt2_gpu [--batch B] [--steps N] [--warmup N] [--precision bf16|fp32] [--peak-tflops X]
+//                  [--attention fused|composed]
+// fused (the default) runs cuDNN's flash attention where it takes the problem
+// (strata::cuda::set_fused_attention); composed keeps the [B, H, T, T] probabilities.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +27,7 @@ struct Options {
   int steps = 10, warmup = 3;
   bool bf16 = true;
   double peak_tflops = 989.0;  // H100 SXM dense bf16
+  bool fused_attention = true;
 };
 
 Options parse(int argc, char** argv) {
@@ -35,6 +39,7 @@ Options parse(int argc, char** argv) {
     else if (k == "--warmup") o.warmup = std::atoi(v.c_str());
     else if (k == "--precision") o.bf16 = v == "bf16";
     else if (k == "--peak-tflops") o.peak_tflops = std::atof(v.c_str());
+    else if (k == "--attention") o.fused_attention = v == "fused";
     else {
       std::fprintf(stderr, "bench_gpt2_gpu: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -79,6 +84,7 @@ int main(int argc, char** argv) {
     std::printf("bench_gpt2_gpu: skipped (no GPU visible)\n");
     return 0;
   }
+  cuda::set_fused_attention(o.fused_attention);
   const int64_t T = kGpt2.context;
   Trainer trainer(o.bf16);
   Generator gen(0);
@@ -117,7 +123,8 @@ int main(int argc, char** argv) {
   const double median = times[times.size() / 2];
   const double tokens_per_s = static_cast<double>(batch * T) / median;
   const double mfu = trainer.model.flops_per_step(batch, T) / median / (o.peak_tflops * 1e12);
-  std::printf("strata precision=%s batch=%lld step_ms=%.1f tokens_per_s=%.0f mfu=%.3f\n", o.bf16 ? "bf16" : "fp32",
-              static_cast<long long>(batch), median * 1e3, tokens_per_s, mfu);
+  std::printf("strata precision=%s attention=%s batch=%lld step_ms=%.1f tokens_per_s=%.0f mfu=%.3f\n",
+              o.bf16 ? "bf16" : "fp32", o.fused_attention ? "fused" : "composed", static_cast<long long>(batch),
+              median * 1e3, tokens_per_s, mfu);
   return 0;
 }

@@ -69,6 +69,14 @@ Tensor attention_softmax_forward(const Tensor& scores, double, bool) { no_cuda("
 Tensor attention_softmax_backward(const Tensor&, const Tensor& probs, double, bool) {
   no_cuda("attention softmax backward", probs.device());
 }
+std::optional<FusedAttention> fused_attention_forward(const Tensor& q, const Tensor&, const Tensor&, double, bool,
+                                                      bool) {
+  no_cuda("fused attention", q.device());
+}
+FusedAttentionGrads fused_attention_backward(const Tensor& q, const Tensor&, const Tensor&, const Tensor&,
+                                             const Tensor&, const Tensor&, double, bool) {
+  no_cuda("fused attention backward", q.device());
+}
 cpu::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor&, int64_t) {
   no_cuda("cross_entropy", logits.device());
 }

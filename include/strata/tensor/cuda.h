@@ -23,4 +23,13 @@ void synchronize(int device = -1);
 void set_allow_tf32(bool allow);
 bool allow_tf32();
 
+// Attention on CUDA in bfloat16/float16 (and float32 under an autocast scope) through cuDNN's
+// fused flash-attention engines: no [B, H, Tq, Tk] probabilities are kept, the backward
+// recomputes them. Off by default until it has been checked on a GPU against the composed
+// attention (matmuls and the row softmax, used otherwise and wherever cuDNN takes no plan:
+// float32/float64, masks, d > 128 or not a multiple of 8, fewer kv heads, causal Tq != Tk).
+// The environment variable STRATA_FUSED_ATTENTION=1 sets it at startup.
+void set_fused_attention(bool enable);
+bool fused_attention();
+
 }  // namespace strata::cuda

@@ -5,6 +5,7 @@
 // fresh contiguous tensors on the inputs' device. A build without CUDA defines them in
 // cuda_unavailable.cpp, refusing the device.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tensor/cpu/elementwise.h"
@@ -29,6 +30,21 @@ Tensor softmax_forward(const Tensor& x, int64_t dim, bool log);
 Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool log);
 Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal);
 Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal);
+// Fused attention through cuDNN (fused_attention.cpp): q [B, H, Tq, D], k and v [B, H, Tk, D],
+// 16-bit, one device, last dimension contiguous (../ops/attention_fused.h checks the rest).
+// stats is the float32 [B, H, Tq, 1] row statistic the backward reads. nullopt when cuDNN
+// takes no plan for the forward (or, with_backward, for the backward too); the caller then
+// composes attention. The backward takes the forward's output and a contiguous gradient.
+struct FusedAttention {
+  Tensor out, stats;
+};
+struct FusedAttentionGrads {
+  Tensor dq, dk, dv;
+};
+std::optional<FusedAttention> fused_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                                                      bool causal, bool with_backward);
+FusedAttentionGrads fused_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                             const Tensor& stats, const Tensor& grad_out, double scale, bool causal);
 cpu::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index);
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& stats,
                               int64_t ignore_index, int64_t count);

@@ -1,5 +1,6 @@
-// attention and causal_attention (kernels in src/tensor/cpu/attention; on CUDA the composition
-// of attention_composite.h).
+// attention and causal_attention (kernels in src/tensor/cpu/attention; on CUDA cuDNN's fused
+// attention of attention_fused.h where switched on, else the composition of
+// attention_composite.h).
 #include "../cpu/attention.h"
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "../device_dispatch.h"
 #include "../gemm_plan.h"
 #include "attention_composite.h"
+#include "attention_fused.h"
 #include "nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/autocast.h"
@@ -110,6 +112,16 @@ Tensor additive_mask(const Tensor& mask, const Shape& scores, DType dtype) {
 // (the fused kernel computes in float32): the same numerics on both devices.
 bool under_autocast(const Tensor& q) { return autocast::active() && q.dtype() == DType::Float32; }
 
+// CUDA: cuDNN's fused attention where it is switched on and takes the problem, else the
+// composition (which autocast's rounding reaches through its products).
+Tensor cuda_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
+                      const Tensor& mask) {
+  if (detail::fused_attention_refusal(q, k, mask, causal).empty()) {
+    if (auto out = detail::fused_attention(q, k, v, causal, scale)) return *out;
+  }
+  return detail::composite_attention(q, k, v, causal, scale, mask);
+}
+
 double default_scale(const Tensor& q) { return 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(q.size(3), 1))); }
 
 }  // namespace
@@ -132,10 +144,10 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   if (options.mask.defined()) check_mask(options.mask, scores, q.dtype());
   const Device device = detail::common_device("attention", {{"q", q}, {"k", k}, {"v", v}, {"mask", options.mask}});
   Tensor mask = options.mask.defined() ? additive_mask(options.mask, scores, q.dtype()) : Tensor();
-  if (under_autocast(q)) return detail::composite_attention(q, k, v, options.causal, scale, mask);
+  if (under_autocast(q) && !device.is_cuda()) return detail::composite_attention(q, k, v, options.causal, scale, mask);
   return detail::on_device(
       "attention", device, [&] { return cpu_attention(q, k, v, {.causal = options.causal, .scale = scale, .mask = mask}); },
-      [&] { return detail::composite_attention(q, k, v, options.causal, scale, mask); });
+      [&] { return cuda_attention(q, k, v, options.causal, scale, mask); });
 }
 
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -145,11 +157,11 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
                  q.shape(), " (all three must be [B, H, T, D])");
   }
   const Device device = detail::common_device("causal_attention", {{"q", q}, {"k", k}, {"v", v}});
-  if (under_autocast(q)) return detail::composite_attention(q, k, v, true, default_scale(q), Tensor());
+  if (under_autocast(q) && !device.is_cuda()) return detail::composite_attention(q, k, v, true, default_scale(q), Tensor());
   return detail::on_device(
       "causal_attention", device,
       [&] { return cpu_attention(q, k, v, {.causal = true, .scale = default_scale(q), .mask = Tensor()}); },
-      [&] { return detail::composite_attention(q, k, v, true, default_scale(q), Tensor()); });
+      [&] { return cuda_attention(q, k, v, true, default_scale(q), Tensor()); });
 }
 
 }  // namespace strata
