@@ -22,9 +22,10 @@ else
     [ -e "/$f" ] || { mkdir -p "/$(dirname "$f")" && cp -P "$f" "/$f"; }; done)
 fi
 
-# CUDA runtime, cuBLAS and NCCL from this machine (its toolkit, or the Python wheels).
+# CUDA runtime, cuBLAS, NCCL, cuDNN (and NVRTC, which cuDNN's run-time compiled engines load)
+# from this machine (its toolkit, or the Python wheels).
 cuda_dirs=""
-for lib in libcudart.so.13 libnccl.so.2 libcublasLt.so.13; do
+for lib in libcudart.so.13 libnccl.so.2 libcublasLt.so.13 libcudnn.so.9 libnvrtc.so.13; do
   d=$(dirname "$(find /usr/local /usr/lib /opt -name "$lib" 2>/dev/null | head -1)" 2>/dev/null)
   [ -n "$d" ] && [ "$d" != . ] && cuda_dirs="$cuda_dirs:$d"
 done
@@ -47,6 +48,9 @@ echo "mpirun: $(command -v mpirun) $(mpirun --version 2>&1 | head -1)"
 check gpu_tests "$bin/strata_gpu_tests"
 [ -x "$bin/gpu_nccl" ] && check gpu_nccl_world1 "$bin/gpu_nccl"
 [ -x "$bin/gpu_nccl_failure" ] && check gpu_nccl_failure_world1 "$bin/gpu_nccl_failure"
+# World size 2 needs two GPUs (the test skips on one).
+[ -x "$bin/gpu_nccl_failure_np2" ] && command -v mpirun >/dev/null &&
+  check gpu_nccl_failure_np2 mpirun --oversubscribe -np 2 -x LD_LIBRARY_PATH "$bin/gpu_nccl_failure_np2"
 [ -x "$bin/gpu_mpi_cuda" ] && command -v mpirun >/dev/null &&
   check gpu_mpi_cuda_np2 mpirun --oversubscribe -np 2 -x LD_LIBRARY_PATH "$bin/gpu_mpi_cuda"
 for t in gpu_ddp gpu_zero; do
