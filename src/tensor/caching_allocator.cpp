@@ -13,7 +13,9 @@ size_t CachingAllocator::FreeKeyHash::operator()(const FreeKey& k) const noexcep
 }
 
 CachingAllocator::CachingAllocator(AllocatorBackend& backend, std::string device_name)
-    : backend_(backend), device_name_(std::move(device_name)) {}
+    : backend_(backend), device_name_(std::move(device_name)) {
+  spare_nodes_.reserve(kSpareNodes);  // deallocate never grows it
+}
 
 CachingAllocator::~CachingAllocator() {
   std::vector<void*> blocks;
@@ -30,7 +32,15 @@ CachingAllocator::~CachingAllocator() {
 void* CachingAllocator::allocate(size_t nbytes, Stream stream) {
   const size_t size = allocator_block_size(nbytes);
   auto hand_out = [&](void* p) {  // under mu_
-    in_use_.emplace(p, Block{size, stream, {}, {}, false});
+    if (spare_nodes_.empty()) {
+      in_use_.emplace(p, Block{size, stream, {}, {}, false});
+    } else {  // a node of an earlier block: no heap allocation on the hot path
+      auto node = std::move(spare_nodes_.back());
+      spare_nodes_.pop_back();
+      node.key() = p;
+      node.mapped() = Block{size, stream, {}, {}, false};
+      in_use_.insert(std::move(node));
+    }
     stats_.in_use_bytes += size;
     stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
     return p;
@@ -81,11 +91,12 @@ void CachingAllocator::deallocate(void* block) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = in_use_.find(block);
   if (it == in_use_.end()) return;  // not from this allocator: nothing safe to do with it
-  Block b = std::move(it->second);
-  in_use_.erase(it);
+  auto node = in_use_.extract(it);
+  Block& b = node.mapped();
   stats_.in_use_bytes -= b.size;
   if (b.uses.empty() && b.events.empty() && !b.failed) {  // the common case: reusable now
     push_free(block, b);
+    if (spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));
     return;
   }
   // Each other stream's work queued so far must finish before the block is reused.

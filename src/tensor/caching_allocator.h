@@ -106,6 +106,9 @@ class CachingAllocator {
   std::mutex mu_;
   std::unordered_map<FreeKey, std::vector<void*>, FreeKeyHash> free_lists_;
   std::unordered_map<void*, Block> in_use_;
+  // Map nodes of freed blocks, reused by the next allocations (a bounded stash).
+  static constexpr size_t kSpareNodes = 64;
+  std::vector<std::unordered_map<void*, Block>::node_type> spare_nodes_;
   std::vector<Pending> pending_;  // waiting for events
   std::vector<Pending> stuck_;    // an event failed: never reused
   std::vector<Event> event_pool_;
