@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "strata/core/error.h"
+#include "strata/tensor/cuda.h"
 #include "strata/tensor/storage.h"
+#include "strata/tensor/tensor.h"
 #include "tensor/allocator_buckets.h"
 #include "tensor/cuda/cuda_backend.h"
 
@@ -140,6 +142,16 @@ void Storage::reallocate() {
   if (!released_) return;
   data_ = allocate_on(device_, nbytes_);
   released_ = false;
+}
+
+void cuda::record_stream(const Tensor& tensor, void* stream) {
+  STRATA_CHECK(tensor.defined(), "cuda::record_stream: the tensor is undefined");
+  STRATA_CHECK(tensor.device().is_cuda(), "cuda::record_stream: the tensor of shape ", tensor.shape(), " and dtype ",
+               tensor.dtype(), " is on ", tensor.device(), "; only CUDA memory is used by streams");
+  const Storage& storage = *tensor.storage();
+  if (storage.released()) return;  // no memory to protect (reallocate hands out a new block)
+  // False for memory strata's allocator did not hand out: its owner keeps it alive.
+  (void)cuda_detail::record_stream(storage.data(), storage.device().index, stream);
 }
 
 Storage::~Storage() {

@@ -35,6 +35,8 @@ namespace cuda_detail {
 void check_device(Device device, const char* what) { no_cuda(what, device); }
 void* allocate(size_t, int device) { no_cuda("Storage::allocate", Device::cuda(device)); }
 void deallocate(void*, size_t, int) {}
+bool record_stream(void*, int, void*) { return false; }
+void retire_stream(int, void*) {}
 void copy(const Tensor& dst, const Tensor& src) {
   no_cuda("copy", dst.device().is_cuda() ? dst.device() : src.device());
 }

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "dist_test_util.h"
+#include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"
 
 namespace strata {
@@ -202,6 +203,28 @@ TEST_F(Nccl, SplitIntoSubGroups) {
   Tensor u = full({1}, 3, {.device = gpu()});
   alone->all_reduce(u)->wait();
   EXPECT_EQ(u.to_vector<double>()[0], 3.0);
+}
+
+// Every tensor an op uses has the comm stream recorded (the caching allocator protects its
+// block too); destroying the group retires the stream. A tensor that outlives its group
+// therefore goes back to the cache once freed: not stuck pending on a destroyed stream.
+TEST_F(Nccl, TensorOutlivingItsGroupReturnsToTheCache) {
+  std::vector<int> all(static_cast<size_t>(g().size()));
+  std::iota(all.begin(), all.end(), 0);
+  const int device = cuda::current_device();
+  cuda::synchronize();
+  const size_t pending_before = cuda_allocator::stats(device).pending_bytes;
+  Tensor t = full({1000}, 1.0, {.device = gpu()});
+  void* block = t.storage()->data();
+  {
+    auto sub = g().split(all, "nccl-short-lived");
+    sub->all_reduce(t)->synchronize();
+  }
+  t = Tensor();
+  cuda::synchronize();
+  EXPECT_EQ(cuda_allocator::stats(device).pending_bytes, pending_before);
+  Tensor u = empty({1000}, {.device = gpu()});
+  EXPECT_EQ(u.storage()->data(), block);
 }
 
 TEST_F(Nccl, BadInputIsNamed) {

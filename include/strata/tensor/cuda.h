@@ -4,6 +4,10 @@
 //
 // Streams: strata's CUDA work (copies, kernels) runs on the device's default stream, the
 // "current stream" that NCCL work orders itself against (docs/distributed.md).
+namespace strata {
+class Tensor;
+}
+
 namespace strata::cuda {
 
 bool is_built();         // strata was compiled with CUDA
@@ -15,6 +19,16 @@ void set_device(int index);
 int current_device();
 // Blocks until every stream of `device` (-1: the current one) is idle.
 void synchronize(int device = -1);
+
+// Marks that work on `stream` (a cudaStream_t; public headers include no CUDA headers) uses
+// `tensor`'s memory, as PyTorch's Tensor.record_stream. When the memory is freed (its last
+// tensor goes away, or Storage::release), the caching allocator hands it out again only
+// after the work queued on `stream` up to that moment has finished; work queued later is
+// not covered. The memory's own (default) stream needs no record. A tensor whose memory
+// strata's allocator did not hand out (Storage::wrap) or that is released is left as it
+// is: its owner keeps it alive. Throws for a tensor not on a CUDA device. The stream must
+// outlive the record or be retired first (the NCCL group retires its comm stream).
+void record_stream(const Tensor& tensor, void* stream);
 
 // float32 matmul/linear on CUDA may use TF32 tensor cores (inputs rounded to 10 mantissa
 // bits, float32 accumulation; about 1e-3 relative error), as PyTorch's

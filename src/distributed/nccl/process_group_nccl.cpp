@@ -10,6 +10,7 @@
 #include "distributed/env_settings.h"
 #include "distributed/group_checks.h"
 #include "strata/core/error.h"
+#include "strata/tensor/cuda.h"
 #include "strata/tensor/factory.h"
 #include "tensor/cuda/cuda_check.h"
 
@@ -300,7 +301,12 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
       (void)ncclCommAbort(comm);
     }
   }
-  if (state_->stream != nullptr) (void)cudaStreamDestroy(state_->stream);
+  if (state_->stream != nullptr) {
+    // Blocks still in use that the stream used (barrier_scratch_, the callers' tensors) wait
+    // for an event recorded now instead of naming the destroyed stream when freed.
+    cuda_detail::retire_stream(state_->device, state_->stream);
+    (void)cudaStreamDestroy(state_->stream);
+  }
   state_->stream = nullptr;
 }
 
@@ -337,6 +343,13 @@ WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
       if (rc == cudaSuccess) rc = cudaStreamWaitEvent(g.stream, start, 0);
       (void)cudaEventDestroy(start);  // released once the wait is done with it
       STRATA_CUDA(rc);
+      // The allocator learns that the comm stream uses these blocks: once freed, each is
+      // reused only after the comm stream's work queued by then is done. The keep-alive
+      // list (w->keep below) still holds the tensors until the end event completes, and
+      // quarantines a failed op's: it also covers memory strata's allocator does not own
+      // (Storage::wrap). The record covers what the list cannot: an enqueue that fails
+      // half way makes no list, and its tensors are freed while kernels may be queued.
+      for (const Tensor& t : l.keep) cuda::record_stream(t, g.stream);
       enqueue(g.comm, g.stream);
       // Non-blocking: the calls may still be enqueuing; the end event must follow them.
       await_comm(g.comm, Clock::now() + timeout_, "enqueuing " + title);

@@ -4,7 +4,9 @@
 // One communicator per group, bootstrapped over another (MPI) group that carries the unique
 // id; split() by ncclCommSplit. Each group owns a comm stream (non-blocking). Every op:
 //   1. records an event on the caller's current stream; the comm stream waits on it (so the
-//      op sees everything queued before it),
+//      op sees everything queued before it), and records the comm stream on the op's
+//      tensors (cuda::record_stream: the caching allocator holds their blocks back, once
+//      freed, until the comm stream's work queued by then is done),
 //   2. enqueues the NCCL call(s) on the comm stream,
 //   3. records an end event on the comm stream.
 // Work::wait() makes the caller's stream wait on the end event (the host does not block);

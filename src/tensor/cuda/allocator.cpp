@@ -1,7 +1,6 @@
-// The CUDA caching allocator (see strata/tensor/allocator.h). Blocks are never split or
-// merged: a request is served from the free list of its rounded size, else by cudaMalloc.
-#include <algorithm>
-#include <map>
+// The CUDA caching allocator (see strata/tensor/allocator.h): the policy of
+// tensor/caching_allocator.h, one per device, over cudaMalloc/cudaFree and CUDA events.
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -9,44 +8,118 @@
 
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"
-#include "tensor/allocator_buckets.h"
+#include "tensor/caching_allocator.h"
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/cuda_check.h"
 
 namespace strata {
 namespace {
 
-struct DeviceCache {
-  std::map<size_t, std::vector<void*>> free_lists;  // rounded size -> blocks
-  AllocatorStats stats;
+// The thin CUDA side of one device. Everything but malloc runs under the policy's lock
+// except free_blocks: cudaFree waits for the device, and waiting while holding the lock
+// could deadlock with a hung collective whose watchdog needs it to release its buffers.
+// Event calls only enqueue or poll.
+class CudaBackend final : public detail::AllocatorBackend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+
+  void* malloc(size_t bytes) override {
+    cuda_detail::DeviceGuard guard(device_);
+    void* p = nullptr;
+    last_error = cudaMalloc(&p, bytes);
+    if (last_error == cudaSuccess) return p;
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+
+  void free_blocks(const std::vector<void*>& blocks) noexcept override {
+    try {
+      cuda_detail::DeviceGuard guard(device_);
+      for (void* p : blocks) (void)cudaFree(p);
+    } catch (const std::exception&) {  // no device to switch to: nothing can be freed
+    }
+  }
+
+  Event create_event() noexcept override {
+    try {
+      cuda_detail::DeviceGuard guard(device_);
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess) return e;
+      (void)cudaGetLastError();
+    } catch (const std::exception&) {
+    }
+    return nullptr;
+  }
+
+  void destroy_event(Event e) noexcept override { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
+
+  bool record_event(Event e, Stream s) noexcept override {
+    try {
+      cuda_detail::DeviceGuard guard(device_);
+      if (cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s)) == cudaSuccess) return true;
+      (void)cudaGetLastError();
+    } catch (const std::exception&) {
+    }
+    return false;
+  }
+
+  EventStatus query_event(Event e) noexcept override {
+    const cudaError_t rc = cudaEventQuery(static_cast<cudaEvent_t>(e));
+    if (rc == cudaSuccess) return EventStatus::Complete;
+    if (rc == cudaErrorNotReady) return EventStatus::NotReady;
+    (void)cudaGetLastError();
+    return EventStatus::Failed;
+  }
+
+  std::string free_memory() override {
+    cuda_detail::DeviceGuard guard(device_);
+    size_t free_bytes = 0, total_bytes = 0;
+    const bool known = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+    (void)cudaGetLastError();
+    return known ? std::to_string(free_bytes) + " bytes free of " + std::to_string(total_bytes)
+                 : "an unknown number of bytes free of ?";
+  }
+
+  std::string malloc_error() override { return std::string("cudaMalloc: ") + cudaGetErrorString(last_error); }
+
+ private:
+  int device_;
+  // The calling thread's latest cudaMalloc result (read after its failed retry).
+  static inline thread_local cudaError_t last_error = cudaSuccess;
 };
 
-struct State {
-  std::mutex mutex;
-  std::map<int, DeviceCache> devices;
+struct DeviceAllocator {
+  explicit DeviceAllocator(int device) : backend(device), cache(backend, "cuda:" + std::to_string(device)) {}
+  CudaBackend backend;
+  detail::CachingAllocator cache;
 };
 
-State& state() {
-  static State* s = new State();  // never destroyed: storages may outlive static destructors
-  return *s;
+// One allocator per device index, made on first allocation and never destroyed (storages
+// may outlive static destructors). Looked up without a lock: the hot path takes only the
+// policy's own.
+constexpr int kMaxDevices = 64;
+std::atomic<DeviceAllocator*> allocators[kMaxDevices];
+std::mutex create_mutex;
+
+// The device's allocator; null when it never allocated (stats, reset_peak and empty_cache
+// make none, which would later visit a device that may not exist).
+detail::CachingAllocator* find(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  DeviceAllocator* a = allocators[device].load(std::memory_order_acquire);
+  return a == nullptr ? nullptr : &a->cache;
 }
 
-// Takes every cached block of one device out of the cache (caller holds the lock). They are
-// freed by free_blocks after the lock is released: cudaFree waits for the device, and
-// waiting while holding the allocator's lock could deadlock with a hung collective whose
-// watchdog needs the lock to release its buffers.
-std::vector<void*> take_cached(DeviceCache& cache) {
-  std::vector<void*> blocks;
-  for (auto& [size, list] : cache.free_lists) blocks.insert(blocks.end(), list.begin(), list.end());
-  cache.free_lists.clear();
-  cache.stats.cached_bytes = 0;
-  return blocks;
-}
-
-void free_blocks(int device, const std::vector<void*>& blocks) {
-  if (blocks.empty()) return;  // no device switch (and no context) for nothing
-  cuda_detail::DeviceGuard guard(device);
-  for (void* p : blocks) (void)cudaFree(p);
+detail::CachingAllocator& find_or_create(int device) {
+  STRATA_CHECK(device >= 0 && device < kMaxDevices, "Storage::allocate: ", Device::cuda(device),
+               ": strata's CUDA allocator serves device indices 0 to ", kMaxDevices - 1);
+  if (detail::CachingAllocator* c = find(device)) return *c;
+  std::lock_guard<std::mutex> lock(create_mutex);
+  DeviceAllocator* a = allocators[device].load(std::memory_order_acquire);
+  if (a == nullptr) {
+    a = new DeviceAllocator(device);
+    allocators[device].store(a, std::memory_order_release);
+  }
+  return a->cache;
 }
 
 }  // namespace
@@ -54,29 +127,17 @@ void free_blocks(int device, const std::vector<void*>& blocks) {
 namespace cuda_allocator {
 
 AllocatorStats stats(int device) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  auto it = s.devices.find(device);
-  return it == s.devices.end() ? AllocatorStats{} : it->second.stats;
+  detail::CachingAllocator* c = find(device);
+  return c == nullptr ? AllocatorStats{} : c->stats();
 }
 
 void reset_peak(int device) {
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  // Only a device that allocated has a peak; no entry is made for others (empty_cache would
-  // then visit a device that may not exist).
-  auto it = s.devices.find(device);
-  if (it != s.devices.end()) it->second.stats.peak_in_use_bytes = it->second.stats.in_use_bytes;
+  if (detail::CachingAllocator* c = find(device)) c->reset_peak();
 }
 
 void empty_cache() {
-  std::vector<std::pair<int, std::vector<void*>>> taken;
-  {
-    State& s = state();
-    std::lock_guard<std::mutex> lock(s.mutex);
-    for (auto& [device, cache] : s.devices) taken.emplace_back(device, take_cached(cache));
-  }
-  for (const auto& [device, blocks] : taken) free_blocks(device, blocks);
+  for (int d = 0; d < kMaxDevices; ++d)
+    if (detail::CachingAllocator* c = find(d)) c->empty_cache();
 }
 
 }  // namespace cuda_allocator
@@ -85,63 +146,21 @@ namespace cuda_detail {
 
 void* allocate(size_t nbytes, int device) {
   check_device(Device::cuda(device), "Storage::allocate");
-  const size_t size = detail::allocator_block_size(nbytes);
-  State& s = state();
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    DeviceCache& cache = s.devices[device];
-    ++cache.stats.requests;
-    auto it = cache.free_lists.find(size);
-    if (it != cache.free_lists.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      cache.stats.cached_bytes -= size;
-      cache.stats.in_use_bytes += size;
-      cache.stats.peak_in_use_bytes = std::max(cache.stats.peak_in_use_bytes, cache.stats.in_use_bytes);
-      return p;
-    }
-  }
-  // cudaMalloc, and on failure the cache's release and one retry, run without the lock.
-  DeviceGuard guard(device);
-  void* p = nullptr;
-  cudaError_t rc = cudaMalloc(&p, size);
-  if (rc == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();
-    std::vector<void*> blocks;
-    {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      blocks = take_cached(s.devices[device]);
-    }
-    free_blocks(device, blocks);
-    rc = cudaMalloc(&p, size);
-  }
-  std::lock_guard<std::mutex> lock(s.mutex);
-  DeviceCache& cache = s.devices[device];
-  if (rc != cudaSuccess) {
-    (void)cudaGetLastError();
-    size_t free_bytes = 0, total_bytes = 0;
-    const bool known = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
-    (void)cudaGetLastError();
-    STRATA_FAIL("out of memory on ", Device::cuda(device), ": requested ", nbytes, " bytes, ",
-                known ? std::to_string(free_bytes) : std::string("an unknown number of"), " bytes free of ",
-                known ? std::to_string(total_bytes) : std::string("?"), " after releasing strata's cache (",
-                cache.stats.in_use_bytes, " bytes in use by strata tensors): cudaMalloc: ", cudaGetErrorString(rc));
-  }
-  ++cache.stats.system_allocs;
-  cache.stats.in_use_bytes += size;
-  cache.stats.peak_in_use_bytes = std::max(cache.stats.peak_in_use_bytes, cache.stats.in_use_bytes);
-  return p;
+  return find_or_create(device).allocate(nbytes, current_stream(device));
 }
 
-void deallocate(void* ptr, size_t nbytes, int device) {
+void deallocate(void* ptr, size_t /*nbytes*/, int device) {
   if (ptr == nullptr) return;
-  const size_t size = detail::allocator_block_size(nbytes);
-  State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  DeviceCache& cache = s.devices[device];
-  cache.stats.in_use_bytes -= size;
-  cache.stats.cached_bytes += size;
-  cache.free_lists[size].push_back(ptr);
+  if (detail::CachingAllocator* c = find(device)) c->deallocate(ptr);
+}
+
+bool record_stream(void* block, int device, void* stream) {
+  detail::CachingAllocator* c = find(device);
+  return c != nullptr && c->record_stream(block, stream);
+}
+
+void retire_stream(int device, void* stream) {
+  if (detail::CachingAllocator* c = find(device)) c->retire_stream(stream);
 }
 
 }  // namespace cuda_detail

@@ -18,6 +18,12 @@ void check_device(Device device, const char* what);
 void poison_device(int device, const std::string& why);
 void* allocate(size_t nbytes, int device);
 void deallocate(void* ptr, size_t nbytes, int device);
+// The caching allocator's stream tracking (tensor/caching_allocator.h). record_stream marks
+// that `stream` (a cudaStream_t) uses `block`, an in-use block of `device`'s allocator;
+// false, doing nothing, for memory the allocator did not hand out. retire_stream must be
+// called before `stream` is destroyed.
+bool record_stream(void* block, int device, void* stream);
+void retire_stream(int device, void* stream);
 // dst = src element by element (shapes equal, dtypes may differ), at least one on CUDA.
 // Synchronous for the host: when dst is on the CPU it holds the values on return.
 void copy(const Tensor& dst, const Tensor& src);

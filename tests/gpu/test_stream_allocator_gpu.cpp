@@ -1,0 +1,111 @@
+// The CUDA caching allocator's stream tracking (label gpu): a block that a second stream
+// used (cuda::record_stream) is not handed out again until the work that stream had queued
+// at the free is done, then is. The second stream is held by a host function until the test
+// releases it, so "still busy" is certain rather than a race with a long kernel.
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "gpu_test.h"
+#include "tensor/allocator_buckets.h"
+#include "tensor/cuda/cuda_backend.h"
+
+namespace strata {
+namespace {
+
+using StreamAllocatorGpu = testing::GpuTest;
+
+std::atomic<bool> release_side{false};
+
+// Holds its stream until the test releases it (or a minute passes: a failed test never
+// hangs the device for good).
+void CUDART_CB hold_stream(void*) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!release_side.load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// A non-blocking stream (no implicit ordering with the default stream, like NCCL's comm
+// stream) that is busy, and writes `block`, until released.
+cudaStream_t busy_stream_writing(void* block, size_t bytes) {
+  release_side = false;
+  cudaStream_t side = nullptr;
+  EXPECT_EQ(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), cudaSuccess);
+  EXPECT_EQ(cudaLaunchHostFunc(side, hold_stream, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaMemsetAsync(block, 0, bytes, side), cudaSuccess);
+  return side;
+}
+
+const size_t kBlock = detail::allocator_block_size(4000);
+
+TEST_F(StreamAllocatorGpu, BlockUsedByAnotherStreamIsReusedOnlyAfterIt) {
+  cuda::synchronize();
+  cuda_allocator::empty_cache();
+  Tensor t = full({1000}, 1.0, {.device = gpu});
+  cuda::synchronize();  // the fill is done before the side stream writes
+  void* block = t.storage()->data();
+  cudaStream_t side = busy_stream_writing(block, 4000);
+  cuda::record_stream(t, side);
+  const AllocatorStats before = cuda_allocator::stats(0);
+  t = Tensor();  // freed while the side stream has yet to write it
+  AllocatorStats s = cuda_allocator::stats(0);
+  EXPECT_EQ(s.pending_bytes, before.pending_bytes + kBlock);
+  EXPECT_EQ(s.cached_bytes, before.cached_bytes);
+  EXPECT_EQ(s.in_use_bytes, before.in_use_bytes - kBlock);
+  Tensor u = empty({1000}, {.device = gpu});
+  EXPECT_NE(u.storage()->data(), block) << "handed out while the side stream still uses it";
+  cuda_allocator::empty_cache();  // releases only what is reusable
+  EXPECT_EQ(cuda_allocator::stats(0).pending_bytes, before.pending_bytes + kBlock);
+
+  release_side = true;
+  ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
+  s = cuda_allocator::stats(0);  // polls the event
+  EXPECT_EQ(s.pending_bytes, before.pending_bytes);
+  EXPECT_EQ(s.cached_bytes, kBlock);
+  Tensor v = empty({1000}, {.device = gpu});
+  EXPECT_EQ(v.storage()->data(), block);
+  EXPECT_EQ(cudaStreamDestroy(side), cudaSuccess);
+}
+
+// Without a record the block is the default stream's alone: reusable at once, no event.
+TEST_F(StreamAllocatorGpu, UnrecordedBlockIsReusedAtOnce) {
+  cuda::synchronize();
+  cuda_allocator::empty_cache();
+  void* block = nullptr;
+  {
+    Tensor t = empty({1000}, {.device = gpu});
+    block = t.storage()->data();
+  }
+  EXPECT_EQ(cuda_allocator::stats(0).pending_bytes, 0u);
+  Tensor u = empty({1000}, {.device = gpu});
+  EXPECT_EQ(u.storage()->data(), block);
+}
+
+// A stream destroyed while a tensor it used is alive (an NCCL group torn down before the
+// tensors it reduced): retire_stream turns the record into an event, so the later free still
+// waits for the stream's work and never names the destroyed stream.
+TEST_F(StreamAllocatorGpu, RetiredStreamStillProtectsTheBlock) {
+  cuda::synchronize();
+  cuda_allocator::empty_cache();
+  Tensor t = empty({1000}, {.device = gpu});
+  void* block = t.storage()->data();
+  cudaStream_t side = busy_stream_writing(block, 4000);
+  cuda::record_stream(t, side);
+  cuda_detail::retire_stream(0, side);
+  ASSERT_EQ(cudaStreamDestroy(side), cudaSuccess);  // its queued work still runs
+  const size_t pending_before = cuda_allocator::stats(0).pending_bytes;
+  t = Tensor();
+  EXPECT_EQ(cuda_allocator::stats(0).pending_bytes, pending_before + kBlock);
+  Tensor u = empty({1000}, {.device = gpu});
+  EXPECT_NE(u.storage()->data(), block);
+  release_side = true;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cuda_allocator::stats(0).pending_bytes, pending_before);
+  Tensor v = empty({1000}, {.device = gpu});
+  EXPECT_EQ(v.storage()->data(), block);
+}
+
+}  // namespace
+}  // namespace strata
