@@ -9,6 +9,16 @@
 #include "strata/tensor/factory.h"
 
 namespace strata::parallel {
+namespace {
+
+// The sum of v over the group, made on the group's own device (NCCL takes CUDA tensors only).
+double group_sum(dist::ProcessGroup& group, double v) {
+  Tensor t = full({1}, v, {.dtype = DType::Float64, .device = group.tensor_device()});
+  group.all_reduce(t)->wait();
+  return t.item();
+}
+
+}  // namespace
 
 double grad_norm(nn::Module& model, const ModelParallelGroups& groups) {
   std::function<bool(const std::string&)> is_split = [](const std::string&) { return false; };
@@ -18,11 +28,11 @@ double grad_norm(nn::Module& model, const ModelParallelGroups& groups) {
     if (groups.duplicate && groups.duplicate(name)) continue;
     (is_split(name) ? split : replicated).push_back(p);
   }
-  Tensor sum = full({1}, optim::grad_norm_squared(split), {.dtype = DType::Float64});
-  if (groups.tensor != nullptr && groups.tensor->size() > 1) groups.tensor->all_reduce(sum)->wait();
-  Tensor total = full({1}, sum.item() + optim::grad_norm_squared(replicated), {.dtype = DType::Float64});
-  if (groups.pipeline != nullptr && groups.pipeline->size() > 1) groups.pipeline->all_reduce(total)->wait();
-  return std::sqrt(total.item());
+  double split_sum = optim::grad_norm_squared(split);
+  if (groups.tensor != nullptr && groups.tensor->size() > 1) split_sum = group_sum(*groups.tensor, split_sum);
+  double total = split_sum + optim::grad_norm_squared(replicated);
+  if (groups.pipeline != nullptr && groups.pipeline->size() > 1) total = group_sum(*groups.pipeline, total);
+  return std::sqrt(total);
 }
 
 double clip_grad_norm(nn::Module& model, double max_norm, const ModelParallelGroups& groups) {

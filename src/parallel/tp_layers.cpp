@@ -6,6 +6,9 @@
 #include "strata/parallel/tp_mappings.h"
 #include "strata/tensor/factory.h"
 #include "strata/tensor/ops.h"
+#include "tensor/cpu/vocab_parallel.h"
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/device_dispatch.h"
 
 namespace strata::parallel {
 namespace {
@@ -106,23 +109,17 @@ Tensor VocabParallelEmbedding::forward(const Tensor& indices) {
   auto hooks = forward_hooks();
   STRATA_CHECK(indices.dtype() == DType::Int64, "VocabParallelEmbedding: indices must be int64, got ",
                indices.dtype());
-  // Tokens outside this rank's rows look up row 0 and are zeroed; the sum over ranks then
-  // holds each token's row exactly once.
+  // Tokens outside this rank's rows look up row 0 and are zeroed (times keep = 0: a product,
+  // which runs on either device); the sum over ranks then holds each token's row exactly once.
   const int64_t part = weight.size(0);
+  const Device device = detail::common_device("VocabParallelEmbedding", {{"indices", indices}, {"weight", weight}});
   Tensor src = indices.contiguous();
-  Tensor local = empty(src.shape(), {.dtype = DType::Int64});
-  Tensor outside = empty(src.shape(), {.dtype = DType::Bool});
-  const int64_t* in = src.data<int64_t>();
-  int64_t* li = local.data<int64_t>();
-  bool* out = outside.data<bool>();
-  for (int64_t i = 0; i < src.numel(); ++i) {
-    STRATA_CHECK(in[i] >= 0 && in[i] < vocab_size_, "VocabParallelEmbedding: index ", in[i], " at position ", i,
-                 " is out of range for a vocabulary of ", vocab_size_);
-    const int64_t j = in[i] - vocab_start_;
-    out[i] = j < 0 || j >= part;
-    li[i] = out[i] ? 0 : j;
-  }
-  Tensor e = masked_fill(embedding(local, weight), outside.unsqueeze(-1), 0.0);
+  const DType keep_dtype = weight.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;  // embedding's output
+  cpu::VocabShardIndices idx = detail::on_device(
+      "VocabParallelEmbedding", device,
+      [&] { return cpu::vocab_shard_indices(src, vocab_size_, vocab_start_, part, keep_dtype); },
+      [&] { return cuda_ops::vocab_shard_indices(src, vocab_size_, vocab_start_, part, keep_dtype); });
+  Tensor e = mul(embedding(idx.local, weight), idx.keep.unsqueeze(-1));
   const bool sp = sequence_parallel_now_ != nullptr ? *sequence_parallel_now_ : sequence_parallel_;
   return sp ? reduce_scatter_to_sequence_region(e, 1, group_) : reduce_from_tp_region(e, group_);
 }

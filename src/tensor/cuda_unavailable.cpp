@@ -101,6 +101,25 @@ Tensor embedding_forward(const Tensor&, const Tensor& weight) { no_cuda("embeddi
 Tensor embedding_backward(const Tensor& grad, const Tensor&, int64_t) { no_cuda("embedding backward", grad.device()); }
 Tensor rotary_apply(const Tensor& x, const Tensor&, const Tensor&, bool) { no_cuda("rotary_embedding", x.device()); }
 Tensor dropout_apply(const Tensor& x, double, uint64_t, uint64_t) { no_cuda("dropout", x.device()); }
+int64_t vocab_parallel_check_targets(const Tensor& targets, int64_t, int64_t) {
+  no_cuda("vocab_parallel_cross_entropy", targets.device());
+}
+Tensor vocab_parallel_row_max(const Tensor& logits, int64_t) { no_cuda("vocab_parallel_cross_entropy", logits.device()); }
+cpu::VocabRowSums vocab_parallel_row_sums(const Tensor& logits, const Tensor&, int64_t, int64_t, int64_t,
+                                          const Tensor&) {
+  no_cuda("vocab_parallel_cross_entropy", logits.device());
+}
+Tensor vocab_parallel_loss(const Tensor& targets, int64_t, int64_t, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                           DType) {
+  no_cuda("vocab_parallel_cross_entropy", targets.device());
+}
+Tensor vocab_parallel_grad(const Tensor& logits, const Tensor&, int64_t, int64_t, int64_t, int64_t, const Tensor&,
+                           const Tensor&, double) {
+  no_cuda("vocab_parallel_cross_entropy backward", logits.device());
+}
+cpu::VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t, int64_t, int64_t, DType) {
+  no_cuda("VocabParallelEmbedding", tokens.device());
+}
 Tensor matmul(const Tensor& a, const Tensor&, const Shape&, const Tensor&, const char* name) {
   no_cuda(name, a.device());
 }

@@ -122,6 +122,8 @@ class VocabParallelEmbedding : public nn::Embedding, public TensorParallelLayer 
 // >= vocab_size are padding and never receive probability. The full logits are never
 // gathered: the row maxima, the sums of exponentials and the target logits are all-reduced
 // over `group` (three collectives); backward is local. targets int64 [M], the same on every rank.
+// logits and targets on one device, the CPU or a GPU (statistics in float64 on either; on a
+// GPU the target check reads one status back).
 Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab_start,
                                     int64_t vocab_size, dist::ProcessGroup& group, int64_t ignore_index = -100);
 

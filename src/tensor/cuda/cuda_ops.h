@@ -12,6 +12,7 @@
 #include "tensor/cpu/layer_norm.h"
 #include "tensor/cpu/rms_norm.h"
 #include "tensor/cpu/softmax.h"
+#include "tensor/cpu/vocab_parallel.h"
 
 namespace strata::cuda_ops {
 
@@ -67,6 +68,20 @@ Tensor rotary_apply(const Tensor& x, const Tensor& cos, const Tensor& sin, bool 
 
 // Dropout (cuda/dropout.cpp), as cpu/dropout.h's dropout_apply: the same mask.
 Tensor dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset);
+
+// Tensor parallelism's vocabulary steps (cuda/vocab_parallel.cpp), as cpu/vocab_parallel.h:
+// the same row functions; the target check and the embedding's index check each read one
+// status back (and name the first bad value with the CPU's message).
+int64_t vocab_parallel_check_targets(const Tensor& targets, int64_t vocab, int64_t ignore_index);
+Tensor vocab_parallel_row_max(const Tensor& logits, int64_t real);
+cpu::VocabRowSums vocab_parallel_row_sums(const Tensor& logits, const Tensor& targets, int64_t real, int64_t start,
+                                          int64_t ignore_index, const Tensor& max);
+Tensor vocab_parallel_loss(const Tensor& targets, int64_t vocab, int64_t ignore_index, const Tensor& max,
+                           const Tensor& sum_exp, const Tensor& target_logit, int64_t counted, DType dtype);
+Tensor vocab_parallel_grad(const Tensor& logits, const Tensor& targets, int64_t real, int64_t start, int64_t vocab,
+                           int64_t ignore_index, const Tensor& max, const Tensor& sum_exp, double scale);
+cpu::VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64_t start, int64_t part,
+                                           DType keep_dtype);
 
 // cpu::matmul and cpu::matmul_sum (tensor/cpu/matmul.h) through cuBLASLt (cuda/matmul.cpp),
 // running the same gemm::Plan; float32, float64, bfloat16 and float16 (16-bit with float32

@@ -1,0 +1,23 @@
+#pragma once
+// VocabParallelEmbedding's index step, one token at a time: the CPU loop
+// (src/tensor/cpu/vocab_parallel.cpp) and the CUDA kernel (cuda/vocab_parallel.cu) call the
+// same function.
+#include <stdint.h>
+
+#include "macros.h"
+
+namespace strata_kernels {
+
+// VocabParallelEmbedding's lookup index: a token this rank holds looks up its local row;
+// any other looks up row 0 and is zeroed (keep = 0), so the sum over ranks holds each
+// token's row exactly once. Returns false for a token outside [0, vocab).
+template <class T>
+STRATA_HD bool vp_shard_index(int64_t token, int64_t vocab, int64_t start, int64_t part, int64_t* local, T* keep) {
+  const int64_t j = token - start;
+  const bool here = j >= 0 && j < part;
+  *local = here ? j : 0;
+  *keep = here ? T(1) : T(0);
+  return token >= 0 && token < vocab;
+}
+
+}  // namespace strata_kernels
