@@ -7,6 +7,7 @@
 #include "common/row_norms.h"
 #include "common/row_softmax.h"
 #include "cuda/row_executor.cuh"
+#include "cuda/float_dispatch.cuh"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/row_ops.h"
 
@@ -14,12 +15,7 @@ namespace {
 
 using namespace strata_kernels;
 
-constexpr int kThreads = 256;
-
-unsigned grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
-}
+constexpr int kThreads = kFloatKernelThreads;
 
 template <class T>
 struct SoftmaxRows {
@@ -213,16 +209,6 @@ cudaError_t column_totals(const T* partials, int64_t blocks, int64_t stride, int
   if (out == nullptr) return cudaSuccess;
   column_totals_kernel<<<grid_for(d), kThreads, 0, s>>>(partials, blocks, stride, offset, d, static_cast<T*>(out));
   return cudaGetLastError();
-}
-
-// Runs f.template operator()<T>() for the element type; cudaErrorInvalidValue for others.
-template <class F>
-cudaError_t for_float_type(int32_t type, F&& f) {
-  switch (type) {
-    case STRATA_ELEMENT_F32: return f(float{});
-    case STRATA_ELEMENT_F64: return f(double{});
-    default: return cudaErrorInvalidValue;
-  }
 }
 
 template <class F>

@@ -7,6 +7,7 @@
 #include "common/vocab_parallel_rows.h"
 #include "common/vocab_shard_index.h"
 #include "cuda/row_executor.cuh"
+#include "cuda/float_dispatch.cuh"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/vocab_parallel.h"
 
@@ -14,21 +15,7 @@ namespace {
 
 using namespace strata_kernels;
 
-constexpr int kThreads = 256;
-
-unsigned grid_for(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
-}
-
-template <class F>
-cudaError_t for_float_type(int32_t type, F&& f) {
-  switch (type) {
-    case STRATA_ELEMENT_F32: return f(float{});
-    case STRATA_ELEMENT_F64: return f(double{});
-    default: return cudaErrorInvalidValue;
-  }
-}
+constexpr int kThreads = kFloatKernelThreads;
 
 __global__ void reset_status_kernel(StrataVocabTargetStatus* status) {
   status->counted = 0;

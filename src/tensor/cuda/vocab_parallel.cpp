@@ -10,19 +10,13 @@
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/vocab_parallel.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/float_element_type.h"
 #include "tensor/cuda/cuda_ops.h"
 
 namespace strata::cuda_ops {
 namespace {
 
-int32_t float_type(DType dtype, const char* op) {
-  switch (dtype) {
-    case DType::Float32: return STRATA_ELEMENT_F32;
-    case DType::Float64: return STRATA_ELEMENT_F64;
-    default: break;
-  }
-  STRATA_FAIL(op, ": dtype ", dtype, " is not supported on CUDA (float32 or float64; convert with .to())");
-}
+int32_t float_type(DType dtype, const char* op) { return cuda_detail::float_element_type(dtype, op); }
 
 // Checks x's device (naming the op), makes it current for the scope and holds its stream.
 struct Launch {
