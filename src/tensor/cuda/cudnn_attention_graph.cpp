@@ -1,6 +1,5 @@
 #include "tensor/cuda/cudnn_attention_graph.h"
 
-#include <limits>
 #include <string>
 #include <utility>
 
