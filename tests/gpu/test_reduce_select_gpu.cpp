@@ -19,7 +19,6 @@ namespace strata {
 namespace {
 
 using ReduceSelectGpu = testing::GpuTest;
-using testing::poison;
 using testing::same_bits;
 
 // Random values of `dtype` with many ties (few distinct values) and, for floating types,
@@ -41,6 +40,14 @@ Tensor spread(const Shape& shape, DType dtype, uint64_t seed) {
   Tensor a = randn(shape, {.dtype = DType::Float64}, &gen);
   Tensor b = randn(shape, {.dtype = DType::Float64}, &gen);
   return mul(a, exp(mul(b, 6.0))).to(dtype);
+}
+
+// Poisons blocks for an output of `dtype` and for int64 indices of numel elements (integer
+// outputs get floating NaN of their size: the caching allocator reuses blocks by bytes).
+void poison(int64_t numel, DType dtype) {
+  const DType same_size = dtype_size(dtype) == 4 ? DType::Float32 : DType::Float64;
+  testing::poison(numel, same_size);
+  testing::poison(numel, DType::Float64);
 }
 
 std::string describe(const Shape& shape, DType dtype, int64_t dim) {
