@@ -112,7 +112,8 @@ Tensor generate(CausalLM& model, const Tensor& prompt, int64_t max_new_tokens, c
     Tensor input = options.use_cache ? out.narrow(1, cache.length(), t - cache.length()).contiguous()
                                      : out.narrow(1, 0, t).contiguous();
     Tensor logits = model.forward(input.to(device), options.use_cache ? &cache : nullptr);
-    Tensor last = logits.select(1, logits.size(1) - 1).to(DType::Float64).to(Device::cpu()).contiguous();  // [B, V]
+    // [B, V] on the host
+    Tensor last = logits.select(1, logits.size(1) - 1).to(DType::Float64).to(Device::cpu()).contiguous();
     const double* rows = last.data<double>();
     for (int64_t b = 0; b < B; ++b) {
       const double u = options.greedy ? 0.0 : uniform_double(gen);

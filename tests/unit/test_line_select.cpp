@@ -128,7 +128,8 @@ TEST(LineSelect, TopkEqualsAStableSortOnRandomLinesWithTies) {
   strata::Generator gen(21);
   for (int64_t n : {1, 2, 7, 64, 130}) {
     // Few distinct values (many ties), some NaN.
-    std::vector<float> x = strata::randint(0, 6, {n}, {.dtype = DType::Int64}, &gen).to(DType::Float32).to_vector<float>();
+    std::vector<float> x =
+        strata::randint(0, 6, {n}, {.dtype = DType::Int64}, &gen).to(DType::Float32).to_vector<float>();
     for (size_t j = 0; j < x.size(); j += 5) x[j] = std::nanf("");
     std::vector<int64_t> ints(x.size());
     for (size_t j = 0; j < x.size(); ++j) ints[j] = static_cast<int64_t>(j * 7919 % 5);
@@ -187,7 +188,8 @@ TEST(LineSelect, CpuOpsEqualTheLineFunctions) {
     // max
     std::vector<float> mv(static_cast<size_t>(lines));
     std::vector<int64_t> mi(static_cast<size_t>(lines));
-    for (int64_t l = 0; l < lines; ++l) line_max(p + l * n, n, 1, &mv[static_cast<size_t>(l)], &mi[static_cast<size_t>(l)]);
+    for (int64_t l = 0; l < lines; ++l)
+      line_max(p + l * n, n, 1, &mv[static_cast<size_t>(l)], &mi[static_cast<size_t>(l)]);
     Shape kept = moved.shape();
     kept[2] = 1;
     const strata::ValuesIndices m = strata::max_with_indices(xf, dim, true);

@@ -85,7 +85,8 @@ Tensor scatter_add_lines(const char* op, const Shape& shape, int64_t dim, const 
   const cpu::Layout l = cpu::layout_of(shape, dim);
   cuda_detail::DeviceGuard guard(grad.device().index);
   STRATA_CUDA(strata_line_scatter_add(type, out.data_ptr(), static_cast<const int64_t*>(idx.data_ptr()), g.data_ptr(),
-                                      l.outer, l.n, l.inner, index.size(dim), cuda_detail::stream_of(g.device().index)));
+                                      l.outer, l.n, l.inner, index.size(dim),
+                                      cuda_detail::stream_of(g.device().index)));
   return out;
 }
 

@@ -41,7 +41,8 @@ ValuesIndices indexed_result(const char* node, const Tensor& x, int64_t d, const
                      [node, in_shape = x.shape(), kept = values.shape(), indices, d](autograd::BackwardContext& ctx) {
                        const Tensor g = ctx.grad().reshape(kept);
                        return std::vector<Tensor>{detail::on_device(
-                           node, g.device(), [&] { return detail::scatter_add_into_zeros(node, in_shape, d, indices, g); },
+                           node, g.device(),
+                           [&] { return detail::scatter_add_into_zeros(node, in_shape, d, indices, g); },
                            [&] { return cuda_ops::scatter_add_lines(node, in_shape, d, indices, g); })};
                      });
   }
