@@ -99,22 +99,28 @@ Tensor generate(CausalLM& model, const Tensor& prompt, int64_t max_new_tokens, c
   EvalScope eval(model);
   Generator gen(options.seed);
 
+  // The tokens stay on the host; each step's input goes to the model's device (its
+  // parameters') and its last logits, one [B, V] row set, come back for select_token: the
+  // CPU's selection for a model on any device.
+  const std::vector<Tensor> params = model.parameters();
+  const Device device = params.empty() ? Device::cpu() : params.front().device();
   Tensor out = zeros({B, T0 + max_new_tokens}, {.dtype = DType::Int64});
-  out.narrow(1, 0, T0).copy_(prompt);
+  out.narrow(1, 0, T0).copy_(prompt.to(Device::cpu()));
   KVCache cache = model.make_cache();
   for (int64_t t = T0; t < T0 + max_new_tokens; ++t) {
     // With the cache, only the tokens not yet seen (the prompt, then the newest) go in.
     Tensor input = options.use_cache ? out.narrow(1, cache.length(), t - cache.length()).contiguous()
                                      : out.narrow(1, 0, t).contiguous();
-    Tensor logits = model.forward(input, options.use_cache ? &cache : nullptr);
-    Tensor last = logits.select(1, logits.size(1) - 1).to(DType::Float64).contiguous();  // [B, V]
+    Tensor logits = model.forward(input.to(device), options.use_cache ? &cache : nullptr);
+    // [B, V] on the host
+    Tensor last = logits.select(1, logits.size(1) - 1).to(DType::Float64).to(Device::cpu()).contiguous();
     const double* rows = last.data<double>();
     for (int64_t b = 0; b < B; ++b) {
       const double u = options.greedy ? 0.0 : uniform_double(gen);
       out.data<int64_t>()[b * out.size(1) + t] = select_token(rows + b * V, V, options, u);
     }
   }
-  return out;
+  return out.to(prompt.device());
 }
 
 }  // namespace strata::nn

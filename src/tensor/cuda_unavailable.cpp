@@ -97,6 +97,13 @@ cpu::RmsNormGrads rms_norm_backward(const Tensor&, const Tensor& x, const Tensor
   no_cuda("rms_norm backward", x.device());
 }
 Tensor sum_keepdim(const Tensor& x, const std::vector<bool>&) { no_cuda("sum", x.device()); }
+// Max, topk, cumsum (cuda/line_select.cpp).
+void max_keepdim(const Tensor& x, int64_t, Tensor*, Tensor*) { no_cuda("max", x.device()); }
+void topk(const Tensor& x, int64_t, int64_t, bool, Tensor*, Tensor*) { no_cuda("topk", x.device()); }
+Tensor cumsum(const Tensor& x, int64_t, bool reverse) { no_cuda(reverse ? "cumsum backward" : "cumsum", x.device()); }
+Tensor scatter_add_lines(const char* op, const Shape&, int64_t, const Tensor&, const Tensor& grad) {
+  no_cuda(op, grad.device());
+}
 Tensor embedding_forward(const Tensor&, const Tensor& weight) { no_cuda("embedding", weight.device()); }
 Tensor embedding_backward(const Tensor& grad, const Tensor&, int64_t) { no_cuda("embedding backward", grad.device()); }
 Tensor rotary_apply(const Tensor& x, const Tensor&, const Tensor&, bool) { no_cuda("rotary_embedding", x.device()); }

@@ -21,7 +21,9 @@ struct GenerateOptions {
 
 // prompt int64 [B, T0] (T0 >= 1) -> int64 [B, T0 + max_new_tokens]: the prompt followed by
 // the sampled tokens. Runs with grad mode off and the model in eval mode (restored after).
-// T0 + max_new_tokens must fit the model's context.
+// T0 + max_new_tokens must fit the model's context. The model may sit on any device (a CUDA
+// model runs there); the tokens are selected on the host from float64 logits, and the result
+// is on the prompt's device.
 Tensor generate(CausalLM& model, const Tensor& prompt, int64_t max_new_tokens, const GenerateOptions& options = {});
 
 // The token one row of logits selects under `options` (greedy, or filtered and sampled with

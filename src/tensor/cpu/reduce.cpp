@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/dim_reduce.h"
+#include "common/line_select.h"
 #include "dim_layout.h"
 #include "dtype_dispatch.h"
 #include "multiversion.h"
@@ -199,38 +200,31 @@ void max_keepdim(const Tensor& x_in, int64_t dim, Tensor* values, Tensor* indice
     const T* p = x.data<T>();
     T* v = values->data<T>();
     int64_t* ix = indices->data<int64_t>();
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t i = 0; i < inner; ++i) {
-        const T* base = p + o * n * inner + i;
-        T best = base[0];
-        int64_t arg = 0;
-        for (int64_t k = 1; k < n; ++k) {
-          if (base[k * inner] > best || (base[k * inner] != base[k * inner] && best == best)) {  // NaN wins
-            best = base[k * inner];
-            arg = k;
-          }
-        }
-        v[o * inner + i] = best;
-        ix[o * inner + i] = arg;
-      }
-    }
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i)
+        strata_kernels::line_max(p + o * n * inner + i, n, inner, &v[o * inner + i], &ix[o * inner + i]);
   });
 }
 
 namespace {
 
-// Order for topk: a before b when a's value ranks higher (NaN above every number), equal
-// values by lower index. A strict weak order, so std::partial_sort is well defined.
+// Order for topk past kSmallTopk: a before b when a's value ranks higher
+// (common/line_select.h's value_before), equal values by lower index. A strict weak order, so
+// std::partial_sort is well defined, and a total one on (value, index): the same answer as
+// line_topk's insertion.
 template <class T>
 struct TopkBefore {
   bool largest;
   bool operator()(const std::pair<T, int64_t>& a, const std::pair<T, int64_t>& b) const {
-    const bool a_nan = a.first != a.first, b_nan = b.first != b.first;
-    if (a_nan != b_nan) return largest ? a_nan : b_nan;
-    if (!a_nan && a.first != b.first) return largest ? a.first > b.first : a.first < b.first;
+    if (strata_kernels::value_before(a.first, b.first, largest)) return true;
+    if (strata_kernels::value_before(b.first, a.first, largest)) return false;
     return a.second < b.second;
   }
 };
+
+// Up to this k, topk runs the kernels' line_topk (as the GPU does); beyond, whose insertion
+// costs O(n * k) on an ascending line, a partial sort by the same order.
+constexpr int64_t kSmallTopk = 64;
 
 }  // namespace
 
@@ -249,11 +243,15 @@ void topk(const Tensor& x_in, int64_t k, int64_t dim, bool largest, Tensor* valu
     int64_t* ix = indices->data<int64_t>();
 #pragma omp parallel if (x.numel() > 32768 && outer * inner > 1)
     {
-      std::vector<std::pair<T, int64_t>> lane(static_cast<size_t>(n));
+      std::vector<std::pair<T, int64_t>> lane(static_cast<size_t>(k <= kSmallTopk ? 0 : n));
 #pragma omp for schedule(static)
       for (int64_t l = 0; l < outer * inner; ++l) {
         const int64_t o = l / inner, i = l % inner;
         const T* src = p + o * n * inner + i;
+        if (k <= kSmallTopk) {
+          strata_kernels::line_topk(src, n, inner, k, largest, v + o * k * inner + i, ix + o * k * inner + i, inner);
+          continue;
+        }
         for (int64_t j = 0; j < n; ++j) lane[static_cast<size_t>(j)] = {src[j * inner], j};
         std::partial_sort(lane.begin(), lane.begin() + k, lane.end(), TopkBefore<T>{largest});
         for (int64_t j = 0; j < k; ++j) {
@@ -272,10 +270,12 @@ Tensor cumsum(const Tensor& x_in, int64_t dim, bool reverse) {
   const Layout l = layout_of(x.shape(), dim);
   const int64_t outer = l.outer, inner = l.inner;
   detail::dispatch_arith(x.dtype(), "cumsum", [&]<class T>() {
-    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+    using Acc = typename strata_kernels::CumsumAcc<T>::type;
     const T* p = x.data<T>();
     T* o = out.data<T>();
-    // Row by row along `dim`, with one running sum per inner position: contiguous reads.
+    // Row by row along `dim`, with one running sum per inner position: contiguous reads. Each
+    // running sum takes its line's elements in index order through cumsum_step, as the GPU's
+    // thread per line does (line_cumsum): the same bits, whatever the loop order.
 #pragma omp parallel if (x.numel() > 32768 && outer > 1)
     {
       std::vector<Acc> acc(static_cast<size_t>(inner));
@@ -285,8 +285,7 @@ Tensor cumsum(const Tensor& x_in, int64_t dim, bool reverse) {
         for (int64_t j = 0; j < n; ++j) {
           const int64_t at = (b * n + (reverse ? n - 1 - j : j)) * inner;
           for (int64_t i = 0; i < inner; ++i) {
-            acc[static_cast<size_t>(i)] += p[at + i];
-            o[at + i] = static_cast<T>(acc[static_cast<size_t>(i)]);
+            o[at + i] = strata_kernels::cumsum_step<T, Acc>(&acc[static_cast<size_t>(i)], p[at + i]);
           }
         }
       }

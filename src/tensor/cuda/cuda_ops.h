@@ -59,6 +59,16 @@ cpu::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const T
 // Reductions (cuda/reduce.cpp), as cpu/reduce.h.
 Tensor sum_keepdim(const Tensor& x, const std::vector<bool>& reduced);
 
+// Max, topk and cumsum along one dimension (cuda/line_select.cpp), as cpu/reduce.h: the same
+// values and indices, bit for bit (a thread per line runs common/line_select.h).
+void max_keepdim(const Tensor& x, int64_t dim, Tensor* values, Tensor* indices);
+void topk(const Tensor& x, int64_t k, int64_t dim, bool largest, Tensor* values, Tensor* indices);
+Tensor cumsum(const Tensor& x, int64_t dim, bool reverse);
+// The gradient of max and topk: zeros of `shape` with grad added at the int64 positions
+// `index` along `dim` (index and grad have shape's shape except along dim), in the CPU
+// scatter_add's order. `op` names the backward in errors.
+Tensor scatter_add_lines(const char* op, const Shape& shape, int64_t dim, const Tensor& index, const Tensor& grad);
+
 // Embedding (cuda/embedding.cpp), as cpu/embedding.h; indices and weight on one device.
 Tensor embedding_forward(const Tensor& indices, const Tensor& weight);
 Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t vocab);

@@ -39,8 +39,11 @@ ValuesIndices indexed_result(const char* node, const Tensor& x, int64_t d, const
   if (autograd::needs_grad({x})) {
     autograd::record(node, {x}, {r.values},
                      [node, in_shape = x.shape(), kept = values.shape(), indices, d](autograd::BackwardContext& ctx) {
-                       return std::vector<Tensor>{detail::scatter_add_into_zeros(
-                           node, in_shape, d, indices, ctx.grad().reshape(kept))};
+                       const Tensor g = ctx.grad().reshape(kept);
+                       return std::vector<Tensor>{detail::on_device(
+                           node, g.device(),
+                           [&] { return detail::scatter_add_into_zeros(node, in_shape, d, indices, g); },
+                           [&] { return cuda_ops::scatter_add_lines(node, in_shape, d, indices, g); })};
                      });
   }
   return r;
@@ -129,7 +132,9 @@ Tensor var(const Tensor& x, const std::vector<int64_t>& dims, VarOptions options
 ValuesIndices max_with_indices(const Tensor& x, int64_t dim, bool keepdim) {
   const int64_t d = check_along("max", x, dim);
   Tensor values, indices;
-  detail::on_device("max", x.device(), [&] { cpu::max_keepdim(x, d, &values, &indices); });
+  detail::on_device(
+      "max", x.device(), [&] { cpu::max_keepdim(x, d, &values, &indices); },
+      [&] { cuda_ops::max_keepdim(x, d, &values, &indices); });
   return indexed_result("MaxBackward", x, d, values, indices, keepdim);
 }
 
@@ -138,7 +143,9 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) { return max_with_indices
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
   const int64_t d = check_along("argmax", x, dim);
   Tensor values, indices;
-  detail::on_device("argmax", x.device(), [&] { cpu::max_keepdim(x, d, &values, &indices); });
+  detail::on_device(
+      "argmax", x.device(), [&] { cpu::max_keepdim(x, d, &values, &indices); },
+      [&] { cuda_ops::max_keepdim(x, d, &values, &indices); });
   return keepdim ? indices : indices.squeeze(d);
 }
 
@@ -148,7 +155,9 @@ ValuesIndices topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool /
   STRATA_CHECK(k >= 0 && k <= x.size(d), "topk: k = ", k, " is out of range for dimension ", dim, " of size ",
                x.size(d), " (input shape ", x.shape(), ")");
   Tensor values, indices;
-  detail::on_device("topk", x.device(), [&] { cpu::topk(x, k, d, largest, &values, &indices); });
+  detail::on_device(
+      "topk", x.device(), [&] { cpu::topk(x, k, d, largest, &values, &indices); },
+      [&] { cuda_ops::topk(x, k, d, largest, &values, &indices); });
   return indexed_result("TopkBackward", x, d, values, indices, true);
 }
 
@@ -156,13 +165,16 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
   STRATA_CHECK(x.defined(), "cumsum: input is undefined");
   STRATA_CHECK(x.dim() >= 1, "cumsum: input is zero-dimensional (shape []); it needs at least one dimension");
   const int64_t d = normalize_dim(dim, x.dim(), "cumsum");
-  Tensor out = detail::on_device("cumsum", x.device(), [&] { return cpu::cumsum(x, d, false); });
+  Tensor out = detail::on_device(
+      "cumsum", x.device(), [&] { return cpu::cumsum(x, d, false); }, [&] { return cuda_ops::cumsum(x, d, false); });
   if (autograd::needs_grad({x})) {
     // Each input feeds every later output: the gradient is the suffix sum of grad.
     autograd::record("CumsumBackward", {x}, {out}, [d](autograd::BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
       return std::vector<Tensor>{
-          detail::on_device("cumsum backward", g.device(), [&] { return cpu::cumsum(g, d, true); })};
+          detail::on_device(
+              "cumsum backward", g.device(), [&] { return cpu::cumsum(g, d, true); },
+              [&] { return cuda_ops::cumsum(g, d, true); })};
     });
   }
   return out;
