@@ -1,60 +1,21 @@
-// The elementwise ops on the GPU: one grid-stride kernel per (functor, number of inputs),
-// the functors being common/elementwise_ops.h's, which the CPU loops instantiate too.
+// The elementwise ops on the GPU: one grid-stride kernel (cuda/map_executor.cuh) per
+// (functor, number of inputs), the functors being common/elementwise_ops.h's, which the CPU
+// loops instantiate too.
 #include <type_traits>
 
 #include "common/elementwise_ops.h"
-#include "common/strided_index.h"
+#include "cuda/map_executor.cuh"
 #include "strata_kernels/elementwise.h"
 
 namespace {
 
 using namespace strata_kernels;
 
-constexpr int kThreads = 256;
-
-// out[i] = f(inputs at i): a flat index where every input is contiguous and unbroadcast,
-// else each input's offset from the strided index.
-template <class T, int N, class F>
-__global__ void map_kernel(T* out, StridedIndex<N> index, int64_t n, bool flat, F f, const T* in0, const T* in1,
-                           const T* in2) {
-  const T* in[3] = {in0, in1, in2};
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) {
-    int64_t off[N];
-    if (flat) {
-      for (int k = 0; k < N; ++k) off[k] = i;
-    } else {
-      index.offsets(i, off);
-    }
-    if constexpr (N == 1) out[i] = f(in[0][off[0]]);
-    if constexpr (N == 2) out[i] = f(in[0][off[0]], in[1][off[1]]);
-    if constexpr (N == 3) out[i] = f(in[0][off[0]], in[1][off[1]], in[2][off[2]]);
-  }
-}
-
-// True when every input reads element i at offset i.
-template <int N>
-bool is_flat(const StridedIndex<N>& index) {
-  for (int k = 0; k < N; ++k) {
-    int64_t expected = 1;
-    for (int d = index.ndim - 1; d >= 0; --d) {
-      if (index.sizes[d] != 1 && index.strides[k][d] != expected) return false;
-      expected *= index.sizes[d];
-    }
-  }
-  return true;
-}
-
+// Every operand of these ops has the functor's one type T.
 template <class T, int N, class F>
 cudaError_t launch(F f, void* out, const void* index, int64_t n, cudaStream_t stream, const void* in0,
                    const void* in1 = nullptr, const void* in2 = nullptr) {
-  if (n == 0) return cudaSuccess;
-  const StridedIndex<N> idx = *static_cast<const StridedIndex<N>*>(index);
-  const int64_t want = (n + kThreads - 1) / kThreads;
-  const unsigned blocks = static_cast<unsigned>(want < 65535 * 8 ? want : 65535 * 8);
-  map_kernel<T, N, F><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(out), idx, n, is_flat(idx), f,
-                                                        static_cast<const T*>(in0), static_cast<const T*>(in1),
-                                                        static_cast<const T*>(in2));
-  return cudaGetLastError();
+  return launch_map<N, T, T>(f, out, index, n, stream, in0, in1, in2);
 }
 
 template <class T>

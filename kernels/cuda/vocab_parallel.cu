@@ -86,12 +86,11 @@ __global__ void loss_kernel(const int64_t* targets, int64_t rows, int64_t vocab,
   if (WarpRow::leader()) *loss = static_cast<T>(counted > 0 ? total / static_cast<double>(counted) : 0.0);
 }
 
-template <class T>
 __global__ void shard_index_kernel(const int64_t* tokens, int64_t n, int64_t vocab, int64_t start, int64_t part,
-                                   int64_t* local, T* keep, int32_t* bad) {
+                                   int64_t* local, bool* outside, int32_t* bad) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    if (!vp_shard_index(tokens[i], vocab, start, part, local + i, keep + i)) *bad = 1;
+    if (!vp_shard_index(tokens[i], vocab, start, part, local + i, outside + i)) *bad = 1;
   }
 }
 
@@ -153,14 +152,11 @@ extern "C" cudaError_t strata_vocab_parallel_grad(int32_t type, const void* logi
   });
 }
 
-extern "C" cudaError_t strata_vocab_shard_indices(int32_t type, const int64_t* tokens, int64_t n, int64_t vocab,
-                                                  int64_t start, int64_t part, int64_t* local, void* keep,
-                                                  int32_t* bad, cudaStream_t s) {
+extern "C" cudaError_t strata_vocab_shard_indices(const int64_t* tokens, int64_t n, int64_t vocab, int64_t start,
+                                                  int64_t part, int64_t* local, void* outside, int32_t* bad,
+                                                  cudaStream_t s) {
   if (n == 0) return cudaSuccess;
-  return for_float_type(type, [&](auto t) {
-    using T = decltype(t);
-    shard_index_kernel<T><<<grid_for(n), kThreads, 0, s>>>(tokens, n, vocab, start, part, local, static_cast<T*>(keep),
-                                                           bad);
-    return cudaGetLastError();
-  });
+  shard_index_kernel<<<grid_for(n), kThreads, 0, s>>>(tokens, n, vocab, start, part, local, static_cast<bool*>(outside),
+                                                      bad);
+  return cudaGetLastError();
 }

@@ -109,17 +109,16 @@ Tensor VocabParallelEmbedding::forward(const Tensor& indices) {
   auto hooks = forward_hooks();
   STRATA_CHECK(indices.dtype() == DType::Int64, "VocabParallelEmbedding: indices must be int64, got ",
                indices.dtype());
-  // Tokens outside this rank's rows look up row 0 and are zeroed (times keep = 0: a product,
-  // which runs on either device); the sum over ranks then holds each token's row exactly once.
+  // Tokens outside this rank's rows look up row 0 and are replaced by 0 (masked_fill, not a
+  // product with a 0/1 mask, which would leak a NaN or inf of row 0 into them); the sum over
+  // ranks then holds each token's row exactly once.
   const int64_t part = weight.size(0);
   const Device device = detail::common_device("VocabParallelEmbedding", {{"indices", indices}, {"weight", weight}});
   Tensor src = indices.contiguous();
-  const DType keep_dtype = weight.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;  // embedding's output
   cpu::VocabShardIndices idx = detail::on_device(
-      "VocabParallelEmbedding", device,
-      [&] { return cpu::vocab_shard_indices(src, vocab_size_, vocab_start_, part, keep_dtype); },
-      [&] { return cuda_ops::vocab_shard_indices(src, vocab_size_, vocab_start_, part, keep_dtype); });
-  Tensor e = mul(embedding(idx.local, weight), idx.keep.unsqueeze(-1));
+      "VocabParallelEmbedding", device, [&] { return cpu::vocab_shard_indices(src, vocab_size_, vocab_start_, part); },
+      [&] { return cuda_ops::vocab_shard_indices(src, vocab_size_, vocab_start_, part); });
+  Tensor e = masked_fill(embedding(idx.local, weight), idx.outside.unsqueeze(-1), 0.0);
   const bool sp = sequence_parallel_now_ != nullptr ? *sequence_parallel_now_ : sequence_parallel_;
   return sp ? reduce_scatter_to_sequence_region(e, 1, group_) : reduce_from_tp_region(e, group_);
 }

@@ -19,22 +19,6 @@ void check_layout(const ShardLayout& l, int64_t n) {
                " does not divide by the tensor-parallel degree ", n);
 }
 
-// The pieces joined along dim d, by copies into one tensor on their device (cat has no CUDA
-// path; copy_ runs on either device). Callers hold a NoGradGuard.
-Tensor join_along(const std::vector<Tensor>& pieces, int64_t d) {
-  Shape shape = pieces[0].shape();
-  int64_t total = 0;
-  for (const Tensor& p : pieces) total += p.size(d);
-  shape[static_cast<size_t>(d)] = total;
-  Tensor out = empty(shape, {.dtype = pieces[0].dtype(), .device = pieces[0].device()});
-  int64_t offset = 0;
-  for (const Tensor& p : pieces) {
-    out.narrow(d, offset, p.size(d)).copy_(p);
-    offset += p.size(d);
-  }
-  return out;
-}
-
 }  // namespace
 
 std::map<std::string, ShardLayout> shard_layouts_of(nn::Module& model) {
@@ -69,7 +53,7 @@ Tensor shard_of(const Tensor& full, const ShardLayout& layout, int rank, int n) 
   const int64_t section = layout.full_size / layout.sections, piece = section / n;
   std::vector<Tensor> pieces;
   for (int64_t j = 0; j < layout.sections; ++j) pieces.push_back(full.narrow(d, j * section + piece * rank, piece));
-  return pieces.size() == 1 ? pieces[0].contiguous().clone() : join_along(pieces, d);
+  return pieces.size() == 1 ? pieces[0].contiguous().clone() : cat(pieces, d);
 }
 
 Tensor unshard(const Tensor& part, const ShardLayout& layout, dist::ProcessGroup& group) {
@@ -84,7 +68,7 @@ Tensor unshard(const Tensor& part, const ShardLayout& layout, dist::ProcessGroup
   std::vector<Tensor> pieces;
   for (int64_t j = 0; j < layout.sections; ++j)
     for (int64_t r = 0; r < n; ++r) pieces.push_back(gathered.narrow(d, r * p + j * piece, piece));
-  return join_along(pieces, d);
+  return cat(pieces, d);
 }
 
 void load_full_state_dict(nn::Module& model, const StateDict& full, dist::ProcessGroup& group) {

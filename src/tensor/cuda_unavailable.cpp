@@ -63,6 +63,15 @@ Tensor binary_grad(cpu::BinaryGradOp, const Tensor& grad, const Tensor&, const T
 }
 void add_inplace(const Tensor& self, const Tensor&, double) { no_cuda("add_", self.device()); }
 void mul_inplace(const Tensor& self, double) { no_cuda("mul_", self.device()); }
+// Comparisons, selections and cat (cuda/compare.cpp, cuda/cat.cpp).
+Tensor compare(cpu::CompareOp, const Tensor& a, const Tensor&, const char* name) { no_cuda(name, a.device()); }
+Tensor where(const Tensor&, const Tensor& a, const Tensor&, const Shape&, const char* name) {
+  no_cuda(name, a.device());
+}
+Tensor masked_fill(const Tensor& x, const Tensor&, double, const Shape&, const char* name) {
+  no_cuda(name, x.device());
+}
+Tensor cat(const std::vector<Tensor>& ts, size_t, const Shape&, const char* op) { no_cuda(op, ts[0].device()); }
 Tensor softmax_forward(const Tensor& x, int64_t, bool log) { no_cuda(log ? "log_softmax" : "softmax", x.device()); }
 Tensor softmax_backward(const Tensor&, const Tensor& out, int64_t, bool log) {
   no_cuda(log ? "log_softmax backward" : "softmax backward", out.device());
@@ -124,7 +133,7 @@ Tensor vocab_parallel_grad(const Tensor& logits, const Tensor&, int64_t, int64_t
                            const Tensor&, double) {
   no_cuda("vocab_parallel_cross_entropy backward", logits.device());
 }
-cpu::VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t, int64_t, int64_t, DType) {
+cpu::VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t, int64_t, int64_t) {
   no_cuda("VocabParallelEmbedding", tokens.device());
 }
 Tensor matmul(const Tensor& a, const Tensor&, const Shape&, const Tensor&, const char* name) {

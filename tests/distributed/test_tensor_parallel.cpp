@@ -214,6 +214,38 @@ TEST(TensorParallel, VocabParallelEmbeddingAndLossEqualTheFullOnes) {
   EXPECT_NE(msg.find("target " + std::to_string(V)), std::string::npos) << msg;
 }
 
+// A NaN or inf in the row a rank looks up for tokens it does not hold (its local row 0) stays
+// out of those tokens: they are replaced by 0 (masked_fill), not multiplied by 0. Each token
+// gets exactly the full embedding's row, and the gradient reaches only the rows looked up.
+TEST(TensorParallel, VocabParallelEmbeddingKeepsOtherRanksNanOutOfTokens) {
+  auto& tp = dist::world();
+  const int n = tp.size();
+  const int64_t V = 4 * n + 3, C = 5;
+  Generator g1(23), g2(23);
+  nn::Embedding emb(V, C, init64(g1));
+  parallel::VocabParallelEmbedding temb(V, C, init64(g2), tp);
+  const int64_t part = temb.weight.size(0);
+  {
+    NoGradGuard no_grad;
+    temb.weight.narrow(0, 0, 1).fill_(tp.rank() % 2 == 0 ? std::nan("") : INFINITY);
+    for (int r = 0; r < n; ++r) emb.weight.narrow(0, r * part, 1).fill_(r % 2 == 0 ? std::nan("") : INFINITY);
+  }
+  std::vector<int64_t> ids;  // every token but the rows holding NaN or inf
+  for (int64_t t = 0; t < V; ++t)
+    if (t % part != 0) ids.push_back(t);
+  const int64_t M = static_cast<int64_t>(ids.size());
+  Tensor tokens = from_vector(ids, {1, M});
+  Tensor h = emb.forward(tokens), ht = temb.forward(tokens);
+  for (double v : ht.to_vector<double>()) ASSERT_TRUE(std::isfinite(v));
+  expect_close(ht, h, 0, "embedding");
+  const Tensor g = full({1, M, C}, 1.0, {.dtype = DType::Float64});
+  h.backward(g);
+  ht.backward(g);
+  for (double v : temb.weight.grad().narrow(0, 0, 1).to_vector<double>()) EXPECT_EQ(v, 0);
+  const parallel::ShardLayout vocab{.dim = 0, .full_size = V, .pad = true};
+  expect_close(parallel::unshard(temb.weight.grad(), vocab, tp), emb.weight.grad(), 0, "embedding grad");
+}
+
 TEST(TensorParallel, FullStateDictsLoadBySlicingAndComeBackByGathering) {
   auto& tp = dist::world();
   const int n = tp.size();

@@ -53,7 +53,14 @@ TEST(CudaErrors, CpuOpsNameTheOpAndTheDevice) {
   Tensor q = f.make({1, 1, 2, 3});
   // attention on CUDA is composed of other ops (matmul first): the first refusal names it.
   expect_error_mentions([&] { (void)causal_attention(q, q, q); }, {"matmul: cuda:0 is not available"});
-  expect_error_mentions([&] { (void)cat({a, a}, 0); }, {"cat", "no CUDA implementation"});
+  expect_error_mentions([&] { (void)cat({a, a}, 0); }, {"cat: cuda:0 is not available"});
+  // An op without a CUDA implementation fails in its device switch, naming itself.
+  Tensor where_idx = from_blob(f.backing.data(), {2, 3}, DType::Int64, {}, Device::cuda(0));
+  expect_error_mentions([&] { (void)gather(a, 1, where_idx); }, {"gather", "no CUDA implementation"});
+  expect_error_mentions([&] { (void)gt(a, a); }, {"gt: cuda:0 is not available"});
+  Tensor mask = from_blob(f.backing.data(), {2, 3}, DType::Bool, {}, Device::cuda(0));
+  expect_error_mentions([&] { (void)where(mask, a, a); }, {"where: cuda:0 is not available"});
+  expect_error_mentions([&] { (void)masked_fill(a, mask, 0.0); }, {"masked_fill: cuda:0 is not available"});
   expect_error_mentions([&] { add_(a, a); }, {"add_", "cuda:0 is not available"});
   EXPECT_EQ(f.backing[0], 1.0f);  // nothing wrote through the device pointer
 }

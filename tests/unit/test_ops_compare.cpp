@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "file_test_util.h"
+#include "gradcheck.h"
 #include "strata/strata.h"
 #include "test_util.h"
 
@@ -70,6 +71,20 @@ TEST(OpsCompare, WhereAndMaskedFillValues) {
   EXPECT_EQ(where(cond, big, zeros({2}, {.dtype = DType::Int64})).to_vector<int64_t>(),
             (std::vector<int64_t>{int64_t{1} << 60, 0}));
   EXPECT_EQ(ints(where(cond, cond, gt(ones({2}), 0.0))), (std::vector<int32_t>{1, 1}));
+}
+
+// The backward of where and masked_fill (a where, then a sum over the broadcast
+// dimensions; the same code on every device) against finite differences.
+TEST(OpsCompare, WhereAndMaskedFillGradientsBroadcast) {
+  using V = const std::vector<Tensor>&;
+  Generator gen(3);
+  const Tensor cond = gt(randn({4, 1, 3}, {}, &gen), 0.0);
+  strata::testing::expect_gradients_match([&](V in) { return where(cond, in[0], in[1]); },
+                                          {strata::testing::leaf64({2, 1}, 1), strata::testing::leaf64({4, 2, 3}, 2)});
+  strata::testing::expect_gradients_match([&](V in) { return where(cond, in[0], in[1]); },
+                                          {strata::testing::leaf64({4, 2, 3}, 3), strata::testing::leaf64({}, 4)});
+  strata::testing::expect_gradients_match([&](V in) { return masked_fill(in[0], cond, -1.5); },
+                                          {strata::testing::leaf64({2, 1}, 5)});
 }
 
 TEST(OpsCompare, ConditionsAndMasksMustBeBool) {

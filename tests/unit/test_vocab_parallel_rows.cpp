@@ -211,18 +211,17 @@ TEST(VocabParallelRows, BadTargetIsNamed) {
   EXPECT_EQ(cpu::vocab_parallel_check_targets(t.narrow(0, 0, 2), 7, kIgnore), 1);
 }
 
-TEST(VocabParallelRows, ShardIndicesAndKeep) {
+TEST(VocabParallelRows, ShardIndicesAndOutsideMask) {
   // Vocabulary 10 over parts of 4: rank 1 holds tokens 4..7.
   const Tensor tokens = from_vector(std::vector<int64_t>{0, 4, 7, 8, 5, 9}, {2, 3});
-  for (DType dtype : {DType::Float32, DType::Float64}) {
-    const cpu::VocabShardIndices r = cpu::vocab_shard_indices(tokens, 10, 4, 4, dtype);
-    EXPECT_EQ(r.local.shape(), tokens.shape());
-    EXPECT_EQ(r.keep.dtype(), dtype);
-    EXPECT_EQ(r.local.to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 3, 0, 1, 0}));
-    EXPECT_EQ(r.keep.to_vector<double>(), (std::vector<double>{0, 1, 1, 0, 1, 0}));
-  }
+  const cpu::VocabShardIndices r = cpu::vocab_shard_indices(tokens, 10, 4, 4);
+  EXPECT_EQ(r.local.shape(), tokens.shape());
+  EXPECT_EQ(r.outside.shape(), tokens.shape());
+  EXPECT_EQ(r.outside.dtype(), DType::Bool);
+  EXPECT_EQ(r.local.to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 3, 0, 1, 0}));
+  EXPECT_EQ(r.outside.to_vector<int32_t>(), (std::vector<int32_t>{1, 0, 0, 1, 0, 1}));
   const Tensor bad = from_vector(std::vector<int64_t>{1, 10}, {2});
-  expect_error_mentions([&] { (void)cpu::vocab_shard_indices(bad, 10, 0, 4, DType::Float32); },
+  expect_error_mentions([&] { (void)cpu::vocab_shard_indices(bad, 10, 0, 4); },
                         {"VocabParallelEmbedding: index 10 at position 1", "vocabulary of 10"});
 }
 

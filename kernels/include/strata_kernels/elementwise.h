@@ -11,8 +11,15 @@
 extern "C" {
 #endif
 
-// Element types: integer ones only for the ops common/elementwise_ops.h calls arithmetic.
-enum StrataElementType { STRATA_ELEMENT_F32 = 0, STRATA_ELEMENT_F64 = 1, STRATA_ELEMENT_I32 = 2, STRATA_ELEMENT_I64 = 3 };
+// Element types: integer ones only for the ops common/elementwise_ops.h calls arithmetic;
+// bool only for comparisons and selections (strata_kernels/compare.h).
+enum StrataElementType {
+  STRATA_ELEMENT_F32 = 0,
+  STRATA_ELEMENT_F64 = 1,
+  STRATA_ELEMENT_I32 = 2,
+  STRATA_ELEMENT_I64 = 3,
+  STRATA_ELEMENT_BOOL = 4
+};
 
 cudaError_t strata_unary(int32_t op, int32_t type, void* out, const void* in, const void* index, int64_t n, double p,
                          double q, cudaStream_t stream);

@@ -2,7 +2,7 @@
 // Tensor parallelism's vocabulary kernels (C API): the rows of the vocab-parallel
 // cross-entropy (common/vocab_parallel_rows.h, one warp per row) and VocabParallelEmbedding's
 // index step (common/vocab_shard_index.h). `type` is elementwise.h's STRATA_ELEMENT_F32 or
-// _F64; targets and tokens are int64. Logits are contiguous [rows, cols], of which the first
+// _F64 (the cross-entropy's); targets and tokens are int64. Logits are contiguous [rows, cols], of which the first
 // `real` columns are real words. Every pointer is device memory; work is queued on `stream`.
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -47,10 +47,11 @@ cudaError_t strata_vocab_parallel_grad(int32_t type, const void* logits, const i
                                        const double* max, const double* sum_exp, double scale, void* dx,
                                        cudaStream_t stream);
 
-// For n tokens: local[i] (the row this rank looks up) and keep[i] (1 or 0, of `type`); a
-// token outside [0, vocab) sets *bad (a flag the caller zeroed) to 1.
-cudaError_t strata_vocab_shard_indices(int32_t type, const int64_t* tokens, int64_t n, int64_t vocab, int64_t start,
-                                       int64_t part, int64_t* local, void* keep, int32_t* bad, cudaStream_t stream);
+// For n tokens: local[i] (the row this rank looks up) and outside[i] (a bool, one byte: 1
+// where another rank holds the token); a token outside [0, vocab) sets *bad (a flag the
+// caller zeroed) to 1.
+cudaError_t strata_vocab_shard_indices(const int64_t* tokens, int64_t n, int64_t vocab, int64_t start, int64_t part,
+                                       int64_t* local, void* outside, int32_t* bad, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

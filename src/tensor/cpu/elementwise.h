@@ -2,6 +2,7 @@
 // CPU kernels of the elementwise ops (ops/elementwise.cpp, ops/unary.cpp, ops/compare.cpp).
 // Outputs are fresh contiguous tensors; inputs may be strided and are broadcast where noted.
 // The element math is in kernels/common/elementwise_ops.h.
+#include "common/compare_ops.h"
 #include "common/elementwise_ops.h"
 #include "strata/tensor/tensor.h"
 
@@ -10,7 +11,7 @@ namespace strata::cpu {
 // The op codes are the shared kernels' (kernels/common/elementwise_ops.h), so the CPU loops
 // and the CUDA kernels instantiate the same functors.
 using BinaryOp = strata_kernels::BinaryCode;
-enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
+using CompareOp = strata_kernels::CompareCode;
 using UnaryOp = strata_kernels::UnaryCode;
 using UnaryGradOp = strata_kernels::UnaryGradCode;
 using BinaryGradOp = strata_kernels::BinaryGradCode;

@@ -92,19 +92,16 @@ Tensor vocab_parallel_grad(const Tensor& logits, const Tensor& targets, int64_t 
   return dx;
 }
 
-VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64_t start, int64_t part,
-                                      DType keep_dtype) {
-  VocabShardIndices r{empty(tokens.shape(), {.dtype = DType::Int64}), empty(tokens.shape(), {.dtype = keep_dtype})};
+VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64_t start, int64_t part) {
+  VocabShardIndices r{empty(tokens.shape(), {.dtype = DType::Int64}), empty(tokens.shape(), {.dtype = DType::Bool})};
   const int64_t* in = tokens.data<int64_t>();
   int64_t* local = r.local.data<int64_t>();
-  detail::dispatch_floating(keep_dtype, "VocabParallelEmbedding", [&]<class T>() {
-    T* keep = r.keep.data<T>();
-    for (int64_t i = 0; i < tokens.numel(); ++i) {
-      STRATA_CHECK(strata_kernels::vp_shard_index(in[i], vocab, start, part, local + i, keep + i),
-                   "VocabParallelEmbedding: index ", in[i], " at position ", i, " is out of range for a vocabulary of ",
-                   vocab);
-    }
-  });
+  bool* outside = r.outside.data<bool>();
+  for (int64_t i = 0; i < tokens.numel(); ++i) {
+    STRATA_CHECK(strata_kernels::vp_shard_index(in[i], vocab, start, part, local + i, outside + i),
+                 "VocabParallelEmbedding: index ", in[i], " at position ", i, " is out of range for a vocabulary of ",
+                 vocab);
+  }
   return r;
 }
 

@@ -38,12 +38,11 @@ Tensor vocab_parallel_grad(const Tensor& logits, const Tensor& targets, int64_t 
                            int64_t ignore_index, const Tensor& max, const Tensor& sum_exp, double scale);
 
 // VocabParallelEmbedding's lookup: for every token the local row to look up (int64, row 0 for
-// a token another rank holds) and keep (1 or 0 in `keep_dtype`, float32/float64), the same
-// shape as tokens. Throws naming the first token outside [0, vocab) and its position.
+// a token another rank holds) and outside (Bool, true for such a token), the same shape as
+// tokens. Throws naming the first token outside [0, vocab) and its position.
 struct VocabShardIndices {
-  Tensor local, keep;
+  Tensor local, outside;
 };
-VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64_t start, int64_t part,
-                                      DType keep_dtype);
+VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64_t start, int64_t part);
 
 }  // namespace strata::cpu

@@ -26,6 +26,14 @@ Tensor binary_grad(cpu::BinaryGradOp op, const Tensor& grad, const Tensor& a, co
 void add_inplace(const Tensor& self, const Tensor& other, double alpha);
 void mul_inplace(const Tensor& self, double value);
 
+// Comparisons and selections (cuda/compare.cpp), as cpu/elementwise.h's: the same
+// functors (kernels/common/compare_ops.h); float32, float64, int32, int64 and bool.
+Tensor compare(cpu::CompareOp op, const Tensor& a, const Tensor& b, const char* name);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape, const char* name);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, const Shape& shape, const char* name);
+// cat (cuda/cat.cpp), as cpu/copy.h's; `op` is the public op in errors.
+Tensor cat(const std::vector<Tensor>& ts, size_t d, const Shape& out_shape, const char* op);
+
 // Row ops (row_ops.cpp): the same arithmetic and order as the CPU's (kernels/common/row_*.h).
 Tensor softmax_forward(const Tensor& x, int64_t dim, bool log);
 Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool log);
@@ -90,8 +98,7 @@ Tensor vocab_parallel_loss(const Tensor& targets, int64_t vocab, int64_t ignore_
                            const Tensor& sum_exp, const Tensor& target_logit, int64_t counted, DType dtype);
 Tensor vocab_parallel_grad(const Tensor& logits, const Tensor& targets, int64_t real, int64_t start, int64_t vocab,
                            int64_t ignore_index, const Tensor& max, const Tensor& sum_exp, double scale);
-cpu::VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64_t start, int64_t part,
-                                           DType keep_dtype);
+cpu::VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64_t start, int64_t part);
 
 // cpu::matmul and cpu::matmul_sum (tensor/cpu/matmul.h) through cuBLASLt (cuda/matmul.cpp),
 // running the same gemm::Plan; float32, float64, bfloat16 and float16 (16-bit with float32

@@ -1,12 +1,10 @@
 // CUDA glue of the elementwise ops: tensors to pointers, the strided index of the inputs
 // (broadcast strides), one kernel launch on the current stream.
-#include <cstring>
 #include <string>
 
-#include "common/strided_index.h"
 #include "strata/tensor/factory.h"
 #include "strata_kernels/elementwise.h"
-#include "tensor/cpu/broadcast_map.h"
+#include "tensor/cuda/broadcast_index.h"
 #include "tensor/cuda/cuda_backend.h"
 #include "tensor/cuda/cuda_check.h"
 #include "tensor/cuda/cuda_ops.h"
@@ -31,22 +29,6 @@ int32_t element_type(DType dtype, bool integers_allowed, const char* name) {
               "; convert with .to())");
 }
 
-// The strided index of `inputs` read as if broadcast to `shape`.
-template <int N>
-strata_kernels::StridedIndex<N> index_of(const Shape& shape, const Tensor* const (&inputs)[N], const char* name) {
-  STRATA_CHECK(shape.size() <= static_cast<size_t>(strata_kernels::kMaxDims), name, ": ", shape.size(),
-               " dimensions; CUDA elementwise ops take at most ", strata_kernels::kMaxDims);
-  strata_kernels::StridedIndex<N> index;
-  std::memset(&index, 0, sizeof index);
-  index.ndim = static_cast<int32_t>(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) index.sizes[d] = shape[d];
-  for (int k = 0; k < N; ++k) {
-    const Strides s = cpu::broadcast_strides(*inputs[k], shape);
-    for (size_t d = 0; d < shape.size(); ++d) index.strides[k][d] = s[d];
-  }
-  return index;
-}
-
 struct Launch {
   Tensor out;
   cudaStream_t stream;
@@ -65,7 +47,7 @@ Tensor binary(cpu::BinaryOp op, const Tensor& a, const Tensor& b, const char* na
   const int32_t type = element_type(a.dtype(), strata_kernels::is_arithmetic(op), name);
   Launch l = prepare(shape, a, name);
   const Tensor* inputs[2] = {&a, &b};
-  const auto index = index_of<2>(shape, inputs, name);
+  const auto index = cuda_detail::broadcast_index<2>(shape, inputs, name);
   cuda_detail::DeviceGuard guard(a.device().index);
   STRATA_CUDA(strata_binary(static_cast<int32_t>(op), type, l.out.data_ptr(), a.data_ptr(), b.data_ptr(), &index,
                             shape.numel(), l.stream));
@@ -76,7 +58,7 @@ Tensor unary(cpu::UnaryOp op, const Tensor& a, const char* name, double p, doubl
   const int32_t type = element_type(a.dtype(), strata_kernels::is_arithmetic(op), name);
   Launch l = prepare(a.shape(), a, name);
   const Tensor* inputs[1] = {&a};
-  const auto index = index_of<1>(a.shape(), inputs, name);
+  const auto index = cuda_detail::broadcast_index<1>(a.shape(), inputs, name);
   cuda_detail::DeviceGuard guard(a.device().index);
   STRATA_CUDA(strata_unary(static_cast<int32_t>(op), type, l.out.data_ptr(), a.data_ptr(), &index, a.numel(), p, q,
                            l.stream));
@@ -87,7 +69,7 @@ Tensor unary_grad(cpu::UnaryGradOp op, const Tensor& grad, const Tensor& saved, 
   const int32_t type = element_type(saved.dtype(), false, name);
   Launch l = prepare(saved.shape(), saved, name);
   const Tensor* inputs[2] = {&grad, &saved};
-  const auto index = index_of<2>(saved.shape(), inputs, name);
+  const auto index = cuda_detail::broadcast_index<2>(saved.shape(), inputs, name);
   cuda_detail::DeviceGuard guard(saved.device().index);
   STRATA_CUDA(strata_unary_grad(static_cast<int32_t>(op), type, l.out.data_ptr(), grad.data_ptr(), saved.data_ptr(),
                                 &index, saved.numel(), p, q, l.stream));
@@ -98,7 +80,7 @@ Tensor binary_grad(cpu::BinaryGradOp op, const Tensor& grad, const Tensor& a, co
   const int32_t type = element_type(grad.dtype(), false, name);
   Launch l = prepare(grad.shape(), grad, name);
   const Tensor* inputs[3] = {&grad, &a, &b};
-  const auto index = index_of<3>(grad.shape(), inputs, name);
+  const auto index = cuda_detail::broadcast_index<3>(grad.shape(), inputs, name);
   cuda_detail::DeviceGuard guard(grad.device().index);
   STRATA_CUDA(strata_binary_grad(static_cast<int32_t>(op), type, l.out.data_ptr(), grad.data_ptr(), a.data_ptr(),
                                  b.data_ptr(), &index, grad.numel(), l.stream));

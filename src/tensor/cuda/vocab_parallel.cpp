@@ -95,20 +95,19 @@ Tensor vocab_parallel_grad(const Tensor& logits, const Tensor& targets, int64_t 
   return dx;
 }
 
-cpu::VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64_t start, int64_t part,
-                                           DType keep_dtype) {
+cpu::VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64_t start, int64_t part) {
   const char* op = "VocabParallelEmbedding";
   Launch l(tokens, op);
   cpu::VocabShardIndices r{empty(tokens.shape(), {.dtype = DType::Int64, .device = tokens.device()}),
-                           empty(tokens.shape(), {.dtype = keep_dtype, .device = tokens.device()})};
+                           empty(tokens.shape(), {.dtype = DType::Bool, .device = tokens.device()})};
   if (tokens.numel() == 0) return r;
   Tensor bad = zeros({1}, {.dtype = DType::Int32, .device = tokens.device()});
-  STRATA_CUDA(strata_vocab_shard_indices(float_type(keep_dtype, op), index_ptr(tokens), tokens.numel(), vocab, start,
-                                         part, static_cast<int64_t*>(r.local.data_ptr()), r.keep.data_ptr(),
+  STRATA_CUDA(strata_vocab_shard_indices(index_ptr(tokens), tokens.numel(), vocab, start, part,
+                                         static_cast<int64_t*>(r.local.data_ptr()), r.outside.data_ptr(),
                                          static_cast<int32_t*>(bad.data_ptr()), l.stream));
   // Reading the flag waits for the kernel: the price of an error that names the token.
-  if (bad.to_vector<int32_t>()[0] != 0) (void)cpu::vocab_shard_indices(tokens.to(Device::cpu()), vocab, start, part,
-                                                                       keep_dtype);  // throws
+  if (bad.to_vector<int32_t>()[0] != 0)
+    (void)cpu::vocab_shard_indices(tokens.to(Device::cpu()), vocab, start, part);  // throws
   return r;
 }
 

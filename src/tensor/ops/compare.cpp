@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "../device_dispatch.h"
+#include "tensor/cuda/cuda_ops.h"
 #include "elementwise_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
@@ -17,7 +18,8 @@ namespace {
 
 Tensor compare_op(CompareOp op, const Tensor& a, const Tensor& b, const char* name) {
   const Device device = detail::check_binary(name, a, b);
-  return detail::on_device(name, device, [&] { return cpu::compare(op, a, b, name); });
+  return detail::on_device(
+      name, device, [&] { return cpu::compare(op, a, b, name); }, [&] { return cuda_ops::compare(op, a, b, name); });
 }
 
 // b as a tensor of shape [] like a, for the scalar comparisons.
@@ -69,7 +71,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const Shape shape = where_shape(cond, a, b);
   const Device device = detail::check_binary("where", a, b);
   detail::common_device("where", {{"condition", cond}, {"a", a}});
-  Tensor out = detail::on_device("where", device, [&] { return cpu::where(cond, a, b, shape, "where"); });
+  Tensor out = detail::on_device(
+      "where", device, [&] { return cpu::where(cond, a, b, shape, "where"); },
+      [&] { return cuda_ops::where(cond, a, b, shape, "where"); });
   if (autograd::needs_grad({a, b})) {
     autograd::record("WhereBackward", {a, b}, {out}, [cond, sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
@@ -88,7 +92,9 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   check_mask("masked_fill", "mask", mask);
   const Device device = detail::common_device("masked_fill", {{"x", x}, {"mask", mask}});
   const Shape shape = broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
-  Tensor out = detail::on_device("masked_fill", device, [&] { return cpu::masked_fill(x, mask, value, shape, "masked_fill"); });
+  Tensor out = detail::on_device(
+      "masked_fill", device, [&] { return cpu::masked_fill(x, mask, value, shape, "masked_fill"); },
+      [&] { return cuda_ops::masked_fill(x, mask, value, shape, "masked_fill"); });
   if (autograd::needs_grad({x})) {
     autograd::record("MaskedFillBackward", {x}, {out}, [mask, sx = x.shape()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../cpu/copy.h"
+#include "tensor/cuda/cuda_ops.h"
 #include "../device_dispatch.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
@@ -45,7 +46,9 @@ Shape cat_shape(const std::vector<Tensor>& ts, int64_t dim, const char* op) {
 
 // The (already checked) tensors concatenated along `d` into a fresh tensor of `out_shape`.
 Tensor cat_copy(const std::vector<Tensor>& ts, size_t d, const Shape& out_shape, const char* op) {
-  return detail::on_device(op, ts[0].device(), [&] { return cpu::cat(ts, d, out_shape); });
+  return detail::on_device(
+      op, ts[0].device(), [&] { return cpu::cat(ts, d, out_shape); },
+      [&] { return cuda_ops::cat(ts, d, out_shape, op); });
 }
 
 std::vector<int64_t> even_sizes(int64_t extent, int64_t split_size) {
