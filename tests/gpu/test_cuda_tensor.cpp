@@ -189,7 +189,8 @@ TEST_F(CudaTensor, OpsWithoutCudaKernelNameTheOpAndDevice) {
   const std::string none = "no CUDA implementation yet (tensor on cuda:0)";
   const Tensor first = from_vector(std::vector<int64_t>{0}, {1});
   expect_error_mentions([&] { (void)index_select(a, 1, first); }, {"index_select: " + none});
-  expect_error_mentions([&] { (void)cat({a, a}, 0); }, {"cat: " + none});
+  const Tensor column = zeros({2, 1}, {.dtype = DType::Int64}).to(gpu);
+  expect_error_mentions([&] { (void)gather(a, 1, column); }, {"gather: " + none});
   expect_error_mentions([&] { (void)add(ones({2, 3}), a); }, {"add: inputs are on different devices", "cpu", "cuda:0"});
 }
 
