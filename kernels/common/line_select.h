@@ -6,6 +6,7 @@
 // same values and indices, bit for bit.
 #include <stdint.h>
 
+#include "dim_reduce.h"
 #include "macros.h"
 
 namespace strata_kernels {
@@ -66,20 +67,10 @@ STRATA_HD void line_topk(const T* x, int64_t n, int64_t stride, int64_t k, bool 
   }
 }
 
-// cumsum's accumulator: double for floating types (float32 too), the type itself for
-// integers.
+// cumsum's accumulator: the sum's (dim_reduce.h): double for floating types (float32 too),
+// the type itself for integers.
 template <class T>
-struct CumsumAcc {
-  using type = T;
-};
-template <>
-struct CumsumAcc<float> {
-  using type = double;
-};
-template <>
-struct CumsumAcc<double> {
-  using type = double;
-};
+using CumsumAcc = DimReduceAcc<T>;
 
 // One step of an inclusive prefix sum: the running sum takes x, the output is its rounding
 // to T. Every cumsum (CPU row by row, GPU line by line) is this step in index order (reverse
