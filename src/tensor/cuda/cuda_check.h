@@ -34,4 +34,14 @@ inline cudaStream_t stream_of(int device) {
   return static_cast<cudaStream_t>(current_stream(device));
 }
 
+// An op's launch scope on x's device: checks the device first (an unusable device is
+// reported naming the op, before anything is allocated), makes it current for the scope and
+// holds its stream.
+struct OpScope {
+  DeviceGuard guard;
+  cudaStream_t stream;
+  OpScope(const Tensor& x, const char* op)
+      : guard((check_device(x.device(), op), x.device().index)), stream(stream_of(x.device().index)) {}
+};
+
 }  // namespace strata::cuda_detail

@@ -31,15 +31,7 @@ Rows rows_of(const Tensor& x) {
   return {n == 0 ? 0 : x.numel() / n, n};
 }
 
-// Checks x's device first (an unusable device is reported naming the op, before anything
-// is allocated), makes it current for the scope and holds its stream.
-struct Launch {
-  cuda_detail::DeviceGuard guard;
-  cudaStream_t stream;
-  explicit Launch(const Tensor& x, const char* op)
-      : guard((cuda_detail::check_device(x.device(), op), x.device().index)),
-        stream(cuda_detail::stream_of(x.device().index)) {}
-};
+using Launch = cuda_detail::OpScope;
 
 // softmax along the last dimension of contiguous x, forward or backward.
 Tensor softmax_last(const Tensor& x, bool log) {

@@ -18,14 +18,7 @@ namespace {
 
 int32_t float_type(DType dtype, const char* op) { return cuda_detail::float_element_type(dtype, op); }
 
-// Checks x's device (naming the op), makes it current for the scope and holds its stream.
-struct Launch {
-  cuda_detail::DeviceGuard guard;
-  cudaStream_t stream;
-  explicit Launch(const Tensor& x, const char* op)
-      : guard((cuda_detail::check_device(x.device(), op), x.device().index)),
-        stream(cuda_detail::stream_of(x.device().index)) {}
-};
+using Launch = cuda_detail::OpScope;
 
 TensorOptions float64_on(const Tensor& t) { return {.dtype = DType::Float64, .device = t.device()}; }
 
