@@ -1,7 +1,9 @@
 // load_training_checkpoint: each rank reads the regions of the global tensors that its
 // layout holds, into temporaries first; only when every rank has read everything does any
 // rank change its model, optimizer, sampler and RNG.
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
@@ -30,6 +32,58 @@ std::map<std::string, std::vector<std::string>> optimizer_keys(const ShardedChec
     out[rest.substr(0, dot)].push_back(rest.substr(dot + 1));
   }
   return out;
+}
+
+// The optimizer state the saving ranks recorded writing (their optimizer.state_keys and
+// optimizer.stateless entries); empty keys for a save without that record (an import, or a
+// save before any step) or without an optimizer.
+struct RecordedState {
+  std::set<std::string> keys;
+  std::set<std::string> stateless;
+};
+
+std::set<std::string> split_commas(const std::string& text) {
+  std::set<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) out.insert(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+RecordedState recorded_state(const ShardedCheckpoint& c) {
+  RecordedState out;
+  for (int r = 0; r < c.world_size(); ++r) {
+    const Metadata& m = c.rank_metadata(r);
+    auto keys = m.find(detail::kStateKeysKey);
+    if (keys != m.end()) out.keys.merge(split_commas(keys->second));
+    auto stateless = m.find(detail::kStatelessKey);
+    if (stateless != m.end()) out.stateless.merge(split_commas(stateless->second));
+  }
+  return out;
+}
+
+// A full resume refuses a checkpoint whose index lacks optimizer state that the save wrote:
+// loading it would restart the optimizer (moments, bias correction) without a word.
+void check_recorded_state(const ShardedCheckpoint& c, const RecordedState& recorded,
+                          const std::vector<std::string>& params, const std::string& where) {
+  std::vector<std::string> missing;
+  for (const std::string& name : params) {
+    if (recorded.stateless.count(name) != 0) continue;
+    for (const std::string& key : recorded.keys)
+      if (!c.contains("optim." + name + "." + key)) missing.push_back("optim." + name + "." + key);
+  }
+  if (missing.empty()) return;
+  std::string keys;
+  for (const std::string& k : recorded.keys) keys += (keys.empty() ? "" : ", ") + k;
+  const std::string more =
+      missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more optimizer tensors)" : "";
+  STRATA_FAIL(where, ": the save recorded optimizer state (", keys, ") for its parameters, but the index has no '",
+              missing.front(), "'", more, ": the index was edited or damaged, and resuming would restart the "
+              "optimizer. To start a new optimizer from these weights on purpose, load the weights only "
+              "(LoadOptions::weights_only; train_gpt --init-from)");
 }
 
 // Local flat elements [begin, begin + dest.numel()) of `tensor` (global name) into `dest`
@@ -128,6 +182,8 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
   };
   const bool has_optimizer = !weights_only && (t.optimizer != nullptr || t.zero != nullptr);
   const int64_t optimizer_steps = has_optimizer ? metadata_int(out.metadata, "optimizer.step", where) : 0;
+  const RecordedState recorded = recorded_state(c);
+  std::vector<std::string> optimized;  // names of the parameters whose optimizer state this rank loads
 
   if (t.zero != nullptr) {
     optim::Optimizer& inner = t.zero->optimizer();
@@ -137,9 +193,11 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
       Tensor master = zeros({own.numel}, {.dtype = own.master.dtype()});
       read_range(c, weight_source(c, own.name, master.dtype()), layout, own.offset, master);
       out.copies.emplace_back(own.master, master.reshape(own.master.shape()));
-      if (has_optimizer)
+      if (has_optimizer) {
+        optimized.push_back(own.name);
         read_optimizer_state(c, keys_of(own.name), own.name, layout, own.inner_index, own.offset, own.master,
                              out.optimizer_state);
+      }
     }
     if (has_optimizer) {
       add_common_state(inner, optimizer_steps, out.optimizer_state);
@@ -159,6 +217,7 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
           STRATA_CHECK(name != names.end(), "load_training_checkpoint: the optimizer's parameter ", index,
                        " is not a parameter of the model");
           const LocalLayout layout = detail::layout_of(place, name->second, p.shape());
+          optimized.push_back(name->second);
           read_optimizer_state(c, keys_of(name->second), name->second, layout, index++, 0, p, out.optimizer_state);
         }
       add_common_state(*t.optimizer, optimizer_steps, out.optimizer_state);
@@ -169,6 +228,7 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
     const LocalLayout layout = detail::layout_of(place, name, buffer.shape());
     out.copies.emplace_back(buffer, read_local(c, "model." + name, layout, buffer.shape(), buffer.dtype()));
   }
+  if (has_optimizer) check_recorded_state(c, recorded, optimized, where);
   if (weights_only) return out;
   if (t.sampler != nullptr)
     for (const auto& [key, value] : t.sampler->state_dict())

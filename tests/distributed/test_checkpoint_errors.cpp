@@ -1,8 +1,9 @@
 // The training checkpoint in one layout (ZeRO 0-3 on 1-4 ranks): a resumed run continues
 // bit for bit; crashes at every point of the save keep a loadable checkpoint; and bad input
 // (a shard of another save, an edited or newer index, a missing, truncated or extended shard,
-// a FIFO in place of a file, a tensor or shape the model does not have, an incomplete index,
-// the previous release's directories) is refused naming the file and the tensor.
+// a FIFO in place of a file, optimizer state missing from the index, a tensor or shape the
+// model does not have, an incomplete index, the previous release's directories) is refused
+// naming the file and the tensor.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -403,6 +404,33 @@ TEST(TrainingCheckpoint, RefusesBytesAppendedToAShard) {
     const std::string sizes = std::to_string(size + 8) + " bytes but index.json records " + std::to_string(size);
     EXPECT_NE(problems.front().find(sizes), std::string::npos) << problems.front();
   }
+}
+
+// An index whose checksum was recomputed after its optimizer tensors were dropped: a full
+// resume refuses it, naming a missing tensor (it would restart the optimizer silently); a
+// weights-only load takes the weights.
+TEST(TrainingCheckpoint, RefusesAnIndexWithoutTheOptimizerStateTheSaveWrote) {
+  SharedDir a("optim_a"), b("optim_b");
+  save_two(a.path(), b.path());
+  edit_index(b.path(), [](nlohmann::json& index) {
+    for (auto it = index["tensors"].begin(); it != index["tensors"].end();)
+      it = it.key().rfind("optim.", 0) == 0 ? index["tensors"].erase(it) : std::next(it);
+  }, true);
+  const std::string msg = error_of([&] { load_fresh(b.path()); });
+  EXPECT_NE(msg.find("the save recorded optimizer state (exp_avg, exp_avg_sq, step)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the index has no 'optim."), std::string::npos) << msg;
+  EXPECT_NE(msg.find("more optimizer tensors"), std::string::npos) << msg;
+  CheckpointedRun run(2);
+  EXPECT_EQ(train::load_training_checkpoint(b.path(), run.target(), nullptr, {.weights_only = true}), 2);
+  // One tensor dropped from an intact save is named too.
+  edit_index(a.path(), [](nlohmann::json& index) { index["tensors"].erase("optim.wte.weight.exp_avg_sq"); }, true);
+  const std::string one = error_of([&] { load_fresh(a.path()); });
+  // The rank that owns wte's state names the tensor; the others name that rank.
+  const bool named = one.find("'optim.wte.weight.exp_avg_sq'") != std::string::npos;
+  EXPECT_TRUE(named || one.find(" failed (see its error)") != std::string::npos) << one;
+  Tensor naming = from_vector(std::vector<int64_t>{named ? 1 : 0}, {});
+  dist::world().all_reduce(naming)->wait();
+  EXPECT_GE(naming.item(), 1.0) << "no rank named the missing tensor";
 }
 
 TEST(TrainingCheckpoint, ACrashAtAnyPointOfTheSaveKeepsALoadableCheckpoint) {
