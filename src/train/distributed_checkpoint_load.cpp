@@ -146,6 +146,57 @@ int saved_rank_with_tensor_rank(const ShardedCheckpoint& c, int tensor_rank) {
   return -1;
 }
 
+// The tensor degree the checkpoint was saved with (1 when the layout does not say).
+int saved_tensor_degree(const ShardedCheckpoint& c, const std::string& where) {
+  return c.metadata().count("layout.tensor") != 0 ? static_cast<int>(metadata_int(c.metadata(), "layout.tensor", where))
+                                                  : 1;
+}
+
+// Where this rank's tensor-parallel random streams continue (docs/checkpoint-format.md, "RNG
+// streams"). The same degree: this tensor rank's saved streams exactly. Another degree: this
+// rank's own seeds, continuing from the offsets of tensor rank 0. A save without tensor
+// parallelism drew that randomness from the default stream, so the streams continue from its
+// offset `rng_offset`, again with this rank's own seeds.
+std::map<std::string, std::pair<uint64_t, uint64_t>> tracker_states(const ShardedCheckpoint& c,
+                                                                    const parallel::RngTracker& tracker,
+                                                                    const detail::Place& place, uint64_t rng_offset,
+                                                                    const std::string& where) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> out;
+  const int degree = saved_tensor_degree(c, where);
+  const bool same_degree = degree == place.tensor_size;
+  const int source = saved_rank_with_tensor_rank(c, same_degree ? place.tensor_rank : 0);
+  STRATA_CHECK(source >= 0, where, ": no saved rank has tensor rank ", same_degree ? place.tensor_rank : 0);
+  const Metadata& saved = c.rank_metadata(source);
+  const std::string rank_where = where + " (rank " + std::to_string(source) + ")";
+  for (const auto& [stream, state] : tracker.states()) {
+    const std::string key = "rng_tracker." + stream;
+    if (degree == 1 && saved.count(key + ".offset") == 0) {
+      out[stream] = {state.first, rng_offset};
+      continue;
+    }
+    const uint64_t offset = metadata_u64(saved, key + ".offset", rank_where);
+    out[stream] = {same_degree ? metadata_u64(saved, key + ".seed", rank_where) : state.first, offset};
+  }
+  return out;
+}
+
+// The highest offset of any saved tensor-parallel stream (0 without any). A layout without
+// tensor parallelism draws that randomness from the default stream and continues it from at
+// least here, so that a later return to tensor parallelism (which continues its streams from
+// the default stream's offset) draws no position of its streams twice.
+uint64_t highest_tracker_offset(const ShardedCheckpoint& c, const std::string& where) {
+  const std::string suffix = ".offset";
+  uint64_t highest = 0;
+  for (int r = 0; r < c.world_size(); ++r) {
+    const Metadata& saved = c.rank_metadata(r);
+    for (const auto& [key, value] : saved)
+      if (key.rfind("rng_tracker.", 0) == 0 && key.size() > suffix.size() &&
+          key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0)
+        highest = std::max(highest, metadata_u64(saved, key, where + " (rank " + std::to_string(r) + ")"));
+  }
+  return highest;
+}
+
 // Everything read, before anything is changed.
 struct Loaded {
   int64_t step = 0;
@@ -233,22 +284,8 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
   if (t.sampler != nullptr)
     for (const auto& [key, value] : t.sampler->state_dict())
       out.sampler_state[key] = from_vector(std::vector<int64_t>{metadata_int(out.metadata, "sampler." + key, where)}, {});
-  if (t.rng_tracker != nullptr) {
-    // The same tensor degree: this tensor rank's streams exactly. Another degree: the seeds
-    // stay this rank's own, the offsets continue from tensor rank 0's.
-    const bool same_degree =
-        out.metadata.count("layout.tensor") != 0 && out.metadata.at("layout.tensor") == std::to_string(place.tensor_size);
-    const int source = saved_rank_with_tensor_rank(c, same_degree ? place.tensor_rank : 0);
-    STRATA_CHECK(source >= 0, where, ": no saved rank has tensor rank ", same_degree ? place.tensor_rank : 0);
-    const Metadata& saved = c.rank_metadata(source);
-    for (const auto& [stream, state] : t.rng_tracker->states()) {
-      const std::string key = "rng_tracker." + stream;
-      const uint64_t offset = metadata_u64(saved, key + ".offset", where + " (rank " + std::to_string(source) + ")");
-      const uint64_t seed =
-          same_degree ? metadata_u64(saved, key + ".seed", where + " (rank " + std::to_string(source) + ")") : state.first;
-      out.tracker_states[stream] = {seed, offset};
-    }
-  }
+  if (t.rng_tracker != nullptr) out.tracker_states = tracker_states(c, *t.rng_tracker, place, out.rng_offset, where);
+  if (t.rng_tracker == nullptr) out.rng_offset = std::max(out.rng_offset, highest_tracker_offset(c, where));
   return out;
 }
 
