@@ -60,10 +60,13 @@ run() {
   fi
 }
 
-step_dir() {  # step_dir CHECKPOINT_DIR STEP
+step_dir() {  # step_dir CHECKPOINT_DIR STEP: its one step-STEP-* save (a failure ends the script)
   local d
   d=$(find "$1" -maxdepth 1 -name "step-$2-*" -type d)
-  [ -n "$d" ] && [ "$(echo "$d" | wc -l)" = 1 ] || fail "$1 has no single step-$2 save"
+  if [ -z "$d" ] || [ "$(echo "$d" | wc -l)" != 1 ]; then
+    echo "FAIL: $1 has no single step-$2 save" >&2
+    exit 1
+  fi
   echo "$d"
 }
 
