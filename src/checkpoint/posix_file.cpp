@@ -13,9 +13,24 @@ namespace strata::checkpoint::detail {
 
 std::string os_error(int err) { return std::error_code(err, std::generic_category()).message(); }
 
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "another kind of file";
+}
+
+}  // namespace
+
 ReadOnlyFile::ReadOnlyFile(std::string path) : path_(std::move(path)) {
+  // O_NONBLOCK: a FIFO (or a device) put where a file belongs must be refused below, not
+  // wait in open() for a writer that never comes (every rank would hang, past any timeout).
   do {
-    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   } while (fd_ < 0 && errno == EINTR);
   STRATA_CHECK(fd_ >= 0, "cannot open '", path_, "' for reading: ", os_error(errno));
   struct stat st {};
@@ -26,7 +41,7 @@ ReadOnlyFile::ReadOnlyFile(std::string path) : path_(std::move(path)) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd_);
-    STRATA_FAIL("'", path_, "' is not a regular file");
+    STRATA_FAIL("'", path_, "' is not a regular file (it is ", file_kind(st.st_mode), ")");
   }
   size_ = static_cast<uint64_t>(st.st_size);
 }

@@ -121,9 +121,18 @@ ShardedCheckpoint ShardedCheckpoint::open(const std::string& path) {
   STRATA_CHECK(ranks.is_array() && !ranks.empty(), where, ": field \"rank_metadata\" must be a non-empty array");
   for (size_t r = 0; r < ranks.size(); ++r)
     c.rank_metadata_.push_back(string_map(ranks[r], where + ": rank_metadata[" + std::to_string(r) + "]"));
-  for (const auto& [file, info] : field(index, "files", where).items())
-    c.file_header_crc_[file] =
-        detail::parse_hex32(field(info, "header_crc32", where + ": file '" + file + "'").get<std::string>(), where);
+  for (const auto& [file, info] : field(index, "files", where).items()) {
+    const std::string fw = where + ": file '" + file + "'";
+    c.file_header_crc_[file] = detail::parse_hex32(field(info, "header_crc32", fw).get<std::string>(), where);
+    // The file's size, recorded by every save of this format; an index without it (written by
+    // hand) is still read, without the size check.
+    auto bytes = info.find("bytes");
+    if (bytes != info.end()) {
+      STRATA_CHECK(bytes->is_number_unsigned(), fw, ": field \"bytes\" must be a non-negative integer, found ",
+                   bytes->dump());
+      c.file_bytes_[file] = bytes->get<uint64_t>();
+    }
+  }
   for (const auto& [name, t] : field(index, "tensors", where).items()) {
     const std::string tw = where + ": tensor '" + name + "'";
     TensorEntry e;
@@ -151,6 +160,11 @@ void ShardedCheckpoint::check_header(const std::string& file) const {
   const std::string path = (fs::path(directory_) / file).string();
   try {
     detail::ReadOnlyFile f(path);
+    // Bytes appended after the save are read by nobody, so no piece checksum would see them.
+    auto recorded = file_bytes_.find(file);
+    if (recorded != file_bytes_.end())
+      STRATA_CHECK(f.size() == recorded->second, "the file has ", f.size(), " bytes but index.json records ",
+                   recorded->second, f.size() < recorded->second ? " (truncated)" : " (bytes appended after the save)");
     uint64_t n = 0;
     STRATA_CHECK(f.size() >= 8, "shorter than 8 bytes (truncated)");
     f.read_at(0, &n, sizeof n);

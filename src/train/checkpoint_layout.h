@@ -49,6 +49,11 @@ Place place_of(const CheckpointTarget& target);
 LocalLayout layout_of(const Place& place, const std::string& name, const Shape& local);
 
 
+// Rank metadata of a save with an optimizer: the per-parameter state keys the rank wrote
+// (comma-separated, sorted) and the parameters it wrote without state.
+inline constexpr const char* kStateKeysKey = "optimizer.state_keys";
+inline constexpr const char* kStatelessKey = "optimizer.stateless";
+
 // Metadata keys the training checkpoint owns: "step" and those starting "optimizer.",
 // "sampler.", "rng.", "config.", "layout." (a caller's extra entries may not use them).
 bool is_reserved_metadata_key(const std::string& key);

@@ -51,6 +51,26 @@ void add_pieces(std::vector<SavePiece>& out, const std::string& key, const Local
     out.push_back({key, layout.global_shape, rp.region, flat.narrow(0, rp.local_offset - flat_offset, rp.region.numel())});
 }
 
+// Which optimizer state this rank wrote: the loader refuses an index that lacks some of it
+// (an edited index would otherwise resume with a fresh optimizer without a word).
+struct StateRecord {
+  std::set<std::string> keys;       // per-parameter state keys written ("exp_avg", "step", ...)
+  std::set<std::string> stateless;  // parameters written without state (no gradient yet)
+  void add(const std::string& name, const std::map<std::string, Tensor>* state) {
+    if (state == nullptr) {
+      stateless.insert(name);
+      return;
+    }
+    for (const auto& [key, value] : *state) keys.insert(key);
+  }
+};
+
+std::string joined(const std::set<std::string>& items) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
 // The tensors of a (whole) local parameter's optimizer state that this rank writes.
 void add_optimizer_state(std::vector<SavePiece>& out, const std::string& name, const LocalLayout& layout,
                          const std::map<std::string, Tensor>& state, int64_t offset, int64_t begin, int64_t end) {
@@ -94,8 +114,12 @@ Metadata save_metadata(const CheckpointTarget& t, int64_t step, const Metadata& 
   return meta;
 }
 
-Metadata save_rank_metadata(const CheckpointTarget& t, const Place& place) {
+Metadata save_rank_metadata(const CheckpointTarget& t, const Place& place, const StateRecord* record) {
   Metadata meta{{"tensor_rank", std::to_string(place.tensor_rank)}};
+  if (record != nullptr) {
+    meta[detail::kStateKeysKey] = joined(record->keys);
+    if (!record->stateless.empty()) meta[detail::kStatelessKey] = joined(record->stateless);
+  }
   if (t.rng_tracker != nullptr)
     for (const auto& [name, state] : t.rng_tracker->states()) {
       meta["rng_tracker." + name + ".seed"] = std::to_string(state.first);
@@ -115,6 +139,7 @@ checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& t, int6
   std::map<const void*, std::string> names;
   const std::map<std::string, Tensor> params = named_parameters_by_data(t.model, t.optimizer != nullptr ? &names : nullptr);
   std::vector<SavePiece> pieces;
+  StateRecord record;
 
   if (t.zero != nullptr) {
     // What ZeRO owns: master weights, the parameters (their cast) and the inner state.
@@ -130,6 +155,7 @@ checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& t, int6
       add_pieces(pieces, "model." + own.name, layout, master.to(param.dtype()), own.offset, begin, end);
       if (master.dtype() != param.dtype()) add_pieces(pieces, "master." + own.name, layout, master, own.offset, begin, end);
       auto st = inner.find(own.inner_index);
+      record.add(own.name, st != inner.end() ? &st->second : nullptr);
       if (st != inner.end()) add_optimizer_state(pieces, own.name, layout, st->second, own.offset, begin, end);
     }
   } else {
@@ -153,6 +179,7 @@ checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& t, int6
       auto [begin, end] = replica_chunk(t, param.numel());
       add_pieces(pieces, "model." + name, layout, param.reshape({param.numel()}), 0, begin, end);
       auto st = state.find(name);
+      if (t.optimizer != nullptr) record.add(name, st != state.end() ? &st->second : nullptr);
       if (st != state.end()) add_optimizer_state(pieces, name, layout, st->second, 0, begin, end);
     }
   }
@@ -162,8 +189,9 @@ checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& t, int6
     auto [begin, end] = replica_chunk(t, buffer.numel());
     add_pieces(pieces, "model." + name, layout, buffer.reshape({buffer.numel()}), 0, begin, end);
   }
-  return checkpoint::take_snapshot(step, pieces, save_metadata(t, step, extra), save_rank_metadata(t, place),
-                                   own_copies);
+  const bool has_optimizer = t.optimizer != nullptr || t.zero != nullptr;
+  return checkpoint::take_snapshot(step, pieces, save_metadata(t, step, extra),
+                                   save_rank_metadata(t, place, has_optimizer ? &record : nullptr), own_copies);
 }
 
 checkpoint::SaveResult save_training_checkpoint(const std::string& dir, const CheckpointTarget& t, int64_t step,

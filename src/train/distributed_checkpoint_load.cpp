@@ -1,7 +1,9 @@
 // load_training_checkpoint: each rank reads the regions of the global tensors that its
 // layout holds, into temporaries first; only when every rank has read everything does any
 // rank change its model, optimizer, sampler and RNG.
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
@@ -30,6 +32,58 @@ std::map<std::string, std::vector<std::string>> optimizer_keys(const ShardedChec
     out[rest.substr(0, dot)].push_back(rest.substr(dot + 1));
   }
   return out;
+}
+
+// The optimizer state the saving ranks recorded writing (their optimizer.state_keys and
+// optimizer.stateless entries); empty keys for a save without that record (an import, or a
+// save before any step) or without an optimizer.
+struct RecordedState {
+  std::set<std::string> keys;
+  std::set<std::string> stateless;
+};
+
+std::set<std::string> split_commas(const std::string& text) {
+  std::set<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) out.insert(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
+RecordedState recorded_state(const ShardedCheckpoint& c) {
+  RecordedState out;
+  for (int r = 0; r < c.world_size(); ++r) {
+    const Metadata& m = c.rank_metadata(r);
+    auto keys = m.find(detail::kStateKeysKey);
+    if (keys != m.end()) out.keys.merge(split_commas(keys->second));
+    auto stateless = m.find(detail::kStatelessKey);
+    if (stateless != m.end()) out.stateless.merge(split_commas(stateless->second));
+  }
+  return out;
+}
+
+// A full resume refuses a checkpoint whose index lacks optimizer state that the save wrote:
+// loading it would restart the optimizer (moments, bias correction) without a word.
+void check_recorded_state(const ShardedCheckpoint& c, const RecordedState& recorded,
+                          const std::vector<std::string>& params, const std::string& where) {
+  std::vector<std::string> missing;
+  for (const std::string& name : params) {
+    if (recorded.stateless.count(name) != 0) continue;
+    for (const std::string& key : recorded.keys)
+      if (!c.contains("optim." + name + "." + key)) missing.push_back("optim." + name + "." + key);
+  }
+  if (missing.empty()) return;
+  std::string keys;
+  for (const std::string& k : recorded.keys) keys += (keys.empty() ? "" : ", ") + k;
+  const std::string more =
+      missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more optimizer tensors)" : "";
+  STRATA_FAIL(where, ": the save recorded optimizer state (", keys, ") for its parameters, but the index has no '",
+              missing.front(), "'", more, ": the index was edited or damaged, and resuming would restart the "
+              "optimizer. To start a new optimizer from these weights on purpose, load the weights only "
+              "(LoadOptions::weights_only; train_gpt --init-from)");
 }
 
 // Local flat elements [begin, begin + dest.numel()) of `tensor` (global name) into `dest`
@@ -92,6 +146,57 @@ int saved_rank_with_tensor_rank(const ShardedCheckpoint& c, int tensor_rank) {
   return -1;
 }
 
+// The tensor degree the checkpoint was saved with (1 when the layout does not say).
+int saved_tensor_degree(const ShardedCheckpoint& c, const std::string& where) {
+  return c.metadata().count("layout.tensor") != 0 ? static_cast<int>(metadata_int(c.metadata(), "layout.tensor", where))
+                                                  : 1;
+}
+
+// Where this rank's tensor-parallel random streams continue (docs/checkpoint-format.md, "RNG
+// streams"). The same degree: this tensor rank's saved streams exactly. Another degree: this
+// rank's own seeds, continuing from the offsets of tensor rank 0. A save without tensor
+// parallelism drew that randomness from the default stream, so the streams continue from its
+// offset `rng_offset`, again with this rank's own seeds.
+std::map<std::string, std::pair<uint64_t, uint64_t>> tracker_states(const ShardedCheckpoint& c,
+                                                                    const parallel::RngTracker& tracker,
+                                                                    const detail::Place& place, uint64_t rng_offset,
+                                                                    const std::string& where) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> out;
+  const int degree = saved_tensor_degree(c, where);
+  const bool same_degree = degree == place.tensor_size;
+  const int source = saved_rank_with_tensor_rank(c, same_degree ? place.tensor_rank : 0);
+  STRATA_CHECK(source >= 0, where, ": no saved rank has tensor rank ", same_degree ? place.tensor_rank : 0);
+  const Metadata& saved = c.rank_metadata(source);
+  const std::string rank_where = where + " (rank " + std::to_string(source) + ")";
+  for (const auto& [stream, state] : tracker.states()) {
+    const std::string key = "rng_tracker." + stream;
+    if (degree == 1 && saved.count(key + ".offset") == 0) {
+      out[stream] = {state.first, rng_offset};
+      continue;
+    }
+    const uint64_t offset = metadata_u64(saved, key + ".offset", rank_where);
+    out[stream] = {same_degree ? metadata_u64(saved, key + ".seed", rank_where) : state.first, offset};
+  }
+  return out;
+}
+
+// The highest offset of any saved tensor-parallel stream (0 without any). A layout without
+// tensor parallelism draws that randomness from the default stream and continues it from at
+// least here, so that a later return to tensor parallelism (which continues its streams from
+// the default stream's offset) draws no position of its streams twice.
+uint64_t highest_tracker_offset(const ShardedCheckpoint& c, const std::string& where) {
+  const std::string suffix = ".offset";
+  uint64_t highest = 0;
+  for (int r = 0; r < c.world_size(); ++r) {
+    const Metadata& saved = c.rank_metadata(r);
+    for (const auto& [key, value] : saved)
+      if (key.rfind("rng_tracker.", 0) == 0 && key.size() > suffix.size() &&
+          key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0)
+        highest = std::max(highest, metadata_u64(saved, key, where + " (rank " + std::to_string(r) + ")"));
+  }
+  return highest;
+}
+
 // Everything read, before anything is changed.
 struct Loaded {
   int64_t step = 0;
@@ -128,6 +233,8 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
   };
   const bool has_optimizer = !weights_only && (t.optimizer != nullptr || t.zero != nullptr);
   const int64_t optimizer_steps = has_optimizer ? metadata_int(out.metadata, "optimizer.step", where) : 0;
+  const RecordedState recorded = recorded_state(c);
+  std::vector<std::string> optimized;  // names of the parameters whose optimizer state this rank loads
 
   if (t.zero != nullptr) {
     optim::Optimizer& inner = t.zero->optimizer();
@@ -137,9 +244,11 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
       Tensor master = zeros({own.numel}, {.dtype = own.master.dtype()});
       read_range(c, weight_source(c, own.name, master.dtype()), layout, own.offset, master);
       out.copies.emplace_back(own.master, master.reshape(own.master.shape()));
-      if (has_optimizer)
+      if (has_optimizer) {
+        optimized.push_back(own.name);
         read_optimizer_state(c, keys_of(own.name), own.name, layout, own.inner_index, own.offset, own.master,
                              out.optimizer_state);
+      }
     }
     if (has_optimizer) {
       add_common_state(inner, optimizer_steps, out.optimizer_state);
@@ -159,6 +268,7 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
           STRATA_CHECK(name != names.end(), "load_training_checkpoint: the optimizer's parameter ", index,
                        " is not a parameter of the model");
           const LocalLayout layout = detail::layout_of(place, name->second, p.shape());
+          optimized.push_back(name->second);
           read_optimizer_state(c, keys_of(name->second), name->second, layout, index++, 0, p, out.optimizer_state);
         }
       add_common_state(*t.optimizer, optimizer_steps, out.optimizer_state);
@@ -169,26 +279,13 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
     const LocalLayout layout = detail::layout_of(place, name, buffer.shape());
     out.copies.emplace_back(buffer, read_local(c, "model." + name, layout, buffer.shape(), buffer.dtype()));
   }
+  if (has_optimizer) check_recorded_state(c, recorded, optimized, where);
   if (weights_only) return out;
   if (t.sampler != nullptr)
     for (const auto& [key, value] : t.sampler->state_dict())
       out.sampler_state[key] = from_vector(std::vector<int64_t>{metadata_int(out.metadata, "sampler." + key, where)}, {});
-  if (t.rng_tracker != nullptr) {
-    // The same tensor degree: this tensor rank's streams exactly. Another degree: the seeds
-    // stay this rank's own, the offsets continue from tensor rank 0's.
-    const bool same_degree =
-        out.metadata.count("layout.tensor") != 0 && out.metadata.at("layout.tensor") == std::to_string(place.tensor_size);
-    const int source = saved_rank_with_tensor_rank(c, same_degree ? place.tensor_rank : 0);
-    STRATA_CHECK(source >= 0, where, ": no saved rank has tensor rank ", same_degree ? place.tensor_rank : 0);
-    const Metadata& saved = c.rank_metadata(source);
-    for (const auto& [stream, state] : t.rng_tracker->states()) {
-      const std::string key = "rng_tracker." + stream;
-      const uint64_t offset = metadata_u64(saved, key + ".offset", where + " (rank " + std::to_string(source) + ")");
-      const uint64_t seed =
-          same_degree ? metadata_u64(saved, key + ".seed", where + " (rank " + std::to_string(source) + ")") : state.first;
-      out.tracker_states[stream] = {seed, offset};
-    }
-  }
+  if (t.rng_tracker != nullptr) out.tracker_states = tracker_states(c, *t.rng_tracker, place, out.rng_offset, where);
+  if (t.rng_tracker == nullptr) out.rng_offset = std::max(out.rng_offset, highest_tracker_offset(c, where));
   return out;
 }
 

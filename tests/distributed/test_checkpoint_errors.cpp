@@ -1,10 +1,18 @@
 // The training checkpoint in one layout (ZeRO 0-3 on 1-4 ranks): a resumed run continues
 // bit for bit; crashes at every point of the save keep a loadable checkpoint; and bad input
-// (a shard of another save, an edited or newer index, a missing or truncated shard, a tensor
-// or shape the model does not have, an incomplete index, the previous release's directories)
-// is refused naming the file and the tensor.
+// (a shard of another save, an edited or newer index, a missing, truncated or extended shard,
+// a FIFO in place of a file, optimizer state missing from the index, a tensor or shape the
+// model does not have, an incomplete index, the previous release's directories) is refused
+// naming the file and the tensor.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -131,6 +139,44 @@ int count_entries(const std::string& dir, const std::string& prefix) {
   for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().rfind(prefix, 0) == 0;
   return n;
 }
+
+// Watches a FIFO put in place of a checkpoint file. Should a reader block in open() on it
+// (the bug this guards against), the watchdog opens the FIFO's other end after 20 s so that
+// the test fails instead of hanging; blocked() then says so.
+class FifoWatchdog {
+ public:
+  explicit FifoWatchdog(fs::path path) : path_(std::move(path)) {
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (cv_.wait_for(lock, std::chrono::seconds(20), [this] { return done_; })) return;
+      blocked_ = true;
+      while (!done_) {  // release every reader stuck in open()
+        const int fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK);
+        if (fd >= 0) ::close(fd);
+        cv_.wait_for(lock, std::chrono::milliseconds(50));
+      }
+    });
+  }
+  ~FifoWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  bool blocked() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return blocked_;
+  }
+
+ private:
+  fs::path path_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false, blocked_ = false;
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -297,6 +343,94 @@ TEST(TrainingCheckpoint, RefusesAnEditedIncompleteOrNewerIndex) {
   }, true);
   msg = error_of([&] { load_fresh(a.path()); });
   EXPECT_NE(msg.find("written by a newer strata"), std::string::npos) << msg;
+}
+
+// Every reader refuses a FIFO where a file belongs, naming it, instead of waiting in open()
+// for a writer (which no collective timeout would end): a shard at resume and at verify, the
+// index and `latest`.
+TEST(TrainingCheckpoint, RefusesAFifoInPlaceOfAShardTheIndexOrLatest) {
+  auto& world = dist::world();
+  SharedDir a("fifo_a"), b("fifo_b");
+  save_two(a.path(), b.path());
+  const fs::path shard = latest_dir(b.path()) / "shard_0.safetensors";
+  const fs::path index = latest_dir(a.path()) / "index.json";
+  for (const fs::path& victim : {shard, index, fs::path(a.path()) / "latest"}) {
+    on_rank0([&] {
+      fs::remove(victim);
+      ASSERT_EQ(::mkfifo(victim.c_str(), 0600), 0) << victim;
+    });
+    FifoWatchdog watchdog(victim);
+    const std::string dir = victim == shard ? b.path() : a.path();
+    const std::string msg = error_of([&] { load_fresh(dir); });
+    EXPECT_FALSE(watchdog.blocked()) << victim << ": a reader waited in open()";
+    if (world.rank() == 0) {
+      EXPECT_NE(msg.find(victim.string() + "' is not a regular file (it is a FIFO)"), std::string::npos) << msg;
+    }
+    EXPECT_FALSE(msg.empty()) << victim;
+    if (victim == shard && world.rank() == 0) {
+      const std::vector<std::string> problems = ShardedCheckpoint::open(b.path()).verify();
+      EXPECT_FALSE(watchdog.blocked()) << "verify waited in open()";
+      ASSERT_FALSE(problems.empty());
+      EXPECT_NE(problems.front().find("shard_0.safetensors' is not a regular file"), std::string::npos)
+          << problems.front();
+    }
+    world.barrier()->wait();
+  }
+}
+
+// Bytes appended to a shard are read by no piece, so only the file's size tells: verify and
+// load compare it with the size index.json records, naming the file and both sizes.
+TEST(TrainingCheckpoint, RefusesBytesAppendedToAShard) {
+  auto& world = dist::world();
+  SharedDir a("append_a"), b("append_b");
+  save_two(a.path(), b.path());
+  const int victim = world.size() - 1;
+  const fs::path shard = latest_dir(b.path()) / ("shard_" + std::to_string(victim) + ".safetensors");
+  uint64_t size = 0;
+  on_rank0([&] {
+    size = fs::file_size(shard);
+    std::ofstream(shard, std::ios::app | std::ios::binary) << "appended";
+  });
+  const std::string msg = error_of([&] { load_fresh(b.path()); });
+  if (world.rank() == victim) {
+    EXPECT_NE(msg.find(shard.filename().string() + "': "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("the file has "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("bytes appended after the save"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(msg.empty());
+  if (world.rank() == 0) {
+    const std::vector<std::string> problems = ShardedCheckpoint::open(b.path()).verify();
+    ASSERT_EQ(problems.size(), 1u);
+    const std::string sizes = std::to_string(size + 8) + " bytes but index.json records " + std::to_string(size);
+    EXPECT_NE(problems.front().find(sizes), std::string::npos) << problems.front();
+  }
+}
+
+// An index whose checksum was recomputed after its optimizer tensors were dropped: a full
+// resume refuses it, naming a missing tensor (it would restart the optimizer silently); a
+// weights-only load takes the weights.
+TEST(TrainingCheckpoint, RefusesAnIndexWithoutTheOptimizerStateTheSaveWrote) {
+  SharedDir a("optim_a"), b("optim_b");
+  save_two(a.path(), b.path());
+  edit_index(b.path(), [](nlohmann::json& index) {
+    for (auto it = index["tensors"].begin(); it != index["tensors"].end();)
+      it = it.key().rfind("optim.", 0) == 0 ? index["tensors"].erase(it) : std::next(it);
+  }, true);
+  const std::string msg = error_of([&] { load_fresh(b.path()); });
+  EXPECT_NE(msg.find("the save recorded optimizer state (exp_avg, exp_avg_sq, step)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("the index has no 'optim."), std::string::npos) << msg;
+  EXPECT_NE(msg.find("more optimizer tensors"), std::string::npos) << msg;
+  CheckpointedRun run(2);
+  EXPECT_EQ(train::load_training_checkpoint(b.path(), run.target(), nullptr, {.weights_only = true}), 2);
+  // One tensor dropped from an intact save is named too.
+  edit_index(a.path(), [](nlohmann::json& index) { index["tensors"].erase("optim.wte.weight.exp_avg_sq"); }, true);
+  const std::string one = error_of([&] { load_fresh(a.path()); });
+  // The rank that owns wte's state names the tensor; the others name that rank.
+  const bool named = one.find("'optim.wte.weight.exp_avg_sq'") != std::string::npos;
+  EXPECT_TRUE(named || one.find(" failed (see its error)") != std::string::npos) << one;
+  Tensor naming = from_vector(std::vector<int64_t>{named ? 1 : 0}, {});
+  dist::world().all_reduce(naming)->wait();
+  EXPECT_GE(naming.item(), 1.0) << "no rank named the missing tensor";
 }
 
 TEST(TrainingCheckpoint, ACrashAtAnyPointOfTheSaveKeepsALoadableCheckpoint) {

@@ -94,10 +94,16 @@ class LayoutRun {
     if (zero_) zero_->zero_grad(); else opt_->zero_grad();
   }
 
+  // With tensor parallelism the target carries the factory's random streams, as train_gpt's does.
   train::CheckpointTarget target() {
     return {.model = *model_, .world = group_, .optimizer = opt_.get(), .zero = zero_.get(),
             .data = layout_.dp > 1 ? &data() : nullptr, .tensor = layout_.tp > 1 ? &tensor() : nullptr,
-            .duplicate = duplicate_};
+            .duplicate = duplicate_, .rng_tracker = tracker()};
+  }
+
+  parallel::RngTracker* tracker() {
+    auto* tp = dynamic_cast<parallel::TensorParallelFactory*>(factory_.get());
+    return tp != nullptr ? &tp->rng_tracker() : nullptr;
   }
 
   // max |master - reference| / max |reference| over the master weights this rank owns
@@ -256,6 +262,46 @@ TEST(CheckpointReshard, PipelineStages) {
   expect_reshard({.pp = 2}, {});
   expect_reshard({.tp = 2, .pp = 2}, {.dp = 4});
   expect_reshard({.dp = 2}, {.dp = 2, .pp = 2, .zero = 1}, Family::Llama);
+}
+
+// The tensor-parallel random streams across layouts (docs/checkpoint-format.md, "RNG streams"):
+// from a save without tensor parallelism each rank keeps its own seed and continues from the
+// default stream's offset; from a save with it into a layout without it, the default stream
+// continues from the highest offset of any saved stream.
+TEST(CheckpointReshard, TensorParallelRandomStreamsContinueAcrossLayouts) {
+  auto& world = dist::world();
+  const std::string to_tp = shared_dir("rng_to_tp"), from_tp = shared_dir("rng_from_tp");
+  const Generator saved_default = default_generator();
+  FirstRanks two = first_ranks(2);
+  if (two.member) {
+    LayoutRun plain(*two.group, {.dp = 2}, Family::Gpt, DType::Float32);
+    plain.train(0, 1);
+    default_generator().set_state(default_generator().seed(), 1000);
+    train::save_training_checkpoint(to_tp, plain.target(), 1);
+
+    LayoutRun tp(*two.group, {.tp = 2}, Family::Gpt, DType::Float32);
+    const auto own = tp.tracker()->states();
+    train::load_training_checkpoint(to_tp, tp.target());
+    for (const auto& [stream, state] : tp.tracker()->states()) {
+      EXPECT_EQ(state.first, own.at(stream).first) << stream << ": this rank's own seed";
+      EXPECT_EQ(state.second, 1000u) << stream << ": continues from the default stream's offset";
+    }
+    EXPECT_EQ(default_generator().offset(), 1000u);
+
+    // Back: the streams went further than the default stream.
+    tp.tracker()->set_states({{parallel::RngTracker::kTensorParallel, {own.begin()->second.first, 5000}}});
+    train::save_training_checkpoint(from_tp, tp.target(), 1);
+    LayoutRun back(*two.group, {.dp = 2}, Family::Gpt, DType::Float32);
+    default_generator().set_state(default_generator().seed(), 0);
+    train::load_training_checkpoint(from_tp, back.target());
+    EXPECT_EQ(default_generator().offset(), 5000u) << "the default stream continues past every saved stream";
+  }
+  default_generator() = saved_default;
+  world.barrier()->wait();
+  if (world.rank() == 0) {
+    std::filesystem::remove_all(to_tp);
+    std::filesystem::remove_all(from_tp);
+  }
 }
 
 TEST(CheckpointReshard, Bf16MasterWeightsToFloat32AndBack) {

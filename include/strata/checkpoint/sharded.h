@@ -155,8 +155,8 @@ class ShardedCheckpoint {
   // The whole tensor in its stored dtype.
   Tensor read_whole(const std::string& name) const;
 
-  // Reads every piece and checks every checksum and every shard file's header (coverage was
-  // checked by open()). Returns the problems found (empty: all good).
+  // Reads every piece and checks every checksum and every shard file's size and header
+  // (coverage was checked by open()). Returns the problems found (empty: all good).
   std::vector<std::string> verify() const;
 
  private:
@@ -167,13 +167,14 @@ class ShardedCheckpoint {
   std::vector<Metadata> rank_metadata_;
   std::map<std::string, TensorEntry> tensors_;
   std::map<std::string, uint32_t> file_header_crc_;
+  std::map<std::string, uint64_t> file_bytes_;  // each shard file's size at the save, where recorded
   mutable std::set<std::string> headers_checked_;  // files whose header matched the index
   // The piece read last (file, first byte) and its checked bytes: the sections of a fused
   // tensor-parallel projection ask for parts of one piece in turn.
   mutable std::pair<std::string, uint64_t> last_piece_key_;
   mutable Tensor last_piece_;
-  // Throws naming the file when its header differs from the one the index recorded (a shard
-  // of another save, or a replaced file).
+  // Throws naming the file when its size or its header differs from what the index recorded
+  // (bytes appended, a truncated file, a shard of another save, or a replaced file).
   void check_header(const std::string& file) const;
 };
 
