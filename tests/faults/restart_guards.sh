@@ -173,7 +173,7 @@ for sig in TERM INT; do
     > "$work/sig.log" 2>&1 &
   sup=$!
   set +m
-  for _ in $(seq 100); do [ -s "$work/sig/rank.0" ] && [ -s "$work/sig/rank.1" ] && break; sleep 0.1; done
+  for _ in $(seq 300); do [ -s "$work/sig/rank.0" ] && [ -s "$work/sig/rank.1" ] && break; sleep 0.1; done
   read -r -a ranks <<< "$(cat "$work/sig"/rank.* 2> /dev/null | tr '\n' ' ')"
   pids+=("${ranks[@]}")
   kill -s "$sig" "$sup"
@@ -196,7 +196,7 @@ copy_base "$work/lk"
 "$run" --np 1 --checkpoint "$work/lk" --verify-with "$ckpt_tool" "${mpi[@]}" -- sleep 30 > "$work/lk1.log" 2>&1 &
 first=$!
 pids+=("$first")
-for _ in $(seq 100); do grep -q "PID $first" "$work/lk/.strata-run.lock" 2> /dev/null && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "PID $first" "$work/lk/.strata-run.lock" 2> /dev/null && break; sleep 0.1; done
 "$run" --np 1 --checkpoint "$work/lk" --verify-with "$ckpt_tool" "${mpi[@]}" -- touch "$work/lk.ran" \
   > "$work/lk2.log" 2>&1
 rc=$?
@@ -212,7 +212,7 @@ wait "$first"
 STRATA_TEST_STALL_RANK=0 STRATA_TEST_STALL_AT_STEP=3 "$bin" "${common[@]}" --save "$work/tl" > "$work/tl1.log" 2>&1 &
 trainer=$!
 pids+=("$trainer")
-for _ in $(seq 200); do grep -q "PID $trainer" "$work/tl/.save.lock" 2> /dev/null && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q "PID $trainer" "$work/tl/.save.lock" 2> /dev/null && break; sleep 0.1; done
 "$bin" "${common[@]}" --save "$work/tl" > "$work/tl2.log" 2>&1
 rc=$?
 if [ "$rc" -eq 0 ] || ! grep -q "checkpoint directory '$work/tl' is in use: PID $trainer" "$work/tl2.log"; then
