@@ -45,6 +45,8 @@
 #include "preflight.h"
 #include "run_example.h"
 #include "step_log.h"
+#include "strata/checkpoint/directory_lock.h"
+#include "strata/checkpoint/save_directory.h"
 #include "strata/distributed/init.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/strata.h"
@@ -127,10 +129,14 @@ void validate(const Options& o) {
   STRATA_CHECK(o.width % o.heads == 0, "--width ", o.width, " must be a multiple of --heads ", o.heads);
 }
 
-// Where --resume / --resume-latest points: "" for a fresh start.
-std::string resume_path(const Options& o) {
+// Where --resume / --resume-latest points: "" for a fresh start. Collective. Without `latest`
+// but with saves in --save, the newest that verifies (never step 0 beside them).
+std::string resume_path(const Options& o, dist::ProcessGroup& world) {
   if (!o.resume_latest) return o.resume;
-  return checkpoint::ShardedCheckpoint::is_sharded(o.save) ? o.save : std::string();
+  std::string note;
+  const std::string path = checkpoint::resume_latest_path(o.save, world, &note);
+  if (g_lead && !note.empty()) std::printf("%s\n", note.c_str());
+  return path;
 }
 
 int run(const Options& o) {
@@ -148,10 +154,11 @@ int run(const Options& o) {
   dist::ProcessGroup& data = *layout.data;  // DDP or ZeRO, the sampler, the loss average
   examples::resolve_global_batch(t, data.size());
   if (g_lead && !o.export_hf.empty()) check_writable_dir(o.export_hf, "--export-hf");
-  if (g_lead && !o.save.empty()) {
-    const std::filesystem::path parent = std::filesystem::path(o.save).parent_path();
-    if (!parent.empty()) check_writable_dir(parent, "--save");
-  }
+  // The directory itself, not only its parent: an existing read-only one fails now, not at the
+  // first save. The lock (rank 0, until the process ends) keeps a second run from saving there.
+  if (g_lead && !o.save.empty()) check_writable_dir(o.save, "--save");
+  const checkpoint::DirectoryLock save_lock =
+      o.save.empty() ? checkpoint::DirectoryLock() : checkpoint::DirectoryLock::collective(o.save, world);
   data::SyntheticTask task({.digits = o.digits, .seed = t.seed});
   nn::GPTConfig config{.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = o.layers,
                        .n_head = o.heads, .n_embd = o.width, .dropout = 0.0, .seed = t.seed};
@@ -208,7 +215,7 @@ int run(const Options& o) {
     if (g_lead) std::printf("initialised the weights from %s\n", o.init_from.c_str());
   }
   int64_t start = 0;
-  const std::string resume = resume_path(o);
+  const std::string resume = resume_path(o, world);
   if (!resume.empty()) {
     if (std::filesystem::is_regular_file(resume)) {
       // The single-file training state of earlier releases holds one process's state.
@@ -260,9 +267,13 @@ int run(const Options& o) {
   std::unique_ptr<train::AsyncCheckpointer> async;
   if (o.async_save && !o.save.empty()) async = std::make_unique<train::AsyncCheckpointer>(o.save, world, save_options);
   auto report = [&](const std::optional<checkpoint::SaveResult>& r) {
-    if (r && g_lead)
-      std::printf("saved %s (%.1f MB on this rank, written in %.2f s)\n", r->directory.c_str(),
-                  static_cast<double>(r->bytes_written) / 1e6, r->write_seconds);
+    if (!r || !g_lead) return;
+    std::printf("saved %s (%.1f MB on this rank, written in %.2f s)\n", r->directory.c_str(),
+                static_cast<double>(r->bytes_written) / 1e6, r->write_seconds);
+    const std::string step = std::filesystem::path(r->directory).filename().string();
+    for (const std::string& newer : checkpoint::newer_saves(o.save, checkpoint::save_step(step)))
+      std::printf("note: %s/latest names %s, an older step than %s, which is kept (this run resumed from an older "
+                  "save)\n", o.save.c_str(), step.c_str(), newer.c_str());
   };
   auto save = [&](int64_t completed) {
     if (o.save.empty() || completed == last_saved) return;
@@ -367,13 +378,14 @@ int main(int argc, char** argv) {
   app.add_option("--eval-every", o.eval_every, "evaluate every N steps (0: at the end only)")->capture_default_str()->check(fits_int64);
   app.add_option("--eval-examples", o.eval_examples, "held-out problems per evaluation")->capture_default_str()->check(fits_int64);
   app.add_option("--save", o.save, "checkpoint directory: step-<N>-<id>/ saves (each rank writes its part) and a "
-                 "'latest' file naming the newest complete one; loads into any layout; stores the model configuration");
+                 "'latest' file naming the newest complete one; loads into any layout; stores the model configuration; "
+                 "locked while the run lasts (.save.lock)");
   app.add_option("--save-every", o.save_every, "save every N steps (and at the end)")->check(fits_int64);
   app.add_flag("--async-save", o.async_save, "write checkpoints in the background: a save costs the step a copy of "
                "this rank's state; the save is complete once every rank has written (a later step)");
   app.add_option("--keep-last", o.keep_last, "complete saves kept in --save")->capture_default_str()->check(fits_int64);
-  app.add_flag("--resume-latest", o.resume_latest, "resume from --save when it holds a complete checkpoint, else start "
-               "fresh (for restarts)");
+  app.add_flag("--resume-latest", o.resume_latest, "resume from --save when it holds a complete checkpoint (without "
+               "'latest': its newest save that verifies), else start fresh (for restarts)");
   app.add_option("--stop-at", o.stop_at, "stop after this step, keeping the schedule of --steps (for jobs in time slices)")->check(fits_int64);
   app.add_option("--resume", o.resume, "checkpoint directory (or an earlier single-file training state) to continue "
                  "from, in any layout; refused when its model configuration or checksums do not match, or when it is "

@@ -12,6 +12,7 @@
 #include "checkpoint/sharded_index.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/checkpoint/atomic_file.h"
+#include "strata/checkpoint/save_directory.h"
 #include "strata/checkpoint/sharded.h"
 #include "strata/core/error.h"
 #include "strata/distributed/object_collectives.h"
@@ -131,15 +132,6 @@ json build_index(const SaveSnapshot& snapshot, const std::string& save_id, const
   return index;
 }
 
-// Step number of a "step-<n>-<id>" name (-1 for other names).
-int64_t step_of(const std::string& name) {
-  if (name.rfind("step-", 0) != 0) return -1;
-  const size_t dash = name.find('-', 5);
-  const std::string digits = name.substr(5, dash == std::string::npos ? std::string::npos : dash - 5);
-  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return std::stoll(digits);
-}
-
 // Removes a save directory without ever leaving a partly deleted "step-*": it is first
 // renamed (atomically) to ".deleting-<name>", which no reader takes for a save, and a crash
 // during the removal leaves only that. Best effort: what cannot be removed stays.
@@ -155,22 +147,33 @@ void remove_save(const fs::path& dir) {
   fs::remove_all(doomed, ec);
 }
 
-// Keeps the newest `keep` complete saves (by step, then modification time; `current` always)
-// and removes leftovers of failed saves and of interrupted removals.
-void prune(const fs::path& root, const std::string& current, int keep) {
-  std::vector<std::pair<std::pair<int64_t, fs::file_time_type>, fs::path>> saves;
+// Keeps `current`, every save of a higher step than `current_step` (never removed: a run that
+// resumed from an older save must not delete newer progress; checkpoint::newer_saves lists
+// them for the caller's note) and the newest `keep` - 1 others (by step, then modification
+// time); removes the rest, leftovers of failed saves and of interrupted removals, and
+// temporaries of `latest` that a crash left behind.
+void prune(const fs::path& root, const std::string& current, int64_t current_step, int keep) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name == current) continue;
     if (name.rfind(".tmp-step-", 0) == 0 || name.rfind(".deleting-", 0) == 0) {
       remove_save(entry.path());
-    } else if (entry.is_directory() && step_of(name) >= 0) {
-      saves.push_back({{step_of(name), fs::last_write_time(entry.path(), ec)}, entry.path()});
+    } else if (name.rfind(std::string(".") + detail::kLatestFile + ".tmp.", 0) == 0) {
+      // Only rank 0 of the run holding the directory lock writes `latest`, and its own
+      // temporary is renamed by now: any other is a crashed writer's.
+      std::error_code remove_ec;
+      fs::remove(entry.path(), remove_ec);
     }
   }
-  std::sort(saves.begin(), saves.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (size_t i = static_cast<size_t>(std::max(keep - 1, 0)); i < saves.size(); ++i) remove_save(saves[i].second);
+  int kept = 1;  // current
+  for (const SaveEntry& save : list_saves(root.string())) {
+    if (save.name == current || save.step > current_step) continue;
+    if (kept < keep) {
+      ++kept;
+    } else {
+      remove_save(root / save.name);
+    }
+  }
 }
 
 }  // namespace
@@ -259,7 +262,7 @@ SaveResult finish_save(const SaveTicket& ticket, dist::ProcessGroup& group, cons
       write_file_atomic((root / detail::kLatestFile).string(), final_name + "\n");
       pointer_moved = true;
       detail::crash_point("sharded_save.after_pointer");
-      prune(root, final_name, options.keep_last);
+      prune(root, final_name, ticket.step, options.keep_last);
     } catch (const std::exception& e) {
       error = e.what();
       if (!pointer_moved) {  // nothing refers to this save: remove it

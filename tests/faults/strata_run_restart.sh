@@ -53,7 +53,7 @@ PY
   # The first run fails at once (a resume from a damaged save); the restart verifies first.
   "$run" --np 2 --max-restarts 1 --checkpoint "$work/c" --verify-with "$ckpt_tool" "${mpi[@]}" -- \
     "$bin" "${common[@]}" --save "$work/c" --resume-latest > "$work/c.log" 2>&1 || { cat "$work/c.log"; fail "damaged-save restart"; }
-  grep -q "fails verification: set aside" "$work/c.log" || { cat "$work/c.log"; fail "damaged save not set aside"; }
+  grep -q "is damaged (.*): setting it aside" "$work/c.log" || { cat "$work/c.log"; fail "damaged save not set aside"; }
   grep -q "resumed from .* at step 5" "$work/c.log" || { cat "$work/c.log"; fail "did not resume from step 5"; }
   echo "ok   damaged newest save set aside"
 else

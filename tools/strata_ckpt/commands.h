@@ -8,7 +8,7 @@ namespace strata::ckpt_tool {
 
 // Exit codes, documented in docs/checkpoint-format.md.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitProblems = 1;  // verify read the checkpoint and found it damaged
+inline constexpr int kExitProblems = 1;  // verify found the save damaged (strata-run acts on this only)
 // The command could not do its work: bad command line, not a checkpoint, an unreadable index,
 // a tensor or configuration that an export or import needs is missing or wrong.
 inline constexpr int kExitUnusable = 2;

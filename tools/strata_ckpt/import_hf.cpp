@@ -9,6 +9,8 @@
 
 #include "commands.h"
 #include "model_family.h"
+#include "strata/checkpoint/directory_lock.h"
+#include "strata/checkpoint/save_directory.h"
 #include "strata/checkpoint/sharded.h"
 #include "strata/core/error.h"
 #include "strata/distributed/init.h"
@@ -52,13 +54,22 @@ checkpoint::Metadata import_metadata(const ImportOptions& o, Family family, cons
   return meta;
 }
 
+// Refuses an output directory that holds a checkpoint or any save directory, naming them.
+void refuse_existing_saves(const std::string& out) {
+  STRATA_CHECK(!checkpoint::ShardedCheckpoint::is_sharded(out), "'", out,
+               "' already holds a sharded checkpoint: import into a new or empty directory");
+  std::string names;
+  for (const checkpoint::SaveEntry& s : checkpoint::list_saves(out)) names += (names.empty() ? "" : ", ") + s.name;
+  STRATA_CHECK(names.empty(), "'", out, "' holds saves (", names, ") although it has no 'latest' file: an import ",
+               "there would prune them; import into a new or empty directory");
+}
+
 }  // namespace
 
 int import_hf(const ImportOptions& o) {
   // save_sharded prunes all but the newest saves of its directory: never let an import
-  // delete a run's checkpoints.
-  STRATA_CHECK(!checkpoint::ShardedCheckpoint::is_sharded(o.out), "'", o.out,
-               "' already holds a sharded checkpoint: import into a new or empty directory");
+  // delete a run's checkpoints, whether or not `latest` still names one of them.
+  refuse_existing_saves(o.out);
   const Family family = import_family(o);
   StateDict state;
   checkpoint::Metadata config;
@@ -75,8 +86,11 @@ int import_hf(const ImportOptions& o) {
   for (const auto& [name, t] : state)
     pieces.push_back({"model." + name, t.shape(), checkpoint::Region::whole(t.shape()), t});
 
-  // One process writes every shard; no MPI (init refuses a launcher of several ranks).
+  // One process writes every shard; no MPI (init refuses a launcher of several ranks, before
+  // anything is created). The lock keeps a run from saving there meanwhile; under it, look again.
   dist::ProcessGroup& world = dist::init({.start_mpi = false});
+  const checkpoint::DirectoryLock lock(o.out);
+  refuse_existing_saves(o.out);
   const checkpoint::SaveResult r = checkpoint::save_sharded(
       o.out, world,
       checkpoint::take_snapshot(o.step, pieces, import_metadata(o, family, config), {{"tensor_rank", "0"}}));

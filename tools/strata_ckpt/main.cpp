@@ -6,8 +6,9 @@
 //   strata-ckpt export runs/ckpt --out hf/ [--format gpt2|llama] [--dtype param|f32]
 //   strata-ckpt import hf/ --out runs/pretrained [--format gpt2|llama] [--step 0] [--seed 1337]
 //
-// Exit codes: 0 success; 1 verify read the checkpoint and found it damaged; 2 the command
-// could not do its work (bad command line, not a checkpoint, unreadable index, a tensor or
+// Exit codes: 0 success; 1 verify found the save damaged (a checksum, the coverage, or an
+// index.json that is there but corrupt); 2 the command could not do its work (bad command
+// line, not a checkpoint, a missing or unreadable index or one of another format, a tensor or
 // configuration an export/import needs is missing or wrong): the message names the file.
 #include <CLI/CLI.hpp>
 #include <cstdio>

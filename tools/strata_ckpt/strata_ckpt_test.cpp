@@ -11,6 +11,8 @@
 #include <string>
 
 #include "file_test_util.h"
+#include "strata/checkpoint/directory_lock.h"
+#include "strata/checkpoint/save_directory.h"
 #include "strata/strata.h"
 
 using namespace strata;
@@ -199,14 +201,60 @@ TEST_F(StrataCkpt, RefusesWhatIsNotAReadableCheckpoint) {
   EXPECT_EQ(cli("import " + quoted("hf_in") + " --out " + quoted("ckpt")), 2);
   EXPECT_CONTAINS(log(), "already holds a sharded checkpoint");
 
+  // A save whose index.json is there but corrupt is damaged (1, what strata-run acts on); one
+  // of another format is not this version's to judge (2).
   const std::string index = (fs::path(ShardedCheckpoint::open(path("ckpt")).directory()) / "index.json").string();
+  const std::string good_index = st::read_bytes(index);
   st::write_bytes(index, "{ not json");
+  EXPECT_EQ(cli("verify " + quoted("ckpt")), 1);
+  EXPECT_CONTAINS(log(), "PROBLEM: sharded checkpoint index '" + index + "': not valid JSON");
+  EXPECT_CONTAINS(log(), "FAILED: 1 problem in");
+  EXPECT_EQ(cli("inspect " + quoted("ckpt")), 2);  // inspect cannot show it at all
+  nlohmann::json edited = nlohmann::json::parse(good_index);
+  edited["step"] = 8;  // the checksum no longer matches
+  st::write_bytes(index, edited.dump());
+  EXPECT_EQ(cli("verify " + quoted("ckpt")), 1);
+  EXPECT_CONTAINS(log(), "index checksum mismatch");
+  edited["format"] = "strata-sharded-v2";
+  edited["version"] = 2;
+  st::write_bytes(index, edited.dump());
   EXPECT_EQ(cli("verify " + quoted("ckpt")), 2);
-  EXPECT_CONTAINS(log(), index);
-  EXPECT_CONTAINS(log(), "not valid JSON");
+  EXPECT_CONTAINS(log(), "written by a newer strata");
+  EXPECT_EQ(cli("verify " + quoted("ckpt") + "/no-such-save"), 2);
 
   EXPECT_EQ(cli(""), 2);  // no subcommand
   EXPECT_EQ(cli("export " + quoted("ckpt") + " --out " + quoted("hf") + " --format bert"), 2);
+}
+
+// A directory whose `latest` is gone still holds saves: an import there would prune them (it
+// used to exit 0 having deleted two of three). It is refused, naming them, and they stay.
+TEST_F(StrataCkpt, ImportRefusesADirectoryWithSavesButNoLatest) {
+  nn::GPT model(tiny_gpt());
+  const Metadata config = train::gpt_config_metadata(tiny_gpt());
+  train_and_save(model, path("ckpt"), config);
+  ASSERT_EQ(cli("export " + quoted("ckpt") + " --out " + quoted("hf")), 0) << log();
+  optim::AdamW optimizer{model.parameters(), {.lr = 1e-2}};
+  for (int64_t step : {8, 9})
+    train::save_training_checkpoint(path("ckpt"), {.model = model, .world = world(), .optimizer = &optimizer,
+                                                   .config = config}, step, {}, {.keep_last = 3});
+  fs::remove(fs::path(path("ckpt")) / "latest");
+  const std::vector<checkpoint::SaveEntry> before = checkpoint::list_saves(path("ckpt"));
+  ASSERT_EQ(before.size(), 3u);
+
+  EXPECT_EQ(cli("import " + quoted("hf") + " --out " + quoted("ckpt") + " --step 100"), 2) << log();
+  EXPECT_CONTAINS(log(), "holds saves (");
+  for (const checkpoint::SaveEntry& s : before) EXPECT_CONTAINS(log(), s.name);
+  const std::vector<checkpoint::SaveEntry> after = checkpoint::list_saves(path("ckpt"));
+  ASSERT_EQ(after.size(), 3u);
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_EQ(after[i].name, before[i].name);
+  EXPECT_FALSE(fs::exists(fs::path(path("ckpt")) / "latest"));
+
+  // A new directory is fine, and the import holds its lock while writing.
+  ASSERT_EQ(cli("import " + quoted("hf") + " --out " + quoted("fresh")), 0) << log();
+  EXPECT_TRUE(fs::exists(fs::path(path("fresh")) / checkpoint::DirectoryLock::kFileName));
+  const checkpoint::DirectoryLock held(path("busy"));
+  EXPECT_EQ(cli("import " + quoted("hf") + " --out " + quoted("busy")), 2) << log();
+  EXPECT_CONTAINS(log(), "is in use: PID");
 }
 
 TEST_F(StrataCkpt, Gpt2ExportImportRoundTripsBitForBit) {

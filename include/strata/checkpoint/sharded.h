@@ -77,8 +77,8 @@ SaveSnapshot take_snapshot(int64_t step, const std::vector<SavePiece>& pieces, c
 //   2. every rank writes shard_<rank>.safetensors there (fsynced);
 //   3. rank 0 checks that the pieces cover every tensor exactly once with one dtype and
 //      shape, writes index.json (checksummed) last, fsyncs, renames the directory to
-//      "step-<step>-<id>", fsyncs `dir`, replaces `latest` atomically, and removes all but
-//      the newest options.keep_last saves (and leftovers of failed saves).
+//      "step-<step>-<id>", fsyncs `dir`, replaces `latest` atomically, and removes all but the
+//      newest keep_last saves up to this step, never a newer one (save_directory.h), and leftovers.
 // A failure on any rank fails the save on every rank and leaves `latest` and the saves it
 // kept untouched; a crash at any moment leaves `latest` naming a complete save.
 SaveResult save_sharded(const std::string& dir, dist::ProcessGroup& group, const SaveSnapshot& snapshot,
