@@ -7,6 +7,8 @@
 //   mpirun -np 2 train_llama                      # data parallel: 2 ranks x --batch sequences
 //   mpirun -np 2 train_llama --zero 3 --param-dtype bf16     # ZeRO stage 3, bf16 parameters
 //   mpirun -np 2 train_llama --tp 2 --sequence-parallel      # every layer split over 2 ranks
+//   train_llama --save runs/l --save-every 200 --export-hf runs/hf   # resumable saves, HF weights
+//   mpirun -np 2 train_llama --zero 1 --resume runs/l --global-batch 8   # continue in any layout
 //
 // Without --data, rank 0 turns --text (default /usr/share/common-licenses, from Debian's
 // base-files) into a byte-level token file, every byte one token (vocab 256), and every rank
@@ -17,6 +19,9 @@
 // rank samples --samples continuations of a prompt from the held-out text with nn::generate
 // (the models are identical; ZeRO-3 needs every rank in the forward passes); rank 0 prints
 // them. JSONL metrics: one line per step as train_gpt writes, plus {"step", "val_loss"} lines.
+// --save, --resume, --init-from and --export-hf work as train_gpt's (examples/common/
+// checkpointing.h); a resumed run appends to the metrics without evaluating its first step
+// again. There is no pipeline parallelism here (--pp is refused).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -24,14 +29,18 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "checkpointing.h"
 #include "corpus.h"
 #include "data_parallel.h"
+#include "full_weights.h"
 #include "layout.h"
 #include "preflight.h"
 #include "run_example.h"
 #include "step_log.h"
+#include "step_timeline.h"
 #include "strata/distributed/init.h"
 #include "strata/strata.h"
 #include "train_options.h"
@@ -64,6 +73,7 @@ struct Options {
   int64_t top_k = 40;
   double top_p = 1.0;
   std::string prompt;  // empty: the start of a line of the held-out text
+  examples::CheckpointOptions ckpt;
 };
 
 bool g_lead = true;  // rank 0: the one that prints and writes files
@@ -83,6 +93,12 @@ void validate(const Options& o) {
                o.temperature);
   STRATA_CHECK(std::isfinite(o.top_p) && o.top_p > 0 && o.top_p <= 1, "--top-p must be in (0, 1], got ", o.top_p);
   STRATA_CHECK(o.val_data.empty() || !o.data.empty(), "--val-data needs --data (the training tokens)");
+  examples::validate_checkpoint_options(o.ckpt);
+  // nn::Llama could run in parallel::Pipeline, but evaluation, sampling and the export here
+  // need the whole model on every rank: refused rather than each rank training all of it.
+  STRATA_CHECK(o.train.pp == 1, "--pp ", o.train.pp, ": train_llama has no pipeline parallelism (evaluation and "
+               "sampling need the whole model on every rank); use --tp or --zero to split the model, or train_gpt "
+               "for pipelines");
 }
 
 // A generous estimate of one training step's activation memory on this rank (float32): per
@@ -169,16 +185,21 @@ std::string printable(const std::vector<int64_t>& tokens) {
   return out;
 }
 
-void print_samples(nn::CausalLM& model, const examples::TextCorpus& corpus, const Options& o) {
-  const bool bytes = model.vocab_size() == data::kByteVocabSize;
-  STRATA_CHECK(bytes || o.prompt.empty(), "--prompt is text, but the token file's vocabulary (",
-               model.vocab_size(), ") is not byte-level");
+// The samples' prompt, checked before training so that a bad --prompt costs no training.
+std::vector<int64_t> sample_prompt(const examples::TextCorpus& corpus, const Options& o) {
+  STRATA_CHECK(corpus.vocab_size() == data::kByteVocabSize || o.prompt.empty(),
+               "--prompt is text, but the token file's vocabulary (", corpus.vocab_size(), ") is not byte-level");
   std::vector<int64_t> prompt;
   for (unsigned char c : o.prompt) prompt.push_back(c);
   // At most half the context, so that the samples have room.
   if (prompt.empty()) prompt = default_prompt(corpus, static_cast<size_t>(std::clamp<int64_t>(o.context / 2, 1, 32)));
   STRATA_CHECK(static_cast<int64_t>(prompt.size()) < o.context, "--prompt of ", prompt.size(),
                " bytes leaves no room in --context ", o.context);
+  return prompt;
+}
+
+void print_samples(nn::CausalLM& model, const std::vector<int64_t>& prompt, const Options& o) {
+  const bool bytes = model.vocab_size() == data::kByteVocabSize;
   const int64_t new_tokens = std::min(o.sample_tokens, o.context - static_cast<int64_t>(prompt.size()));
   const Tensor input = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())});
   for (int64_t i = 0; i < o.samples; ++i) {
@@ -200,13 +221,15 @@ void print_samples(nn::CausalLM& model, const examples::TextCorpus& corpus, cons
   std::fflush(stdout);
 }
 
-int run(const Options& o) {
+int run(Options o) {
   validate(o);
-  const examples::TrainOptions& t = o.train;
+  examples::TrainOptions& t = o.train;
   dist::ProcessGroup& world = examples::init_world(t);
   g_lead = world.rank() == 0;
   examples::Layout layout = examples::make_layout(world, t);
   dist::ProcessGroup& data = *layout.data;  // DDP or ZeRO, the sampler, the loss average
+  examples::resolve_global_batch(t, data.size());
+  examples::Checkpointing checkpointing(o.ckpt, world);
   const std::string data_path = prepare_data(o, world);
   const examples::TextCorpus corpus(data_path, o.val_data, o.val_fraction);
   const int64_t global_batch = t.batch * data.size();
@@ -215,6 +238,7 @@ int run(const Options& o) {
   STRATA_CHECK(corpus.val_windows(o.context) >= data.size(), "the validation part has ", corpus.val_tokens(),
                " tokens: fewer than ", data.size(), " window(s) of --context ", o.context,
                " + 1 (one per rank); raise --val-fraction or lower --context");
+  const std::vector<int64_t> prompt = sample_prompt(corpus, o);
 
   nn::LlamaConfig config{.vocab_size = corpus.vocab_size(), .context = o.context, .n_layer = o.layers,
                          .n_head = o.heads, .n_kv_head = o.kv_heads, .n_embd = o.width,
@@ -229,7 +253,22 @@ int run(const Options& o) {
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
   data::BatchSampler sampler({.dataset_size = corpus.train_windows(o.context), .batch_size = t.batch,
                               .seed = t.seed, .rank = data.rank(), .world_size = data.size()});
-  train::MetricsWriter metrics(g_lead ? t.metrics : "");
+
+  auto* tp_factory = dynamic_cast<parallel::TensorParallelFactory*>(layout.factory.get());
+  // The parameter dtype is part of the layout: a bf16 (fp32 master) save loads as float32 and back.
+  checkpoint::Metadata config_meta = train::llama_config_metadata(config);
+  config_meta.erase("config.param_dtype");
+  const train::CheckpointTarget target{
+      .model = model, .world = world, .optimizer = trainer.plain_optimizer(), .zero = trainer.zero(),
+      .data = &data, .tensor = layout.tensor, .sampler = &sampler, .scheduler = &trainer.schedule(),
+      .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr, .config = config_meta,
+      .layout = {{"param_dtype", t.param_dtype}}};
+  checkpointing.attach(target);
+  checkpointing.init_weights();
+  const int64_t start = checkpointing.resume(t.steps);
+  const int64_t end = examples::end_step(o.ckpt, t.steps);
+
+  train::MetricsWriter metrics(g_lead ? t.metrics : "", /*append=*/start > 0);
   train::Progress progress(t.steps, global_batch * o.context, model.flops_per_step(global_batch, o.context));
   if (g_lead)
     std::printf("LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
@@ -254,17 +293,56 @@ int run(const Options& o) {
     if (trainer.zero()) full.emplace(*trainer.zero());
     log_validation(metrics, step, validation_loss(model, corpus, o, data));
   };
-  evaluate(0);
-  for (int64_t step = 0; step < t.steps; ++step) {
+  // A resumed run's metrics continue the first part's: no second evaluation of its last step.
+  if (start == 0) evaluate(0);
+  examples::StepTimeline step_timeline(t, world);
+  train::Timeline& timeline = step_timeline.timeline();
+  for (int64_t step = start; step < end; ++step) {
     data::Batch batch = corpus.train_batch(sampler.next(), o.context);
-    Tensor loss = model.loss(batch.inputs, batch.targets);
-    loss.backward();
-    examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, trainer.step(loss));
+    step_timeline.begin(step);
+    examples::StepResult result;
+    {
+      auto step_span = timeline.span("training step", "step", {{"step", step}});
+      Tensor loss;
+      {
+        auto span = timeline.span("forward", "compute");
+        loss = model.loss(batch.inputs, batch.targets);
+      }
+      {
+        auto span = timeline.span("backward (with DDP/ZeRO reductions)", "compute");
+        loss.backward();
+      }
+      auto span = timeline.span("optimizer (clip, step, loss average)", "optimizer");
+      result = trainer.step(loss);
+    }
+    step_timeline.end(step);
+    examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
+    checkpointing.after_step(step + 1);
     if ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || step + 1 == t.steps) evaluate(step + 1);
+  }
+  checkpointing.finish(end);
+  if (end < t.steps) {
+    if (g_lead)
+      std::printf("stopped at step %lld of %lld (--stop-at)\n", static_cast<long long>(end),
+                  static_cast<long long>(t.steps));
+    return 0;
+  }
+  if (!o.ckpt.export_hf.empty()) {
+    // Collective: ZeRO-3 shards and tensor-parallel parts are gathered into whole tensors.
+    const StateDict weights = examples::full_weights(model, layout.tensor, trainer.zero());
+    if (g_lead) {
+      checkpoint::export_llama_safetensors(
+          o.ckpt.export_hf, weights,
+          {.vocab_size = config.vocab_size, .context = config.context, .n_layer = config.n_layer,
+           .n_head = config.n_head, .n_kv_head = config.n_kv_head, .n_embd = config.n_embd,
+           .intermediate_size = config.intermediate_size, .rope_theta = config.rope_theta,
+           .rms_norm_eps = config.rms_norm_eps, .init_std = config.init_std});
+      std::printf("exported Hugging Face LlamaForCausalLM weights to %s\n", o.ckpt.export_hf.c_str());
+    }
   }
   std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
   if (trainer.zero()) full.emplace(*trainer.zero());
-  print_samples(model, corpus, o);
+  print_samples(model, prompt, o);
   return 0;
 }
 
@@ -303,6 +381,9 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", o.top_p, "nucleus sampling: the most likely tokens up to this probability")
       ->capture_default_str();
   app.add_option("--prompt", o.prompt, "the samples' prompt (default: the start of a held-out line)");
+  examples::add_checkpoint_options(app, o.ckpt, "HF LlamaForCausalLM",
+                                   "checkpoint directory to continue from, in any layout; refused when its model "
+                                   "configuration or checksums do not match, or when it is past --stop-at/--steps");
   CLI11_PARSE(app, argc, argv);
-  return examples::run_example("train_llama", [&] { return run(o); });
+  return examples::run_example("train_llama", [&] { return run(std::move(o)); });
 }

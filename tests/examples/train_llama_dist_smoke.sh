@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # examples/train_llama under `mpirun -np 2`: DDP and ZeRO stages 1-3 log the same losses
 # (training and validation, to the last digit of the JSONL) with rank 0 alone printing, the
-# samples come out once, and bf16 parameters under ZeRO-3 learn as well.
+# samples come out once, and bf16 parameters under ZeRO-3 learn as well. Save at step 6 and
+# resume equals the uninterrupted run (exported weights, byte for byte) under DDP, ZeRO-3 bf16
+# and --tp 2; the saves load into other layouts; --init-from, --global-batch and --timeline.
 #   train_llama_dist_smoke.sh <mpirun> <train_llama binary>
 set -euo pipefail
 mpirun=$1
@@ -39,4 +41,53 @@ done
 run "${common[@]}" --zero 3 --param-dtype bf16 --metrics "$work/bf16.jsonl" > "$work/bf16.log"
 grep -q "parameters bf16 (fp32 master)" "$work/bf16.log" || { cat "$work/bf16.log"; fail "bf16 banner missing"; }
 check_learns "$work/bf16.jsonl" "ZeRO-3 bf16"
+
+# Save at step 6, resume in a new 2-rank job: the exported weights are the uninterrupted
+# run's, byte for byte, under DDP, ZeRO-3 with bf16 parameters and tensor parallelism.
+short=(--layers 1 --width 32 --heads 2 --kv-heads 2 --intermediate 64 --context 32 --batch 4 --warmup 2
+       --steps 12 --log-every 4 --eval-every 6 --eval-windows 16 --samples 1 --sample-tokens 8 --metrics ""
+       --tokens-out "$work/corpus.tokens")
+resume_case() {  # name, then the layout's flags
+  local name=$1
+  shift
+  run "${short[@]}" "$@" --export-hf "$work/$name.straight" > "$work/$name.straight.log"
+  run "${short[@]}" "$@" --save "$work/ckpt_$name" --save-every 3 --stop-at 6 > "$work/$name.first.log"
+  [ "$(grep -c "^stopped at step 6 of 12" "$work/$name.first.log")" -eq 1 ] || { cat "$work/$name.first.log"; fail "$name: stop"; }
+  run "${short[@]}" "$@" --resume "$work/ckpt_$name" --export-hf "$work/$name.resumed" > "$work/$name.resumed.log"
+  [ "$(grep -c "^resumed from .* at step 6$" "$work/$name.resumed.log")" -eq 1 ] \
+    || { cat "$work/$name.resumed.log"; fail "$name: expected one resume line (rank 0 only)"; }
+  cmp "$work/$name.straight/model.safetensors" "$work/$name.resumed/model.safetensors" \
+    || fail "$name: the resumed 2-rank run exported other weights than the uninterrupted one"
+}
+resume_case ddp
+resume_case zero3bf16 --zero 3 --param-dtype bf16
+resume_case tp --tp 2
+# The checkpoints load into other layouts with the same global batch: ZeRO-3 bf16 (2 x 4
+# sequences per step) into one float32 process, TP (1 data rank x 4) into 2-rank DDP.
+"$bin" "${short[@]}" --global-batch 8 --resume "$work/ckpt_zero3bf16" > "$work/bf16_as_one.log"
+grep -q "^resumed from .* at step 6$" "$work/bf16_as_one.log" && grep -q "batch 8 x 1 rank(s)" "$work/bf16_as_one.log" \
+  || { cat "$work/bf16_as_one.log"; fail "ZeRO-3 bf16 -> one process"; }
+run "${short[@]}" --global-batch 4 --resume "$work/ckpt_tp" > "$work/tp_as_ddp.log"
+grep -q "^resumed from .* at step 6$" "$work/tp_as_ddp.log" && grep -q "batch 2 x 2 rank(s); DDP" "$work/tp_as_ddp.log" \
+  || { cat "$work/tp_as_ddp.log"; fail "TP -> DDP"; }
+# --init-from a 2-rank save into a 2-rank ZeRO-1 run.
+run "${short[@]}" --zero 1 --init-from "$work/ckpt_ddp" --steps 1 --warmup 0 > "$work/init.log"
+[ "$(grep -c "^initialised the weights from" "$work/init.log")" -eq 1 ] || { cat "$work/init.log"; fail "--init-from"; }
+
+# --global-batch sets the per-rank batch; one it cannot split is refused by name.
+run "${short[@]}" --global-batch 6 --steps 2 --warmup 0 > "$work/gb.log"
+grep -q "batch 3 x 2 rank(s)" "$work/gb.log" || { cat "$work/gb.log"; fail "--global-batch 6 was not 3 per rank"; }
+if run "${short[@]}" --global-batch 7 > "$work/bad.log" 2>&1; then fail "--global-batch 7 on 2 ranks ran"; fi
+grep -q -- "--global-batch 7 does not divide over the 2 data-parallel rank(s)" "$work/bad.log" \
+  || { cat "$work/bad.log"; fail "--global-batch message"; }
+# --timeline: one file with every rank's spans of the traced step.
+run "${short[@]}" --steps 3 --warmup 0 --timeline "$work/step.json" --timeline-step 1 > "$work/tl.log"
+python3 - "$work/step.json" <<'PY' || fail "timeline"
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+assert sorted({e["pid"] for e in events}) == [0, 1], "ranks"
+for pid in (0, 1):
+    names = [e["name"] for e in events if e["pid"] == pid]
+    assert names.count("training step") == 1 and names.count("forward") == 1, names
+PY
 echo "train_llama 2-rank smoke test passed"

@@ -2,7 +2,9 @@
 # examples/train_llama end to end on one process: it builds byte-level tokens from Debian's
 # licence texts, the loss falls by a clear margin, the validation loss is logged and falls,
 # samples are printed, the JSONL parses, token files from tools/text_to_tokens train too, and
-# scripts/plot_loss.py writes a PNG where matplotlib is importable.
+# scripts/plot_loss.py writes a PNG where matplotlib is importable. Options it cannot honour
+# (--pp, --chunks without an interleaved pipeline) and a --prompt longer than the context are
+# refused before training.
 #   train_llama_smoke.sh <train_llama binary> <text_to_tokens binary> <repository root>
 set -euo pipefail
 bin=$1
@@ -60,6 +62,19 @@ grep -q "^data: " "$work/data.log" && fail "built a token file although --data w
 # Bad options are refused before anything starts.
 if "$bin" --heads 4 --kv-heads 3 > "$work/bad.log" 2>&1; then fail "--kv-heads 3 with --heads 4 was accepted"; fi
 grep -q "must be a multiple of --kv-heads" "$work/bad.log" || { cat "$work/bad.log"; fail "no clear error for --kv-heads"; }
+# refused "<message>" FLAGS...: the run fails naming the problem, before any training step.
+refused() {
+  local message=$1
+  shift
+  if "$bin" "${small[@]}" --steps 4 --metrics "" "$@" > "$work/bad.log" 2>&1; then fail "ran: $*"; fi
+  grep -q -- "$message" "$work/bad.log" || { cat "$work/bad.log"; fail "no clear error for $*"; }
+  grep -q "^step " "$work/bad.log" && { cat "$work/bad.log"; fail "trained before refusing $*"; }
+  return 0
+}
+refused "--pp 2: train_llama has no pipeline parallelism" --pp 2
+refused "--chunks 3 takes effect with --schedule interleaved only" --chunks 3
+refused "--prompt of 40 bytes leaves no room in --context 32" --prompt "$(printf 'x%.0s' {1..40})" \
+  --tokens-out "$work/corpus.tokens"
 
 # The plot, with whichever python3 has matplotlib (Debian's python3-matplotlib is /usr/bin/python3's).
 for py in /usr/bin/python3 python3; do
