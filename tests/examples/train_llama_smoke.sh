@@ -3,7 +3,8 @@
 # licence texts, the loss falls by a clear margin, the validation loss is logged and falls,
 # samples are printed, the JSONL parses, token files from tools/text_to_tokens train too, and
 # scripts/plot_loss.py writes a PNG where matplotlib is importable. Options it cannot honour
-# (--pp, --chunks without an interleaved pipeline) and a --prompt longer than the context are
+# (--pp, --chunks without an interleaved pipeline), a --prompt longer than the context, and
+# --text paths that are devices, that --tokens-out would overwrite or that are too large are
 # refused before training.
 #   train_llama_smoke.sh <train_llama binary> <text_to_tokens binary> <repository root>
 set -euo pipefail
@@ -75,6 +76,18 @@ refused "--pp 2: train_llama has no pipeline parallelism" --pp 2
 refused "--chunks 3 takes effect with --schedule interleaved only" --chunks 3
 refused "--prompt of 40 bytes leaves no room in --context 32" --prompt "$(printf 'x%.0s' {1..40})" \
   --tokens-out "$work/corpus.tokens"
+# --text: a device is never read; --tokens-out must not replace the text it is built from;
+# a text too large to tokenise in memory points to text_to_tokens.
+refused "--text '/dev/zero' is not a regular file or a directory" --text /dev/zero --tokens-out "$work/z.tokens"
+printf 'some text\n' > "$work/own.txt"
+refused "--tokens-out '$work/./own.txt' is the --text file '$work/own.txt'" --text "$work/own.txt" \
+  --tokens-out "$work/./own.txt"
+[ "$(cat "$work/own.txt")" = "some text" ] || fail "--tokens-out replaced the --text file"
+truncate -s 1T "$work/huge.txt" 2> /dev/null && {
+  refused "convert it with text_to_tokens (which streams) and pass --data" --text "$work/huge.txt" \
+    --tokens-out "$work/huge.tokens"
+  rm -f "$work/huge.txt"
+}
 
 # The plot, with whichever python3 has matplotlib (Debian's python3-matplotlib is /usr/bin/python3's).
 for py in /usr/bin/python3 python3; do
