@@ -65,6 +65,7 @@ struct Options {
   int digits = 3;
   int64_t eval_every = 0;  // 0: only at the end
   int64_t eval_examples = 1000;
+  double dropout = 0.0;
   examples::CheckpointOptions ckpt;
 };
 
@@ -108,6 +109,8 @@ void validate(const Options& o) {
   check_not_negative({{"--eval-every", o.eval_every}});
   examples::validate_checkpoint_options(o.ckpt);
   STRATA_CHECK(o.width % o.heads == 0, "--width ", o.width, " must be a multiple of --heads ", o.heads);
+  // Dropout 1 would zero every activation (and scale by 1 / 0).
+  STRATA_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1), got ", o.dropout);
 }
 
 int run(const Options& o) {
@@ -127,7 +130,7 @@ int run(const Options& o) {
   examples::Checkpointing checkpointing(o.ckpt, world);
   data::SyntheticTask task({.digits = o.digits, .seed = t.seed});
   nn::GPTConfig config{.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = o.layers,
-                       .n_head = o.heads, .n_embd = o.width, .dropout = 0.0, .seed = t.seed};
+                       .n_head = o.heads, .n_embd = o.width, .dropout = o.dropout, .seed = t.seed};
   config.param_dtype = examples::parameter_dtype(t);
   // A batch that cannot fit fails now with the bytes it needs, instead of swapping.
   examples::check_step_memory(step_activation_bytes(t.batch, config) * dist::local_size(),
@@ -287,6 +290,9 @@ int main(int argc, char** argv) {
   app.add_option("--digits", o.digits, "operand digits of the addition task")->capture_default_str();
   app.add_option("--eval-every", o.eval_every, "evaluate every N steps (0: at the end only)")->capture_default_str()->check(fits_int64);
   app.add_option("--eval-examples", o.eval_examples, "held-out problems per evaluation")->capture_default_str()->check(fits_int64);
+  app.add_option("--dropout", o.dropout, "dropout probability of the embeddings and of the attention and MLP "
+                 "outputs while training, in [0, 1)")
+      ->capture_default_str();
   examples::add_checkpoint_options(app, o.ckpt, "HF GPT-2",
                                    "checkpoint directory (or an earlier single-file training state) to continue "
                                    "from, in any layout; refused when its model configuration or checksums do not "

@@ -3,6 +3,8 @@
 # Hugging Face safetensors, and check that the resumed run equals an uninterrupted one
 # (the exported weights are compared bit for bit) and that Python reads the export. With
 # strata-ckpt: the export imported back starts a run (--init-from) with the same accuracy.
+# --dropout trains, is saved and checked; values outside [0, 1) and --chunks without an
+# interleaved pipeline are refused.
 #   train_gpt_smoke.sh <train_gpt binary> <tests source dir> [strata-ckpt binary]
 set -euo pipefail
 bin=$1
@@ -49,4 +51,23 @@ if [ -n "$ckpt_tool" ]; then
   [ "$(grep -o "final exact-match accuracy: .*" "$work/init.log")" = "$(grep -o "final exact-match accuracy: .*" "$work/straight.log")" ] \
     || { echo "--init-from did not reproduce the exported model"; tail -2 "$work/straight.log" "$work/init.log"; exit 1; }
 fi
+# --dropout: trains (other losses than without), is stored in the checkpoint's configuration
+# (and so checked on resume), and is refused outside [0, 1).
+"$bin" "${common[@]}" --steps 4 --metrics "" > "$work/nodrop.log"
+"$bin" "${common[@]}" --steps 4 --metrics "" --dropout 0.2 --save "$work/drop" > "$work/drop.log"
+if [ "$(grep "^step 4/4" "$work/nodrop.log")" = "$(grep "^step 4/4" "$work/drop.log")" ]; then
+  echo "--dropout 0.2 trained like --dropout 0"; exit 1
+fi
+grep -q '"config.dropout":"0.20000000000000001"' "$work/drop/$(cat "$work/drop/latest")/index.json" \
+  || { echo "--dropout is not in the checkpoint's configuration"; exit 1; }
+if "$bin" "${common[@]}" --steps 8 --metrics "" --resume "$work/drop" > "$work/drop_bad.log" 2>&1; then
+  echo "a --dropout 0.2 checkpoint resumed with --dropout 0"; exit 1
+fi
+grep -q "config.dropout" "$work/drop_bad.log" || { cat "$work/drop_bad.log"; exit 1; }
+for bad in 1 -0.1 nan; do
+  if "$bin" "${common[@]}" --dropout "$bad" > "$work/bad.log" 2>&1; then echo "--dropout $bad was accepted"; exit 1; fi
+  grep -q -- "--dropout must be in \[0, 1), got" "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
+done
+if "$bin" "${common[@]}" --chunks 3 > "$work/bad.log" 2>&1; then echo "--chunks 3 without a pipeline was accepted"; exit 1; fi
+grep -q -- "--chunks 3 takes effect with --schedule interleaved only" "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
 echo "train_gpt smoke test passed"
