@@ -3,7 +3,8 @@
 # (training and validation, to the last digit of the JSONL) with rank 0 alone printing, the
 # samples come out once, and bf16 parameters under ZeRO-3 learn as well. Save at step 6 and
 # resume equals the uninterrupted run (exported weights, byte for byte) under DDP, ZeRO-3 bf16
-# and --tp 2; the saves load into other layouts; --init-from, --global-batch and --timeline.
+# and --tp 2; --sequence-parallel; the saves load into other layouts; --init-from,
+# --global-batch and --timeline.
 #   train_llama_dist_smoke.sh <mpirun> <train_llama binary>
 set -euo pipefail
 mpirun=$1
@@ -62,6 +63,13 @@ resume_case() {  # name, then the layout's flags
 resume_case ddp
 resume_case zero3bf16 --zero 3 --param-dtype bf16
 resume_case tp --tp 2
+# Sequence parallelism (norms and residuals on each rank's half of the sequence) trains as
+# plain --tp 2 does, to the printed digits.
+run "${short[@]}" --tp 2 --sequence-parallel > "$work/sp.log"
+grep -q "2 tensor-parallel ranks (sequence parallel)" "$work/sp.log" || { cat "$work/sp.log"; fail "SP banner"; }
+printed() { grep -o "^step [0-9]*/12 | loss [0-9.]*" "$1"; }
+[ "$(printed "$work/sp.log")" = "$(printed "$work/tp.straight.log")" ] \
+  || { paste <(printed "$work/tp.straight.log") <(printed "$work/sp.log"); fail "--sequence-parallel losses differ"; }
 # The checkpoints load into other layouts with the same global batch: ZeRO-3 bf16 (2 x 4
 # sequences per step) into one float32 process, TP (1 data rank x 4) into 2-rank DDP.
 "$bin" "${short[@]}" --global-batch 8 --resume "$work/ckpt_zero3bf16" > "$work/bf16_as_one.log"
