@@ -22,7 +22,8 @@ void add_checkpoint_options(CLI::App& app, CheckpointOptions& o, const std::stri
   app.add_option("--keep-last", o.keep_last, "complete saves kept in --save")->capture_default_str()->check(fits);
   app.add_flag("--resume-latest", o.resume_latest, "resume from --save when it holds a complete checkpoint, else start "
                "fresh (for restarts)");
-  app.add_option("--stop-at", o.stop_at, "stop after this step, keeping the schedule of --steps (for jobs in time slices)")
+  app.add_option("--stop-at", o.stop_at,
+                 "stop after this step, keeping the schedule of --steps (for jobs in time slices)")
       ->check(fits);
   app.add_option("--resume", o.resume, resume_help);
   app.add_option("--init-from", o.init_from, "start from the weights of this checkpoint (any layout; e.g. a Hugging "
@@ -55,9 +56,10 @@ Checkpointing::Checkpointing(const CheckpointOptions& o, dist::ProcessGroup& wor
   }
   // The one place a run claims its --save directory: an exclusive lock on it belongs here,
   // taken before resume reads it and held (as a member) until the run ends.
-  if (o.async_save && !o.save.empty())
-    async_ = std::make_unique<train::AsyncCheckpointer>(o.save, world,
-                                                        checkpoint::SaveOptions{.keep_last = static_cast<int>(o.keep_last)});
+  if (o.async_save && !o.save.empty()) {
+    const checkpoint::SaveOptions options{.keep_last = static_cast<int>(o.keep_last)};
+    async_ = std::make_unique<train::AsyncCheckpointer>(o.save, world, options);
+  }
 }
 
 void Checkpointing::attach(const train::CheckpointTarget& target) { target_.emplace(target); }

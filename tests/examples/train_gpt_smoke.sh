@@ -69,15 +69,19 @@ for bad in 1 -0.1 nan; do
   if "$bin" "${common[@]}" --dropout "$bad" > "$work/bad.log" 2>&1; then echo "--dropout $bad was accepted"; exit 1; fi
   grep -q -- "--dropout must be in \[0, 1), got" "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
 done
-if "$bin" "${common[@]}" --chunks 3 > "$work/bad.log" 2>&1; then echo "--chunks 3 without a pipeline was accepted"; exit 1; fi
-grep -q -- "--chunks 3 takes effect with --schedule interleaved only" "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
+if "$bin" "${common[@]}" --chunks 3 > "$work/bad.log" 2>&1; then
+  echo "--chunks 3 without a pipeline was accepted"; exit 1
+fi
+grep -q -- "--chunks 3 takes effect with --schedule interleaved only" "$work/bad.log" \
+  || { cat "$work/bad.log"; exit 1; }
 
 # The optimizer and schedule options change what the metrics record: --min-lr-ratio 1 keeps
 # the peak lr, --clip 0 records no gradient norm, --seed and --weight-decay change the losses.
 opts() { "$bin" "${common[@]}" --steps 6 --warmup 0 --eval-examples 5 "$@"; }
 field() { grep -o "\"$2\":[^,}]*" "$1" | cut -d: -f2 | sort -u | tr '\n' ' '; }
 opts --metrics "$work/flat.jsonl" --min-lr-ratio 1 --clip 0 > /dev/null
-[ "$(field "$work/flat.jsonl" lr)" = "0.001 " ] || { echo "--min-lr-ratio 1: lr $(field "$work/flat.jsonl" lr)"; exit 1; }
+[ "$(field "$work/flat.jsonl" lr)" = "0.001 " ] \
+  || { echo "--min-lr-ratio 1: lr $(field "$work/flat.jsonl" lr)"; exit 1; }
 [ "$(field "$work/flat.jsonl" grad_norm)" = "0.0 " ] || { echo "--clip 0 recorded gradient norms"; exit 1; }
 opts --metrics "$work/seed1.jsonl" > /dev/null
 opts --metrics "$work/seed2.jsonl" --seed 2 > /dev/null
@@ -86,12 +90,16 @@ opts --metrics "$work/wd0.jsonl" --weight-decay 0 --lr 0.05 > /dev/null
 [ "$(field "$work/seed1.jsonl" grad_norm)" != "0.0 " ] || { echo "--clip 1 recorded no gradient norm"; exit 1; }
 for pair in "seed1 seed2" "wd wd0"; do
   set -- $pair
-  if [ "$(field "$work/$1.jsonl" loss)" = "$(field "$work/$2.jsonl" loss)" ]; then echo "$1 and $2 logged the same losses"; exit 1; fi
+  if [ "$(field "$work/$1.jsonl" loss)" = "$(field "$work/$2.jsonl" loss)" ]; then
+    echo "$1 and $2 logged the same losses"; exit 1
+  fi
 done
 # --eval-every: evaluations at steps 2 and 4 and at the end; --timeline-step picks the step.
 opts --metrics "" --eval-every 2 --timeline "$work/t.json" --timeline-step 3 > "$work/every.log"
-[ "$(grep -c "^eval  step [246] " "$work/every.log")" -eq 3 ] || { cat "$work/every.log"; echo "--eval-every 2"; exit 1; }
-grep -q "^wrote the timeline of step 3 to" "$work/every.log" || { cat "$work/every.log"; echo "--timeline-step 3"; exit 1; }
+[ "$(grep -c "^eval  step [246] " "$work/every.log")" -eq 3 ] \
+  || { cat "$work/every.log"; echo "--eval-every 2"; exit 1; }
+grep -q "^wrote the timeline of step 3 to" "$work/every.log" \
+  || { cat "$work/every.log"; echo "--timeline-step 3"; exit 1; }
 grep -q '"step":3' "$work/t.json" || { echo "--timeline-step 3: no span of step 3"; exit 1; }
 # --async-save: a background save at step 6, resumed, exports what the uninterrupted run did.
 "$bin" "${common[@]}" --metrics "" --save "$work/async" --async-save --save-every 3 --stop-at 6 > "$work/async.log"

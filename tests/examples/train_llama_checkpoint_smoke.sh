@@ -16,7 +16,8 @@ common=(--layers 1 --width 32 --heads 2 --kv-heads 1 --intermediate 64 --context
         --tokens-out "$work/corpus.tokens")
 # The loss values of a JSONL file (training and validation, in file order), one per line.
 losses() { grep -o '"\(val_\)\?loss":[^,}]*' "$1"; }
-final_val() { grep -o "^eval  step 12 | validation loss [0-9.]*" "$1"; }
+final_val() { grep -o "^eval  step 12 | validation loss [0-9.]*" "$1" | sed 's/.*loss //'; }
+first_val() { grep -o "^eval  step 0 | validation loss [0-9.]*" "$1" | sed 's/.*loss //'; }
 
 "$bin" "${common[@]}" --metrics "$work/straight.jsonl" --export-hf "$work/straight" > "$work/straight.log"
 grep -q "^exported Hugging Face LlamaForCausalLM weights to $work/straight" "$work/straight.log" \
@@ -28,7 +29,8 @@ resume_case() {
   shift
   "$bin" "${common[@]}" --metrics "$work/$name.jsonl" --save "$work/ckpt_$name" --save-every 3 --stop-at 6 \
     "${first_flags[@]}" > "$work/$name.first.log"
-  grep -q "^stopped at step 6 of 12 (--stop-at)" "$work/$name.first.log" || { cat "$work/$name.first.log"; fail "$name: no stop"; }
+  grep -q "^stopped at step 6 of 12 (--stop-at)" "$work/$name.first.log" \
+    || { cat "$work/$name.first.log"; fail "$name: no stop"; }
   grep -q "^sample" "$work/$name.first.log" && fail "$name: sampled although it stopped early"
   "$bin" "${common[@]}" --metrics "$work/$name.jsonl" "$@" --export-hf "$work/$name" > "$work/$name.log"
   grep -q "^resumed from .* at step 6$" "$work/$name.log" || { cat "$work/$name.log"; fail "$name: no resume"; }
@@ -43,8 +45,9 @@ resume_case latest --save "$work/ckpt_latest" --resume-latest
 first_flags=(--async-save)
 resume_case async --resume "$work/ckpt_async"
 # --keep-last 2 (the default) kept the saves of steps 3 and 6; the continued run saved step 12.
-(cd "$work/ckpt_resume" && ls -d step-3-* step-6-*) > /dev/null || fail "--keep-last: expected the step-3 and step-6 saves"
-(cd "$work/ckpt_latest" && ls -d step-6-* step-12-*) > /dev/null && [ "$(ls -d "$work/ckpt_latest"/step-* | wc -l)" -eq 2 ] \
+saves() { (cd "$1" && ls -d step-*) | sed 's/^\(step-[0-9]*\)-.*/\1/' | sort -V | tr '\n' ' '; }
+[ "$(saves "$work/ckpt_resume")" = "step-3 step-6 " ] || fail "--keep-last: expected the step-3 and step-6 saves"
+[ "$(saves "$work/ckpt_latest")" = "step-6 step-12 " ] \
   || { ls "$work/ckpt_latest"; fail "--keep-last: expected the step-6 and step-12 saves"; }
 "$bin" "${common[@]}" --metrics "" --save "$work/ckpt_keep1" --save-every 2 --keep-last 1 > /dev/null
 [ "$(ls -d "$work/ckpt_keep1"/step-* | wc -l)" -eq 1 ] || { ls "$work/ckpt_keep1"; fail "--keep-last 1 kept more"; }
@@ -55,8 +58,9 @@ grep -q "resumed from" "$work/fresh.log" && fail "--resume-latest resumed from a
 # --init-from the step-12 save: the validation loss at step 0 is the saving run's at step 12.
 "$bin" "${common[@]}" --metrics "" --init-from "$work/ckpt_latest" --steps 1 --warmup 0 --eval-every 0 \
   > "$work/init.log"
-grep -q "^initialised the weights from $work/ckpt_latest" "$work/init.log" || { cat "$work/init.log"; fail "no --init-from line"; }
-[ "$(grep -o "^eval  step 0 | validation loss [0-9.]*" "$work/init.log" | sed 's/step 0/step 12/')" = "$(final_val "$work/straight.log")" ] \
+grep -q "^initialised the weights from $work/ckpt_latest" "$work/init.log" \
+  || { cat "$work/init.log"; fail "no --init-from line"; }
+[ "$(first_val "$work/init.log")" = "$(final_val "$work/straight.log")" ] \
   || { grep "validation" "$work/init.log" "$work/straight.log"; fail "--init-from did not load the saved weights"; }
 
 if [ -n "$ckpt_tool" ]; then
@@ -68,10 +72,11 @@ c = json.load(open(sys.argv[1]))
 assert c["model_type"] == "llama" and c["architectures"] == ["LlamaForCausalLM"], c
 assert (c["num_hidden_layers"], c["hidden_size"], c["num_key_value_heads"], c["vocab_size"]) == (1, 32, 1, 256), c
 PY
-  "$ckpt_tool" import "$work/straight" --out "$work/imported" > "$work/import.log" || { cat "$work/import.log"; fail "import"; }
+  "$ckpt_tool" import "$work/straight" --out "$work/imported" > "$work/import.log" \
+    || { cat "$work/import.log"; fail "import"; }
   grep -q "(llama)" "$work/import.log" || { cat "$work/import.log"; fail "not imported as llama"; }
   "$bin" "${common[@]}" --metrics "" --init-from "$work/imported" --steps 1 --warmup 0 --eval-every 0 > "$work/hf.log"
-  [ "$(grep -o "^eval  step 0 | validation loss [0-9.]*" "$work/hf.log" | sed 's/step 0/step 12/')" = "$(final_val "$work/straight.log")" ] \
+  [ "$(first_val "$work/hf.log")" = "$(final_val "$work/straight.log")" ] \
     || { grep "validation" "$work/hf.log" "$work/straight.log"; fail "the imported export is not the trained model"; }
 fi
 
@@ -79,9 +84,11 @@ fi
 if "$bin" "${common[@]}" --metrics "" --resume "$work/ckpt_latest" --stop-at 8 > "$work/bad.log" 2>&1; then
   fail "a resume past --stop-at ran"
 fi
-grep -q "was saved at step 12, after the requested end (--stop-at 8)" "$work/bad.log" || { cat "$work/bad.log"; fail "past-end message"; }
+grep -q "was saved at step 12, after the requested end (--stop-at 8)" "$work/bad.log" \
+  || { cat "$work/bad.log"; fail "past-end message"; }
 if "$bin" "${common[@]}" --resume-latest > "$work/bad.log" 2>&1; then fail "--resume-latest without --save ran"; fi
-grep -q -- "--resume-latest resumes from the --save directory" "$work/bad.log" || { cat "$work/bad.log"; fail "--resume-latest message"; }
+grep -q -- "--resume-latest resumes from the --save directory" "$work/bad.log" \
+  || { cat "$work/bad.log"; fail "--resume-latest message"; }
 if "$bin" "${common[@]}" --init-from "$work/ckpt_latest" --resume "$work/ckpt_latest" > "$work/bad.log" 2>&1; then
   fail "--init-from with --resume ran"
 fi

@@ -53,7 +53,8 @@ resume_case() {  # name, then the layout's flags
   shift
   run "${short[@]}" "$@" --export-hf "$work/$name.straight" > "$work/$name.straight.log"
   run "${short[@]}" "$@" --save "$work/ckpt_$name" --save-every 3 --stop-at 6 > "$work/$name.first.log"
-  [ "$(grep -c "^stopped at step 6 of 12" "$work/$name.first.log")" -eq 1 ] || { cat "$work/$name.first.log"; fail "$name: stop"; }
+  [ "$(grep -c "^stopped at step 6 of 12" "$work/$name.first.log")" -eq 1 ] \
+    || { cat "$work/$name.first.log"; fail "$name: stop"; }
   run "${short[@]}" "$@" --resume "$work/ckpt_$name" --export-hf "$work/$name.resumed" > "$work/$name.resumed.log"
   [ "$(grep -c "^resumed from .* at step 6$" "$work/$name.resumed.log")" -eq 1 ] \
     || { cat "$work/$name.resumed.log"; fail "$name: expected one resume line (rank 0 only)"; }
@@ -76,7 +77,8 @@ printed() { grep -o "^step [0-9]*/12 | loss [0-9.]*" "$1"; }
 grep -q "^resumed from .* at step 6$" "$work/bf16_as_one.log" && grep -q "batch 8 x 1 rank(s)" "$work/bf16_as_one.log" \
   || { cat "$work/bf16_as_one.log"; fail "ZeRO-3 bf16 -> one process"; }
 run "${short[@]}" --global-batch 4 --resume "$work/ckpt_tp" > "$work/tp_as_ddp.log"
-grep -q "^resumed from .* at step 6$" "$work/tp_as_ddp.log" && grep -q "batch 2 x 2 rank(s); DDP" "$work/tp_as_ddp.log" \
+grep -q "^resumed from .* at step 6$" "$work/tp_as_ddp.log" \
+  && grep -q "batch 2 x 2 rank(s); DDP" "$work/tp_as_ddp.log" \
   || { cat "$work/tp_as_ddp.log"; fail "TP -> DDP"; }
 # --init-from a 2-rank save into a 2-rank ZeRO-1 run.
 run "${short[@]}" --zero 1 --init-from "$work/ckpt_ddp" --steps 1 --warmup 0 > "$work/init.log"

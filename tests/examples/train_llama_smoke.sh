@@ -107,7 +107,8 @@ for greedy in "--top-k 1" "--top-p 1e-9" "--temperature 1e-4"; do
 done
 opts --top-k 0 --temperature 2 --collective-timeout 30 --prompt "GNU " > "$work/hot.log"
 samples_equal "$work/hot.log" && { cat "$work/hot.log"; fail "two samples at temperature 2 are the same"; }
-[ "$(grep -ac "^\[GNU \]" "$work/hot.log")" -eq 2 ] || { cat "$work/hot.log"; fail "--prompt was not the samples' prompt"; }
+[ "$(grep -ac "^\[GNU \]" "$work/hot.log")" -eq 2 ] \
+  || { cat "$work/hot.log"; fail "--prompt was not the samples' prompt"; }
 # The optimizer and schedule: --min-lr-ratio 1 keeps the peak lr, --clip 0 records no
 # gradient norm, --seed and --weight-decay change the losses.
 field() { grep -o "\"$2\":[^,}]*" "$1" | cut -d: -f2 | sort -u | tr '\n' ' '; }

@@ -125,8 +125,8 @@ StreamResult stream_byte_tokens(const StreamRequest& r) {
   while (checked < size) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(kChunkBytes, size - offset));
     const size_t got = read_at(in.fd, chunk.data(), want, offset, r.input);
-    STRATA_CHECK(got == want, "text_to_tokens: '", r.input, "' shrank while it was read (", size, " bytes at the start, ",
-                 offset + got, " at the end)");
+    STRATA_CHECK(got == want, "text_to_tokens: '", r.input, "' shrank while it was read (", size,
+                 " bytes at the start, ", offset + got, " at the end)");
     offset += got;
     pending.append(chunk.data(), got);
     const size_t ready = pending.size() - (offset < size ? incomplete_tail(pending) : 0);
@@ -134,7 +134,8 @@ StreamResult stream_byte_tokens(const StreamRequest& r) {
     STRATA_CHECK(bad < 0, "text_to_tokens: '", r.input, "' is not UTF-8 text: invalid byte sequence at offset ",
                  checked + static_cast<uint64_t>(bad));
     // The training part ends at train_end; the rest goes to the validation file.
-    const size_t to_train = static_cast<size_t>(std::min<uint64_t>(ready, train_end > checked ? train_end - checked : 0));
+    const uint64_t train_left = train_end > checked ? train_end - checked : 0;
+    const size_t to_train = static_cast<size_t>(std::min<uint64_t>(ready, train_left));
     if (to_train > 0) train.append(pending.data(), to_train);
     if (ready > to_train) val->append(pending.data() + to_train, ready - to_train);
     checked += ready;

@@ -30,7 +30,8 @@ class TextToTokens : public ::testing::Test {
   // Exit status of the CLI run with `args`; its stdout and stderr go to log().
   // `prefix`: shell commands run first in the same shell (e.g. a ulimit).
   int cli(const std::string& args, const std::string& prefix = "") const {
-    const std::string cmd = prefix + st::shell_quote(g_cli) + " " + args + " >" + st::shell_quote(path("log")) + " 2>&1";
+    const std::string cmd =
+        prefix + st::shell_quote(g_cli) + " " + args + " >" + st::shell_quote(path("log")) + " 2>&1";
     const int status = std::system(("(" + cmd + ")").c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
@@ -143,7 +144,8 @@ TEST_F(TextToTokens, RefusesAValidationOutputThatIsTheOutput) {
   st::write_bytes(path("o.tokens"), "earlier tokens");
   std::filesystem::create_directory(path("sub"));
   std::filesystem::create_symlink(path("o.tokens"), path("link.tokens"));
-  for (const std::string& val : {quoted("o.tokens"), st::shell_quote(path("sub") + "/../o.tokens"), quoted("link.tokens")}) {
+  const std::string other_spelling = st::shell_quote(path("sub") + "/../o.tokens");
+  for (const std::string& val : {quoted("o.tokens"), other_spelling, quoted("link.tokens")}) {
     EXPECT_EQ(cli(in + " " + quoted("o.tokens") + " --val-fraction 0.5 --val-output " + val), 1) << val;
     EXPECT_CONTAINS(log(), "is the output file");
     EXPECT_EQ(st::read_bytes(path("o.tokens")), "earlier tokens");
