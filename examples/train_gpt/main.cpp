@@ -42,6 +42,7 @@
 #include "data_parallel.h"
 #include "full_weights.h"
 #include "layout.h"
+#include "pipeline_setup.h"
 #include "preflight.h"
 #include "run_example.h"
 #include "step_log.h"
@@ -116,12 +117,7 @@ void validate(const Options& o) {
 int run(const Options& o) {
   validate(o);
   examples::TrainOptions t = o.train;
-  STRATA_CHECK(t.pp == 1 || o.ckpt.export_hf.empty(), "--export-hf does not support --pp ", t.pp,
-               ": each rank holds only its stage; save a checkpoint (--save) and export it with "
-               "`strata-ckpt export`");
-  STRATA_CHECK(t.pp == 1 || o.layers >= t.pp * (t.schedule == "interleaved" ? t.chunks : 1), "--layers ", o.layers,
-               " is fewer than the ", t.pp * (t.schedule == "interleaved" ? t.chunks : 1),
-               " pipeline stages (--pp x --chunks): every stage needs a block");
+  examples::check_pipeline_options(t, o.layers, !o.ckpt.export_hf.empty());
   dist::ProcessGroup& world = examples::init_world(t);
   g_lead = world.rank() == 0;
   examples::Layout layout = examples::make_layout(world, t);
@@ -139,28 +135,16 @@ int run(const Options& o) {
                                   " layers, " + std::to_string(dist::local_size()) + " rank(s) on this node");
   const checkpoint::Metadata config_meta = train::gpt_config_metadata(config);
   // With --pp this rank builds its stage only (embedding on the first, head on the last).
-  const int chunks = t.schedule == "interleaved" ? static_cast<int>(t.chunks) : 1;
   const parallel::PipelinePartition partition =
-      parallel::balanced_partition(nn::parameter_counts(config), config.n_layer, static_cast<int>(t.pp), chunks);
-  nn::ModelPart part;
-  if (layout.pipeline != nullptr) part = parallel::stage_part(partition, layout.pipeline->size(), layout.pipeline->rank());
-  nn::GPT model(config, layout.factory, part);
+      examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
+  nn::GPT model(config, layout.factory, examples::stage_of(layout, partition));
   std::function<bool(const std::string&)> duplicate;
   if (layout.pipeline != nullptr) duplicate = parallel::duplicate_parameters(model, *layout.pipeline);
   examples::DataParallelTrainer trainer(model, data, t, layout.tensor, layout.pipeline, duplicate);
   examples::StepTimeline step_timeline(t, world);
   train::Timeline& timeline = step_timeline.timeline();
-  std::unique_ptr<parallel::Pipeline> pipeline;
-  if (layout.pipeline != nullptr) {
-    const auto kind = t.schedule == "gpipe"         ? parallel::PipelineScheduleKind::GPipe
-                      : t.schedule == "interleaved" ? parallel::PipelineScheduleKind::Interleaved1F1B
-                                                    : parallel::PipelineScheduleKind::OneFOneB;
-    pipeline = std::make_unique<parallel::Pipeline>(
-        model, *layout.pipeline, partition,
-        parallel::PipelineOptions{.schedule = kind, .micro_batches = static_cast<int>(examples::micro_batches(t)),
-                                  .chunks = chunks, .ddp = trainer.ddp(), .zero = trainer.zero(),
-                                  .timeline = &timeline});
-  }
+  const std::unique_ptr<parallel::Pipeline> pipeline =
+      examples::make_pipeline(model, layout, partition, t, trainer, timeline);
   parallel::ZeroOptimizer* zero = trainer.zero();
   manual_seed(t.seed);
   // An index space far larger than any run: every step sees fresh problems.
