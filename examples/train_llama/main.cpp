@@ -7,6 +7,7 @@
 //   mpirun -np 2 train_llama                      # data parallel: 2 ranks x --batch sequences
 //   mpirun -np 2 train_llama --zero 3 --param-dtype bf16     # ZeRO stage 3, bf16 parameters
 //   mpirun -np 2 train_llama --tp 2 --sequence-parallel      # every layer split over 2 ranks
+//   mpirun -np 4 train_llama --pp 2 --zero 1      # 2 pipeline stages x 2 data ranks (1F1B)
 //   train_llama --save runs/l --save-every 200 --export-hf runs/hf   # resumable saves, HF weights
 //   mpirun -np 2 train_llama --zero 1 --resume runs/l --global-batch 8   # continue in any layout
 //
@@ -21,12 +22,16 @@
 // them. JSONL metrics: one line per step as train_gpt writes, plus {"step", "val_loss"} lines.
 // --save, --resume, --init-from and --export-hf work as train_gpt's (examples/common/
 // checkpointing.h); a resumed run appends to the metrics without evaluating its first step
-// again. There is no pipeline parallelism here (--pp is refused).
+// again. With --pp P each pipeline rank builds only its stage's blocks (parallel::Pipeline runs
+// the schedule); validation and sampling run the stages one after the other
+// (Pipeline::forward_logits), and --export-hf is refused (save, then `strata-ckpt export`).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -37,6 +42,8 @@
 #include "data_parallel.h"
 #include "full_weights.h"
 #include "layout.h"
+#include "pipeline_generate.h"
+#include "pipeline_setup.h"
 #include "preflight.h"
 #include "run_example.h"
 #include "step_log.h"
@@ -94,11 +101,7 @@ void validate(const Options& o) {
   STRATA_CHECK(std::isfinite(o.top_p) && o.top_p > 0 && o.top_p <= 1, "--top-p must be in (0, 1], got ", o.top_p);
   STRATA_CHECK(o.val_data.empty() || !o.data.empty(), "--val-data needs --data (the training tokens)");
   examples::validate_checkpoint_options(o.ckpt);
-  // nn::Llama could run in parallel::Pipeline, but evaluation, sampling and the export here
-  // need the whole model on every rank: refused rather than each rank training all of it.
-  STRATA_CHECK(o.train.pp == 1, "--pp ", o.train.pp, ": train_llama has no pipeline parallelism (evaluation and "
-               "sampling need the whole model on every rank); use --tp or --zero to split the model, or train_gpt "
-               "for pipelines");
+  examples::check_pipeline_options(o.train, o.layers, !o.ckpt.export_hf.empty());
 }
 
 // A generous estimate of one training step's activation memory on this rank (float32): per
@@ -132,8 +135,8 @@ std::string prepare_data(const Options& o, dist::ProcessGroup& world) {
 // the data-parallel size): each data rank computes an equal share (the ranks of a
 // tensor-parallel group the same one, together), so that every rank runs the same number of
 // forward passes (ZeRO-3 gathers parameters in them), and the sums are all-reduced.
-double validation_loss(nn::CausalLM& model, const examples::TextCorpus& corpus, const Options& o,
-                       dist::ProcessGroup& world) {
+double validation_loss(nn::CausalLM& model, parallel::Pipeline* pipeline, const examples::TextCorpus& corpus,
+                       const Options& o, dist::ProcessGroup& world) {
   const int64_t n = world.size();
   const int64_t windows = std::min(corpus.val_windows(o.context), o.eval_windows) / n * n;
   NoGradGuard no_grad;
@@ -143,7 +146,13 @@ double validation_loss(nn::CausalLM& model, const examples::TextCorpus& corpus, 
     std::vector<int64_t> mine;
     for (int64_t w = first; w < windows && static_cast<int64_t>(mine.size()) < o.train.batch; w += n) mine.push_back(w);
     data::Batch b = corpus.val_batch(mine, o.context);
-    sum += model.loss(b.inputs, b.targets).item() * static_cast<double>(mine.size());
+    // Through the pipeline: its last stage's logits, on every rank of the group.
+    const double loss = pipeline == nullptr
+                            ? model.loss(b.inputs, b.targets).item()
+                            : cross_entropy(pipeline->forward_logits(b.inputs).reshape({b.targets.numel(), -1}),
+                                            b.targets.reshape({b.targets.numel()}))
+                                  .item();
+    sum += loss * static_cast<double>(mine.size());
   }
   model.train();
   Tensor total = from_vector(std::vector<double>{sum}, {1});
@@ -198,14 +207,17 @@ std::vector<int64_t> sample_prompt(const examples::TextCorpus& corpus, const Opt
   return prompt;
 }
 
-void print_samples(nn::CausalLM& model, const std::vector<int64_t>& prompt, const Options& o) {
+void print_samples(nn::CausalLM& model, parallel::Pipeline* pipeline, const std::vector<int64_t>& prompt,
+                   const Options& o) {
   const bool bytes = model.vocab_size() == data::kByteVocabSize;
   const int64_t new_tokens = std::min(o.sample_tokens, o.context - static_cast<int64_t>(prompt.size()));
   const Tensor input = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())});
   for (int64_t i = 0; i < o.samples; ++i) {
     const nn::GenerateOptions g{.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p,
                                 .seed = o.train.seed + static_cast<uint64_t>(i)};
-    const std::vector<int64_t> out = nn::generate(model, input, new_tokens, g).to_vector<int64_t>();
+    const Tensor tokens = pipeline != nullptr ? examples::generate_through(*pipeline, input, new_tokens, g)
+                                              : nn::generate(model, input, new_tokens, g);
+    const std::vector<int64_t> out = tokens.to_vector<int64_t>();
     if (!g_lead) continue;
     std::printf("\nsample %lld/%lld (temperature %.2f, top-k %lld, top-p %.2f; prompt in [brackets]):\n",
                 static_cast<long long>(i + 1), static_cast<long long>(o.samples), o.temperature,
@@ -248,8 +260,17 @@ int run(Options o) {
                               "--batch " + std::to_string(t.batch) + " x --context " + std::to_string(o.context) +
                                   " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) +
                                   " layers, " + std::to_string(dist::local_size()) + " rank(s) on this node");
-  nn::Llama model(config, layout.factory);
-  examples::DataParallelTrainer trainer(model, data, t, layout.tensor);
+  // With --pp this rank builds its stage only (embedding on the first, norm and head on the last).
+  const nn::ParameterCounts counts = nn::parameter_counts(config);
+  const parallel::PipelinePartition partition = examples::pipeline_partition(t, counts, config.n_layer);
+  nn::Llama model(config, layout.factory, examples::stage_of(layout, partition));
+  std::function<bool(const std::string&)> duplicate;
+  if (layout.pipeline != nullptr) duplicate = parallel::duplicate_parameters(model, *layout.pipeline);
+  examples::DataParallelTrainer trainer(model, data, t, layout.tensor, layout.pipeline, duplicate);
+  examples::StepTimeline step_timeline(t, world);
+  train::Timeline& timeline = step_timeline.timeline();
+  const std::unique_ptr<parallel::Pipeline> pipeline =
+      examples::make_pipeline(model, layout, partition, t, trainer, timeline);
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
   data::BatchSampler sampler({.dataset_size = corpus.train_windows(o.context), .batch_size = t.batch,
                               .seed = t.seed, .rank = data.rank(), .world_size = data.size()});
@@ -260,21 +281,30 @@ int run(Options o) {
   config_meta.erase("config.param_dtype");
   const train::CheckpointTarget target{
       .model = model, .world = world, .optimizer = trainer.plain_optimizer(), .zero = trainer.zero(),
-      .data = &data, .tensor = layout.tensor, .sampler = &sampler, .scheduler = &trainer.schedule(),
-      .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr, .config = config_meta,
-      .layout = {{"param_dtype", t.param_dtype}}};
+      .data = &data, .tensor = layout.tensor, .duplicate = duplicate, .sampler = &sampler,
+      .scheduler = &trainer.schedule(), .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr,
+      .config = config_meta,
+      .layout = {{"pipeline", std::to_string(t.pp)}, {"schedule", t.schedule}, {"param_dtype", t.param_dtype}}};
   checkpointing.attach(target);
   checkpointing.init_weights();
   const int64_t start = checkpointing.resume(t.steps);
   const int64_t end = examples::end_step(o.ckpt, t.steps);
 
   train::MetricsWriter metrics(g_lead ? t.metrics : "", /*append=*/start > 0);
-  train::Progress progress(t.steps, global_batch * o.context, model.flops_per_step(global_batch, o.context));
+  // The whole model's parameters and FLOPs (a pipeline stage holds part of them): 6 x
+  // parameters x tokens plus attention, as Llama::flops_per_step counts them.
+  const int64_t whole_parameters = counts.embedding + config.n_layer * counts.block + counts.head;
+  const double tokens_per_step = static_cast<double>(global_batch * o.context);
+  const double flops = 6.0 * static_cast<double>(whole_parameters) * tokens_per_step +
+                       12.0 * static_cast<double>(config.n_layer) * tokens_per_step * static_cast<double>(o.context) *
+                           static_cast<double>(config.n_embd);
+  train::Progress progress(t.steps, global_batch * o.context,
+                           pipeline == nullptr ? model.flops_per_step(global_batch, o.context) : flops);
   if (g_lead)
     std::printf("LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
                 "context %lld, vocab %lld); data: %lld training and %lld validation tokens; batch %lld x %d rank(s)"
                 "%s; %s; parameters %s\n",
-                static_cast<long long>(model.num_parameters()), static_cast<long long>(o.layers),
+                static_cast<long long>(whole_parameters), static_cast<long long>(o.layers),
                 static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads), static_cast<long long>(o.width),
                 static_cast<long long>(o.intermediate), static_cast<long long>(o.context),
                 static_cast<long long>(config.vocab_size), static_cast<long long>(corpus.train_tokens()),
@@ -282,7 +312,7 @@ int run(Options o) {
                 examples::tensor_parallel_note(t).c_str(),
                 t.zero >= 0             ? ("ZeRO stage " + std::to_string(t.zero)).c_str()
                 : data.size() > 1       ? "DDP"
-                : layout.tensor != nullptr ? "no data parallelism"
+                : layout.tensor != nullptr || layout.pipeline != nullptr ? "no data parallelism"
                                            : "one process",
                 t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
 
@@ -291,26 +321,28 @@ int run(Options o) {
   auto evaluate = [&](int64_t step) {
     std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
     if (trainer.zero()) full.emplace(*trainer.zero());
-    log_validation(metrics, step, validation_loss(model, corpus, o, data));
+    log_validation(metrics, step, validation_loss(model, pipeline.get(), corpus, o, data));
   };
   // A resumed run's metrics continue the first part's: no second evaluation of its last step.
   if (start == 0) evaluate(0);
-  examples::StepTimeline step_timeline(t, world);
-  train::Timeline& timeline = step_timeline.timeline();
   for (int64_t step = start; step < end; ++step) {
     data::Batch batch = corpus.train_batch(sampler.next(), o.context);
     step_timeline.begin(step);
     examples::StepResult result;
     {
       auto step_span = timeline.span("training step", "step", {{"step", step}});
-      Tensor loss;
-      {
-        auto span = timeline.span("forward", "compute");
-        loss = model.loss(batch.inputs, batch.targets);
-      }
-      {
+      double loss = 0;
+      if (pipeline) {
+        loss = pipeline->train_step(batch.inputs, batch.targets);  // its spans per micro-batch
+      } else {
+        Tensor l;
+        {
+          auto span = timeline.span("forward", "compute");
+          l = model.loss(batch.inputs, batch.targets);
+        }
         auto span = timeline.span("backward (with DDP/ZeRO reductions)", "compute");
-        loss.backward();
+        l.backward();
+        loss = l.item();
       }
       auto span = timeline.span("optimizer (clip, step, loss average)", "optimizer");
       result = trainer.step(loss);
@@ -342,7 +374,7 @@ int run(Options o) {
   }
   std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
   if (trainer.zero()) full.emplace(*trainer.zero());
-  print_samples(model, prompt, o);
+  print_samples(model, pipeline.get(), prompt, o);
   return 0;
 }
 

@@ -4,7 +4,7 @@
 # samples come out once, and bf16 parameters under ZeRO-3 learn as well. Save at step 6 and
 # resume equals the uninterrupted run (exported weights, byte for byte) under DDP, ZeRO-3 bf16
 # and --tp 2; --sequence-parallel; the saves load into other layouts; --init-from,
-# --global-batch and --timeline.
+# --global-batch and --timeline; --pp 2 under each schedule equals one process.
 #   train_llama_dist_smoke.sh <mpirun> <train_llama binary>
 set -euo pipefail
 mpirun=$1
@@ -100,4 +100,34 @@ for pid in (0, 1):
     names = [e["name"] for e in events if e["pid"] == pid]
     assert names.count("training step") == 1 and names.count("forward") == 1, names
 PY
+
+# Pipeline parallelism: 2 stages train, validate and sample as one process does, to the
+# printed digits, under every schedule; a save under --pp 2 resumes under --pp 2 and in one
+# process with the uninterrupted run's losses; --export-hf and too few layers are refused.
+pipe=("${short[@]}" --layers 4)  # the last one counts: two blocks per stage, one per chunk interleaved
+printed_all() { grep -ao "^\(step [0-9]*/12 | loss\|eval  step [0-9]* | validation loss\) [0-9.]*\|^\[.*" "$1"; }
+"$bin" "${pipe[@]}" > "$work/pp_one.log"
+run "${pipe[@]}" --pp 2 > "$work/pp.log"
+grep -q "x 2 pipeline stages (1f1b, 4 micro-batches); no data parallelism" "$work/pp.log" \
+  || { cat "$work/pp.log"; fail "PP banner"; }
+run "${pipe[@]}" --pp 2 --schedule gpipe --micro-batches 2 > "$work/pp_gpipe.log"
+run "${pipe[@]}" --pp 2 --schedule interleaved --chunks 2 > "$work/pp_inter.log"
+for log in pp pp_gpipe pp_inter; do
+  [ "$(printed_all "$work/$log.log")" = "$(printed_all "$work/pp_one.log")" ] \
+    || { paste <(printed_all "$work/pp_one.log") <(printed_all "$work/$log.log"); fail "$log differs from one rank"; }
+done
+run "${pipe[@]}" --pp 2 --save "$work/ckpt_pp" --stop-at 6 > "$work/pp_first.log"
+run "${pipe[@]}" --pp 2 --resume "$work/ckpt_pp" > "$work/pp_resumed.log"
+"$bin" "${pipe[@]}" --resume "$work/ckpt_pp" > "$work/pp_as_one.log"
+after_6() { grep -ao "^\(step 8/12 | loss\|step 12/12 | loss\|eval  step 12 | validation loss\) [0-9.]*" "$1"; }
+for log in pp_resumed pp_as_one; do
+  grep -q "^resumed from .* at step 6$" "$work/$log.log" || { cat "$work/$log.log"; fail "$log: no resume"; }
+  [ "$(after_6 "$work/$log.log")" = "$(after_6 "$work/pp.log")" ] \
+    || { paste <(after_6 "$work/pp.log") <(after_6 "$work/$log.log"); fail "$log: losses after the resume differ"; }
+done
+if run "${pipe[@]}" --pp 2 --export-hf "$work/pp_hf" > "$work/bad.log" 2>&1; then fail "--export-hf with --pp ran"; fi
+grep -q -- "--export-hf does not support --pp 2" "$work/bad.log" || { cat "$work/bad.log"; fail "--export-hf message"; }
+if run "${short[@]}" --pp 2 > "$work/bad.log" 2>&1; then fail "--layers 1 with --pp 2 ran"; fi
+grep -q -- "--layers 1 is fewer than the 2 pipeline stages" "$work/bad.log" \
+  || { cat "$work/bad.log"; fail "--layers message"; }
 echo "train_llama 2-rank smoke test passed"

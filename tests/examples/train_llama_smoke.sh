@@ -3,7 +3,7 @@
 # licence texts, the loss falls by a clear margin, the validation loss is logged and falls,
 # samples are printed, the JSONL parses, token files from tools/text_to_tokens train too, and
 # scripts/plot_loss.py writes a PNG where matplotlib is importable. Options it cannot honour
-# (--pp, --chunks without an interleaved pipeline), a --prompt longer than the context, and
+# (pipeline options without --pp), a --prompt longer than the context, and
 # --text paths that are devices, that --tokens-out would overwrite or that are too large are
 # refused before training.
 #   train_llama_smoke.sh <train_llama binary> <text_to_tokens binary> <repository root>
@@ -72,7 +72,6 @@ refused() {
   grep -q "^step " "$work/bad.log" && { cat "$work/bad.log"; fail "trained before refusing $*"; }
   return 0
 }
-refused "--pp 2: train_llama has no pipeline parallelism" --pp 2
 refused "--chunks 3 takes effect with --schedule interleaved only" --chunks 3
 refused "--prompt of 40 bytes leaves no room in --context 32" --prompt "$(printf 'x%.0s' {1..40})" \
   --tokens-out "$work/corpus.tokens"
