@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "preflight.h"
 #include "strata/checkpoint/sharded.h"
@@ -34,6 +35,9 @@ void add_checkpoint_options(CLI::App& app, CheckpointOptions& o, const std::stri
 void validate_checkpoint_options(const CheckpointOptions& o) {
   check_not_negative({{"--save-every", o.save_every}, {"--stop-at", o.stop_at}});
   check_at_least_one({{"--keep-last", o.keep_last}});
+  // SaveOptions counts in an int: a larger value would wrap and prune saves it should keep.
+  STRATA_CHECK(o.keep_last <= std::numeric_limits<int>::max(), "--keep-last ", o.keep_last, " is too large (at most ",
+               std::numeric_limits<int>::max(), ")");
   STRATA_CHECK(!o.resume_latest || !o.save.empty(), "--resume-latest resumes from the --save directory: pass --save");
   STRATA_CHECK(!o.resume_latest || o.resume.empty(), "pass either --resume or --resume-latest");
   STRATA_CHECK(o.init_from.empty() || (o.resume.empty() && !o.resume_latest),

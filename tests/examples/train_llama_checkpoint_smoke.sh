@@ -93,4 +93,10 @@ if "$bin" "${common[@]}" --init-from "$work/ckpt_latest" --resume "$work/ckpt_la
   fail "--init-from with --resume ran"
 fi
 grep -q -- "--init-from starts a new run" "$work/bad.log" || { cat "$work/bad.log"; fail "--init-from message"; }
+# A --keep-last that does not fit the save options' int would wrap (4294967297 -> 1) and prune.
+if "$bin" "${common[@]}" --save "$work/ckpt_latest" --keep-last 4294967297 > "$work/bad.log" 2>&1; then
+  fail "--keep-last 4294967297 ran"
+fi
+grep -q -- "--keep-last 4294967297 is too large" "$work/bad.log" || { cat "$work/bad.log"; fail "--keep-last message"; }
+[ "$(saves "$work/ckpt_latest")" = "step-6 step-12 " ] || fail "a refused run changed the saves"
 echo "train_llama checkpoint smoke test passed"
