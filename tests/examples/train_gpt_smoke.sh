@@ -88,10 +88,9 @@ opts --metrics "$work/seed2.jsonl" --seed 2 > /dev/null
 opts --metrics "$work/wd.jsonl" --weight-decay 0.5 --lr 0.05 > /dev/null
 opts --metrics "$work/wd0.jsonl" --weight-decay 0 --lr 0.05 > /dev/null
 [ "$(field "$work/seed1.jsonl" grad_norm)" != "0.0 " ] || { echo "--clip 1 recorded no gradient norm"; exit 1; }
-for pair in "seed1 seed2" "wd wd0"; do
-  set -- $pair
-  if [ "$(field "$work/$1.jsonl" loss)" = "$(field "$work/$2.jsonl" loss)" ]; then
-    echo "$1 and $2 logged the same losses"; exit 1
+for other in seed2:seed1 wd0:wd; do
+  if [ "$(field "$work/${other%:*}.jsonl" loss)" = "$(field "$work/${other#*:}.jsonl" loss)" ]; then
+    echo "${other%:*} and ${other#*:} logged the same losses"; exit 1
   fi
 done
 # --eval-every: evaluations at steps 2 and 4 and at the end; --timeline-step picks the step.

@@ -50,7 +50,7 @@ saves() { (cd "$1" && ls -d step-*) | sed 's/^\(step-[0-9]*\)-.*/\1/' | sort -V 
 [ "$(saves "$work/ckpt_latest")" = "step-6 step-12 " ] \
   || { ls "$work/ckpt_latest"; fail "--keep-last: expected the step-6 and step-12 saves"; }
 "$bin" "${common[@]}" --metrics "" --save "$work/ckpt_keep1" --save-every 2 --keep-last 1 > /dev/null
-[ "$(ls -d "$work/ckpt_keep1"/step-* | wc -l)" -eq 1 ] || { ls "$work/ckpt_keep1"; fail "--keep-last 1 kept more"; }
+[ "$(saves "$work/ckpt_keep1")" = "step-12 " ] || { ls "$work/ckpt_keep1"; fail "--keep-last 1 kept more"; }
 # --resume-latest with an empty --save directory starts afresh.
 "$bin" "${common[@]}" --metrics "" --save "$work/ckpt_fresh" --resume-latest --stop-at 3 > "$work/fresh.log"
 grep -q "resumed from" "$work/fresh.log" && fail "--resume-latest resumed from an empty directory"

@@ -74,12 +74,10 @@ printed() { grep -o "^step [0-9]*/12 | loss [0-9.]*" "$1"; }
 # The checkpoints load into other layouts with the same global batch: ZeRO-3 bf16 (2 x 4
 # sequences per step) into one float32 process, TP (1 data rank x 4) into 2-rank DDP.
 "$bin" "${short[@]}" --global-batch 8 --resume "$work/ckpt_zero3bf16" > "$work/bf16_as_one.log"
-grep -q "^resumed from .* at step 6$" "$work/bf16_as_one.log" && grep -q "batch 8 x 1 rank(s)" "$work/bf16_as_one.log" \
-  || { cat "$work/bf16_as_one.log"; fail "ZeRO-3 bf16 -> one process"; }
+resumed_as() { grep -q "^resumed from .* at step 6$" "$1" && grep -q "$2" "$1"; }  # <log> <banner part>
+resumed_as "$work/bf16_as_one.log" "batch 8 x 1 rank(s)" || { cat "$work/bf16_as_one.log"; fail "bf16 -> one process"; }
 run "${short[@]}" --global-batch 4 --resume "$work/ckpt_tp" > "$work/tp_as_ddp.log"
-grep -q "^resumed from .* at step 6$" "$work/tp_as_ddp.log" \
-  && grep -q "batch 2 x 2 rank(s); DDP" "$work/tp_as_ddp.log" \
-  || { cat "$work/tp_as_ddp.log"; fail "TP -> DDP"; }
+resumed_as "$work/tp_as_ddp.log" "batch 2 x 2 rank(s); DDP" || { cat "$work/tp_as_ddp.log"; fail "TP -> DDP"; }
 # --init-from a 2-rank save into a 2-rank ZeRO-1 run.
 run "${short[@]}" --zero 1 --init-from "$work/ckpt_ddp" --steps 1 --warmup 0 > "$work/init.log"
 [ "$(grep -c "^initialised the weights from" "$work/init.log")" -eq 1 ] || { cat "$work/init.log"; fail "--init-from"; }
