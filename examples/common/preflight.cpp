@@ -17,6 +17,12 @@ void check_writable_dir(const std::filesystem::path& dir, const char* option) {
   STRATA_CHECK(::access(dir.c_str(), W_OK | X_OK) == 0, option, " '", dir.string(), "': the directory is not writable");
 }
 
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code ec;
+  if (std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec)) return std::filesystem::equivalent(a, b, ec);
+  return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
+}
+
 double available_memory_bytes() {
   std::ifstream in("/proc/meminfo");
   std::string key;

@@ -9,6 +9,10 @@ namespace strata::examples {
 // Creates `dir` if needed; fails naming `option` when it cannot be created or written.
 void check_writable_dir(const std::filesystem::path& dir, const char* option);
 
+// Whether two paths name one file, also through links or another spelling; paths that do
+// not exist yet are compared after resolving their existing directories.
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
+
 // MemAvailable from /proc/meminfo in bytes (0 when unknown).
 double available_memory_bytes();
 

@@ -97,6 +97,8 @@ void validate_train_options(const TrainOptions& o) {
   STRATA_CHECK(o.pp >= 1, "--pp must be at least 1, got ", o.pp);
   check_not_negative({{"--micro-batches", o.micro_batches}, {"--timeline-step", o.timeline_step}});
   check_at_least_one({{"--chunks", o.chunks}});
+  STRATA_CHECK(o.chunks == 2 || o.schedule == "interleaved", "--chunks ", o.chunks,
+               " takes effect with --schedule interleaved only");
   const int64_t m = micro_batches(o);
   STRATA_CHECK(o.pp == 1 || o.global_batch > 0 || o.batch % m == 0, "--batch ", o.batch, " does not divide into ", m,
                " micro-batches (--micro-batches)");

@@ -36,28 +36,25 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <optional>
 #include <thread>
 
+#include "checkpointing.h"
 #include "data_parallel.h"
+#include "full_weights.h"
 #include "layout.h"
+#include "pipeline_setup.h"
 #include "preflight.h"
 #include "run_example.h"
 #include "step_log.h"
-#include "strata/checkpoint/directory_lock.h"
-#include "strata/checkpoint/save_directory.h"
+#include "step_timeline.h"
 #include "strata/distributed/init.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/strata.h"
-#include "strata/train/async_checkpointer.h"
-#include "strata/train/timeline.h"
 #include "train_options.h"
 
 using namespace strata;
 using examples::check_at_least_one;
 using examples::check_not_negative;
-using examples::check_writable_dir;
 
 namespace {
 
@@ -69,15 +66,8 @@ struct Options {
   int digits = 3;
   int64_t eval_every = 0;  // 0: only at the end
   int64_t eval_examples = 1000;
-  std::string save;
-  int64_t save_every = 0;
-  int64_t keep_last = 2;
-  bool resume_latest = false;
-  bool async_save = false;
-  int64_t stop_at = 0;  // 0: run to --steps
-  std::string resume;
-  std::string init_from;
-  std::string export_hf;
+  double dropout = 0.0;
+  examples::CheckpointOptions ckpt;
 };
 
 bool g_lead = true;  // rank 0: the one that prints and writes files
@@ -117,51 +107,26 @@ void validate(const Options& o) {
   examples::validate_train_options(o.train);
   check_at_least_one({{"--layers", o.layers}, {"--heads", o.heads}, {"--width", o.width},
                       {"--eval-examples", o.eval_examples}, {"--digits", o.digits}});
-  check_not_negative({{"--eval-every", o.eval_every}, {"--save-every", o.save_every}, {"--stop-at", o.stop_at}});
-  check_at_least_one({{"--keep-last", o.keep_last}});
-  STRATA_CHECK(!o.resume_latest || !o.save.empty(), "--resume-latest resumes from the --save directory: pass --save");
-  STRATA_CHECK(!o.resume_latest || o.resume.empty(), "pass either --resume or --resume-latest");
-  STRATA_CHECK(o.init_from.empty() || (o.resume.empty() && !o.resume_latest),
-               "--init-from starts a new run from a checkpoint's weights: it excludes --resume and --resume-latest");
-  STRATA_CHECK(o.save.empty() || !std::filesystem::is_regular_file(o.save), "--save '", o.save,
-               "' is a file (a single-file training state of an earlier strata?): checkpoints are now directories; "
-               "pass a new path");
+  check_not_negative({{"--eval-every", o.eval_every}});
+  examples::validate_checkpoint_options(o.ckpt);
   STRATA_CHECK(o.width % o.heads == 0, "--width ", o.width, " must be a multiple of --heads ", o.heads);
-}
-
-// Where --resume / --resume-latest points: "" for a fresh start. Collective. Without `latest`
-// but with saves in --save, the newest that verifies (never step 0 beside them).
-std::string resume_path(const Options& o, dist::ProcessGroup& world) {
-  if (!o.resume_latest) return o.resume;
-  std::string note;
-  const std::string path = checkpoint::resume_latest_path(o.save, world, &note);
-  if (g_lead && !note.empty()) std::printf("%s\n", note.c_str());
-  return path;
+  // Dropout 1 would zero every activation (and scale by 1 / 0).
+  STRATA_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1), got ", o.dropout);
 }
 
 int run(const Options& o) {
   validate(o);
   examples::TrainOptions t = o.train;
-  STRATA_CHECK(t.pp == 1 || o.export_hf.empty(), "--export-hf does not support --pp ", t.pp,
-               ": each rank holds only its stage; save a checkpoint (--save) and export it with "
-               "`strata-ckpt export`");
-  STRATA_CHECK(t.pp == 1 || o.layers >= t.pp * (t.schedule == "interleaved" ? t.chunks : 1), "--layers ", o.layers,
-               " is fewer than the ", t.pp * (t.schedule == "interleaved" ? t.chunks : 1),
-               " pipeline stages (--pp x --chunks): every stage needs a block");
+  examples::check_pipeline_options(t, o.layers, !o.ckpt.export_hf.empty());
   dist::ProcessGroup& world = examples::init_world(t);
   g_lead = world.rank() == 0;
   examples::Layout layout = examples::make_layout(world, t);
   dist::ProcessGroup& data = *layout.data;  // DDP or ZeRO, the sampler, the loss average
   examples::resolve_global_batch(t, data.size());
-  if (g_lead && !o.export_hf.empty()) check_writable_dir(o.export_hf, "--export-hf");
-  // The directory itself, not only its parent: an existing read-only one fails now, not at the
-  // first save. The lock (rank 0, until the process ends) keeps a second run from saving there.
-  if (g_lead && !o.save.empty()) check_writable_dir(o.save, "--save");
-  const checkpoint::DirectoryLock save_lock =
-      o.save.empty() ? checkpoint::DirectoryLock() : checkpoint::DirectoryLock::collective(o.save, world);
+  examples::Checkpointing checkpointing(o.ckpt, world);
   data::SyntheticTask task({.digits = o.digits, .seed = t.seed});
   nn::GPTConfig config{.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = o.layers,
-                       .n_head = o.heads, .n_embd = o.width, .dropout = 0.0, .seed = t.seed};
+                       .n_head = o.heads, .n_embd = o.width, .dropout = o.dropout, .seed = t.seed};
   config.param_dtype = examples::parameter_dtype(t);
   // A batch that cannot fit fails now with the bytes it needs, instead of swapping.
   examples::check_step_memory(step_activation_bytes(t.batch, config) * dist::local_size(),
@@ -170,29 +135,17 @@ int run(const Options& o) {
                                   " layers, " + std::to_string(dist::local_size()) + " rank(s) on this node");
   const checkpoint::Metadata config_meta = train::gpt_config_metadata(config);
   // With --pp this rank builds its stage only (embedding on the first, head on the last).
-  const int chunks = t.schedule == "interleaved" ? static_cast<int>(t.chunks) : 1;
   const parallel::PipelinePartition partition =
-      parallel::balanced_partition(nn::parameter_counts(config), config.n_layer, static_cast<int>(t.pp), chunks);
-  nn::ModelPart part;
-  if (layout.pipeline != nullptr) part = parallel::stage_part(partition, layout.pipeline->size(), layout.pipeline->rank());
-  nn::GPT model(config, layout.factory, part);
+      examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
+  nn::GPT model(config, layout.factory, examples::stage_of(layout, partition));
   std::function<bool(const std::string&)> duplicate;
   if (layout.pipeline != nullptr) duplicate = parallel::duplicate_parameters(model, *layout.pipeline);
   examples::DataParallelTrainer trainer(model, data, t, layout.tensor, layout.pipeline, duplicate);
-  train::Timeline timeline;
-  std::unique_ptr<parallel::Pipeline> pipeline;
-  if (layout.pipeline != nullptr) {
-    const auto kind = t.schedule == "gpipe"         ? parallel::PipelineScheduleKind::GPipe
-                      : t.schedule == "interleaved" ? parallel::PipelineScheduleKind::Interleaved1F1B
-                                                    : parallel::PipelineScheduleKind::OneFOneB;
-    pipeline = std::make_unique<parallel::Pipeline>(
-        model, *layout.pipeline, partition,
-        parallel::PipelineOptions{.schedule = kind, .micro_batches = static_cast<int>(examples::micro_batches(t)),
-                                  .chunks = chunks, .ddp = trainer.ddp(), .zero = trainer.zero(),
-                                  .timeline = &timeline});
-  }
+  examples::StepTimeline step_timeline(t, world);
+  train::Timeline& timeline = step_timeline.timeline();
+  const std::unique_ptr<parallel::Pipeline> pipeline =
+      examples::make_pipeline(model, layout, partition, t, trainer, timeline);
   parallel::ZeroOptimizer* zero = trainer.zero();
-  optim::Optimizer& optimizer = trainer.optimizer();
   manual_seed(t.seed);
   // An index space far larger than any run: every step sees fresh problems.
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
@@ -208,35 +161,16 @@ int run(const Options& o) {
       .tensor = layout.tensor, .duplicate = duplicate, .sampler = &sampler, .scheduler = &trainer.schedule(),
       .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr, .config = sharded_config,
       .layout = {{"pipeline", std::to_string(t.pp)}, {"schedule", t.schedule}, {"param_dtype", t.param_dtype}}};
-  if (!o.init_from.empty()) {
-    // Pretrained weights (e.g. `strata-ckpt import` of a Hugging Face model) in any layout;
-    // the optimizer, data order and schedule start fresh.
-    train::load_training_checkpoint(o.init_from, target, nullptr, {.weights_only = true});
-    if (g_lead) std::printf("initialised the weights from %s\n", o.init_from.c_str());
-  }
-  int64_t start = 0;
-  const std::string resume = resume_path(o, world);
-  if (!resume.empty()) {
-    if (std::filesystem::is_regular_file(resume)) {
-      // The single-file training state of earlier releases holds one process's state.
-      STRATA_CHECK(!zero && layout.tensor == nullptr && layout.pipeline == nullptr, "'", resume,
-                   "' is a single-file training state (an earlier strata's format): it resumes without --zero, "
-                   "--tp and --pp; resume it that way once and --save a checkpoint directory, which loads into "
-                   "any layout");
-      start = train::load_training_state(resume, {model, optimizer, sampler, config_meta});
-    } else {
-      start = train::load_training_checkpoint(resume, target);
-    }
-    // Training from `start` to an earlier end would save weights of step `start` labelled
-    // with the earlier step (and a later resume would repeat the steps in between).
-    const int64_t end = o.stop_at > 0 ? std::min(o.stop_at, t.steps) : t.steps;
-    STRATA_CHECK(start <= end, "'", resume, "' was saved at step ", start, ", after the requested end (",
-                 o.stop_at > 0 && o.stop_at < t.steps ? "--stop-at " : "--steps ", end,
-                 "): nothing to train, and a save would label step-", start, " weights as step ", end,
-                 "; pass --steps/--stop-at of at least ", start);
-    trainer.schedule().set_last_step(start);
-    if (g_lead) std::printf("resumed from %s at step %lld\n", resume.c_str(), static_cast<long long>(start));
-  }
+  checkpointing.attach(target);
+  checkpointing.init_weights();  // pretrained weights (e.g. `strata-ckpt import`), in any layout
+  // The single-file training state of earlier releases holds one process's state.
+  const int64_t start = checkpointing.resume(t.steps, [&](const std::string& file) {
+    STRATA_CHECK(!zero && layout.tensor == nullptr && layout.pipeline == nullptr, "'", file,
+                 "' is a single-file training state (an earlier strata's format): it resumes without --zero, "
+                 "--tp and --pp; resume it that way once and --save a checkpoint directory, which loads into "
+                 "any layout");
+    return train::load_training_state(file, {model, trainer.optimizer(), sampler, config_meta});
+  });
   const std::string metrics_path = g_lead ? t.metrics : "";
   train::MetricsWriter metrics(metrics_path, /*append=*/start > 0);
   const int64_t global_batch = t.batch * data.size();
@@ -261,31 +195,7 @@ int run(const Options& o) {
               static_cast<long long>(t.batch), data.size(), examples::tensor_parallel_note(t).c_str(),
                 t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
 
-  // Collective: every rank writes its part (after zero_grad, as the loop leaves it).
-  int64_t last_saved = -1;
-  const checkpoint::SaveOptions save_options{.keep_last = static_cast<int>(o.keep_last)};
-  std::unique_ptr<train::AsyncCheckpointer> async;
-  if (o.async_save && !o.save.empty()) async = std::make_unique<train::AsyncCheckpointer>(o.save, world, save_options);
-  auto report = [&](const std::optional<checkpoint::SaveResult>& r) {
-    if (!r || !g_lead) return;
-    std::printf("saved %s (%.1f MB on this rank, written in %.2f s)\n", r->directory.c_str(),
-                static_cast<double>(r->bytes_written) / 1e6, r->write_seconds);
-    const std::string step = std::filesystem::path(r->directory).filename().string();
-    for (const std::string& newer : checkpoint::newer_saves(o.save, checkpoint::save_step(step)))
-      std::printf("note: %s/latest names %s, an older step than %s, which is kept (this run resumed from an older "
-                  "save)\n", o.save.c_str(), step.c_str(), newer.c_str());
-  };
-  auto save = [&](int64_t completed) {
-    if (o.save.empty() || completed == last_saved) return;
-    last_saved = completed;
-    if (async) {
-      async->save(target, completed);  // returns after the snapshot; poll() commits it
-    } else {
-      report(train::save_training_checkpoint(o.save, target, completed, {}, save_options));
-    }
-  };
-
-  const int64_t end = o.stop_at > 0 ? std::min(o.stop_at, t.steps) : t.steps;
+  const int64_t end = examples::end_step(o.ckpt, t.steps);
   // Test hook (tests/faults): rank STRATA_TEST_STALL_RANK stops participating at step
   // STRATA_TEST_STALL_AT_STEP (sleeps until killed), as a hung or stopped peer would.
   // Likewise STRATA_TEST_KILL_RANK dies by SIGKILL at STRATA_TEST_KILL_AT_STEP, on the first run
@@ -303,8 +213,7 @@ int run(const Options& o) {
       std::raise(SIGKILL);
     std::vector<int64_t> indices = sampler.next();
     data::Batch batch = task.make_batch(indices);
-    const bool traced = !t.timeline.empty() && step == t.timeline_step;
-    if (traced) timeline.start_recording();
+    step_timeline.begin(step);
     examples::StepResult result;
     {
       auto step_span = timeline.span("training step", "step", {{"step", step}});
@@ -324,19 +233,13 @@ int run(const Options& o) {
       auto span = timeline.span("optimizer (clip, step, loss average)", "optimizer");
       result = trainer.step(loss);
     }
-    if (traced) {
-      timeline.stop_recording();
-      timeline.write(world, t.timeline);
-      if (g_lead) std::printf("wrote the timeline of step %lld to %s\n", static_cast<long long>(step), t.timeline.c_str());
-    }
+    step_timeline.end(step);
     examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
-    if (async) report(async->poll());
-    if (o.save_every > 0 && (step + 1) % o.save_every == 0) save(step + 1);
+    checkpointing.after_step(step + 1);  // collective: every rank writes its part
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 != t.steps)
       evaluate(model, pipeline.get(), task, o.eval_examples, metrics, step + 1);
   }
-  save(end);
-  if (async) report(async->finish());
+  checkpointing.finish(end);
   if (end < t.steps) {
     if (g_lead)
       std::printf("stopped at step %lld of %lld (--stop-at)\n", static_cast<long long>(end),
@@ -345,20 +248,14 @@ int run(const Options& o) {
   }
   const double accuracy = evaluate(model, pipeline.get(), task, o.eval_examples, metrics, t.steps);
   // ZeRO-3 holds only shards and tensor parallelism parts: gather the full weights (collectives).
-  StateDict weights;
-  if (layout.tensor != nullptr && !o.export_hf.empty()) {
-    std::optional<parallel::ZeroOptimizer::GatheredParameters> gathered;
-    if (zero) gathered.emplace(*zero);
-    weights = parallel::full_state_dict(model, *layout.tensor);
-  } else {
-    weights = zero && !o.export_hf.empty() ? zero->full_parameters() : model.state_dict();
-  }
-  if (!o.export_hf.empty() && g_lead) {
-    checkpoint::export_gpt2_safetensors(o.export_hf, weights,
+  const StateDict weights =
+      o.ckpt.export_hf.empty() ? StateDict{} : examples::full_weights(model, layout.tensor, zero);
+  if (!o.ckpt.export_hf.empty() && g_lead) {
+    checkpoint::export_gpt2_safetensors(o.ckpt.export_hf, weights,
                             {.vocab_size = config.vocab_size, .n_positions = config.context,
                              .n_embd = config.n_embd, .n_layer = config.n_layer, .n_head = config.n_head,
                              .dropout = config.dropout});
-    std::printf("exported Hugging Face GPT-2 weights to %s\n", o.export_hf.c_str());
+    std::printf("exported Hugging Face GPT-2 weights to %s\n", o.ckpt.export_hf.c_str());
   }
   if (g_lead) std::printf("final exact-match accuracy: %.2f%%\n", 100 * accuracy);
   return 0;
@@ -377,22 +274,13 @@ int main(int argc, char** argv) {
   app.add_option("--digits", o.digits, "operand digits of the addition task")->capture_default_str();
   app.add_option("--eval-every", o.eval_every, "evaluate every N steps (0: at the end only)")->capture_default_str()->check(fits_int64);
   app.add_option("--eval-examples", o.eval_examples, "held-out problems per evaluation")->capture_default_str()->check(fits_int64);
-  app.add_option("--save", o.save, "checkpoint directory: step-<N>-<id>/ saves (each rank writes its part) and a "
-                 "'latest' file naming the newest complete one; loads into any layout; stores the model configuration; "
-                 "locked while the run lasts (.save.lock)");
-  app.add_option("--save-every", o.save_every, "save every N steps (and at the end)")->check(fits_int64);
-  app.add_flag("--async-save", o.async_save, "write checkpoints in the background: a save costs the step a copy of "
-               "this rank's state; the save is complete once every rank has written (a later step)");
-  app.add_option("--keep-last", o.keep_last, "complete saves kept in --save")->capture_default_str()->check(fits_int64);
-  app.add_flag("--resume-latest", o.resume_latest, "resume from --save when it holds a complete checkpoint (without "
-               "'latest': its newest save that verifies), else start fresh (for restarts)");
-  app.add_option("--stop-at", o.stop_at, "stop after this step, keeping the schedule of --steps (for jobs in time slices)")->check(fits_int64);
-  app.add_option("--resume", o.resume, "checkpoint directory (or an earlier single-file training state) to continue "
-                 "from, in any layout; refused when its model configuration or checksums do not match, or when it is "
-                 "past --stop-at/--steps");
-  app.add_option("--init-from", o.init_from, "start from the weights of this checkpoint (any layout; e.g. a Hugging "
-                 "Face model imported with `strata-ckpt import`); optimizer, data and schedule start fresh");
-  app.add_option("--export-hf", o.export_hf, "directory for model.safetensors + config.json (HF GPT-2)");
+  app.add_option("--dropout", o.dropout, "dropout probability of the embeddings and of the attention and MLP "
+                 "outputs while training, in [0, 1)")
+      ->capture_default_str();
+  examples::add_checkpoint_options(app, o.ckpt, "HF GPT-2",
+                                   "checkpoint directory (or an earlier single-file training state) to continue "
+                                   "from, in any layout; refused when its model configuration or checksums do not "
+                                   "match, or when it is past --stop-at/--steps");
   CLI11_PARSE(app, argc, argv);
   return examples::run_example("train_gpt", [&] { return run(o); });
 }

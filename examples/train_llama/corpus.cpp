@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "preflight.h"
 #include "strata/core/error.h"
 #include "strata/data/byte_text.h"
 
@@ -18,8 +19,23 @@ int64_t build_byte_tokens(const std::string& text_path, const std::string& token
       if (entry.is_regular_file() && !entry.is_symlink()) files.push_back(entry.path());
     std::sort(files.begin(), files.end());
   } else {
+    // A device or FIFO (/dev/zero) would be read without end.
+    STRATA_CHECK(fs::is_regular_file(text_path), "--text '", text_path,
+                 "' is not a regular file or a directory (a device, FIFO or socket): pass a text file");
     files.push_back(text_path);
   }
+  // The text, its int64 tokens and the file's uint16 ones are all in memory at once.
+  uintmax_t bytes = 0;
+  for (const fs::path& file : files) {
+    STRATA_CHECK(!same_file(file, tokens_path), "--tokens-out '", tokens_path, "' is the --text file '", file.string(),
+                 "': its tokens would replace the text; pass another --tokens-out");
+    bytes += fs::file_size(file);
+  }
+  const double needed = 12.0 * static_cast<double>(bytes), available = available_memory_bytes();
+  STRATA_CHECK(available <= 0 || needed <= available, "--text '", text_path, "' holds ", bytes,
+               " bytes: building its tokens in memory needs about ", static_cast<uintmax_t>(needed),
+               " bytes, more than the ", static_cast<uintmax_t>(available), " available; convert it with "
+               "text_to_tokens (which streams) and pass --data");
   std::string text;
   for (const fs::path& file : files) {
     const std::string part = data::read_text_file(file.string());

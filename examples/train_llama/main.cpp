@@ -7,6 +7,9 @@
 //   mpirun -np 2 train_llama                      # data parallel: 2 ranks x --batch sequences
 //   mpirun -np 2 train_llama --zero 3 --param-dtype bf16     # ZeRO stage 3, bf16 parameters
 //   mpirun -np 2 train_llama --tp 2 --sequence-parallel      # every layer split over 2 ranks
+//   mpirun -np 4 train_llama --pp 2 --zero 1      # 2 pipeline stages x 2 data ranks (1F1B)
+//   train_llama --save runs/l --save-every 200 --export-hf runs/hf   # resumable saves, HF weights
+//   mpirun -np 2 train_llama --zero 1 --resume runs/l --global-batch 8   # continue in any layout
 //
 // Without --data, rank 0 turns --text (default /usr/share/common-licenses, from Debian's
 // base-files) into a byte-level token file, every byte one token (vocab 256), and every rank
@@ -17,21 +20,34 @@
 // rank samples --samples continuations of a prompt from the held-out text with nn::generate
 // (the models are identical; ZeRO-3 needs every rank in the forward passes); rank 0 prints
 // them. JSONL metrics: one line per step as train_gpt writes, plus {"step", "val_loss"} lines.
+// --save, --resume, --init-from and --export-hf work as train_gpt's (examples/common/
+// checkpointing.h); a resumed run appends to the metrics without evaluating its first step
+// again. With --pp P each pipeline rank builds only its stage's blocks (parallel::Pipeline runs
+// the schedule); validation and sampling run the stages one after the other
+// (Pipeline::forward_logits), and --export-hf is refused (save, then `strata-ckpt export`).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "checkpointing.h"
 #include "corpus.h"
 #include "data_parallel.h"
+#include "full_weights.h"
 #include "layout.h"
+#include "pipeline_generate.h"
+#include "pipeline_setup.h"
 #include "preflight.h"
 #include "run_example.h"
 #include "step_log.h"
+#include "step_timeline.h"
 #include "strata/distributed/init.h"
 #include "strata/strata.h"
 #include "train_options.h"
@@ -64,6 +80,7 @@ struct Options {
   int64_t top_k = 40;
   double top_p = 1.0;
   std::string prompt;  // empty: the start of a line of the held-out text
+  examples::CheckpointOptions ckpt;
 };
 
 bool g_lead = true;  // rank 0: the one that prints and writes files
@@ -83,6 +100,8 @@ void validate(const Options& o) {
                o.temperature);
   STRATA_CHECK(std::isfinite(o.top_p) && o.top_p > 0 && o.top_p <= 1, "--top-p must be in (0, 1], got ", o.top_p);
   STRATA_CHECK(o.val_data.empty() || !o.data.empty(), "--val-data needs --data (the training tokens)");
+  examples::validate_checkpoint_options(o.ckpt);
+  examples::check_pipeline_options(o.train, o.layers, !o.ckpt.export_hf.empty());
 }
 
 // A generous estimate of one training step's activation memory on this rank (float32): per
@@ -116,8 +135,8 @@ std::string prepare_data(const Options& o, dist::ProcessGroup& world) {
 // the data-parallel size): each data rank computes an equal share (the ranks of a
 // tensor-parallel group the same one, together), so that every rank runs the same number of
 // forward passes (ZeRO-3 gathers parameters in them), and the sums are all-reduced.
-double validation_loss(nn::CausalLM& model, const examples::TextCorpus& corpus, const Options& o,
-                       dist::ProcessGroup& world) {
+double validation_loss(nn::CausalLM& model, parallel::Pipeline* pipeline, const examples::TextCorpus& corpus,
+                       const Options& o, dist::ProcessGroup& world) {
   const int64_t n = world.size();
   const int64_t windows = std::min(corpus.val_windows(o.context), o.eval_windows) / n * n;
   NoGradGuard no_grad;
@@ -127,7 +146,13 @@ double validation_loss(nn::CausalLM& model, const examples::TextCorpus& corpus, 
     std::vector<int64_t> mine;
     for (int64_t w = first; w < windows && static_cast<int64_t>(mine.size()) < o.train.batch; w += n) mine.push_back(w);
     data::Batch b = corpus.val_batch(mine, o.context);
-    sum += model.loss(b.inputs, b.targets).item() * static_cast<double>(mine.size());
+    // Through the pipeline: its last stage's logits, on every rank of the group.
+    const double loss = pipeline == nullptr
+                            ? model.loss(b.inputs, b.targets).item()
+                            : cross_entropy(pipeline->forward_logits(b.inputs).reshape({b.targets.numel(), -1}),
+                                            b.targets.reshape({b.targets.numel()}))
+                                  .item();
+    sum += loss * static_cast<double>(mine.size());
   }
   model.train();
   Tensor total = from_vector(std::vector<double>{sum}, {1});
@@ -169,22 +194,30 @@ std::string printable(const std::vector<int64_t>& tokens) {
   return out;
 }
 
-void print_samples(nn::CausalLM& model, const examples::TextCorpus& corpus, const Options& o) {
-  const bool bytes = model.vocab_size() == data::kByteVocabSize;
-  STRATA_CHECK(bytes || o.prompt.empty(), "--prompt is text, but the token file's vocabulary (",
-               model.vocab_size(), ") is not byte-level");
+// The samples' prompt, checked before training so that a bad --prompt costs no training.
+std::vector<int64_t> sample_prompt(const examples::TextCorpus& corpus, const Options& o) {
+  STRATA_CHECK(corpus.vocab_size() == data::kByteVocabSize || o.prompt.empty(),
+               "--prompt is text, but the token file's vocabulary (", corpus.vocab_size(), ") is not byte-level");
   std::vector<int64_t> prompt;
   for (unsigned char c : o.prompt) prompt.push_back(c);
   // At most half the context, so that the samples have room.
   if (prompt.empty()) prompt = default_prompt(corpus, static_cast<size_t>(std::clamp<int64_t>(o.context / 2, 1, 32)));
   STRATA_CHECK(static_cast<int64_t>(prompt.size()) < o.context, "--prompt of ", prompt.size(),
                " bytes leaves no room in --context ", o.context);
+  return prompt;
+}
+
+void print_samples(nn::CausalLM& model, parallel::Pipeline* pipeline, const std::vector<int64_t>& prompt,
+                   const Options& o) {
+  const bool bytes = model.vocab_size() == data::kByteVocabSize;
   const int64_t new_tokens = std::min(o.sample_tokens, o.context - static_cast<int64_t>(prompt.size()));
   const Tensor input = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())});
   for (int64_t i = 0; i < o.samples; ++i) {
     const nn::GenerateOptions g{.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p,
                                 .seed = o.train.seed + static_cast<uint64_t>(i)};
-    const std::vector<int64_t> out = nn::generate(model, input, new_tokens, g).to_vector<int64_t>();
+    const Tensor tokens = pipeline != nullptr ? examples::generate_through(*pipeline, input, new_tokens, g)
+                                              : nn::generate(model, input, new_tokens, g);
+    const std::vector<int64_t> out = tokens.to_vector<int64_t>();
     if (!g_lead) continue;
     std::printf("\nsample %lld/%lld (temperature %.2f, top-k %lld, top-p %.2f; prompt in [brackets]):\n",
                 static_cast<long long>(i + 1), static_cast<long long>(o.samples), o.temperature,
@@ -200,13 +233,15 @@ void print_samples(nn::CausalLM& model, const examples::TextCorpus& corpus, cons
   std::fflush(stdout);
 }
 
-int run(const Options& o) {
+int run(Options o) {
   validate(o);
-  const examples::TrainOptions& t = o.train;
+  examples::TrainOptions& t = o.train;
   dist::ProcessGroup& world = examples::init_world(t);
   g_lead = world.rank() == 0;
   examples::Layout layout = examples::make_layout(world, t);
   dist::ProcessGroup& data = *layout.data;  // DDP or ZeRO, the sampler, the loss average
+  examples::resolve_global_batch(t, data.size());
+  examples::Checkpointing checkpointing(o.ckpt, world);
   const std::string data_path = prepare_data(o, world);
   const examples::TextCorpus corpus(data_path, o.val_data, o.val_fraction);
   const int64_t global_batch = t.batch * data.size();
@@ -215,6 +250,7 @@ int run(const Options& o) {
   STRATA_CHECK(corpus.val_windows(o.context) >= data.size(), "the validation part has ", corpus.val_tokens(),
                " tokens: fewer than ", data.size(), " window(s) of --context ", o.context,
                " + 1 (one per rank); raise --val-fraction or lower --context");
+  const std::vector<int64_t> prompt = sample_prompt(corpus, o);
 
   nn::LlamaConfig config{.vocab_size = corpus.vocab_size(), .context = o.context, .n_layer = o.layers,
                          .n_head = o.heads, .n_kv_head = o.kv_heads, .n_embd = o.width,
@@ -224,18 +260,51 @@ int run(const Options& o) {
                               "--batch " + std::to_string(t.batch) + " x --context " + std::to_string(o.context) +
                                   " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) +
                                   " layers, " + std::to_string(dist::local_size()) + " rank(s) on this node");
-  nn::Llama model(config, layout.factory);
-  examples::DataParallelTrainer trainer(model, data, t, layout.tensor);
+  // With --pp this rank builds its stage only (embedding on the first, norm and head on the last).
+  const nn::ParameterCounts counts = nn::parameter_counts(config);
+  const parallel::PipelinePartition partition = examples::pipeline_partition(t, counts, config.n_layer);
+  nn::Llama model(config, layout.factory, examples::stage_of(layout, partition));
+  std::function<bool(const std::string&)> duplicate;
+  if (layout.pipeline != nullptr) duplicate = parallel::duplicate_parameters(model, *layout.pipeline);
+  examples::DataParallelTrainer trainer(model, data, t, layout.tensor, layout.pipeline, duplicate);
+  examples::StepTimeline step_timeline(t, world);
+  train::Timeline& timeline = step_timeline.timeline();
+  const std::unique_ptr<parallel::Pipeline> pipeline =
+      examples::make_pipeline(model, layout, partition, t, trainer, timeline);
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
   data::BatchSampler sampler({.dataset_size = corpus.train_windows(o.context), .batch_size = t.batch,
                               .seed = t.seed, .rank = data.rank(), .world_size = data.size()});
-  train::MetricsWriter metrics(g_lead ? t.metrics : "");
-  train::Progress progress(t.steps, global_batch * o.context, model.flops_per_step(global_batch, o.context));
+
+  auto* tp_factory = dynamic_cast<parallel::TensorParallelFactory*>(layout.factory.get());
+  // The parameter dtype is part of the layout: a bf16 (fp32 master) save loads as float32 and back.
+  checkpoint::Metadata config_meta = train::llama_config_metadata(config);
+  config_meta.erase("config.param_dtype");
+  const train::CheckpointTarget target{
+      .model = model, .world = world, .optimizer = trainer.plain_optimizer(), .zero = trainer.zero(),
+      .data = &data, .tensor = layout.tensor, .duplicate = duplicate, .sampler = &sampler,
+      .scheduler = &trainer.schedule(), .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr,
+      .config = config_meta,
+      .layout = {{"pipeline", std::to_string(t.pp)}, {"schedule", t.schedule}, {"param_dtype", t.param_dtype}}};
+  checkpointing.attach(target);
+  checkpointing.init_weights();
+  const int64_t start = checkpointing.resume(t.steps);
+  const int64_t end = examples::end_step(o.ckpt, t.steps);
+
+  train::MetricsWriter metrics(g_lead ? t.metrics : "", /*append=*/start > 0);
+  // The whole model's parameters and FLOPs (a pipeline stage holds part of them): 6 x
+  // parameters x tokens plus attention, as Llama::flops_per_step counts them.
+  const int64_t whole_parameters = counts.embedding + config.n_layer * counts.block + counts.head;
+  const double tokens_per_step = static_cast<double>(global_batch * o.context);
+  const double flops = 6.0 * static_cast<double>(whole_parameters) * tokens_per_step +
+                       12.0 * static_cast<double>(config.n_layer) * tokens_per_step * static_cast<double>(o.context) *
+                           static_cast<double>(config.n_embd);
+  train::Progress progress(t.steps, global_batch * o.context,
+                           pipeline == nullptr ? model.flops_per_step(global_batch, o.context) : flops);
   if (g_lead)
     std::printf("LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
                 "context %lld, vocab %lld); data: %lld training and %lld validation tokens; batch %lld x %d rank(s)"
                 "%s; %s; parameters %s\n",
-                static_cast<long long>(model.num_parameters()), static_cast<long long>(o.layers),
+                static_cast<long long>(whole_parameters), static_cast<long long>(o.layers),
                 static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads), static_cast<long long>(o.width),
                 static_cast<long long>(o.intermediate), static_cast<long long>(o.context),
                 static_cast<long long>(config.vocab_size), static_cast<long long>(corpus.train_tokens()),
@@ -243,7 +312,7 @@ int run(const Options& o) {
                 examples::tensor_parallel_note(t).c_str(),
                 t.zero >= 0             ? ("ZeRO stage " + std::to_string(t.zero)).c_str()
                 : data.size() > 1       ? "DDP"
-                : layout.tensor != nullptr ? "no data parallelism"
+                : layout.tensor != nullptr || layout.pipeline != nullptr ? "no data parallelism"
                                            : "one process",
                 t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
 
@@ -252,19 +321,60 @@ int run(const Options& o) {
   auto evaluate = [&](int64_t step) {
     std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
     if (trainer.zero()) full.emplace(*trainer.zero());
-    log_validation(metrics, step, validation_loss(model, corpus, o, data));
+    log_validation(metrics, step, validation_loss(model, pipeline.get(), corpus, o, data));
   };
-  evaluate(0);
-  for (int64_t step = 0; step < t.steps; ++step) {
+  // A resumed run's metrics continue the first part's: no second evaluation of its last step.
+  if (start == 0) evaluate(0);
+  for (int64_t step = start; step < end; ++step) {
     data::Batch batch = corpus.train_batch(sampler.next(), o.context);
-    Tensor loss = model.loss(batch.inputs, batch.targets);
-    loss.backward();
-    examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, trainer.step(loss));
+    step_timeline.begin(step);
+    examples::StepResult result;
+    {
+      auto step_span = timeline.span("training step", "step", {{"step", step}});
+      double loss = 0;
+      if (pipeline) {
+        loss = pipeline->train_step(batch.inputs, batch.targets);  // its spans per micro-batch
+      } else {
+        Tensor l;
+        {
+          auto span = timeline.span("forward", "compute");
+          l = model.loss(batch.inputs, batch.targets);
+        }
+        auto span = timeline.span("backward (with DDP/ZeRO reductions)", "compute");
+        l.backward();
+        loss = l.item();
+      }
+      auto span = timeline.span("optimizer (clip, step, loss average)", "optimizer");
+      result = trainer.step(loss);
+    }
+    step_timeline.end(step);
+    examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
+    checkpointing.after_step(step + 1);
     if ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || step + 1 == t.steps) evaluate(step + 1);
+  }
+  checkpointing.finish(end);
+  if (end < t.steps) {
+    if (g_lead)
+      std::printf("stopped at step %lld of %lld (--stop-at)\n", static_cast<long long>(end),
+                  static_cast<long long>(t.steps));
+    return 0;
+  }
+  if (!o.ckpt.export_hf.empty()) {
+    // Collective: ZeRO-3 shards and tensor-parallel parts are gathered into whole tensors.
+    const StateDict weights = examples::full_weights(model, layout.tensor, trainer.zero());
+    if (g_lead) {
+      checkpoint::export_llama_safetensors(
+          o.ckpt.export_hf, weights,
+          {.vocab_size = config.vocab_size, .context = config.context, .n_layer = config.n_layer,
+           .n_head = config.n_head, .n_kv_head = config.n_kv_head, .n_embd = config.n_embd,
+           .intermediate_size = config.intermediate_size, .rope_theta = config.rope_theta,
+           .rms_norm_eps = config.rms_norm_eps, .init_std = config.init_std});
+      std::printf("exported Hugging Face LlamaForCausalLM weights to %s\n", o.ckpt.export_hf.c_str());
+    }
   }
   std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
   if (trainer.zero()) full.emplace(*trainer.zero());
-  print_samples(model, corpus, o);
+  print_samples(model, pipeline.get(), prompt, o);
   return 0;
 }
 
@@ -303,6 +413,9 @@ int main(int argc, char** argv) {
   app.add_option("--top-p", o.top_p, "nucleus sampling: the most likely tokens up to this probability")
       ->capture_default_str();
   app.add_option("--prompt", o.prompt, "the samples' prompt (default: the start of a held-out line)");
+  examples::add_checkpoint_options(app, o.ckpt, "HF LlamaForCausalLM",
+                                   "checkpoint directory to continue from, in any layout; refused when its model "
+                                   "configuration or checksums do not match, or when it is past --stop-at/--steps");
   CLI11_PARSE(app, argc, argv);
-  return examples::run_example("train_llama", [&] { return run(o); });
+  return examples::run_example("train_llama", [&] { return run(std::move(o)); });
 }

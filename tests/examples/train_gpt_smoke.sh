@@ -3,6 +3,9 @@
 # Hugging Face safetensors, and check that the resumed run equals an uninterrupted one
 # (the exported weights are compared bit for bit) and that Python reads the export. With
 # strata-ckpt: the export imported back starts a run (--init-from) with the same accuracy.
+# --dropout trains, is saved and checked; values outside [0, 1) and --chunks without an
+# interleaved pipeline are refused. The optimizer, schedule, evaluation, timeline and
+# --async-save options have their effect.
 #   train_gpt_smoke.sh <train_gpt binary> <tests source dir> [strata-ckpt binary]
 set -euo pipefail
 bin=$1
@@ -49,4 +52,57 @@ if [ -n "$ckpt_tool" ]; then
   [ "$(grep -o "final exact-match accuracy: .*" "$work/init.log")" = "$(grep -o "final exact-match accuracy: .*" "$work/straight.log")" ] \
     || { echo "--init-from did not reproduce the exported model"; tail -2 "$work/straight.log" "$work/init.log"; exit 1; }
 fi
+# --dropout: trains (other losses than without), is stored in the checkpoint's configuration
+# (and so checked on resume), and is refused outside [0, 1).
+"$bin" "${common[@]}" --steps 4 --metrics "" > "$work/nodrop.log"
+"$bin" "${common[@]}" --steps 4 --metrics "" --dropout 0.2 --save "$work/drop" > "$work/drop.log"
+if [ "$(grep "^step 4/4" "$work/nodrop.log")" = "$(grep "^step 4/4" "$work/drop.log")" ]; then
+  echo "--dropout 0.2 trained like --dropout 0"; exit 1
+fi
+grep -q '"config.dropout":"0.20000000000000001"' "$work/drop/$(cat "$work/drop/latest")/index.json" \
+  || { echo "--dropout is not in the checkpoint's configuration"; exit 1; }
+if "$bin" "${common[@]}" --steps 8 --metrics "" --resume "$work/drop" > "$work/drop_bad.log" 2>&1; then
+  echo "a --dropout 0.2 checkpoint resumed with --dropout 0"; exit 1
+fi
+grep -q "config.dropout" "$work/drop_bad.log" || { cat "$work/drop_bad.log"; exit 1; }
+for bad in 1 -0.1 nan; do
+  if "$bin" "${common[@]}" --dropout "$bad" > "$work/bad.log" 2>&1; then echo "--dropout $bad was accepted"; exit 1; fi
+  grep -q -- "--dropout must be in \[0, 1), got" "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
+done
+if "$bin" "${common[@]}" --chunks 3 > "$work/bad.log" 2>&1; then
+  echo "--chunks 3 without a pipeline was accepted"; exit 1
+fi
+grep -q -- "--chunks 3 takes effect with --schedule interleaved only" "$work/bad.log" \
+  || { cat "$work/bad.log"; exit 1; }
+
+# The optimizer and schedule options change what the metrics record: --min-lr-ratio 1 keeps
+# the peak lr, --clip 0 records no gradient norm, --seed and --weight-decay change the losses.
+opts() { "$bin" "${common[@]}" --steps 6 --warmup 0 --eval-examples 5 "$@"; }
+field() { grep -o "\"$2\":[^,}]*" "$1" | cut -d: -f2 | sort -u | tr '\n' ' '; }
+opts --metrics "$work/flat.jsonl" --min-lr-ratio 1 --clip 0 > /dev/null
+[ "$(field "$work/flat.jsonl" lr)" = "0.001 " ] \
+  || { echo "--min-lr-ratio 1: lr $(field "$work/flat.jsonl" lr)"; exit 1; }
+[ "$(field "$work/flat.jsonl" grad_norm)" = "0.0 " ] || { echo "--clip 0 recorded gradient norms"; exit 1; }
+opts --metrics "$work/seed1.jsonl" > /dev/null
+opts --metrics "$work/seed2.jsonl" --seed 2 > /dev/null
+opts --metrics "$work/wd.jsonl" --weight-decay 0.5 --lr 0.05 > /dev/null
+opts --metrics "$work/wd0.jsonl" --weight-decay 0 --lr 0.05 > /dev/null
+[ "$(field "$work/seed1.jsonl" grad_norm)" != "0.0 " ] || { echo "--clip 1 recorded no gradient norm"; exit 1; }
+for other in seed2:seed1 wd0:wd; do
+  if [ "$(field "$work/${other%:*}.jsonl" loss)" = "$(field "$work/${other#*:}.jsonl" loss)" ]; then
+    echo "${other%:*} and ${other#*:} logged the same losses"; exit 1
+  fi
+done
+# --eval-every: evaluations at steps 2 and 4 and at the end; --timeline-step picks the step.
+opts --metrics "" --eval-every 2 --timeline "$work/t.json" --timeline-step 3 > "$work/every.log"
+[ "$(grep -c "^eval  step [246] " "$work/every.log")" -eq 3 ] \
+  || { cat "$work/every.log"; echo "--eval-every 2"; exit 1; }
+grep -q "^wrote the timeline of step 3 to" "$work/every.log" \
+  || { cat "$work/every.log"; echo "--timeline-step 3"; exit 1; }
+grep -q '"step":3' "$work/t.json" || { echo "--timeline-step 3: no span of step 3"; exit 1; }
+# --async-save: a background save at step 6, resumed, exports what the uninterrupted run did.
+"$bin" "${common[@]}" --metrics "" --save "$work/async" --async-save --save-every 3 --stop-at 6 > "$work/async.log"
+"$bin" "${common[@]}" --metrics "" --resume "$work/async" --export-hf "$work/async_resumed" > /dev/null
+cmp "$work/straight/model.safetensors" "$work/async_resumed/model.safetensors" \
+  || { echo "--async-save: the resumed run differs"; exit 1; }
 echo "train_gpt smoke test passed"

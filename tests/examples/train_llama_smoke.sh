@@ -2,7 +2,10 @@
 # examples/train_llama end to end on one process: it builds byte-level tokens from Debian's
 # licence texts, the loss falls by a clear margin, the validation loss is logged and falls,
 # samples are printed, the JSONL parses, token files from tools/text_to_tokens train too, and
-# scripts/plot_loss.py writes a PNG where matplotlib is importable.
+# scripts/plot_loss.py writes a PNG where matplotlib is importable. Options it cannot honour
+# (pipeline options without --pp), a --prompt longer than the context, and
+# --text paths that are devices, that --tokens-out would overwrite or that are too large are
+# refused before training.
 #   train_llama_smoke.sh <train_llama binary> <text_to_tokens binary> <repository root>
 set -euo pipefail
 bin=$1
@@ -60,6 +63,63 @@ grep -q "^data: " "$work/data.log" && fail "built a token file although --data w
 # Bad options are refused before anything starts.
 if "$bin" --heads 4 --kv-heads 3 > "$work/bad.log" 2>&1; then fail "--kv-heads 3 with --heads 4 was accepted"; fi
 grep -q "must be a multiple of --kv-heads" "$work/bad.log" || { cat "$work/bad.log"; fail "no clear error for --kv-heads"; }
+# refused "<message>" FLAGS...: the run fails naming the problem, before any training step.
+refused() {
+  local message=$1
+  shift
+  if "$bin" "${small[@]}" --steps 4 --metrics "" "$@" > "$work/bad.log" 2>&1; then fail "ran: $*"; fi
+  grep -q -- "$message" "$work/bad.log" || { cat "$work/bad.log"; fail "no clear error for $*"; }
+  grep -q "^step " "$work/bad.log" && { cat "$work/bad.log"; fail "trained before refusing $*"; }
+  return 0
+}
+refused "--chunks 3 takes effect with --schedule interleaved only" --chunks 3
+refused "--prompt of 40 bytes leaves no room in --context 32" --prompt "$(printf 'x%.0s' {1..40})" \
+  --tokens-out "$work/corpus.tokens"
+# --text: a device is never read; --tokens-out must not replace the text it is built from;
+# a text too large to tokenise in memory points to text_to_tokens.
+refused "--text '/dev/zero' is not a regular file or a directory" --text /dev/zero --tokens-out "$work/z.tokens"
+printf 'some text\n' > "$work/own.txt"
+refused "--tokens-out '$work/./own.txt' is the --text file '$work/own.txt'" --text "$work/own.txt" \
+  --tokens-out "$work/./own.txt"
+[ "$(cat "$work/own.txt")" = "some text" ] || fail "--tokens-out replaced the --text file"
+truncate -s 1T "$work/huge.txt" 2> /dev/null && {
+  refused "convert it with text_to_tokens (which streams) and pass --data" --text "$work/huge.txt" \
+    --tokens-out "$work/huge.tokens"
+  rm -f "$work/huge.txt"
+}
+
+refused "--micro-batches and --schedule take effect with --pp of 2 or more" --micro-batches 2
+refused "--collective-timeout (or STRATA_COLLECTIVE_TIMEOUT) must be a number of seconds in (0, 1e6], got 0" \
+  --collective-timeout 0
+refused "--top-p must be in (0, 1], got 0" --top-p 0
+refused "--temperature must be a number > 0, got 0" --temperature 0
+
+# Sampling: greedy choices (--top-k 1, a tiny --top-p or --temperature) give the same
+# sample whatever the seed; the default sampling does not.
+opts() { "$bin" "${small[@]}" --steps 4 --metrics "" --tokens-out "$work/corpus.tokens" --samples 2 "$@"; }
+sample() { awk -v n="$2" '/^sample [0-9]+\/2 /{f = index($0, "sample " n "/2 ") == 1; next} f' "$1" | sed '/^$/d'; }
+samples_equal() { [ "$(sample "$1" 1)" = "$(sample "$1" 2)" ]; }
+for greedy in "--top-k 1" "--top-p 1e-9" "--temperature 1e-4"; do
+  # shellcheck disable=SC2086  # the option and its value
+  opts $greedy > "$work/greedy.log"
+  samples_equal "$work/greedy.log" || { cat "$work/greedy.log"; fail "$greedy: the samples differ"; }
+done
+opts --top-k 0 --temperature 2 --collective-timeout 30 --prompt "GNU " > "$work/hot.log"
+samples_equal "$work/hot.log" && { cat "$work/hot.log"; fail "two samples at temperature 2 are the same"; }
+[ "$(grep -ac "^\[GNU \]" "$work/hot.log")" -eq 2 ] \
+  || { cat "$work/hot.log"; fail "--prompt was not the samples' prompt"; }
+# The optimizer and schedule: --min-lr-ratio 1 keeps the peak lr, --clip 0 records no
+# gradient norm, --seed and --weight-decay change the losses.
+field() { grep -o "\"$2\":[^,}]*" "$1" | cut -d: -f2 | sort -u | tr '\n' ' '; }
+opts --samples 0 --warmup 0 --lr 0.002 --metrics "$work/flat.jsonl" --min-lr-ratio 1 --clip 0 > /dev/null
+[ "$(field "$work/flat.jsonl" lr)" = "0.002 " ] || fail "--min-lr-ratio 1: lr $(field "$work/flat.jsonl" lr)"
+[ "$(field "$work/flat.jsonl" grad_norm)" = "0.0 " ] || fail "--clip 0 recorded gradient norms"
+opts --samples 0 --metrics "$work/seed1.jsonl" > /dev/null
+opts --samples 0 --metrics "$work/seed2.jsonl" --seed 2 > /dev/null
+opts --samples 0 --metrics "$work/wd.jsonl" --weight-decay 0.5 --lr 0.05 > /dev/null
+opts --samples 0 --metrics "$work/wd0.jsonl" --weight-decay 0 --lr 0.05 > /dev/null
+[ "$(field "$work/seed1.jsonl" loss)" != "$(field "$work/seed2.jsonl" loss)" ] || fail "--seed 2 changed nothing"
+[ "$(field "$work/wd.jsonl" loss)" != "$(field "$work/wd0.jsonl" loss)" ] || fail "--weight-decay changed nothing"
 
 # The plot, with whichever python3 has matplotlib (Debian's python3-matplotlib is /usr/bin/python3's).
 for py in /usr/bin/python3 python3; do

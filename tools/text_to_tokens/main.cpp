@@ -3,12 +3,13 @@
 // Byte-level tokenisation (strata/data/byte_text.h): every byte of the UTF-8 text is one token
 // (vocab_size 256). Writes strata token files atomically (a reader sees the old file or the
 // complete new one). The last --val-fraction of the text (moved to a character boundary) goes
-// to --val-output.
+// to --val-output. The text is read and written in chunks: any size fits in memory.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <string>
 
+#include "byte_token_stream.h"
 #include "strata/strata.h"
 
 using namespace strata;
@@ -20,27 +21,29 @@ struct Options {
   double val_fraction = 0.0;
 };
 
-void write_part(const std::string& path, const std::string& text, size_t begin, size_t end) {
-  std::printf("%s: %lld tokens\n", path.c_str(),
-              static_cast<long long>(data::write_byte_token_file(path, text, begin, end)));
+// Whether two paths name one file, also through links or another spelling; paths that do
+// not exist yet are compared after resolving their existing directories.
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
 }
 
 int run(const Options& o) {
-  namespace fs = std::filesystem;
+  // Before anything is read or written: an output that is the input, or both outputs one
+  // file, would lose the text or the training tokens.
   for (const std::string* out : {&o.output, &o.val_output})
-    STRATA_CHECK(out->empty() || !fs::exists(*out) || !fs::equivalent(*out, o.input), "text_to_tokens: output '",
-                 *out, "' is the input file");
-  const std::string text = data::read_text_file(o.input);
-  const int64_t bad = data::first_invalid_utf8(text);
-  STRATA_CHECK(bad < 0, "text_to_tokens: '", o.input, "' is not UTF-8 text: invalid byte sequence at offset ", bad);
-  STRATA_CHECK(!text.empty(), "text_to_tokens: '", o.input, "' is empty");
-  const size_t split = o.val_output.empty() ? text.size() : data::utf8_split_point(text, o.val_fraction);
-  STRATA_CHECK(o.val_output.empty() || (split > 0 && split < text.size()), "text_to_tokens: --val-fraction ",
-               o.val_fraction, " of ", text.size(), " bytes leaves an empty training or validation part");
-  std::printf("%s: %zu bytes of UTF-8 text; byte-level tokens, vocab_size %lld\n", o.input.c_str(), text.size(),
-              static_cast<long long>(data::kByteVocabSize));
-  write_part(o.output, text, 0, split);
-  if (!o.val_output.empty()) write_part(o.val_output, text, split, text.size());
+    STRATA_CHECK(out->empty() || !same_file(*out, o.input), "text_to_tokens: output '", *out, "' is the input file");
+  STRATA_CHECK(o.val_output.empty() || !same_file(o.output, o.val_output), "text_to_tokens: --val-output '",
+               o.val_output, "' is the output file '", o.output, "': pass another path for the validation tokens");
+  const text_tokens::StreamResult r = text_tokens::stream_byte_tokens(
+      {.input = o.input, .output = o.output, .val_output = o.val_output, .val_fraction = o.val_fraction});
+  std::printf("%s: %llu bytes of UTF-8 text; byte-level tokens, vocab_size %lld\n", o.input.c_str(),
+              static_cast<unsigned long long>(r.input_bytes), static_cast<long long>(data::kByteVocabSize));
+  std::printf("%s: %llu tokens\n", o.output.c_str(), static_cast<unsigned long long>(r.train_tokens));
+  if (!o.val_output.empty())
+    std::printf("%s: %llu tokens\n", o.val_output.c_str(), static_cast<unsigned long long>(r.val_tokens));
   return 0;
 }
 
@@ -60,7 +63,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // strata::Error, and the OS's failures (e.g. out of memory)
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }

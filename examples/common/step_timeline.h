@@ -1,0 +1,31 @@
+#pragma once
+// --timeline: a Chrome-trace/Perfetto timeline of one training step (--timeline-step) of
+// every rank, written to one file by rank 0.
+#include <cstdint>
+
+#include "strata/distributed/process_group.h"
+#include "strata/train/timeline.h"
+#include "train_options.h"
+
+namespace strata::examples {
+
+class StepTimeline {
+ public:
+  StepTimeline(const TrainOptions& o, dist::ProcessGroup& world) : o_(o), world_(world) {}
+
+  // The timeline the step's spans go to (recording only during the traced step).
+  train::Timeline& timeline() { return timeline_; }
+  // Before step `step` (0-based): starts recording when it is the traced one.
+  void begin(int64_t step);
+  // After step `step`: collective over the world when it was the traced one (writes the file).
+  void end(int64_t step);
+
+ private:
+  bool traced(int64_t step) const { return !o_.timeline.empty() && step == o_.timeline_step; }
+
+  const TrainOptions& o_;
+  dist::ProcessGroup& world_;
+  train::Timeline timeline_;
+};
+
+}  // namespace strata::examples
