@@ -10,6 +10,7 @@
 #include "distributed/mpi/hierarchy.h"
 #include "distributed/mpi/shm_arena.h"
 #include "distributed/mpi/topology.h"
+#include "distributed/startup_watchdog.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {
@@ -161,6 +162,7 @@ void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std
                    "thread level ", provided, "; strata calls MPI from its own worker thread and needs "
                    "MPI_THREAD_SERIALIZED (", MPI_THREAD_SERIALIZED, ") or MPI_THREAD_MULTIPLE");
     }
+    detail::startup_reached(detail::StartupPhase::WorldSetup);
     STRATA_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     MPI_Comm world;
     STRATA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world));
