@@ -90,7 +90,8 @@ else
   ok=1
   for r in 0 2; do
     grep -Eq "^\[rank $r\] startup: MPI initialisation timed out after 2000 ms .*on rank $r of 3;.*rank 1 is \
-stopped in MPI initialisation \(pid $pid: SIGSTOP or a debugger\)" "$log" || { ok=0; fail "np3_rank1: rank $r's message"; }
+stopped in MPI initialisation \(pid $pid: SIGSTOP or a debugger\)" "$log" ||
+      { ok=0; fail "np3_rank1: rank $r's message"; }
   done
   if [ "$ok" -eq 1 ]; then echo "ok   np3_rank1 ($took ms)"; else cat "$log"; fi
 fi
