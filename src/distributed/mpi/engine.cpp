@@ -16,7 +16,6 @@
 namespace strata::dist::mpi {
 namespace {
 
-
 Engine* g_engine = nullptr;            // owned; leaked at finalize on purpose (see finalize)
 std::atomic<int> g_state{0};           // 0 not started, 1 running, 2 finalized
 
