@@ -48,4 +48,13 @@ const char* test_build_identity() {
   return v != nullptr && *v != '\0' ? v : nullptr;
 }
 
+std::string startup_board_base_dir() {
+  const char* v = std::getenv("STRATA_STARTUP_BOARD_DIR");
+  return v != nullptr ? v : "";
+}
+
+int test_stop_rank_at_init() {
+  return static_cast<int>(env_count("STRATA_TEST_STOP_RANK_AT_INIT", -1, "rank number"));
+}
+
 }  // namespace strata::dist::detail

@@ -2,6 +2,7 @@
 // Reading strata's STRATA_* settings from the environment, with errors that name the
 // variable and its value (a typo must not silently fall back to a default).
 #include <cstdint>
+#include <string>
 
 namespace strata::dist::detail {
 
@@ -31,5 +32,12 @@ bool debug_paths();
 // STRATA_TEST_BUILD_IDENTITY (build_identity.h, tests only): replaces this process's build
 // description; null when unset.
 const char* test_build_identity();
+
+// STRATA_STARTUP_BOARD_DIR (startup_board.h): where the startup board lives; "" when unset.
+std::string startup_board_base_dir();
+
+// STRATA_TEST_STOP_RANK_AT_INIT (tests only): the world rank that stops itself (SIGSTOP)
+// just before MPI initialisation; -1 when unset. strata::Error when not a rank number.
+int test_stop_rank_at_init();
 
 }  // namespace strata::dist::detail

@@ -1,11 +1,17 @@
 #include "strata/distributed/init.h"
 
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 
 #include "distributed/backend.h"
+#include "distributed/env_settings.h"
+#include "distributed/launcher_env.h"
+#include "distributed/startup_watchdog.h"
 #include "strata/core/error.h"
 #include "strata/tensor/cuda.h"
 
@@ -21,27 +27,18 @@ State g_state = State::None;
 int g_local_rank = 0;
 int g_local_size = 1;
 
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  char* end = nullptr;
-  long x = std::strtol(v, &end, 10);
-  return (end != nullptr && *end == '\0' && x >= 0) ? static_cast<int>(x) : fallback;
-}
-
-bool under_launcher() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
-    if (std::getenv(name) != nullptr) return true;
-  return false;
-}
-
 // The number of processes a launcher started (mpirun, srun), or 0 when none says.
-int launched_ranks() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"}) {
-    const int n = env_int(name, 0);
-    if (n > 0) return n;
-  }
-  return 0;
+int launched_ranks() { return detail::launcher_view().size; }
+
+// Test hook (tests/faults/startup_stall.sh): rank STRATA_TEST_STOP_RANK_AT_INIT stops itself
+// just before MPI initialisation, as a rank stopped or descheduled at launch would be.
+void stop_for_test() {
+  const int rank = detail::test_stop_rank_at_init();
+  if (rank < 0 || rank != detail::launcher_view().rank) return;
+  std::fprintf(stderr, "strata test hook: rank %d (pid %ld) stops itself before MPI initialisation\n", rank,
+               static_cast<long>(::getpid()));
+  std::fflush(stderr);
+  std::raise(SIGSTOP);
 }
 
 void finalize_at_exit() {
@@ -63,11 +60,16 @@ ProcessGroup& init(const InitOptions& options) {
 #ifdef STRATA_HAS_MPI
   if (options.start_mpi) {
     try {
+      // MPI's start and the world group's setup are collectives over every rank with no
+      // deadline of their own: the watchdog holds them to the world's timeout.
+      detail::StartupWatchdog watchdog(options.timeout);
+      stop_for_test();
       b = detail::start_mpi();
+      watchdog.done();
     } catch (const Error& e) {
       // Without a launcher, a failed singleton MPI start degrades to a one-process world;
       // under mpirun/srun a failure is real.
-      if (under_launcher()) throw;
+      if (detail::under_launcher()) throw;
       std::fprintf(stderr, "strata: MPI could not start (%s); running as a single process without MPI\n", e.what());
       b.world = detail::make_local_world();
     }
@@ -82,8 +84,9 @@ ProcessGroup& init(const InitOptions& options) {
   g_world = std::move(b.world);
   g_world->set_timeout(options.timeout);
   // The launcher's view of the node wins; the shared-memory split is the fallback.
-  g_local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("SLURM_LOCALID", b.local_rank));
-  g_local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", b.local_size);
+  g_local_rank = detail::env_nonnegative("OMPI_COMM_WORLD_LOCAL_RANK",
+                                         detail::env_nonnegative("SLURM_LOCALID", b.local_rank));
+  g_local_size = detail::env_nonnegative("OMPI_COMM_WORLD_LOCAL_SIZE", b.local_size);
   g_state = State::Running;
   set_error_rank(g_world->rank());
   static bool registered = false;
@@ -144,6 +147,7 @@ void finalize() {
   g_state = State::Finalized;
 #ifdef STRATA_HAS_MPI
   detail::stop_mpi();
+  detail::release_startup_board();
 #endif
 }
 

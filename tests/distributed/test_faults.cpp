@@ -1,9 +1,14 @@
 // Faults on 3 ranks: a rank that skips a collective, point-to-point ops without a partner,
 // tensors whose sizes differ across ranks. Each case runs on its own group (a copy of the
 // world with a short timeout), so the world stays usable for the next test.
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include "distributed/mpi/engine.h"
@@ -26,6 +31,15 @@ std::unique_ptr<dist::ProcessGroup> fresh_group(const std::string& name, std::ch
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The state letter of a process of this node ('R', 'S', 'T' when stopped, ...); 0 when gone.
+char process_state(long pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return 0;
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
+}
 
 TEST(DistFaults, SkippedCollectiveTimesOutNamingTheMissingRank) {
   auto& world = dist::world();
@@ -159,6 +173,50 @@ TEST(DistFaults, SizeMismatchNeverWritesOutsideTheTensor) {
   std::vector<double> v = buffer.to_vector<double>();
   for (int64_t i = n; i < 32; ++i) ASSERT_EQ(v[static_cast<size_t>(i)], 7.0) << "element " << i << "; " << err;
   std::printf("rank %d, %ld elements: %s\n", world.rank(), static_cast<long>(n), err.empty() ? "completed" : err.c_str());
+  world.barrier()->wait();
+}
+
+TEST(DistFaults, RankStoppedInsideTheOpIsNamed) {
+  // Rank 1 enters all_reduce #0 and is then stopped (SIGSTOP, as a scheduler's suspend or a
+  // debugger would), before ranks 0 and 2 enter it. Every rank has announced the op, so the
+  // announcements cannot tell rank 1 from the ranks waiting in it: the timeout must still
+  // name it (the roll call: a stopped rank does not answer). Deterministic: rank 1 is
+  // stopped before the others enter, and resumed only once both have failed. The test's
+  // ranks share one node (pids, /proc).
+  auto& world = dist::world();
+  ASSERT_EQ(world.size(), 3);
+  Tensor pids = zeros({3}, {.dtype = DType::Int64});
+  world.all_gather(pids, full({1}, static_cast<double>(::getpid()), {.dtype = DType::Int64}))->wait();
+  const long stopped = static_cast<long>(pids.to_vector<int64_t>()[1]);
+  auto g = fresh_group("stopped", std::chrono::milliseconds(1500));
+  // Ranks 0 and 2 agree without rank 1 that both have failed, before it is resumed.
+  auto others = world.split(world.rank() == 1 ? std::vector<int>{1} : std::vector<int>{0, 2},
+                            world.rank() == 1 ? "alone" : "others");
+  Tensor t = ones({4});
+  if (world.rank() == 1) {
+    dist::WorkPtr w = g->all_reduce(t);  // started at once: announced to ranks 0 and 2
+    world.barrier()->wait();
+    std::raise(SIGSTOP);  // until rank 0 sends SIGCONT
+    // The peers gave up on the op meanwhile; their contributions may be there to complete it
+    // with (shared memory), or it fails here too, past its deadline: either will do.
+    (void)error_of([&] { w->wait(); });
+  } else {
+    world.barrier()->wait();
+    const auto until = Clock::now() + std::chrono::seconds(30);
+    while (process_state(stopped) != 'T' && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(process_state(stopped), 'T');  // no ASSERT: rank 1 must be resumed below
+    const auto start = Clock::now();
+    std::string err = error_of([&] { g->all_reduce(t)->wait(); });
+    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    others->barrier()->wait();
+    if (world.rank() == 0) ::kill(static_cast<pid_t>(stopped), SIGCONT);
+    EXPECT_TRUE(contains(err, "all_reduce #0")) << err;
+    EXPECT_TRUE(contains(err, "group 'stopped'")) << err;
+    EXPECT_TRUE(contains(err, "timed out after 1500 ms")) << err;
+    EXPECT_TRUE(contains(err, "every rank had entered it, but ranks 1 of 3 did not answer within 500 ms")) << err;
+    EXPECT_LT(secs, 6.0);
+  }
   world.barrier()->wait();
 }
 

@@ -10,13 +10,11 @@
 #include "distributed/mpi/hierarchy.h"
 #include "distributed/mpi/shm_arena.h"
 #include "distributed/mpi/topology.h"
+#include "distributed/startup_watchdog.h"
 #include "strata/core/error.h"
 
 namespace strata::dist::mpi {
 namespace {
-
-constexpr int kTagEntered = 7;
-constexpr int kTagClosed = 8;  // on a watch communicator: the sender has retired its end (retire_watch)
 
 Engine* g_engine = nullptr;            // owned; leaked at finalize on purpose (see finalize)
 std::atomic<int> g_state{0};           // 0 not started, 1 running, 2 finalized
@@ -161,6 +159,7 @@ void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std
                    "thread level ", provided, "; strata calls MPI from its own worker thread and needs "
                    "MPI_THREAD_SERIALIZED (", MPI_THREAD_SERIALIZED, ") or MPI_THREAD_MULTIPLE");
     }
+    detail::startup_reached(detail::StartupPhase::WorldSetup);
     STRATA_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     MPI_Comm world;
     STRATA_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &world));
@@ -620,9 +619,16 @@ void Engine::time_out(Op& op) {
   if (op.group && op.seq >= 0) {
     drain_watch();  // the freshest view of who entered
     std::vector<int> missing = op.group->missing(op.seq);
-    std::vector<int> stuck;
-    if (missing.empty()) stuck = stuck_on(op);
-    if (missing.empty() && stuck.empty())
+    std::vector<int> stuck, silent;
+    // Every member announced the op: ask them, since a member stopped inside it says no more
+    // than one waiting in it. One that does not answer is the one at fault.
+    if (missing.empty()) silent = roll_call(*op.group, op.seq, kRollCallBudget);
+    if (missing.empty() && silent.empty()) stuck = stuck_on(op);
+    if (!silent.empty())
+      why += "; every rank had entered it, but " + op.group->describe_ranks(silent) + " of " +
+             std::to_string(op.group->size) + " did not answer within " + std::to_string(kRollCallBudget.count()) +
+             " ms (stopped, hung or dead inside it)";
+    else if (missing.empty() && stuck.empty())
       why += "; every rank had entered it (one may have died or stopped inside it)";
     else if (missing.empty())
       // Every peer announced the op, so the op started everywhere; what is left is data that
@@ -691,13 +697,9 @@ void Engine::announce(GroupState& g, int64_t seq) {
     mine = std::max(mine, seq);
   }
   if (g.watch == MPI_COMM_NULL) return;
-  for (int peer = 0; peer < g.size; ++peer) {
-    if (peer == g.rank) continue;
-    SideSend s{std::make_unique<int64_t>(seq), MPI_REQUEST_NULL};
-    // Best effort: a failed notification only makes a later timeout message less precise.
-    if (MPI_Isend(s.value.get(), 1, MPI_INT64_T, peer, kTagEntered, g.watch, &s.request) == MPI_SUCCESS)
-      side_sends_.push_back(std::move(s));
-  }
+  // Best effort: a failed notification only makes a later timeout message less precise.
+  for (int peer = 0; peer < g.size; ++peer)
+    if (peer != g.rank) send_side(g.watch, peer, kTagEntered, {seq, 0, 0}, 1);
 }
 
 bool Engine::drain(GroupState& g) {
@@ -706,13 +708,23 @@ bool Engine::drain(GroupState& g) {
     int flag = 0;
     MPI_Status st;
     if (MPI_Iprobe(MPI_ANY_SOURCE, kTagEntered, g.watch, &flag, &st) != MPI_SUCCESS) return false;
-    if (!flag) return true;
+    if (!flag) break;
     int64_t seq = -1;
     if (MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, kTagEntered, g.watch, MPI_STATUS_IGNORE) != MPI_SUCCESS)
       return false;
     std::lock_guard<std::mutex> lk(g.mu);
     auto& e = g.entered[static_cast<size_t>(st.MPI_SOURCE)];
     e = std::max(e, seq);
+  }
+  for (;;) {  // roll calls (rare: only on timeouts)
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kTagStatus, g.watch, &flag, &st) != MPI_SUCCESS) return false;
+    if (!flag) return true;
+    std::array<int64_t, 3> msg{};
+    if (MPI_Recv(msg.data(), 3, MPI_INT64_T, st.MPI_SOURCE, kTagStatus, g.watch, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      return false;
+    on_status(g, st.MPI_SOURCE, msg);
   }
 }
 
@@ -727,12 +739,8 @@ void Engine::retire_watch(GroupState& g) {
   // After this rank's last announcement on it (same communicator and destination: MPI
   // delivers them in order). Were this send to fail, the peer would keep its end until
   // MPI_Finalize, which is harmless.
-  for (int peer = 0; peer < g.size; ++peer) {
-    if (peer == g.rank) continue;
-    SideSend s{std::make_unique<int64_t>(-1), MPI_REQUEST_NULL};
-    if (MPI_Isend(s.value.get(), 1, MPI_INT64_T, peer, kTagClosed, c.comm, &s.request) == MPI_SUCCESS)
-      side_sends_.push_back(std::move(s));
-  }
+  for (int peer = 0; peer < g.size; ++peer)
+    if (peer != g.rank) send_side(c.comm, peer, kTagClosed, {-1, 0, 0}, 1);
   if (drain_closing(c)) {
     MPI_Comm_free(&c.comm);  // our "closed" sends still complete (MPI allows pending requests)
     return;
@@ -745,9 +753,13 @@ bool Engine::drain_closing(ClosingWatch& c) {
     int flag = 0;
     MPI_Status st;
     if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c.comm, &flag, &st) != MPI_SUCCESS || !flag) break;
-    int64_t value = 0;
-    if (MPI_Recv(&value, 1, MPI_INT64_T, st.MPI_SOURCE, st.MPI_TAG, c.comm, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
-    // An announcement (kTagEntered) for the destroyed group: nobody reads it any more.
+    std::array<int64_t, 3> msg{};
+    if (MPI_Recv(msg.data(), 3, MPI_INT64_T, st.MPI_SOURCE, st.MPI_TAG, c.comm, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      break;
+    // An announcement (kTagEntered) or a roll call (kTagStatus) for the destroyed group:
+    // nobody reads it any more. A roll call goes unanswered: this rank has sent "closed"
+    // already, and the asker may free its end once that arrives; the asker takes the
+    // "closed" waiting on its own end for the answer (roll_call.cpp).
     if (st.MPI_TAG == kTagClosed && c.open[static_cast<size_t>(st.MPI_SOURCE)]) {
       c.open[static_cast<size_t>(st.MPI_SOURCE)] = false;
       --c.left;

@@ -26,6 +26,7 @@
 // MPI call stays on the worker, which initialised MPI.
 #include <mpi.h>
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -74,6 +75,9 @@ struct GroupState {
   mutable std::mutex mu;       // guards the fields below
   std::string broken;          // non-empty once unusable: the reason
   std::vector<int64_t> entered;  // last op seq each member started (-1: none yet)
+  // Per member, its last answer to a roll call (roll_call.cpp): {op seq, PeerState}; {-1, -1}
+  // when none. Sized lazily.
+  std::vector<std::array<int64_t, 2>> answers;
   CommStats stats;
   std::set<std::string> logged_paths;  // STRATA_DEBUG_PATHS: "op kind/path" already reported
 
@@ -150,6 +154,22 @@ struct Op {
     return requests.back();
   }
 };
+
+// Roll call (roll_call.cpp). When an op times out although every member announced it, the
+// announcements cannot tell a member stopped or dead inside the op from one waiting in it
+// like this rank. So the timing-out rank asks every member on the watch communicator
+// (tag kTagStatus: {kStatusQuery, seq, 0}) and each member's engine answers from its passes
+// ({kStatusAnswer, seq, PeerState}); a member that does not answer within the budget is not
+// making progress at all (stopped, hung in a blocking call, dead). A query also tells its
+// receiver that the sender is inside op #seq and has timed out there.
+// The tags on a watch communicator:
+inline constexpr int kTagEntered = 7;  // "I entered op #seq" (Engine::announce)
+inline constexpr int kTagClosed = 8;   // the sender has retired its end (Engine::retire_watch)
+inline constexpr int kTagStatus = 9;   // roll call: a query or an answer
+inline constexpr int64_t kStatusQuery = 1;
+inline constexpr int64_t kStatusAnswer = 2;
+enum class PeerState : int64_t { Completed = 0, Inside = 1, Failed = 2, NotStarted = 3, Left = 4 };
+inline constexpr std::chrono::milliseconds kRollCallBudget{500};
 
 struct InitResult {
   std::shared_ptr<GroupState> world;
@@ -232,6 +252,14 @@ class Engine {
   void drain_watch();
   // Reads what arrived on a closing watch; true once every peer has closed it.
   bool drain_closing(ClosingWatch& c);
+  // roll_call.cpp: the members of `g` (group ranks) that do not answer a roll call about op
+  // `seq` within `budget`, answering the peers' own roll calls meanwhile.
+  std::vector<int> roll_call(GroupState& g, int64_t seq, std::chrono::milliseconds budget);
+  // A status message from group rank `from` of `g`: records an answer, or answers a query.
+  void on_status(GroupState& g, int from, const std::array<int64_t, 3>& msg);
+  // What became of this rank's op `seq` of `g`.
+  PeerState op_state(const GroupState& g, int64_t seq) const;
+  void send_side(MPI_Comm comm, int peer, int tag, std::array<int64_t, 3> msg, int count);
 
   // mu_ guards incoming_, stop_ and the hand-over flags; cv_ wakes the worker.
   std::mutex mu_;
@@ -257,7 +285,7 @@ class Engine {
   // (retire_watch).
   std::vector<ClosingWatch> closing_;
   struct SideSend {
-    std::unique_ptr<int64_t> value;
+    std::unique_ptr<std::array<int64_t, 3>> value;  // the message, alive until sent
     MPI_Request request;
   };
   std::deque<SideSend> side_sends_;
