@@ -15,6 +15,7 @@
 #include <string>
 
 #include "commands.h"
+#include "integer_option.h"
 
 using namespace strata::ckpt_tool;
 
@@ -54,9 +55,10 @@ int main(int argc, char** argv) {
   import_cmd->add_option("--format", import_o.format, "model family (default: config.json's model_type)")
       ->check(CLI::IsMember({"gpt2", "llama"}));
   import_cmd->add_option("--step", import_o.step, "step recorded in the checkpoint")
-      ->check(CLI::NonNegativeNumber)
+      ->check(integer_at_most(INT64_MAX))
       ->capture_default_str();
   import_cmd->add_option("--seed", import_o.seed, "seed of the RNG stream a run loading it continues")
+      ->check(integer_at_most(UINT64_MAX))
       ->capture_default_str();
 
   try {

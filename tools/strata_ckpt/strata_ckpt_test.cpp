@@ -253,6 +253,31 @@ TEST_F(StrataCkpt, ExportJoinsPiecesAndTakesMasterWeightsWithDtypeF32) {
     EXPECT_TRUE(same_bits(params.at(name), t.to(DType::BFloat16).to(DType::Float32))) << name;
 }
 
+// --step and --seed are refused, naming the option and the text, unless they are plain
+// decimal integers that fit: never clamped or wrapped.
+TEST_F(StrataCkpt, ImportRefusesStepAndSeedThatDoNotFit) {
+  nn::GPT model(tiny_gpt());
+  checkpoint::export_gpt2_safetensors(path("hf"), model.state_dict(), {.vocab_size = 15, .n_positions = 8,
+                                                                       .n_embd = 16, .n_layer = 2, .n_head = 4});
+  const std::string import = "import " + quoted("hf") + " --out " + quoted("out");
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {" --step 99999999999999999999",
+            "--step: 99999999999999999999 is not an integer in [0, 9223372036854775807]"},
+           {" --step -1", "--step: -1 is not an integer in [0, 9223372036854775807]"},
+           {" --step 1e3", "--step: 1e3 is not an integer"},
+           {" --seed -5", "--seed: -5 is not an integer in [0, 18446744073709551615]"},
+           {" --seed 18446744073709551616", "--seed: 18446744073709551616 is not an integer"},
+           {" --seed 0x10", "--seed: 0x10 is not an integer"}}) {
+    EXPECT_EQ(cli(import + args), 2) << args << "\n" << log();
+    EXPECT_CONTAINS(log(), needle);
+    EXPECT_FALSE(fs::exists(path("out"))) << args;
+  }
+  ASSERT_EQ(cli(import + " --step 9223372036854775807 --seed 18446744073709551615"), 0) << log();
+  const ShardedCheckpoint c = ShardedCheckpoint::open(path("out"));
+  EXPECT_EQ(c.step(), INT64_MAX);
+  EXPECT_EQ(c.metadata().at("rng.seed"), "18446744073709551615");
+}
+
 // The configuration export reads back is the one saved; train_gpt leaves param_dtype out.
 TEST(ConfigMetadata, ParsesBackWhatItWrites) {
   nn::GPTConfig g = tiny_gpt();
