@@ -36,6 +36,12 @@ nn::LlamaConfig tiny_llama(uint64_t seed = 3) {
           .intermediate_size = 24, .seed = seed};
 }
 
+checkpoint::HfLlamaConfig hf_llama_config(const nn::LlamaConfig& c) {
+  return {.vocab_size = c.vocab_size, .context = c.context, .n_layer = c.n_layer, .n_head = c.n_head,
+          .n_kv_head = c.n_kv_head, .n_embd = c.n_embd, .intermediate_size = c.intermediate_size,
+          .rope_theta = c.rope_theta, .rms_norm_eps = c.rms_norm_eps, .init_std = c.init_std};
+}
+
 // Same dtype, shape and bytes.
 ::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape())
@@ -276,6 +282,64 @@ TEST_F(StrataCkpt, ImportRefusesStepAndSeedThatDoNotFit) {
   const ShardedCheckpoint c = ShardedCheckpoint::open(path("out"));
   EXPECT_EQ(c.step(), INT64_MAX);
   EXPECT_EQ(c.metadata().at("rng.seed"), "18446744073709551615");
+}
+
+// --init-from (a weights-only load) compares only the fields that decide the weights' shapes or
+// what they compute: a default Hugging Face GPT-2 (dropout 0.1) starts a run without dropout.
+TEST_F(StrataCkpt, WeightsOnlyLoadComparesOnlyWhatDecidesTheWeights) {
+  nn::GPT source(tiny_gpt());
+  checkpoint::export_gpt2_safetensors(path("hf"), source.state_dict(), {.vocab_size = 15, .n_positions = 8,
+                                                                        .n_embd = 16, .n_layer = 2, .n_head = 4,
+                                                                        .dropout = 0.1});
+  ASSERT_EQ(cli("import " + quoted("hf") + " --out " + quoted("gpt")), 0) << log();
+  nn::GPTConfig run = tiny_gpt(9);  // dropout 0, another initialisation
+  nn::GPT fresh(run);
+  train::load_training_checkpoint(path("gpt"), {.model = fresh, .world = world(),
+                                                .config = train::gpt_config_metadata(run)}, nullptr,
+                                  {.weights_only = true});
+  for (const auto& [name, t] : source.state_dict()) EXPECT_TRUE(same_bits(fresh.state_dict().at(name), t)) << name;
+  // A resume restores a run, so there every field still counts.
+  try {
+    train::load_training_checkpoint(path("gpt"), {.model = fresh, .world = world(),
+                                                  .config = train::gpt_config_metadata(run)});
+    ADD_FAILURE() << "a resume with another dropout was accepted";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(e.what(), "'config.dropout' is 0.10000000000000001 in the checkpoint, 0 in this run");
+  }
+  nn::GPTConfig heads = run;
+  heads.n_head = 2;  // the same shapes, other attention
+  nn::GPT other(heads);
+  try {
+    train::load_training_checkpoint(path("gpt"), {.model = other, .world = world(),
+                                                  .config = train::gpt_config_metadata(heads)}, nullptr,
+                                    {.weights_only = true});
+    ADD_FAILURE() << "another n_head was accepted";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(e.what(), "'config.n_head' is 4 in the checkpoint, 2 in this run");
+  }
+
+  // Rotary positions: no LLaMA weight depends on the context, so another one loads.
+  nn::Llama llama(tiny_llama());
+  checkpoint::export_llama_safetensors(path("hf_llama"), llama.state_dict(), hf_llama_config(tiny_llama()));
+  ASSERT_EQ(cli("import " + quoted("hf_llama") + " --out " + quoted("llama")), 0) << log();
+  nn::LlamaConfig longer = tiny_llama(9);
+  longer.context = 32;
+  nn::Llama target(longer);
+  train::load_training_checkpoint(path("llama"), {.model = target, .world = world(),
+                                                  .config = train::llama_config_metadata(longer)}, nullptr,
+                                  {.weights_only = true});
+  for (const auto& [name, t] : llama.state_dict()) EXPECT_TRUE(same_bits(target.state_dict().at(name), t)) << name;
+  nn::LlamaConfig theta = longer;
+  theta.rope_theta = 500000.0;
+  nn::Llama rotated(theta);
+  try {
+    train::load_training_checkpoint(path("llama"), {.model = rotated, .world = world(),
+                                                    .config = train::llama_config_metadata(theta)}, nullptr,
+                                    {.weights_only = true});
+    ADD_FAILURE() << "another rope_theta was accepted";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(e.what(), "'config.rope_theta' is 10000 in the checkpoint, 500000 in this run");
+  }
 }
 
 // The configuration export reads back is the one saved; train_gpt leaves param_dtype out.
