@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "checkpoint/hf_layout.h"
-#include "strata/checkpoint/safetensors.h"
+#include "checkpoint/hf_weights.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -126,11 +126,10 @@ void export_gpt2_safetensors(const std::string& dir, const StateDict& model_stat
 
 StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out) {
   const Gpt2Config config = read_config(hf::file_in(dir, "config.json"));
-  const std::string model_path = hf::file_in(dir, "model.safetensors");
-  const std::string where = "import_gpt2_safetensors '" + model_path + "'";
-  SafetensorsFile file = load_safetensors(model_path);
+  hf::ModelWeights weights = hf::read_model_weights(dir);
+  const std::string where = "import_gpt2_safetensors '" + weights.source + "'";
   StateDict by_name;  // prefix stripped
-  for (auto& [name, t] : file.tensors) {
+  for (auto& [name, t] : weights.tensors) {
     const std::string key = name.rfind("transformer.", 0) == 0 ? name.substr(12) : name;
     if (key == "lm_head.weight" || is_attention_buffer(key)) continue;  // tied / not a parameter
     STRATA_CHECK(!by_name.contains(key), where, ": tensor '", key, "' appears both with and without \"transformer.\"");

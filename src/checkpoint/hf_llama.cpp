@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "checkpoint/hf_layout.h"
-#include "strata/checkpoint/safetensors.h"
+#include "checkpoint/hf_weights.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -162,11 +162,10 @@ void export_llama_safetensors(const std::string& dir, const StateDict& model_sta
 
 StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config_out) {
   const ReadConfig read = read_config(hf::file_in(dir, "config.json"));
-  const std::string model_path = hf::file_in(dir, "model.safetensors");
-  const std::string where = "import_llama_safetensors '" + model_path + "'";
-  SafetensorsFile file = load_safetensors(model_path);
+  hf::ModelWeights weights = hf::read_model_weights(dir);
+  const std::string where = "import_llama_safetensors '" + weights.source + "'";
   StateDict tensors;
-  for (auto& [name, t] : file.tensors) {
+  for (auto& [name, t] : weights.tensors) {
     if (!is_rotary_buffer(name)) tensors.emplace(name, t);
   }
   // save_pretrained leaves a tied head out of the file (one that is there is used, as

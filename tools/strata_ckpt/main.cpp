@@ -48,7 +48,10 @@ int main(int argc, char** argv) {
 
   ImportOptions import_o;
   auto* import_cmd = app.add_subcommand("import", "write a Hugging Face model as a sharded checkpoint");
-  import_cmd->add_option("hf_dir", import_o.hf_dir, "Hugging Face model directory (config.json, model.safetensors)")
+  import_cmd
+      ->add_option("hf_dir", import_o.hf_dir,
+                   "Hugging Face model directory (config.json, and model.safetensors or model.safetensors.index.json "
+                   "with its shards)")
       ->required()
       ->check(CLI::ExistingDirectory);
   import_cmd->add_option("--out", import_o.out, "checkpoint directory to create (must not hold one)")->required();

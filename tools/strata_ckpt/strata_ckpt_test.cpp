@@ -284,6 +284,33 @@ TEST_F(StrataCkpt, ImportRefusesStepAndSeedThatDoNotFit) {
   EXPECT_EQ(c.metadata().at("rng.seed"), "18446744073709551615");
 }
 
+// save_pretrained's sharded layout imports like a single file; a directory with neither names both.
+TEST_F(StrataCkpt, ImportReadsShardedHuggingFaceDirectories) {
+  nn::Llama model(tiny_llama());
+  checkpoint::export_llama_safetensors(path("hf"), model.state_dict(), hf_llama_config(tiny_llama()));
+  const StateDict all = checkpoint::load_safetensors(path("hf/model.safetensors")).tensors;
+  StateDict first, second;
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (const auto& [name, t] : all) {
+    const bool early = name < "model.layers.1";
+    (early ? first : second)[name] = t;
+    weight_map[name] = early ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  checkpoint::save_safetensors(path("hf/model-00001-of-00002.safetensors"), first, {{"format", "pt"}});
+  checkpoint::save_safetensors(path("hf/model-00002-of-00002.safetensors"), second, {{"format", "pt"}});
+  st::write_bytes(path("hf/model.safetensors.index.json"), nlohmann::json{{"weight_map", weight_map}}.dump());
+  fs::remove(path("hf/model.safetensors"));
+
+  ASSERT_EQ(cli("import " + quoted("hf") + " --out " + quoted("out")), 0) << log();
+  const ShardedCheckpoint c = ShardedCheckpoint::open(path("out"));
+  for (const auto& [name, t] : model.state_dict()) EXPECT_TRUE(same_bits(c.read_whole("model." + name), t)) << name;
+
+  fs::create_directories(path("bare"));
+  st::write_bytes(path("bare/config.json"), st::read_bytes(path("hf/config.json")));
+  EXPECT_EQ(cli("import " + quoted("bare") + " --out " + quoted("out2")), 2);
+  EXPECT_CONTAINS(log(), "has neither model.safetensors nor model.safetensors.index.json");
+}
+
 // --init-from (a weights-only load) compares only the fields that decide the weights' shapes or
 // what they compute: a default Hugging Face GPT-2 (dropout 0.1) starts a run without dropout.
 TEST_F(StrataCkpt, WeightsOnlyLoadComparesOnlyWhatDecidesTheWeights) {

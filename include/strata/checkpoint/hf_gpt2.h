@@ -27,7 +27,8 @@ struct Gpt2Config {
 // missing, unexpected or misshapen tensor.
 void export_gpt2_safetensors(const std::string& dir, const StateDict& model_state, const Gpt2Config& config);
 
-// Reads dir/config.json and dir/model.safetensors back into strata's names and layouts
+// Reads dir/config.json and dir/model.safetensors (or the sharded model.safetensors.index.json
+// and its shards) back into strata's names and layouts
 // (float32). Accepts names with a "transformer." prefix and ignores "lm_head.weight"
 // (tied) and the attention-mask buffers "h.{i}.attn.bias"/"masked_bias" older HF files
 // carry. Errors name a missing, unexpected or misshapen tensor. `config_out` may be null.

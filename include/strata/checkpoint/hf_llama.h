@@ -32,7 +32,8 @@ struct HfLlamaConfig {
 // unexpected or misshapen tensor. The head is written untied (tie_word_embeddings false).
 void export_llama_safetensors(const std::string& dir, const StateDict& model_state, const HfLlamaConfig& config);
 
-// Reads dir/config.json and dir/model.safetensors into strata's names (float32; bfloat16
+// Reads dir/config.json and dir/model.safetensors (or the sharded model.safetensors.index.json
+// and its shards) into strata's names (float32; bfloat16
 // and float16 files are converted). Accepts what transformers' save_pretrained writes:
 // without "lm_head.weight" when tie_word_embeddings is true (the head is then a copy of
 // the embedding; a head that is in the file is used, as transformers 5 does), with rotary
