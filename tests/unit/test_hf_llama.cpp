@@ -325,3 +325,32 @@ TEST(HfLlama, PythonReadsExport) {
   EXPECT_EQ(rc, 0) << output;
   EXPECT_CONTAINS(output, "OK (21 tensors");
 }
+
+// Fields that change what LLaMA computes and that the importer used to ignore.
+TEST(HfLlama, ImportRefusesPartialRotaryFactorAtTheTopLevel) {
+  Exported e;
+  json cfg = e.config;
+  cfg["partial_rotary_factor"] = 0.5;  // transformers moves it into rope_parameters
+  e.write(e.file, cfg);
+  EXPECT_CONTAINS(e.import_error(), "LLaMA config '" + e.tmp.file("config.json") +
+                                        "': partial_rotary_factor 0.5 is not supported");
+  cfg["partial_rotary_factor"] = 1.0;  // every dimension rotated: what strata does
+  e.write(e.file, cfg);
+  expect_equal_states(import_llama_safetensors(e.dir), numbered_state());
+}
+
+// A tied config whose file has the head but no embedding: transformers ties the embedding to it.
+TEST(HfLlama, ImportTiesAMissingEmbeddingToTheHead) {
+  Exported e;
+  StateDict hf = e.file;
+  hf["lm_head.weight"] = hf.at("model.embed_tokens.weight");
+  hf.erase("model.embed_tokens.weight");
+  json cfg = e.config;
+  cfg["tie_word_embeddings"] = true;
+  e.write(hf, cfg);
+  const StateDict imported = import_llama_safetensors(e.dir);
+  StateDict want = numbered_state();
+  want["lm_head.weight"] = want.at("embed_tokens.weight");
+  expect_equal_states(imported, want);
+  EXPECT_NE(imported.at("lm_head.weight").data<float>(), imported.at("embed_tokens.weight").data<float>());
+}
