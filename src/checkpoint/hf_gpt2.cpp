@@ -169,6 +169,17 @@ void resolve_head(StateDict& tensors, const ReadConfig& r, const std::string& so
               ": strata's GPT ties its output head to the token embedding (wte), so it cannot represent this model");
 }
 
+// Sizes in config.json against the file, naming the field, before any per-layer list is built.
+void check_sizes_against_file(const StateDict& tensors, const ReadConfig& r, const std::string& where) {
+  const Gpt2Config& c = r.config;
+  const std::string embd = " and n_embd " + std::to_string(c.n_embd);
+  hf::check_layer_count(tensors, "h.", "n_layer", c.n_layer, where);
+  hf::check_shape_from_fields(tensors, "wte.weight", {c.vocab_size, c.n_embd},
+                              "vocab_size " + std::to_string(c.vocab_size) + embd, where);
+  hf::check_shape_from_fields(tensors, "wpe.weight", {c.n_positions, c.n_embd},
+                              std::string(r.positions_field) + " " + std::to_string(c.n_positions) + embd, where);
+}
+
 }  // namespace
 
 void export_gpt2_safetensors(const std::string& dir, const StateDict& model_state, const Gpt2Config& config) {
@@ -192,6 +203,7 @@ StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out
     by_name.emplace(key, t);
   }
   resolve_head(by_name, read, weights.source);
+  check_sizes_against_file(by_name, read, where);
 
   StateDict out = hf::tensors_from_import(by_name, gpt2_params(read.config), where,
                                           "GPT-2 parameter for n_layer=" + std::to_string(read.config.n_layer));

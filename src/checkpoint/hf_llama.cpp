@@ -155,6 +155,21 @@ ReadConfig read_config(const std::string& path) {
   return r;
 }
 
+// Sizes in config.json against the file, naming the field, before any per-layer list is built.
+void check_sizes_against_file(const StateDict& tensors, const HfLlamaConfig& c, const std::string& where) {
+  const int64_t D = c.n_embd / c.n_head;
+  const std::string hidden = "hidden_size " + std::to_string(c.n_embd);
+  hf::check_layer_count(tensors, "model.layers.", "num_hidden_layers", c.n_layer, where);
+  hf::check_shape_from_fields(tensors, "model.embed_tokens.weight", {c.vocab_size, c.n_embd},
+                              "vocab_size " + std::to_string(c.vocab_size) + " and " + hidden, where);
+  hf::check_shape_from_fields(tensors, "model.layers.0.mlp.up_proj.weight", {c.intermediate_size, c.n_embd},
+                              "intermediate_size " + std::to_string(c.intermediate_size) + " and " + hidden, where);
+  hf::check_shape_from_fields(tensors, "model.layers.0.self_attn.k_proj.weight", {c.n_kv_head * D, c.n_embd},
+                              "num_key_value_heads " + std::to_string(c.n_kv_head) + ", head_dim " +
+                                  std::to_string(D) + " and " + hidden,
+                              where);
+}
+
 }  // namespace
 
 void export_llama_safetensors(const std::string& dir, const StateDict& model_state, const HfLlamaConfig& config) {
@@ -181,6 +196,7 @@ StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config
   const bool embedding_from_head = read.tied && has_head && !has_embedding;
   if (head_from_embedding) tensors.emplace("lm_head.weight", tensors.at("model.embed_tokens.weight"));
   if (embedding_from_head) tensors.emplace("model.embed_tokens.weight", tensors.at("lm_head.weight"));
+  check_sizes_against_file(tensors, read.config, where);
   StateDict out = hf::tensors_from_import(tensors, llama_params(read.config), where, what_params(read.config));
   // Its own storage: strata's head is untied and trains apart from the embedding.
   if (head_from_embedding) out["lm_head.weight"] = out.at("lm_head.weight").clone();

@@ -210,7 +210,8 @@ TEST(HfGpt2, ImportErrorsNameTheTensorOrField) {
   auto cfg = nlohmann::json::parse(config);
   cfg["n_layer"] = 3;
   write_bytes(dir.file("config.json"), cfg.dump());
-  EXPECT_CONTAINS(error_of([&] { import_gpt2_safetensors(d); }), "missing tensor 'h.2.ln_1.weight'");
+  EXPECT_CONTAINS(error_of([&] { import_gpt2_safetensors(d); }),
+                  "config.json's n_layer 3 does not match the file's 2 layers ('h.0.' to 'h.1.')");
   cfg["n_layer"] = 2;
   cfg["activation_function"] = "relu";
   write_bytes(dir.file("config.json"), cfg.dump());
@@ -345,4 +346,31 @@ TEST(HfGpt2, ImportRefusesConfigsStrataCannotCompute) {
   cfg["reorder_and_upcast_attn"] = true;
   d.write(d.file, cfg);
   expect_same_state(tiny_state(), import_gpt2_safetensors(d.dir));
+}
+
+// Sizes in config.json are checked against the file's tensors, naming the field, before
+// anything is allocated in proportion to them.
+TEST(HfGpt2, ImportChecksConfigSizesAgainstTheFileFirst) {
+  Gpt2Dir d;
+  const std::string where = "import_gpt2_safetensors '" + d.tmp.file("model.safetensors") + "'";
+  auto error_with = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json cfg = d.config;
+    cfg[key] = value;
+    d.write(d.file, cfg);
+    return d.import_error();
+  };
+  EXPECT_CONTAINS(error_with("n_layer", 1000000000),
+                  where + ": config.json's n_layer 1000000000 does not match the file's 2 layers ('h.0.' to 'h.1.')");
+  EXPECT_CONTAINS(error_with("n_layer", 18446744073709551615ull),
+                  "field \"n_layer\" is 18446744073709551615, beyond the largest integer strata reads");
+  EXPECT_CONTAINS(error_with("vocab_size", 50257),
+                  where + ": config.json's vocab_size 50257 and n_embd 8 give 'wte.weight' the shape [50257, 8], "
+                          "but the file's is [11, 8]");
+  EXPECT_CONTAINS(error_with("n_positions", 1024), "config.json's n_positions 1024 and n_embd 8 give 'wpe.weight'");
+  EXPECT_CONTAINS(error_with("n_embd", 4096), "config.json's vocab_size 11 and n_embd 4096 give 'wte.weight'");
+  StateDict no_layers = d.file;
+  for (const auto& [name, t] : d.file)
+    if (name.starts_with("h.")) no_layers.erase(name);
+  d.write(no_layers, d.config);
+  EXPECT_CONTAINS(d.import_error(), "config.json's n_layer 2 does not match the file's 0 layers");
 }

@@ -284,6 +284,20 @@ TEST_F(StrataCkpt, ImportRefusesStepAndSeedThatDoNotFit) {
   EXPECT_EQ(c.metadata().at("rng.seed"), "18446744073709551615");
 }
 
+// A config.json whose n_layer the files do not hold is refused by name before anything is
+// allocated for it (it used to reserve memory per layer and die of std::bad_alloc).
+TEST_F(StrataCkpt, ImportChecksTheConfigAgainstTheFilesBeforeAllocating) {
+  nn::GPT model(tiny_gpt());
+  checkpoint::export_gpt2_safetensors(path("hf"), model.state_dict(), {.vocab_size = 15, .n_positions = 8,
+                                                                       .n_embd = 16, .n_layer = 2, .n_head = 4});
+  nlohmann::json cfg = nlohmann::json::parse(st::read_bytes(path("hf/config.json")));
+  cfg["n_layer"] = 1000000000;
+  st::write_bytes(path("hf/config.json"), cfg.dump());
+  EXPECT_EQ(cli("import " + quoted("hf") + " --out " + quoted("out")), 2) << log();
+  EXPECT_CONTAINS(log(), "config.json's n_layer 1000000000 does not match the file's 2 layers");
+  EXPECT_FALSE(fs::exists(path("out")));
+}
+
 // save_pretrained's sharded layout imports like a single file; a directory with neither names both.
 TEST_F(StrataCkpt, ImportReadsShardedHuggingFaceDirectories) {
   nn::Llama model(tiny_llama());

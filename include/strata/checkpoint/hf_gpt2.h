@@ -33,7 +33,7 @@ void export_gpt2_safetensors(const std::string& dir, const StateDict& model_stat
 // older HF files carry. The head must be wte, as transformers 5 resolves it from
 // tie_word_embeddings and the file's lm_head.weight (docs/checkpoint-format.md); config fields
 // strata's GPT cannot compute (attention scaling, activation, epsilon, n_inner, cross-attention)
-// are refused by name. Errors name a missing, unexpected or
+// and sizes the file does not hold are refused by name. Errors name a missing, unexpected or
 // misshapen tensor. `config_out` may be null.
 StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out = nullptr);
 
