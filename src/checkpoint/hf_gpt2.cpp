@@ -1,10 +1,11 @@
 #include "strata/checkpoint/hf_gpt2.h"
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "checkpoint/hf_layout.h"
-#include "strata/checkpoint/safetensors.h"
+#include "checkpoint/hf_weights.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -84,7 +85,14 @@ json config_json(const Gpt2Config& c) {
   return j;
 }
 
-Gpt2Config read_config(const std::string& path) {
+struct ReadConfig {
+  Gpt2Config config;
+  bool tied = true;                                // tie_word_embeddings
+  const char* positions_field = "n_positions";     // or "n_ctx", in older files
+  std::string where;                               // "GPT-2 config '<path>'"
+};
+
+ReadConfig read_config(const std::string& path) {
   const hf::ConfigJson j(path, "GPT-2");
   const json& raw = j.json();
   j.expect_model_type("gpt2");
@@ -102,15 +110,74 @@ Gpt2Config read_config(const std::string& path) {
     STRATA_CHECK(j.number_or("layer_norm_epsilon", 0.0) == 1e-5, j.where(), ": layer_norm_epsilon ",
                  raw["layer_norm_epsilon"].dump(), " differs from the 1e-5 strata's GPT uses");
   }
-  Gpt2Config c;
+  // strata's attention always scales its scores by 1/sqrt(head_dim), in every layer.
+  STRATA_CHECK(j.boolean_or("scale_attn_weights", true), j.where(),
+               ": scale_attn_weights false is not supported (strata's GPT scales attention scores by "
+               "1/sqrt(head_dim))");
+  STRATA_CHECK(!j.boolean_or("scale_attn_by_inverse_layer_idx", false), j.where(),
+               ": scale_attn_by_inverse_layer_idx true is not supported (strata's GPT scales attention scores by "
+               "1/sqrt(head_dim) alone, not also by 1/(layer index + 1))");
+  STRATA_CHECK(!j.boolean_or("add_cross_attention", false), j.where(),
+               ": add_cross_attention true is not supported (strata's GPT is a decoder without cross-attention)");
+  // reorder_and_upcast_attn only changes the order and precision of computing the float32
+  // scores (transformers' eager path), not the model: accepted.
+  j.boolean_or("reorder_and_upcast_attn", false);  // still a boolean when present
+  ReadConfig r;
+  r.where = j.where();
+  r.tied = j.boolean_or("tie_word_embeddings", true);
+  Gpt2Config& c = r.config;
   c.vocab_size = j.integer("vocab_size");
-  c.n_positions = j.has("n_positions") ? j.integer("n_positions") : j.integer("n_ctx");
+  if (!j.has("n_positions")) r.positions_field = "n_ctx";
+  c.n_positions = j.integer(r.positions_field);
   c.n_embd = j.integer("n_embd");
   c.n_layer = j.integer("n_layer");
   c.n_head = j.integer("n_head");
   c.dropout = j.number_or("resid_pdrop", c.dropout);
   check_config(c, j.where());
-  return c;
+  return r;
+}
+
+// Bytes equal after conversion to float32 (transformers ties only equal tensors: torch.equal).
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  const Tensor fa = a.to(DType::Float32).contiguous(), fb = b.to(DType::Float32).contiguous();
+  return std::memcmp(fa.raw_data(), fb.raw_data(), fa.numel() * sizeof(float)) == 0;
+}
+
+// strata's GPT computes its logits with wte. The head transformers 5 uses: with
+// tie_word_embeddings, wte, unless the file holds an lm_head.weight that differs (then that one,
+// untied; a file with only the head ties wte to it); without, the file's lm_head.weight. Leaves
+// wte in `tensors` when that head is wte, and refuses the file otherwise.
+void resolve_head(StateDict& tensors, const ReadConfig& r, const std::string& source) {
+  auto head = tensors.find("lm_head.weight");
+  if (head == tensors.end()) {
+    STRATA_CHECK(r.tied, r.where, ": tie_word_embeddings is false but the file has no 'lm_head.weight' ('", source,
+                 "'; transformers would start a random head)");
+    return;
+  }
+  const Tensor lm_head = head->second;
+  tensors.erase(head);
+  auto wte = tensors.find("wte.weight");
+  if (wte == tensors.end()) {
+    if (r.tied) tensors.emplace("wte.weight", lm_head);  // transformers ties the missing side to the present one
+    return;  // untied without wte: tensors_from_import names the missing tensor
+  }
+  if (same_values(lm_head, wte->second)) return;
+  STRATA_FAIL(r.where, r.tied ? ": tie_word_embeddings is true, but 'lm_head.weight' differs from 'wte.weight' in '"
+                              : ": tie_word_embeddings is false and 'lm_head.weight' differs from 'wte.weight' in '",
+              source, r.tied ? "' (transformers 5 then uses it as a separate head)" : "'",
+              ": strata's GPT ties its output head to the token embedding (wte), so it cannot represent this model");
+}
+
+// Sizes in config.json against the file, naming the field, before any per-layer list is built.
+void check_sizes_against_file(const StateDict& tensors, const ReadConfig& r, const std::string& where) {
+  const Gpt2Config& c = r.config;
+  const std::string embd = " and n_embd " + std::to_string(c.n_embd);
+  hf::check_layer_count(tensors, "h.", "n_layer", c.n_layer, where);
+  hf::check_shape_from_fields(tensors, "wte.weight", {c.vocab_size, c.n_embd},
+                              "vocab_size " + std::to_string(c.vocab_size) + embd, where);
+  hf::check_shape_from_fields(tensors, "wpe.weight", {c.n_positions, c.n_embd},
+                              std::string(r.positions_field) + " " + std::to_string(c.n_positions) + embd, where);
 }
 
 }  // namespace
@@ -125,21 +192,22 @@ void export_gpt2_safetensors(const std::string& dir, const StateDict& model_stat
 }
 
 StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out) {
-  const Gpt2Config config = read_config(hf::file_in(dir, "config.json"));
-  const std::string model_path = hf::file_in(dir, "model.safetensors");
-  const std::string where = "import_gpt2_safetensors '" + model_path + "'";
-  SafetensorsFile file = load_safetensors(model_path);
+  const ReadConfig read = read_config(hf::file_in(dir, "config.json"));
+  hf::ModelWeights weights = hf::read_model_weights(dir);
+  const std::string where = "import_gpt2_safetensors '" + weights.source + "'";
   StateDict by_name;  // prefix stripped
-  for (auto& [name, t] : file.tensors) {
+  for (auto& [name, t] : weights.tensors) {
     const std::string key = name.rfind("transformer.", 0) == 0 ? name.substr(12) : name;
-    if (key == "lm_head.weight" || is_attention_buffer(key)) continue;  // tied / not a parameter
+    if (is_attention_buffer(key)) continue;  // not a parameter
     STRATA_CHECK(!by_name.contains(key), where, ": tensor '", key, "' appears both with and without \"transformer.\"");
     by_name.emplace(key, t);
   }
+  resolve_head(by_name, read, weights.source);
+  check_sizes_against_file(by_name, read, where);
 
-  StateDict out = hf::tensors_from_import(by_name, gpt2_params(config), where,
-                                          "GPT-2 parameter for n_layer=" + std::to_string(config.n_layer));
-  if (config_out) *config_out = config;
+  StateDict out = hf::tensors_from_import(by_name, gpt2_params(read.config), where,
+                                          "GPT-2 parameter for n_layer=" + std::to_string(read.config.n_layer));
+  if (config_out) *config_out = read.config;
   return out;
 }
 

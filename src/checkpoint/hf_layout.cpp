@@ -91,6 +91,33 @@ StateDict tensors_from_import(const StateDict& file_tensors, const std::vector<T
   return out;
 }
 
+void check_layer_count(const StateDict& file_tensors, const std::string& prefix, const char* field, int64_t n_layer,
+                       const std::string& where) {
+  std::set<int64_t> layers;
+  for (const auto& [name, t] : file_tensors) {
+    if (!name.starts_with(prefix)) continue;
+    const size_t dot = name.find('.', prefix.size());
+    const std::string digits = name.substr(prefix.size(), dot == std::string::npos ? 0 : dot - prefix.size());
+    // Up to 18 digits fit an int64_t; anything else is not a layer (and is refused later as unexpected).
+    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    layers.insert(std::stoll(digits));
+  }
+  const int64_t found = static_cast<int64_t>(layers.size());
+  STRATA_CHECK(found == n_layer, where, ": config.json's ", field, " ", n_layer, " does not match the file's ", found,
+               " layers",
+               found == 0 ? std::string()
+                          : " ('" + prefix + std::to_string(*layers.begin()) + ".' to '" + prefix +
+                                std::to_string(*layers.rbegin()) + ".')");
+}
+
+void check_shape_from_fields(const StateDict& file_tensors, const std::string& tensor, const Shape& expected,
+                             const std::string& fields, const std::string& where) {
+  auto it = file_tensors.find(tensor);
+  if (it == file_tensors.end()) return;
+  STRATA_CHECK(it->second.shape() == expected, where, ": config.json's ", fields, " give '", tensor, "' the shape ",
+               expected, ", but the file's is ", it->second.shape());
+}
+
 ConfigJson::ConfigJson(const std::string& path, const std::string& family) : where_(family + " config '" + path + "'") {
   try {
     j_ = nlohmann::json::parse(detail::read_text_file(path));
@@ -106,6 +133,9 @@ int64_t ConfigJson::integer(const char* key) const {
   auto it = j_.find(key);
   STRATA_CHECK(it != j_.end(), where_, ": missing field \"", key, "\"");
   STRATA_CHECK(it->is_number_integer(), where_, ": field \"", key, "\" must be an integer, found ", it->dump());
+  // The JSON parser keeps integers above INT64_MAX as unsigned: never let one wrap to a negative size.
+  STRATA_CHECK(!it->is_number_unsigned() || it->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX), where_,
+               ": field \"", key, "\" is ", it->dump(), ", beyond the largest integer strata reads (", INT64_MAX, ")");
   return it->get<int64_t>();
 }
 

@@ -47,6 +47,18 @@ void write_model_dir(const std::string& dir, const StateDict& tensors, const nlo
 StateDict tensors_from_import(const StateDict& file_tensors, const std::vector<TensorSpec>& specs,
                               const std::string& where, const std::string& what);
 
+// Fails, naming `field` ("n_layer") and its value, unless the file's layer tensors
+// ("<prefix><i>.<rest>") number exactly n_layer distinct layers. Run before building per-layer
+// lists, so that a huge value costs nothing: the layers checked are bounded by the file.
+void check_layer_count(const StateDict& file_tensors, const std::string& prefix, const char* field, int64_t n_layer,
+                       const std::string& where);
+
+// Fails, naming the config.json fields that give `tensor` its shape (`fields`: "vocab_size 11
+// and n_embd 8"), when the file holds `tensor` with another shape than `expected`. A missing
+// tensor is left to tensors_from_import.
+void check_shape_from_fields(const StateDict& file_tensors, const std::string& tensor, const Shape& expected,
+                             const std::string& fields, const std::string& where);
+
 // A parsed config.json. Every error starts "<family> config '<path>'".
 class ConfigJson {
  public:

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "checkpoint/hf_layout.h"
-#include "strata/checkpoint/safetensors.h"
+#include "checkpoint/hf_weights.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -143,12 +143,31 @@ ReadConfig read_config(const std::string& path) {
   c.init_std = j.number_or("initializer_range", c.init_std);
   c.rope_theta = read_rope_theta(j, c.rope_theta);
   r.tied = j.boolean_or("tie_word_embeddings", false);
+  // transformers moves a top-level partial_rotary_factor into rope_parameters; strata rotates every dimension.
+  STRATA_CHECK(!j.has("partial_rotary_factor") || j.number_or("partial_rotary_factor", 1.0) == 1.0, j.where(),
+               ": partial_rotary_factor ", raw.value("partial_rotary_factor", json()).dump(),
+               " is not supported (strata's Llama rotates every dimension of a head: it must be 1)");
   check_config(c, j.where());
   if (j.has("head_dim")) {
     STRATA_CHECK(j.integer("head_dim") == c.n_embd / c.n_head, j.where(), ": head_dim ", raw["head_dim"].dump(),
                  " is not hidden_size / num_attention_heads = ", c.n_embd / c.n_head, " (as strata's Llama needs)");
   }
   return r;
+}
+
+// Sizes in config.json against the file, naming the field, before any per-layer list is built.
+void check_sizes_against_file(const StateDict& tensors, const HfLlamaConfig& c, const std::string& where) {
+  const int64_t D = c.n_embd / c.n_head;
+  const std::string hidden = "hidden_size " + std::to_string(c.n_embd);
+  hf::check_layer_count(tensors, "model.layers.", "num_hidden_layers", c.n_layer, where);
+  hf::check_shape_from_fields(tensors, "model.embed_tokens.weight", {c.vocab_size, c.n_embd},
+                              "vocab_size " + std::to_string(c.vocab_size) + " and " + hidden, where);
+  hf::check_shape_from_fields(tensors, "model.layers.0.mlp.up_proj.weight", {c.intermediate_size, c.n_embd},
+                              "intermediate_size " + std::to_string(c.intermediate_size) + " and " + hidden, where);
+  hf::check_shape_from_fields(tensors, "model.layers.0.self_attn.k_proj.weight", {c.n_kv_head * D, c.n_embd},
+                              "num_key_value_heads " + std::to_string(c.n_kv_head) + ", head_dim " +
+                                  std::to_string(D) + " and " + hidden,
+                              where);
 }
 
 }  // namespace
@@ -162,22 +181,26 @@ void export_llama_safetensors(const std::string& dir, const StateDict& model_sta
 
 StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config_out) {
   const ReadConfig read = read_config(hf::file_in(dir, "config.json"));
-  const std::string model_path = hf::file_in(dir, "model.safetensors");
-  const std::string where = "import_llama_safetensors '" + model_path + "'";
-  SafetensorsFile file = load_safetensors(model_path);
+  hf::ModelWeights weights = hf::read_model_weights(dir);
+  const std::string where = "import_llama_safetensors '" + weights.source + "'";
   StateDict tensors;
-  for (auto& [name, t] : file.tensors) {
+  for (auto& [name, t] : weights.tensors) {
     if (!is_rotary_buffer(name)) tensors.emplace(name, t);
   }
-  // save_pretrained leaves a tied head out of the file (one that is there is used, as
-  // transformers 5 does).
-  const bool head_from_embedding = read.tied && !tensors.contains("lm_head.weight");
-  if (head_from_embedding && tensors.contains("model.embed_tokens.weight")) {
-    tensors.emplace("lm_head.weight", tensors.at("model.embed_tokens.weight"));
-  }
+  // Tied, save_pretrained leaves the head out of the file; transformers 5 then ties it to the
+  // embedding, or the embedding to a head that is there alone. A head and an embedding that
+  // are both there are used as they are, as transformers 5 does.
+  const bool has_head = tensors.contains("lm_head.weight");
+  const bool has_embedding = tensors.contains("model.embed_tokens.weight");
+  const bool head_from_embedding = read.tied && !has_head && has_embedding;
+  const bool embedding_from_head = read.tied && has_head && !has_embedding;
+  if (head_from_embedding) tensors.emplace("lm_head.weight", tensors.at("model.embed_tokens.weight"));
+  if (embedding_from_head) tensors.emplace("model.embed_tokens.weight", tensors.at("lm_head.weight"));
+  check_sizes_against_file(tensors, read.config, where);
   StateDict out = hf::tensors_from_import(tensors, llama_params(read.config), where, what_params(read.config));
   // Its own storage: strata's head is untied and trains apart from the embedding.
   if (head_from_embedding) out["lm_head.weight"] = out.at("lm_head.weight").clone();
+  if (embedding_from_head) out["embed_tokens.weight"] = out.at("embed_tokens.weight").clone();
   if (config_out) *config_out = read.config;
   return out;
 }

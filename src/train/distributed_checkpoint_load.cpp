@@ -217,7 +217,8 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
   const std::string where = "checkpoint '" + c.directory() + "'";
   Loaded out;
   out.metadata = c.metadata();
-  check_config(out.metadata, t.config, where);
+  // Starting from pretrained weights, only what decides the weights must match (dropout may differ).
+  check_config(out.metadata, weights_only ? weight_config(t.config) : t.config, where);
   out.step = out.metadata.count("step") != 0 || !weights_only ? metadata_int(out.metadata, "step", where) : 0;
   if (!weights_only) {
     out.rng_seed = metadata_u64(out.metadata, "rng.seed", where);

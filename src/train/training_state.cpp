@@ -169,6 +169,13 @@ void check_config(const checkpoint::Metadata& stored, const checkpoint::Metadata
   }
 }
 
+checkpoint::Metadata weight_config(const checkpoint::Metadata& config) {
+  checkpoint::Metadata out = config;
+  for (const char* key : {"config.dropout", "config.dtype", "config.param_dtype"}) out.erase(key);
+  if (out.count("config.rope_theta") != 0) out.erase("config.context");
+  return out;
+}
+
 int64_t metadata_int(const checkpoint::Metadata& metadata, const std::string& key, const std::string& where,
                      int64_t min, int64_t max) {
   const std::string* text = nullptr;

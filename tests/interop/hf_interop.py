@@ -5,8 +5,11 @@ usage: hf_interop.py STRATA_HF_INTEROP WORKDIR
 
 (a) strata exports a model (strata_hf_interop export); transformers' from_pretrained loads it
     and its logits on strata's tokens must match the logits strata wrote.
-(b) transformers makes a small random model and save_pretrained()s it; strata imports it
-    (strata_hf_interop logits) and its logits must match transformers'.
+(b) transformers makes a small random model and save_pretrained()s it (also sharded: an index and
+    several shards); strata imports it (strata_hf_interop logits) and its logits must match
+    transformers'.
+(c) models strata cannot represent (a GPT-2 with its own head, GPT-2 attention scaled otherwise)
+    are refused, the message naming the config field.
 Relative error: max |strata - hf| / max |hf| over all logits, below 1e-4 (float32).
 """
 import os
@@ -46,15 +49,24 @@ def strata_exports(program, work, family):
     return relative_error(ours["logits"], hf_logits(model, ours["tokens"]))
 
 
+# The GPT-2 variants of (c): config.json fields strata refuses, each by name.
+REFUSED_GPT2 = {
+    "gpt2_untied": {"tie_word_embeddings": False},
+    "gpt2_layer_scaled": {"scale_attn_by_inverse_layer_idx": True},
+    "gpt2_unscaled": {"scale_attn_weights": False},
+}
+
+
 def random_hf_model(case):
     torch.manual_seed(11)
-    if case == "gpt2":
-        config = GPT2Config(vocab_size=60, n_positions=20, n_embd=48, n_layer=2, n_head=4)
+    if case.startswith("gpt2"):
+        config = GPT2Config(vocab_size=60, n_positions=20, n_embd=48, n_layer=2, n_head=4,
+                            **REFUSED_GPT2.get(case, {}))
         family = "gpt2"
     else:
         config = LlamaConfig(vocab_size=60, max_position_embeddings=20, hidden_size=48, intermediate_size=72,
                              num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-5,
-                             rope_theta=5000.0, tie_word_embeddings=(case == "llama_tied"))
+                             rope_theta=5000.0, tie_word_embeddings=case.startswith("llama_tied"))
         family = "llama"
     model = MODELS[family](config).eval()
     with torch.no_grad():  # norms start at 1 and biases at 0: move them so that they count
@@ -69,12 +81,28 @@ def strata_imports(program, work, case):
     if case == "llama_bf16":  # a 16-bit file: strata converts it, transformers computes in float32 here too
         model.to(torch.bfloat16).save_pretrained(directory)
         model = MODELS[family].from_pretrained(directory).float().eval()
+    elif case.endswith("_sharded"):  # about 0.3 MB of weights: several shards and an index
+        model.save_pretrained(directory, max_shard_size="100KB")
+        shards = [f for f in os.listdir(directory) if f.endswith(".safetensors")]
+        if "model.safetensors.index.json" not in os.listdir(directory) or len(shards) < 2:
+            sys.exit(f"{case}: save_pretrained wrote no sharded layout: {sorted(os.listdir(directory))}")
     else:
         model.save_pretrained(directory)
     tokens = torch.randint(0, model.config.vocab_size, (2, 20), generator=torch.Generator().manual_seed(4))
     save_file({"tokens": tokens}, os.path.join(directory, "tokens.safetensors"))
     ours = run_strata(program, "logits", family, directory)
     return relative_error(ours["logits"], hf_logits(model, tokens))
+
+
+def strata_refuses(program, work, case):
+    """The refusal names the config field; returns its message (empty when strata accepted)."""
+    model, family = random_hf_model(case)
+    directory = os.path.join(work, "hf_" + case)
+    model.save_pretrained(directory)
+    save_file({"tokens": torch.zeros(1, 4, dtype=torch.int64)}, os.path.join(directory, "tokens.safetensors"))
+    done = subprocess.run([program, "logits", family, directory], capture_output=True, text=True)
+    field = next(iter(REFUSED_GPT2[case]))
+    return done.stderr.strip() if done.returncode != 0 and field in done.stderr else ""
 
 
 def main():
@@ -84,13 +112,19 @@ def main():
     hf_logging.disable_progress_bar()
     results = [(f"strata -> transformers {f}", strata_exports(program, work, f)) for f in ("gpt2", "llama")]
     results += [(f"transformers -> strata {c}", strata_imports(program, work, c))
-                for c in ("gpt2", "llama", "llama_tied", "llama_bf16")]
+                for c in ("gpt2", "llama", "llama_tied", "llama_bf16", "gpt2_sharded", "llama_sharded",
+                          "llama_tied_sharded")]
     failed = 0
     for name, err in results:
         ok = err < TOLERANCE
         failed += not ok
         print(f"{name:40s} logits relative error {err:.2e} {'ok' if ok else 'FAILED (limit %.0e)' % TOLERANCE}")
-    print(f"{len(results) - failed} passed, {failed} failed")
+    for case in REFUSED_GPT2:
+        message = strata_refuses(program, work, case)
+        failed += not message
+        print(f"{'transformers -> strata ' + case:40s} {'refused: ' + message if message else 'FAILED: not refused'}")
+    total = len(results) + len(REFUSED_GPT2)
+    print(f"{total - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 

@@ -210,7 +210,8 @@ TEST(HfGpt2, ImportErrorsNameTheTensorOrField) {
   auto cfg = nlohmann::json::parse(config);
   cfg["n_layer"] = 3;
   write_bytes(dir.file("config.json"), cfg.dump());
-  EXPECT_CONTAINS(error_of([&] { import_gpt2_safetensors(d); }), "missing tensor 'h.2.ln_1.weight'");
+  EXPECT_CONTAINS(error_of([&] { import_gpt2_safetensors(d); }),
+                  "config.json's n_layer 3 does not match the file's 2 layers ('h.0.' to 'h.1.')");
   cfg["n_layer"] = 2;
   cfg["activation_function"] = "relu";
   write_bytes(dir.file("config.json"), cfg.dump());
@@ -261,4 +262,115 @@ TEST(HfGpt2, PythonReadsExport) {
   const int rc = strata::testing::run_python_script("unit/read_safetensors.py", {dir.file("expect.json")}, &output);
   EXPECT_EQ(rc, 0) << output;
   EXPECT_CONTAINS(output, "OK (28 tensors");
+}
+
+namespace {
+
+// An exported tiny directory whose file (by HF name) and config.json a test then edits.
+struct Gpt2Dir {
+  TempDir tmp;
+  std::string dir = tmp.path().string();
+  StateDict file;
+  nlohmann::json config;
+  Gpt2Dir() {
+    export_gpt2_safetensors(dir, tiny_state(), kTiny);
+    file = load_safetensors(tmp.file("model.safetensors")).tensors;
+    config = nlohmann::json::parse(read_bytes(tmp.file("config.json")));
+  }
+  void write(const StateDict& tensors, const nlohmann::json& cfg) const {
+    save_safetensors(tmp.file("model.safetensors"), tensors, {{"format", "pt"}});
+    write_bytes(tmp.file("config.json"), cfg.dump());
+  }
+  std::string import_error() const {
+    return error_of([&] { import_gpt2_safetensors(dir); });
+  }
+  std::string config_where() const { return "GPT-2 config '" + tmp.file("config.json") + "'"; }
+};
+
+}  // namespace
+
+// strata's GPT computes its logits with wte. transformers 5 resolves the head from
+// tie_word_embeddings and the file: a head that is not wte must be refused, by field name.
+TEST(HfGpt2, ImportResolvesTheHeadAsTransformersAndRefusesASeparateOne) {
+  Gpt2Dir d;
+  StateDict hf = d.file;
+  hf["lm_head.weight"] = hf.at("wte.weight");  // tied, and the file carries the same head
+  d.write(hf, d.config);
+  expect_same_state(tiny_state(), import_gpt2_safetensors(d.dir));
+
+  hf.erase("wte.weight");  // tied with only the head in the file: transformers ties wte to it
+  d.write(hf, d.config);
+  expect_same_state(tiny_state(), import_gpt2_safetensors(d.dir));
+
+  hf = d.file;
+  hf["lm_head.weight"] = zeros({11, 8});  // tied in the config, yet a head of its own
+  d.write(hf, d.config);
+  std::string error = d.import_error();
+  EXPECT_CONTAINS(error, "'lm_head.weight' differs from 'wte.weight'");
+  EXPECT_CONTAINS(error, "tie_word_embeddings is true");
+
+  nlohmann::json untied = d.config;
+  untied["tie_word_embeddings"] = false;
+  d.write(hf, untied);
+  error = d.import_error();
+  EXPECT_CONTAINS(error, d.config_where() + ": tie_word_embeddings is false");
+  EXPECT_CONTAINS(error, "strata's GPT ties its output head to the token embedding");
+  hf.erase("lm_head.weight");
+  d.write(hf, untied);
+  EXPECT_CONTAINS(d.import_error(), "tie_word_embeddings is false but the file has no 'lm_head.weight'");
+  hf["lm_head.weight"] = hf.at("wte.weight");  // untied, but the head is the embedding: representable
+  d.write(hf, untied);
+  expect_same_state(tiny_state(), import_gpt2_safetensors(d.dir));
+}
+
+// Config fields that change what GPT-2 computes: honoured or refused by name, never ignored.
+TEST(HfGpt2, ImportRefusesConfigsStrataCannotCompute) {
+  Gpt2Dir d;
+  auto error_with = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json cfg = d.config;
+    cfg[key] = value;
+    d.write(d.file, cfg);
+    return d.import_error();
+  };
+  const std::string where = d.config_where();
+  EXPECT_CONTAINS(error_with("scale_attn_weights", false), where + ": scale_attn_weights false is not supported");
+  EXPECT_CONTAINS(error_with("scale_attn_by_inverse_layer_idx", true),
+                  where + ": scale_attn_by_inverse_layer_idx true is not supported");
+  EXPECT_CONTAINS(error_with("add_cross_attention", true), where + ": add_cross_attention true is not supported");
+  EXPECT_CONTAINS(error_with("scale_attn_weights", "yes"), "field \"scale_attn_weights\" must be true or false");
+  EXPECT_CONTAINS(error_with("layer_norm_epsilon", 1e-6), "layer_norm_epsilon 1e-06 differs from the 1e-5");
+  EXPECT_CONTAINS(error_with("n_inner", 16), "n_inner 16 is not 4 * n_embd");
+  EXPECT_CONTAINS(error_with("activation_function", "gelu"), "activation_function \"gelu\"");
+  // Only the order and precision of the float32 score computation: the same model.
+  nlohmann::json cfg = d.config;
+  cfg["reorder_and_upcast_attn"] = true;
+  d.write(d.file, cfg);
+  expect_same_state(tiny_state(), import_gpt2_safetensors(d.dir));
+}
+
+// Sizes in config.json are checked against the file's tensors, naming the field, before
+// anything is allocated in proportion to them.
+TEST(HfGpt2, ImportChecksConfigSizesAgainstTheFileFirst) {
+  Gpt2Dir d;
+  const std::string where = "import_gpt2_safetensors '" + d.tmp.file("model.safetensors") + "'";
+  auto error_with = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json cfg = d.config;
+    cfg[key] = value;
+    d.write(d.file, cfg);
+    return d.import_error();
+  };
+  EXPECT_CONTAINS(error_with("n_layer", 1000000000),
+                  where + ": config.json's n_layer 1000000000 does not match the file's 2 layers ('h.0.' to 'h.1.')");
+  EXPECT_CONTAINS(error_with("n_layer", 18446744073709551615ull),
+                  "field \"n_layer\" is 18446744073709551615, beyond the largest integer strata reads");
+  EXPECT_CONTAINS(error_with("vocab_size", 50257),
+                  where + ": config.json's vocab_size 50257 and n_embd 8 give 'wte.weight' the shape [50257, 8], "
+                          "but the file's is [11, 8]");
+  EXPECT_CONTAINS(error_with("n_positions", 1024), "config.json's n_positions 1024 and n_embd 8 give 'wpe.weight'");
+  EXPECT_CONTAINS(error_with("n_embd", 4096), "config.json's vocab_size 11 and n_embd 4096 give 'wte.weight'");
+  StateDict no_layers = d.file;
+  for (const auto& [name, t] : d.file)
+    if (name.starts_with("h.")) no_layers.erase(name);
+  d.write(no_layers, d.config);
+  EXPECT_CONTAINS(d.import_error(), "config.json's n_layer 2 does not match the file's 0 layers");
 }

@@ -269,7 +269,7 @@ TEST(HfLlama, ImportErrorsNameTheTensorAndTheFile) {
   json cfg = e.config;
   cfg["num_hidden_layers"] = 3;
   e.write(e.file, cfg);
-  EXPECT_CONTAINS(e.import_error(), "missing tensor 'model.layers.2.input_layernorm.weight'");
+  EXPECT_CONTAINS(e.import_error(), "config.json's num_hidden_layers 3 does not match the file's 2 layers");
 }
 
 TEST(HfLlama, ImportRefusesConfigsStrataCannotCompute) {
@@ -324,4 +324,57 @@ TEST(HfLlama, PythonReadsExport) {
   const int rc = strata::testing::run_python_script("unit/read_safetensors.py", {e.tmp.file("expect.json")}, &output);
   EXPECT_EQ(rc, 0) << output;
   EXPECT_CONTAINS(output, "OK (21 tensors");
+}
+
+// Fields that change what LLaMA computes and that the importer used to ignore.
+TEST(HfLlama, ImportRefusesPartialRotaryFactorAtTheTopLevel) {
+  Exported e;
+  json cfg = e.config;
+  cfg["partial_rotary_factor"] = 0.5;  // transformers moves it into rope_parameters
+  e.write(e.file, cfg);
+  EXPECT_CONTAINS(e.import_error(), "LLaMA config '" + e.tmp.file("config.json") +
+                                        "': partial_rotary_factor 0.5 is not supported");
+  cfg["partial_rotary_factor"] = 1.0;  // every dimension rotated: what strata does
+  e.write(e.file, cfg);
+  expect_equal_states(import_llama_safetensors(e.dir), numbered_state());
+}
+
+// A tied config whose file has the head but no embedding: transformers ties the embedding to it.
+TEST(HfLlama, ImportTiesAMissingEmbeddingToTheHead) {
+  Exported e;
+  StateDict hf = e.file;
+  hf["lm_head.weight"] = hf.at("model.embed_tokens.weight");
+  hf.erase("model.embed_tokens.weight");
+  json cfg = e.config;
+  cfg["tie_word_embeddings"] = true;
+  e.write(hf, cfg);
+  const StateDict imported = import_llama_safetensors(e.dir);
+  StateDict want = numbered_state();
+  want["lm_head.weight"] = want.at("embed_tokens.weight");
+  expect_equal_states(imported, want);
+  EXPECT_NE(imported.at("lm_head.weight").data<float>(), imported.at("embed_tokens.weight").data<float>());
+}
+
+// Sizes in config.json are checked against the file's tensors, naming the field, before
+// anything is allocated in proportion to them.
+TEST(HfLlama, ImportChecksConfigSizesAgainstTheFileFirst) {
+  Exported e;
+  const std::string where = "import_llama_safetensors '" + e.tmp.file("model.safetensors") + "'";
+  auto error_with = [&](const char* key, const json& value) {
+    json cfg = e.config;
+    cfg[key] = value;
+    e.write(e.file, cfg);
+    return e.import_error();
+  };
+  EXPECT_CONTAINS(error_with("num_hidden_layers", 1000000000),
+                  where + ": config.json's num_hidden_layers 1000000000 does not match the file's 2 layers "
+                          "('model.layers.0.' to 'model.layers.1.')");
+  EXPECT_CONTAINS(error_with("vocab_size", 32000),
+                  where + ": config.json's vocab_size 32000 and hidden_size 16 give 'model.embed_tokens.weight' the "
+                          "shape [32000, 16], but the file's is [11, 16]");
+  EXPECT_CONTAINS(error_with("intermediate_size", 11008),
+                  "config.json's intermediate_size 11008 and hidden_size 16 give 'model.layers.0.mlp.up_proj.weight'");
+  EXPECT_CONTAINS(error_with("num_key_value_heads", 4),
+                  "config.json's num_key_value_heads 4, head_dim 4 and hidden_size 16 give "
+                  "'model.layers.0.self_attn.k_proj.weight' the shape [16, 16], but the file's is [8, 16]");
 }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "commands.h"
+#include "integer_option.h"
 
 using namespace strata::ckpt_tool;
 
@@ -48,16 +49,20 @@ int main(int argc, char** argv) {
 
   ImportOptions import_o;
   auto* import_cmd = app.add_subcommand("import", "write a Hugging Face model as a sharded checkpoint");
-  import_cmd->add_option("hf_dir", import_o.hf_dir, "Hugging Face model directory (config.json, model.safetensors)")
+  import_cmd
+      ->add_option("hf_dir", import_o.hf_dir,
+                   "Hugging Face model directory (config.json, and model.safetensors or model.safetensors.index.json "
+                   "with its shards)")
       ->required()
       ->check(CLI::ExistingDirectory);
   import_cmd->add_option("--out", import_o.out, "checkpoint directory to create (must not hold one)")->required();
   import_cmd->add_option("--format", import_o.format, "model family (default: config.json's model_type)")
       ->check(CLI::IsMember({"gpt2", "llama"}));
   import_cmd->add_option("--step", import_o.step, "step recorded in the checkpoint")
-      ->check(CLI::NonNegativeNumber)
+      ->check(integer_at_most(INT64_MAX))
       ->capture_default_str();
   import_cmd->add_option("--seed", import_o.seed, "seed of the RNG stream a run loading it continues")
+      ->check(integer_at_most(UINT64_MAX))
       ->capture_default_str();
 
   try {

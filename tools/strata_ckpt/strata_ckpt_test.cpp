@@ -38,6 +38,12 @@ nn::LlamaConfig tiny_llama(uint64_t seed = 3) {
           .intermediate_size = 24, .seed = seed};
 }
 
+checkpoint::HfLlamaConfig hf_llama_config(const nn::LlamaConfig& c) {
+  return {.vocab_size = c.vocab_size, .context = c.context, .n_layer = c.n_layer, .n_head = c.n_head,
+          .n_kv_head = c.n_kv_head, .n_embd = c.n_embd, .intermediate_size = c.intermediate_size,
+          .rope_theta = c.rope_theta, .rms_norm_eps = c.rms_norm_eps, .init_std = c.init_std};
+}
+
 // Same dtype, shape and bytes.
 ::testing::AssertionResult same_bits(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape())
@@ -299,6 +305,130 @@ TEST_F(StrataCkpt, ExportJoinsPiecesAndTakesMasterWeightsWithDtypeF32) {
   const StateDict params = read_gpt2(path("hf16"));
   for (const auto& [name, t] : weights)
     EXPECT_TRUE(same_bits(params.at(name), t.to(DType::BFloat16).to(DType::Float32))) << name;
+}
+
+// --step and --seed are refused, naming the option and the text, unless they are plain
+// decimal integers that fit: never clamped or wrapped.
+TEST_F(StrataCkpt, ImportRefusesStepAndSeedThatDoNotFit) {
+  nn::GPT model(tiny_gpt());
+  checkpoint::export_gpt2_safetensors(path("hf"), model.state_dict(), {.vocab_size = 15, .n_positions = 8,
+                                                                       .n_embd = 16, .n_layer = 2, .n_head = 4});
+  const std::string import = "import " + quoted("hf") + " --out " + quoted("out");
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {" --step 99999999999999999999",
+            "--step: 99999999999999999999 is not an integer in [0, 9223372036854775807]"},
+           {" --step -1", "--step: -1 is not an integer in [0, 9223372036854775807]"},
+           {" --step 1e3", "--step: 1e3 is not an integer"},
+           {" --seed -5", "--seed: -5 is not an integer in [0, 18446744073709551615]"},
+           {" --seed 18446744073709551616", "--seed: 18446744073709551616 is not an integer"},
+           {" --seed 0x10", "--seed: 0x10 is not an integer"}}) {
+    EXPECT_EQ(cli(import + args), 2) << args << "\n" << log();
+    EXPECT_CONTAINS(log(), needle);
+    EXPECT_FALSE(fs::exists(path("out"))) << args;
+  }
+  ASSERT_EQ(cli(import + " --step 9223372036854775807 --seed 18446744073709551615"), 0) << log();
+  const ShardedCheckpoint c = ShardedCheckpoint::open(path("out"));
+  EXPECT_EQ(c.step(), INT64_MAX);
+  EXPECT_EQ(c.metadata().at("rng.seed"), "18446744073709551615");
+}
+
+// A config.json whose n_layer the files do not hold is refused by name before anything is
+// allocated for it (it used to reserve memory per layer and die of std::bad_alloc).
+TEST_F(StrataCkpt, ImportChecksTheConfigAgainstTheFilesBeforeAllocating) {
+  nn::GPT model(tiny_gpt());
+  checkpoint::export_gpt2_safetensors(path("hf"), model.state_dict(), {.vocab_size = 15, .n_positions = 8,
+                                                                       .n_embd = 16, .n_layer = 2, .n_head = 4});
+  nlohmann::json cfg = nlohmann::json::parse(st::read_bytes(path("hf/config.json")));
+  cfg["n_layer"] = 1000000000;
+  st::write_bytes(path("hf/config.json"), cfg.dump());
+  EXPECT_EQ(cli("import " + quoted("hf") + " --out " + quoted("out")), 2) << log();
+  EXPECT_CONTAINS(log(), "config.json's n_layer 1000000000 does not match the file's 2 layers");
+  EXPECT_FALSE(fs::exists(path("out")));
+}
+
+// save_pretrained's sharded layout imports like a single file; a directory with neither names both.
+TEST_F(StrataCkpt, ImportReadsShardedHuggingFaceDirectories) {
+  nn::Llama model(tiny_llama());
+  checkpoint::export_llama_safetensors(path("hf"), model.state_dict(), hf_llama_config(tiny_llama()));
+  const StateDict all = checkpoint::load_safetensors(path("hf/model.safetensors")).tensors;
+  StateDict first, second;
+  nlohmann::json weight_map = nlohmann::json::object();
+  for (const auto& [name, t] : all) {
+    const bool early = name < "model.layers.1";
+    (early ? first : second)[name] = t;
+    weight_map[name] = early ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  checkpoint::save_safetensors(path("hf/model-00001-of-00002.safetensors"), first, {{"format", "pt"}});
+  checkpoint::save_safetensors(path("hf/model-00002-of-00002.safetensors"), second, {{"format", "pt"}});
+  st::write_bytes(path("hf/model.safetensors.index.json"), nlohmann::json{{"weight_map", weight_map}}.dump());
+  fs::remove(path("hf/model.safetensors"));
+
+  ASSERT_EQ(cli("import " + quoted("hf") + " --out " + quoted("out")), 0) << log();
+  const ShardedCheckpoint c = ShardedCheckpoint::open(path("out"));
+  for (const auto& [name, t] : model.state_dict()) EXPECT_TRUE(same_bits(c.read_whole("model." + name), t)) << name;
+
+  fs::create_directories(path("bare"));
+  st::write_bytes(path("bare/config.json"), st::read_bytes(path("hf/config.json")));
+  EXPECT_EQ(cli("import " + quoted("bare") + " --out " + quoted("out2")), 2);
+  EXPECT_CONTAINS(log(), "has neither model.safetensors nor model.safetensors.index.json");
+}
+
+// --init-from (a weights-only load) compares only the fields that decide the weights' shapes or
+// what they compute: a default Hugging Face GPT-2 (dropout 0.1) starts a run without dropout.
+TEST_F(StrataCkpt, WeightsOnlyLoadComparesOnlyWhatDecidesTheWeights) {
+  nn::GPT source(tiny_gpt());
+  checkpoint::export_gpt2_safetensors(path("hf"), source.state_dict(), {.vocab_size = 15, .n_positions = 8,
+                                                                        .n_embd = 16, .n_layer = 2, .n_head = 4,
+                                                                        .dropout = 0.1});
+  ASSERT_EQ(cli("import " + quoted("hf") + " --out " + quoted("gpt")), 0) << log();
+  nn::GPTConfig run = tiny_gpt(9);  // dropout 0, another initialisation
+  nn::GPT fresh(run);
+  train::load_training_checkpoint(path("gpt"), {.model = fresh, .world = world(),
+                                                .config = train::gpt_config_metadata(run)}, nullptr,
+                                  {.weights_only = true});
+  for (const auto& [name, t] : source.state_dict()) EXPECT_TRUE(same_bits(fresh.state_dict().at(name), t)) << name;
+  // A resume restores a run, so there every field still counts.
+  try {
+    train::load_training_checkpoint(path("gpt"), {.model = fresh, .world = world(),
+                                                  .config = train::gpt_config_metadata(run)});
+    ADD_FAILURE() << "a resume with another dropout was accepted";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(e.what(), "'config.dropout' is 0.10000000000000001 in the checkpoint, 0 in this run");
+  }
+  nn::GPTConfig heads = run;
+  heads.n_head = 2;  // the same shapes, other attention
+  nn::GPT other(heads);
+  try {
+    train::load_training_checkpoint(path("gpt"), {.model = other, .world = world(),
+                                                  .config = train::gpt_config_metadata(heads)}, nullptr,
+                                    {.weights_only = true});
+    ADD_FAILURE() << "another n_head was accepted";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(e.what(), "'config.n_head' is 4 in the checkpoint, 2 in this run");
+  }
+
+  // Rotary positions: no LLaMA weight depends on the context, so another one loads.
+  nn::Llama llama(tiny_llama());
+  checkpoint::export_llama_safetensors(path("hf_llama"), llama.state_dict(), hf_llama_config(tiny_llama()));
+  ASSERT_EQ(cli("import " + quoted("hf_llama") + " --out " + quoted("llama")), 0) << log();
+  nn::LlamaConfig longer = tiny_llama(9);
+  longer.context = 32;
+  nn::Llama target(longer);
+  train::load_training_checkpoint(path("llama"), {.model = target, .world = world(),
+                                                  .config = train::llama_config_metadata(longer)}, nullptr,
+                                  {.weights_only = true});
+  for (const auto& [name, t] : llama.state_dict()) EXPECT_TRUE(same_bits(target.state_dict().at(name), t)) << name;
+  nn::LlamaConfig theta = longer;
+  theta.rope_theta = 500000.0;
+  nn::Llama rotated(theta);
+  try {
+    train::load_training_checkpoint(path("llama"), {.model = rotated, .world = world(),
+                                                    .config = train::llama_config_metadata(theta)}, nullptr,
+                                    {.weights_only = true});
+    ADD_FAILURE() << "another rope_theta was accepted";
+  } catch (const Error& e) {
+    EXPECT_CONTAINS(e.what(), "'config.rope_theta' is 10000 in the checkpoint, 500000 in this run");
+  }
 }
 
 // The configuration export reads back is the one saved; train_gpt leaves param_dtype out.

@@ -27,10 +27,14 @@ struct Gpt2Config {
 // missing, unexpected or misshapen tensor.
 void export_gpt2_safetensors(const std::string& dir, const StateDict& model_state, const Gpt2Config& config);
 
-// Reads dir/config.json and dir/model.safetensors back into strata's names and layouts
-// (float32). Accepts names with a "transformer." prefix and ignores "lm_head.weight"
-// (tied) and the attention-mask buffers "h.{i}.attn.bias"/"masked_bias" older HF files
-// carry. Errors name a missing, unexpected or misshapen tensor. `config_out` may be null.
+// Reads dir/config.json and dir/model.safetensors (or the sharded model.safetensors.index.json
+// and its shards) back into strata's names and layouts (float32). Accepts names with a
+// "transformer." prefix and ignores the attention-mask buffers "h.{i}.attn.bias"/"masked_bias"
+// older HF files carry. The head must be wte, as transformers 5 resolves it from
+// tie_word_embeddings and the file's lm_head.weight (docs/checkpoint-format.md); config fields
+// strata's GPT cannot compute (attention scaling, activation, epsilon, n_inner, cross-attention)
+// and sizes the file does not hold are refused by name. Errors name a missing, unexpected or
+// misshapen tensor. `config_out` may be null.
 StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out = nullptr);
 
 }  // namespace strata::checkpoint

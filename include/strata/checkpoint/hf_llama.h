@@ -32,14 +32,16 @@ struct HfLlamaConfig {
 // unexpected or misshapen tensor. The head is written untied (tie_word_embeddings false).
 void export_llama_safetensors(const std::string& dir, const StateDict& model_state, const HfLlamaConfig& config);
 
-// Reads dir/config.json and dir/model.safetensors into strata's names (float32; bfloat16
-// and float16 files are converted). Accepts what transformers' save_pretrained writes:
+// Reads dir/config.json and dir/model.safetensors (or the sharded model.safetensors.index.json
+// and its shards) into strata's names (float32; bfloat16 and float16 files are converted); the
+// sizes in config.json are checked against the file first, by field name. Accepts what
+// transformers' save_pretrained writes:
 // without "lm_head.weight" when tie_word_embeddings is true (the head is then a copy of
 // the embedding; a head that is in the file is used, as transformers 5 does), with rotary
 // "inv_freq" buffers (ignored), and rope_theta either at the top level or in
-// rope_parameters. Refuses what strata's Llama cannot compute (rope scaling, an activation
-// other than silu, biases, a head_dim other than hidden_size / num_attention_heads),
-// naming the field. Errors name a missing, unexpected or misshapen tensor and the file.
+// rope_parameters. Refuses what strata's Llama cannot compute (rope scaling, a partial rotary
+// factor, an activation other than silu, biases, a head_dim other than hidden_size /
+// num_attention_heads), naming the field. Errors name a missing, unexpected or misshapen tensor and the file.
 // `config_out` may be null.
 StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config_out = nullptr);
 

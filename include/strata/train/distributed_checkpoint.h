@@ -78,7 +78,8 @@ checkpoint::SaveResult save_training_checkpoint(const std::string& dir, const Ch
 struct LoadOptions {
   // Only the weights (model.*, or master.* into ZeRO's master weights): for starting a run from
   // pretrained weights (strata-ckpt import). The optimizer, sampler, RNG and scheduler keep
-  // their state, and no training metadata is required.
+  // their state, and no training metadata is required. Of the configuration, only
+  // weight_config's fields are compared (training_state.h).
   bool weights_only = false;
 };
 

@@ -50,6 +50,12 @@ nn::LlamaConfig llama_config_from_metadata(const checkpoint::Metadata& metadata,
 // Throws strata::Error naming `where`, the field and both values when a "config.<field>"
 // entry of `expected` is missing from `stored` or differs from it.
 void check_config(const checkpoint::Metadata& stored, const checkpoint::Metadata& expected, const std::string& where);
+// The entries of a configuration (gpt_config_metadata, llama_config_metadata) that a
+// weights-only load compares: those that decide a weight's shape or what the weights compute.
+// Left out: config.dropout (noise in training only), config.dtype and config.param_dtype (the
+// values convert on load), and config.context when the configuration has config.rope_theta
+// (rotary positions: no weight depends on the context length; GPT's wpe does, so it stays).
+checkpoint::Metadata weight_config(const checkpoint::Metadata& config);
 // The integer metadata[key], which must be a plain decimal number in [min, max] (no sign
 // unless negative, no spaces, no overflow); throws strata::Error naming `where`, the field
 // and the value otherwise.
