@@ -156,8 +156,9 @@ for r in 0 1; do
   le "$took" $((T + margin)) || fail "rank $r took ${took} s after the link went down (timeout $T s + margin $margin s)"
   peer=$((1 - r))
   # The op, its number and the group; then the peer, as missing (it had not announced the
-  # op when the link went down) or as the one this rank's transfers were stuck on.
-  [[ "$msg" =~ \[rank\ $r\]\ [a-z_]+\ \#[0-9]+\ \([^\)]*\)\ in\ group\ \'world\':\ timed\ out\ after\ ${T}000\ ms\;\ (ranks\ $peer\ of\ 2\ had\ not\ reached\ it|every\ rank\ had\ entered\ it,\ but\ this\ rank\'s\ transfers\ with\ ranks\ $peer\ had\ not\ completed) ]] ||
+  # op when the link went down), as the one this rank's transfers were stuck on, or as the one
+  # that did not answer the roll call (the side channel crosses the dead link too).
+  [[ "$msg" =~ \[rank\ $r\]\ [a-z_]+\ \#[0-9]+\ \([^\)]*\)\ in\ group\ \'world\':\ timed\ out\ after\ ${T}000\ ms\;\ (ranks\ $peer\ of\ 2\ had\ not\ reached\ it|every\ rank\ had\ entered\ it,\ but\ (this\ rank\'s\ transfers\ with\ ranks\ $peer\ had\ not\ completed|ranks\ $peer\ of\ 2\ did\ not\ answer\ within\ [0-9]+\ ms)) ]] ||
     fail "rank $r's error does not name the op, its number, group 'world' and rank $peer: $(cat "linkdown/r$r.err")"
 done
 wait_mpirun 25 || fail "mpirun still ran 25 s after both ranks had failed (tcp_retries2=4 on strata-h0)"
