@@ -12,6 +12,7 @@
 #include <string>
 
 #include "dist_test_util.h"
+#include "float32_bound.h"
 #include "strata/strata.h"
 #include "strata/parallel/ddp.h"
 

@@ -2,8 +2,9 @@
 // as if uninterrupted (train/distributed_checkpoint.h). Each case trains 2 AdamW steps in
 // layout A and saves; layout B loads (its weights must then equal, bit for bit, what one
 // process loads from the same checkpoint) and trains 2 more steps, which must match one
-// process continuing from the same checkpoint: float64 within 1e-11, float32 within 1e-5
-// relative (rounding-noise entries left out, as in the other equivalence tests).
+// process continuing from the same checkpoint: float64 within 1e-11, float32 within the bound
+// derived from one process's own float32 error (float32_bound.h; rounding-noise entries left
+// out, as in the other equivalence tests).
 // Layouts: DDP, ZeRO 0-3 (uneven padding at 3 ranks), tensor and pipeline parallelism and
 // their products, bf16 parameters with fp32 master weights, on sub-groups of a 4-rank world.
 #include <cmath>
@@ -227,7 +228,14 @@ void expect_reshard(const Layout& from, const Layout& to, Family family = Family
     }
     run.train(2, 2);
     const double trained = worst_difference(run.weights(), ref.trained, dtype, where);
-    EXPECT_LE(trained, rounded ? 1e-2 : tolerance(dtype)) << name << ": after 2 more steps, " << where;
+    if (rounded || dtype == DType::Float64) {
+      EXPECT_LE(trained, rounded ? 1e-2 : tolerance(dtype)) << name << ": after 2 more steps, " << where;
+    } else {
+      // The reference's float32 error over 5 steps from the start bounds that of these 2 steps
+      // from bitwise equal loaded states (the paths diverge only from step 2 on).
+      EXPECT_TRUE(test::within_float32_bound(trained, float32_training_error(family, kRows).weights,
+                                             name + ": after 2 more steps, " + where, b.group->rank() == 0));
+    }
     if (b.group->rank() == 0)
       std::printf("%s: loaded %.2e, after 2 steps %.2e (%s)\n", name.c_str(), loaded, trained, where.c_str());
   }

@@ -1,7 +1,8 @@
 // GPT and Llama built tensor-parallel (TP = world size, 2 or 4; and dp=2 x tp=2 with DDP and
 // ZeRO-3 on 4 ranks) train exactly like one process on the same global batch: same initial
-// weights by construction, 5 AdamW steps, float64 within 1e-11 and float32 within 1e-5
-// (relative), with and without sequence parallelism. Also the collectives each step issues on
+// weights by construction, 5 AdamW steps, float64 within 1e-11 (relative) and float32 within
+// the bound derived from the reference's own float32 error (float32_bound.h), with and without
+// sequence parallelism. Also the collectives each step issues on
 // the TP group, counted per op.
 #include <unistd.h>
 
@@ -60,10 +61,23 @@ TEST(TensorParallelModels, TrainLikeOneProcess) {
       Tensor loss = model->loss(x, y);
       loss.backward();
       opt.step();
-      EXPECT_NEAR(loss.item(), ref.losses[static_cast<size_t>(s)], tolerance(c.dtype) * 10) << describe(c) << " step " << s;
+      const double want = ref.losses[static_cast<size_t>(s)];
+      if (c.dtype == DType::Float64) {
+        EXPECT_NEAR(loss.item(), want, tolerance(c.dtype) * 10) << describe(c) << " step " << s;
+      } else {
+        EXPECT_TRUE(test::within_float32_bound(std::fabs(loss.item() - want) / std::fabs(want),
+                                               float32_training_error(c.family, rows).loss,
+                                               describe(c) + " loss of step " + std::to_string(s), false));
+      }
     }
     const double worst = worst_difference(parallel::full_state_dict(*model, world), ref, c.dtype, where);
-    EXPECT_LE(worst, tolerance(c.dtype)) << describe(c) << ": " << where;
+    if (c.dtype == DType::Float64) {
+      EXPECT_LE(worst, tolerance(c.dtype)) << describe(c) << ": " << where;
+    } else {
+      EXPECT_TRUE(test::within_float32_bound(worst, float32_training_error(c.family, rows).weights,
+                                             "tp=" + std::to_string(world.size()) + " " + describe(c) + " " + where,
+                                             world.rank() == 0));
+    }
     if (world.rank() == 0) std::printf("tp=%d %s: worst relative difference %.2e (%s)\n", world.size(), describe(c).c_str(), worst, where.c_str());
     // forward() gathers the full logits.
     NoGradGuard no_grad;
@@ -112,7 +126,13 @@ TEST(TensorParallelModels, DataByTensorWithDdpAndZero3) {
         got = parallel::full_state_dict(*model, tpg);
       }
       const double worst = worst_difference(got, ref, c.dtype, where);
-      EXPECT_LE(worst, tolerance(c.dtype)) << describe(c) << (zero ? " zero-3" : " ddp") << ": " << where;
+      const std::string what = describe(c) + (zero ? " zero-3" : " ddp") + ": " + where;
+      if (c.dtype == DType::Float64) {
+        EXPECT_LE(worst, tolerance(c.dtype)) << what;
+      } else {
+        EXPECT_TRUE(test::within_float32_bound(worst, float32_training_error(c.family, rows).weights,
+                                               "dp=2 x tp=2 " + what, world.rank() == 0));
+      }
       if (world.rank() == 0)
         std::printf("dp=2 x tp=2 %s %s: worst relative difference %.2e (%s)\n", zero ? "zero-3" : "ddp",
                     describe(c).c_str(), worst, where.c_str());

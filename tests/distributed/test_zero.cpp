@@ -1,10 +1,13 @@
 // ZeroOptimizer under mpirun -np N (1-4): stages 1, 2 and 3 train like stage 0 (DDP), which
 // trains like DistributedDataParallel with a plain optimizer, and every stage like one process
 // on the whole global batch; for the tiny GPT and the tiny Llama.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "float32_bound.h"
 #include "zero_test_util.h"
 
 namespace strata::test {
@@ -29,56 +32,79 @@ double ring_wire_bytes(const dist::CommStats& stats, int n) {
 class ZeroEquivalence : public ::testing::TestWithParam<Family> {};
 INSTANTIATE_TEST_SUITE_P(Models, ZeroEquivalence, ::testing::Values(Family::GPT, Family::Llama), family_name);
 
-// Float32 with SGD (momentum, weight decay) and clipping by the global norm: the 1e-5.
+// The largest relative difference of a step's gradient norm.
+double norm_difference(const ZeroRun& a, const ZeroRun& b) {
+  EXPECT_EQ(a.norms.size(), b.norms.size());
+  double worst = 0;
+  for (size_t s = 0; s < a.norms.size() && s < b.norms.size(); ++s)
+    worst = std::max(worst, std::fabs(a.norms[s] - b.norms[s]) / b.norms[s]);
+  return worst;
+}
+
+std::string label(Family f, const std::string& what) {
+  return std::string(f == Family::GPT ? "GPT " : "Llama ") + what + " N=" + std::to_string(dist::world().size());
+}
+bool lead() { return dist::world().rank() == 0; }
+
+// Float32 with SGD (momentum, weight decay) and clipping by the global norm, within the bound
+// derived from stage 0's own float32 error against its float64 run (float32_bound.h).
 TEST_P(ZeroEquivalence, StagesMatchStageZeroFloat32WithSgdAndClipping) {
   const int n = dist::world().size();
   ZeroRun ref = train_zero(GetParam(), 0, DType::Float32, sgd(), kClip);
+  const ZeroRun exact = train_zero(GetParam(), 0, DType::Float64, sgd(), kClip);
+  const double own = max_relative_difference(ref.params, exact.params), own_norm = norm_difference(ref, exact);
   for (double norm : ref.norms) EXPECT_GT(norm, kClip) << "clipping must be active";
   for (int stage : {1, 2, 3}) {
     ZeroRun run = train_zero(GetParam(), stage, DType::Float32, sgd(), kClip);
     bool bitwise = false;
     const double diff = max_relative_difference(run.params, ref.params, &bitwise);
-    EXPECT_LE(diff, 1e-5) << "stage " << stage << " N=" << n;
-    if (dist::world().rank() == 0) std::printf("float32 SGD + clipping, stage %d vs 0, N=%d: %.3g\n", stage, n, diff);
+    const std::string what = "float32 SGD + clipping, stage " + std::to_string(stage) + " vs 0";
+    EXPECT_TRUE(within_float32_bound(diff, own, label(GetParam(), what), lead()));
     if (n == 1) {
       EXPECT_TRUE(bitwise) << "stage " << stage << ": one rank must match stage 0 bit for bit";
     }
-    ASSERT_EQ(run.norms.size(), ref.norms.size());
-    for (size_t s = 0; s < ref.norms.size(); ++s) EXPECT_NEAR(run.norms[s], ref.norms[s], 1e-6 * ref.norms[s]);
+    EXPECT_TRUE(within_float32_bound(norm_difference(run, ref), own_norm, label(GetParam(), what + " norms"), lead()));
   }
 }
 
 // AdamW: float64 shows the computation is the same; float32 carries the rounding noise that
 // AdamW turns into steps of ~lr on near-zero gradients (see docs/parallelism.md, DDP), so its
-// bound is the DDP tests' 2e-3 per-tensor L2.
+// per-tensor L2 bound derives from stage 0's own float32 error, that noise included.
 TEST_P(ZeroEquivalence, StagesMatchStageZeroWithAdamW) {
   ZeroRun ref64 = train_zero(GetParam(), 0, DType::Float64, adamw(), kClip);
   ZeroRun ref32 = train_zero(GetParam(), 0, DType::Float32, adamw(), 0);
+  const ZeroRun exact = train_zero(GetParam(), 0, DType::Float64, adamw(), 0);
+  const double own = max_relative_difference(ref32.params, exact.params);
   for (int stage : {1, 2, 3}) {
     const double d64 =
         max_relative_difference(train_zero(GetParam(), stage, DType::Float64, adamw(), kClip).params, ref64.params);
     const double d32 =
         max_relative_difference(train_zero(GetParam(), stage, DType::Float32, adamw(), 0).params, ref32.params);
     EXPECT_LE(d64, 1e-10) << "stage " << stage;
-    EXPECT_LE(d32, 2e-3) << "stage " << stage;
+    EXPECT_TRUE(within_float32_bound(d32, own, label(GetParam(), "AdamW stage " + std::to_string(stage) + " vs 0"),
+                                     lead()));
     if (dist::world().rank() == 0)
       std::printf("AdamW stage %d vs 0, N=%d: float64 %.3g, float32 %.3g\n", stage, dist::world().size(), d64, d32);
   }
 }
 
 // Every stage against one process that trains on the whole global batch without ZeRO, with
-// the bounds above: float64 AdamW + clipping 1e-10, float32 SGD + clipping 1e-5.
+// the bounds above: float64 AdamW + clipping 1e-10, float32 SGD + clipping derived from the
+// one process's own float32 error.
 TEST_P(ZeroEquivalence, EveryStageMatchesOneProcess) {
   const int n = dist::world().size();
   const ZeroRun ref64 = train_one_process(GetParam(), DType::Float64, adamw(), kClip);
   const ZeroRun ref32 = train_one_process(GetParam(), DType::Float32, sgd(), kClip);
+  const double own = max_relative_difference(ref32.params,
+                                             train_one_process(GetParam(), DType::Float64, sgd(), kClip).params);
   for (int stage : {0, 1, 2, 3}) {
     const ZeroRun run64 = train_zero(GetParam(), stage, DType::Float64, adamw(), kClip);
     const double d64 = max_relative_difference(run64.params, ref64.params);
     const double d32 = max_relative_difference(train_zero(GetParam(), stage, DType::Float32, sgd(), kClip).params,
                                                ref32.params);
     EXPECT_LE(d64, 1e-10) << "stage " << stage << " N=" << n;
-    EXPECT_LE(d32, 1e-5) << "stage " << stage << " N=" << n;
+    const std::string what = "SGD stage " + std::to_string(stage) + " vs one process";
+    EXPECT_TRUE(within_float32_bound(d32, own, label(GetParam(), what), lead()));
     ASSERT_EQ(run64.norms.size(), ref64.norms.size());
     for (size_t s = 0; s < ref64.norms.size(); ++s) EXPECT_NEAR(run64.norms[s], ref64.norms[s], 1e-10 * ref64.norms[s]);
     if (dist::world().rank() == 0)
@@ -125,7 +151,12 @@ TEST_P(ZeroEquivalence, StageZeroMatchesDistributedDataParallel) {
   }
   StateDict ddp_params;
   for (auto& [name, t] : model->named_parameters()) ddp_params[name] = t.detach().clone();
-  EXPECT_LE(max_relative_difference(train_zero(GetParam(), 0, DType::Float32, sgd(), kClip).params, ddp_params), 1e-6);
+  // Other buckets: each element is reduced over the ranks in another order.
+  const ZeroRun stage0 = train_zero(GetParam(), 0, DType::Float32, sgd(), kClip);
+  const ZeroRun exact = train_zero(GetParam(), 0, DType::Float64, sgd(), kClip);
+  const double own = max_relative_difference(stage0.params, exact.params);
+  EXPECT_TRUE(within_float32_bound(max_relative_difference(ddp_params, stage0.params), own,
+                                   label(GetParam(), "stage 0 vs DDP"), lead()));
 }
 
 // Communication per step, from the process-group counters: stage 0 all-reduces every

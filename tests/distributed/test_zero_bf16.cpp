@@ -85,9 +85,9 @@ Batch micro_batch(int step, int m, const nn::CausalLM& model) {
 
 // `use_no_sync` false: every micro-batch's backward is synchronised (stages 0, 2 and 3 add the
 // reduced gradients), the reference for what no_sync() must compute.
-StateDict train_accumulating(int stage, bool use_no_sync, int steps = 3) {
+StateDict train_accumulating(int stage, bool use_no_sync, int steps = 3, DType dtype = DType::Float32) {
   auto& world = dist::world();
-  nn::GPT model(tiny_gpt(DType::Float32));
+  nn::GPT model(tiny_gpt(dtype));
   ZeroOptimizer zero(model, sgd(), world, zero_options(stage));
   for (int s = 0; s < steps; ++s) {
     for (int m = 0; m < kMicro; ++m) {
@@ -114,18 +114,22 @@ StateDict train_accumulating(int stage, bool use_no_sync, int steps = 3) {
   return zero.full_parameters();
 }
 
-// The bound: 2 micro-batches under no_sync() + 1 synchronised equal stage 0 with the
-// same accumulation, 1e-5 per-tensor L2 in float32 (SGD with momentum and clipping).
+// 2 micro-batches under no_sync() + 1 synchronised equal stage 0 with the same accumulation,
+// per-tensor L2 in float32 (SGD with momentum and clipping) within the bound derived from
+// stage 0's own float32 error against its float64 run (float32_bound.h).
 // (Measured on 1-4 ranks: bit for bit; no_sync vs reducing every micro-batch ~3e-7.)
 TEST(ZeroNoSync, MicroBatchesMatchStageZeroAtEveryStage) {
   const int n = dist::world().size();
+  const bool lead = dist::world().rank() == 0;
   StateDict ref = train_accumulating(0, true);
+  const double own = max_relative_difference(ref, train_accumulating(0, true, 3, DType::Float64));
   // Stage 0's no_sync() sums locally and reduces once: the same as reducing every micro-batch.
   const double d0 = max_relative_difference(train_accumulating(0, false), ref);
-  EXPECT_LE(d0, 1e-5) << "stage 0 no_sync vs synchronised accumulation, N=" << n;
+  EXPECT_TRUE(within_float32_bound(d0, own, "no_sync stage 0 vs synchronised N=" + std::to_string(n), lead));
   for (int stage : {1, 2, 3}) {
     const double diff = max_relative_difference(train_accumulating(stage, true), ref);
-    EXPECT_LE(diff, 1e-5) << "stage " << stage << " N=" << n;
+    EXPECT_TRUE(within_float32_bound(diff, own, "no_sync stage " + std::to_string(stage) + " vs 0 N=" +
+                                                    std::to_string(n), lead));
     if (dist::world().rank() == 0)
       std::printf("no_sync x%d + 1, stage %d vs 0, N=%d: %.3g (stage 0 vs synchronised: %.3g)\n", kMicro - 1, stage,
                   n, diff, d0);

@@ -1,11 +1,14 @@
 // The GPT against PyTorch: same weights, same batch; the float32 loss and every float32
-// gradient must agree (relative error < 1e-4), and the parameters after 3 AdamW steps taken
-// in float64 by both (relative error < 1e-10; 3e-13 seen).
+// gradient must agree within the bound derived from PyTorch's own float32 error against the
+// float64 values (tests/float32_bound.h: the two frameworks' kernels add in other orders),
+// and the parameters after 3 AdamW steps taken in float64 by both (relative error < 1e-10;
+// 3e-13 seen).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "file_test_util.h"
+#include "float32_bound.h"
 #include "test_util.h"
 #include "strata/strata.h"
 
@@ -64,15 +67,6 @@ TEST(Reference, GptMatchesPyTorch) {
   ASSERT_EQ(rc, 0) << output;
   StateDict ref = load_safetensors(dir.file("output.safetensors")).tensors;
 
-  Tensor loss = model.loss(tokens, targets);
-  loss.backward();
-  const double ref_loss = ref.at("loss").item();
-  EXPECT_NEAR(loss.item(), ref_loss, 1e-5 * std::fabs(ref_loss));
-  for (auto& [name, p] : model.named_parameters()) {
-    ASSERT_TRUE(p.grad().defined()) << name;
-    EXPECT_LT(rel_err(p.grad(), ref.at("grad." + name)), 1e-4) << "gradient of " << name;
-  }
-
   // The optimizer steps in float64 (see gpt_reference.py for why), from the same weights.
   nn::GPTConfig config64 = config;
   config64.dtype = DType::Float64;
@@ -80,6 +74,25 @@ TEST(Reference, GptMatchesPyTorch) {
   StateDict weights64;
   for (auto& [name, p] : model.named_parameters()) weights64[name] = p.to(DType::Float64);
   model64.load_state_dict(weights64);
+
+  // Float32 against PyTorch's float32, bounded by PyTorch's own float32 error: its float64
+  // gradients (grad64.*) and strata's float64 loss at the same weights stand in for exact.
+  Tensor loss = model.loss(tokens, targets);
+  loss.backward();
+  const double ref_loss = ref.at("loss").item();
+  double exact_loss = 0;
+  {
+    NoGradGuard no_grad;
+    exact_loss = model64.loss(tokens, targets).item();
+  }
+  EXPECT_TRUE(strata::test::within_float32_bound(std::fabs(loss.item() - ref_loss) / std::fabs(ref_loss),
+                                                 std::fabs(ref_loss - exact_loss) / std::fabs(exact_loss), "loss"));
+  for (auto& [name, p] : model.named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    const Tensor& torch32 = ref.at("grad." + name);
+    EXPECT_TRUE(strata::test::within_float32_bound(rel_err(p.grad(), torch32),
+                                                   rel_err(torch32, ref.at("grad64." + name)), "gradient of " + name));
+  }
   optim::AdamW optimizer(optim::weight_decay_groups(model64.named_parameters(), lr, wd),
                          {.lr = lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = wd});
   for (int64_t s = 0; s < steps; ++s) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "float32_bound.h"
 #include "gradcheck.h"
 #include "strata/strata.h"
 #include "test_util.h"
@@ -14,6 +15,7 @@ using strata::testing::rel_err;
 using strata::testing::expect_gradients_match;
 using strata::testing::leaf64;
 using V = const std::vector<Tensor>&;
+using strata::test::gamma32;
 
 namespace {
 
@@ -46,13 +48,36 @@ Tensor naive_matmul(const Tensor& a, const Tensor& b) {
   return from_vector(out, out_shape);
 }
 
+// Float32 products are checked entry by entry against the exact product (float64 of the
+// same inputs): in any order of its k additions (whichever kernel, blocking and FMA use the
+// CPU's BLAS selects), a float32 dot product is within gamma32(k) sum_p |a_ip| |b_pj| of it
+// (Higham, Accuracy and Stability of Numerical Algorithms, (3.5)). Inputs rounded from
+// float64 add two roundings to each product: gamma32(k + 2); a bias is one more term (and
+// one more rounding). Returns max |got - exact| / magnitude, entry by entry, where
+// magnitude = |a| |b| (+ |bias|) in float64.
+double product_error_ratio(const Tensor& got, const Tensor& exact, const Tensor& magnitude) {
+  const std::vector<double> g = got.to_vector<double>(), e = exact.to_vector<double>(),
+                            m = magnitude.to_vector<double>();
+  EXPECT_EQ(g.size(), m.size());
+  double worst = 0;
+  for (size_t i = 0; i < g.size() && i < m.size(); ++i)
+    worst = std::max(worst, std::fabs(g[i] - e[i]) / std::max(m[i], 1e-300));
+  return worst;
+}
+Tensor f64(const Tensor& t) { return t.to(DType::Float64); }
+Tensor magnitude(const Tensor& a, const Tensor& b) { return naive_matmul(abs(f64(a)), abs(f64(b))); }
+
 void expect_matmul_matches(const Tensor& a, const Tensor& b, const std::string& what) {
   Tensor out = matmul(a, b);
   Tensor ref = naive_matmul(a, b);
   ASSERT_EQ(out.shape(), ref.shape()) << what;
   EXPECT_EQ(out.dtype(), a.dtype()) << what;
-  const double tol = a.dtype() == DType::Float64 ? 1e-12 : 1e-5;
-  EXPECT_LT(rel_err(out, ref), tol) << what << " a " << a.shape() << " b " << b.shape();
+  if (a.dtype() == DType::Float64) {
+    EXPECT_LT(rel_err(out, ref), 1e-12) << what << " a " << a.shape() << " b " << b.shape();
+  } else {
+    EXPECT_LE(product_error_ratio(out, ref, magnitude(a, b)), gamma32(static_cast<double>(a.size(-1))))
+        << what << " a " << a.shape() << " b " << b.shape();
+  }
 }
 
 }  // namespace
@@ -113,7 +138,7 @@ TEST(Matmul, ParallelBatchOfSmallProducts) {
   omp_set_num_threads(4);
   Tensor a = rnd({64, 8, 16}, DType::Float32, 1), b = rnd({64, 16, 12}, DType::Float32, 2);
   Tensor ref = naive_matmul(a, b);
-  for (int rep = 0; rep < 5; ++rep) EXPECT_LT(rel_err(matmul(a, b), ref), 1e-5);
+  for (int rep = 0; rep < 5; ++rep) EXPECT_LE(product_error_ratio(matmul(a, b), ref, magnitude(a, b)), gamma32(16));
   Tensor at = rnd({64, 16, 8}, DType::Float64, 3).transpose(-1, -2);
   EXPECT_LT(rel_err(matmul(at, b.to(DType::Float64)), naive_matmul(at, b.to(DType::Float64))), 1e-12);
   omp_set_num_threads(saved);
@@ -123,9 +148,14 @@ TEST(Matmul, Float32AgreesWithFloat64) {
   Tensor a = rnd({4, 33, 96}, DType::Float64, 7), b = rnd({96, 80}, DType::Float64, 8);
   Tensor w = rnd({80, 96}, DType::Float64, 9), bias = rnd({80}, DType::Float64, 10);
   Tensor a32 = a.to(DType::Float32), b32 = b.to(DType::Float32), w32 = w.to(DType::Float32);
-  EXPECT_LT(rel_err(matmul(a32, b32), matmul(a, b)), 1e-5);
-  EXPECT_LT(rel_err(matmul(a32.transpose(0, 1), b32), matmul(a.transpose(0, 1), b)), 1e-5);
-  EXPECT_LT(rel_err(linear(a32, w32, bias.to(DType::Float32)), linear(a, w, bias)), 1e-5);
+  const double k = 96;  // inputs rounded from float64: gamma32(k + 2); the bias: gamma32(k + 3)
+  EXPECT_LE(product_error_ratio(matmul(a32, b32), matmul(a, b), magnitude(a, b)), gamma32(k + 2));
+  EXPECT_LE(product_error_ratio(matmul(a32.transpose(0, 1), b32), matmul(a.transpose(0, 1), b),
+                                magnitude(a.transpose(0, 1), b)),
+            gamma32(k + 2));
+  EXPECT_LE(product_error_ratio(linear(a32, w32, bias.to(DType::Float32)), linear(a, w, bias),
+                                magnitude(a, w.transpose(0, 1)) + abs(bias)),
+            gamma32(k + 3));
 }
 
 TEST(Matmul, LargeFloat32ProductsAgreeWithFloat64) {
@@ -145,8 +175,12 @@ TEST(Matmul, LargeFloat32ProductsAgreeWithFloat64) {
     for (int i = 0; i < 4; ++i) {
       const Tensor x = i & 1 ? at.transpose(0, 1) : a, y = i & 2 ? bt.transpose(0, 1) : b;
       { Tensor nan = full({m, n}, std::nan("")); }  // back to the allocator's cache
-      EXPECT_LT(rel_err(matmul(f32(x), f32(y)), matmul(x, y)), 1e-5) << "case " << i << ", threads " << threads;
-      EXPECT_LT(rel_err(linear(f32(x), f32(y.transpose(0, 1)), f32(bias)), linear(x, y.transpose(0, 1), bias)), 1e-5)
+      // Inputs rounded from float64 (see product_error_ratio).
+      EXPECT_LE(product_error_ratio(matmul(f32(x), f32(y)), matmul(x, y), magnitude(x, y)), gamma32(k + 2))
+          << "case " << i << ", threads " << threads;
+      EXPECT_LE(product_error_ratio(linear(f32(x), f32(y.transpose(0, 1)), f32(bias)),
+                                    linear(x, y.transpose(0, 1), bias), magnitude(x, y) + abs(bias)),
+                gamma32(k + 3))
           << "case " << i << ", threads " << threads;
     }
   }
@@ -191,21 +225,30 @@ TEST(Matmul, Tf32SwitchDefaultsOff) {
 
 TEST(Linear, MatchesMatmulPlusBias) {
   for (DType dt : {DType::Float64, DType::Float32}) {
-    const double tol = dt == DType::Float64 ? 1e-12 : 1e-5;
+    // Float32: entry by entry (product_error_ratio), k = 4 products and the bias.
+    auto expect_close = [&](const Tensor& got, const Tensor& want, const Tensor& mag) {
+      if (dt == DType::Float64) {
+        EXPECT_LT(rel_err(got, want), 1e-12);
+      } else {
+        EXPECT_LE(product_error_ratio(got, want, mag), gamma32(5));
+      }
+    };
     Tensor x = rnd({2, 3, 4}, dt, 1), w = rnd({5, 4}, dt, 2), b = rnd({5}, dt, 3);
     Tensor ref = naive_matmul(x, w.transpose(0, 1)) + b.to(DType::Float64);
     Tensor y = linear(x, w, b);
     EXPECT_EQ(y.shape(), Shape({2, 3, 5}));
-    EXPECT_LT(rel_err(y, ref), tol);
-    EXPECT_LT(rel_err(linear(x, w), naive_matmul(x, w.transpose(0, 1))), tol);
+    expect_close(y, ref, magnitude(x, w.transpose(0, 1)) + abs(f64(b)));
+    expect_close(linear(x, w), naive_matmul(x, w.transpose(0, 1)), magnitude(x, w.transpose(0, 1)));
     // A transposed input, a weight that is itself a transposed view, a vector input.
     Tensor xt = rnd({4, 6}, dt, 4).transpose(0, 1);
     Tensor wt = rnd({4, 5}, dt, 5).transpose(0, 1);
-    EXPECT_LT(rel_err(linear(xt, wt, b), naive_matmul(xt, wt.transpose(0, 1)) + b.to(DType::Float64)), tol);
+    expect_close(linear(xt, wt, b), naive_matmul(xt, wt.transpose(0, 1)) + b.to(DType::Float64),
+                 magnitude(xt, wt.transpose(0, 1)) + abs(f64(b)));
     Tensor v = rnd({4}, dt, 6);
     Tensor yv = linear(v, w, b);
     EXPECT_EQ(yv.shape(), Shape({5}));
-    EXPECT_LT(rel_err(yv, (naive_matmul(v.view({1, 4}), w.transpose(0, 1)) + b.to(DType::Float64)).view({5})), tol);
+    expect_close(yv, (naive_matmul(v.view({1, 4}), w.transpose(0, 1)) + b.to(DType::Float64)).view({5}),
+                 (magnitude(v.view({1, 4}), w.transpose(0, 1)) + abs(f64(b))).view({5}));
   }
   // Hand-computed: y = x W^T + b.
   Tensor x = from_vector<float>({1, 2}, {1, 2});
