@@ -47,6 +47,7 @@
 #include "run_example.h"
 #include "step_log.h"
 #include "step_timeline.h"
+#include "train_step.h"
 #include "strata/distributed/init.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/strata.h"
@@ -222,27 +223,8 @@ int run(const Options& o) {
       std::raise(SIGKILL);
     std::vector<int64_t> indices = sampler.next();
     data::Batch batch = task.make_batch(indices);
-    step_timeline.begin(step);
-    examples::StepResult result;
-    {
-      auto step_span = timeline.span("training step", "step", {{"step", step}});
-      double loss = 0;
-      if (pipeline) {
-        loss = pipeline->train_step(batch.inputs, batch.targets);
-      } else {
-        Tensor l;
-        {
-          auto span = timeline.span("forward", "compute");
-          l = model.loss(batch.inputs, batch.targets);
-        }
-        auto span = timeline.span("backward (with DDP/ZeRO reductions)", "compute");
-        l.backward();
-        loss = l.item();
-      }
-      auto span = timeline.span("optimizer (clip, step, loss average)", "optimizer");
-      result = trainer.step(loss);
-    }
-    step_timeline.end(step);
+    const examples::StepResult result =
+        examples::train_step(step, model, pipeline.get(), batch, trainer, step_timeline);
     examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
     checkpointing.after_step(step + 1);  // collective: every rank writes its part
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 != t.steps)
