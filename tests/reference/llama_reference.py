@@ -3,7 +3,8 @@
 Reads float64 weights (strata's names: Hugging Face LlamaForCausalLM's without "model."), a
 batch and the configuration from a safetensors file written by strata, runs LLaMA as written
 here from the Hugging Face layout, in float64, and writes the loss, every parameter's gradient
-and the parameters after N AdamW steps to another safetensors file. Needs only Debian's
+and the parameters after N AdamW steps to another safetensors file; then the loss and the
+gradients in float32 from the same weights (loss32, grad32.*). Needs only Debian's
 python3-torch (no transformers): the model below is the reference.
 """
 import math
@@ -54,6 +55,7 @@ def llama_loss(p, cfg, tokens, targets):
     eps = cfg["rms_norm_eps"]
     cos, sin = rotary_tables(T, cfg["n_embd"] // cfg["n_head"], cfg["rope_theta"])
     x = p["embed_tokens.weight"][tokens]
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # computed in float64, rounded for a float32 run
     for i in range(cfg["n_layer"]):
         pre = f"layers.{i}."
         x = x + attention(p, pre + "self_attn.", rms_norm(x, p[pre + "input_layernorm.weight"], eps), cfg, cos, sin)
@@ -70,6 +72,8 @@ def main():
     cfg = {k: int(meta[k]) for k in ("n_layer", "n_head", "n_kv_head", "n_embd", "steps")}
     cfg.update({k: float(meta[k]) for k in ("rope_theta", "rms_norm_eps", "lr", "weight_decay")})
     tokens, targets = tensors.pop("tokens"), tensors.pop("targets")
+    # Float32 copies of the initial weights, taken before the AdamW steps update them in place.
+    params32 = {k: v.detach().float().requires_grad_(True) for k, v in tensors.items()}
     params = {k: v.double().requires_grad_(True) for k, v in tensors.items()}
     # The same groups as strata's weight_decay_groups: decay on tensors of 2 or more dimensions.
     groups = [{"params": [v for v in params.values() if v.dim() >= 2], "weight_decay": cfg["weight_decay"]},
@@ -85,6 +89,12 @@ def main():
             out.update({"grad." + k: v.grad.clone() for k, v in params.items()})
         opt.step()
     out.update({"param." + k: v.detach().clone() for k, v in params.items()})
+    # The same loss and gradients in float32 (the weights are float32 values): PyTorch's own
+    # float32 error against the float64 run bounds strata's float32 difference from it.
+    loss32 = llama_loss(params32, cfg, tokens, targets)
+    loss32.backward()
+    out["loss32"] = loss32.detach().reshape(1)
+    out.update({"grad32." + k: v.grad.clone() for k, v in params32.items()})
     write_safetensors(sys.argv[2], out)
 
 

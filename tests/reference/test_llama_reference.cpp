@@ -1,13 +1,15 @@
 // nn::Llama against a float64 PyTorch LLaMA written from the Hugging Face layout
 // (llama_reference.py): grouped-query attention (4 heads, 2 kv heads), targets with -100.
 // In float64 the loss, every gradient and the parameters after 3 AdamW steps must agree to a
-// relative error below 1e-10; the float32 model's loss and gradients to 1e-4.
+// relative error below 1e-10; the float32 model's loss and gradients within the bound derived
+// from PyTorch's own float32 error (tests/float32_bound.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 
 #include "file_test_util.h"
+#include "float32_bound.h"
 #include "strata/strata.h"
 #include "test_util.h"
 
@@ -101,10 +103,23 @@ TEST(Reference, LlamaMatchesPyTorch) {
   }
   EXPECT_LT(worst_over_parameters(model64, ref, "param.", false, "float64 parameters after 3 AdamW steps"), 1e-10);
 
+  // Float32 against PyTorch's float32 from the same weights, bounded by PyTorch's own float32
+  // error against its float64 run (tests/float32_bound.h: the two frameworks' kernels, and the
+  // GEMM kernels each CPU selects, add in other orders).
   Tensor loss32 = model32.loss(tokens, targets);
   loss32.backward();
-  const double err32 = std::fabs(loss32.item() - ref_loss) / std::fabs(ref_loss);
-  std::printf("%-40s relative error %.2e\n", "float32 loss", err32);
-  EXPECT_LT(err32, 1e-5);
-  EXPECT_LT(worst_over_parameters(model32, ref, "grad.", true, "float32 gradients"), 1e-4);
+  const double torch_loss32 = ref.at("loss32").item();
+  // Sanity of the reference itself: PyTorch's float32 run is the float64 one up to float32
+  // rounding (a loose ceiling, far above it), else the bounds below would be meaningless.
+  ASSERT_LT(std::fabs(torch_loss32 - ref_loss) / std::fabs(ref_loss), 1e-3) << "PyTorch's float32 loss";
+  EXPECT_TRUE(strata::test::within_float32_bound(std::fabs(loss32.item() - torch_loss32) / std::fabs(ref_loss),
+                                                 std::fabs(torch_loss32 - ref_loss) / std::fabs(ref_loss),
+                                                 "float32 loss"));
+  for (auto& [name, p] : model32.named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    const Tensor& torch32 = ref.at("grad32." + name);
+    EXPECT_TRUE(strata::test::within_float32_bound(rel_err(p.grad(), torch32),
+                                                   rel_err(torch32.to(DType::Float64), ref.at("grad." + name)),
+                                                   "float32 gradient of " + name));
+  }
 }
