@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/fast_math.h"
+#include "strata_kernels/common/fast_math.h"
 #include "gradcheck.h"
 #include "strata/strata.h"
 #include "test_util.h"
