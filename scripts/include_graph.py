@@ -22,21 +22,26 @@ SEARCH = ["src", "include", "kernels/include", "kernels"]
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 # Folders whose sub-folders are layers of their own.
-SUB_LAYERS = {"src/tensor", "src/backend"}
+SUB_LAYERS = {"src/backend"}
 
 # Bottom to top. Layers on one line share a level (neither may include the other).
+# backend/cuda sits above backend/cpu: its host-side steps run the CPU's code (strided
+# copies through host staging buffers, dimension layouts, the index checks, so that a bad
+# index gets the CPU's message); its interface speaks only backend/kernel_types.h.
 LAYER_ORDER = [
-    ["core"],
     ["kernels/common"],
-    ["kernels"],
+    ["core", "kernels"],
     ["tensor"],
-    ["tensor/cpu", "tensor/cuda"],
+    ["backend"],
+    ["backend/cpu"],
+    ["backend/cuda"],
+    ["backend/dispatch"],
     ["autograd"],
-    ["tensor/ops"],
+    ["ops"],
     ["nn", "optim"],
     ["distributed"],
     ["checkpoint"],
-    ["data"],
+    ["data", "profile"],
     ["parallel"],
     ["train"],
 ]
@@ -49,14 +54,15 @@ def layer_of(path):
     """The layer of a repository-relative path, or None outside the library."""
     parts = path.split("/")
     if parts[0] == "kernels":
-        return "kernels/common" if len(parts) > 2 and parts[1] == "common" else "kernels"
+        return "kernels/common" if "/".join(parts[:4]) == "kernels/include/strata_kernels/common" else "kernels"
     if parts[0] == "include" and len(parts) > 3 and parts[1] == "strata":
         parts = ["src"] + parts[2:]
-    elif parts[0] == "include" and len(parts) > 2 and parts[1] == "strata":
-        return "umbrella"
+    elif parts[0] == "include" and len(parts) == 3 and parts[1] == "strata":
+        name = parts[2].rsplit(".", 1)[0]  # strata/ops.h: the ops layer's umbrella
+        return name if os.path.isdir(os.path.join(ROOT, "src", name)) else "umbrella"
     if parts[0] != "src" or len(parts) < 3:
         return None
-    if "/".join(parts[:2]) in SUB_LAYERS and len(parts) > 3:
+    if "/".join(parts[:2]) in SUB_LAYERS and len(parts) > 3 and os.path.isdir(os.path.join(ROOT, *parts[:3])):
         return parts[1] + "/" + parts[2]
     return parts[1]
 

@@ -27,7 +27,7 @@ nn::ModelPart stage_of(const Layout& layout, const parallel::PipelinePartition& 
 
 std::unique_ptr<parallel::Pipeline> make_pipeline(nn::CausalLM& model, const Layout& layout,
                                                   const parallel::PipelinePartition& partition, const TrainOptions& o,
-                                                  DataParallelTrainer& trainer, train::Timeline& timeline) {
+                                                  DataParallelTrainer& trainer, profile::Timeline& timeline) {
   if (layout.pipeline == nullptr) return nullptr;
   const auto kind = o.schedule == "gpipe"         ? parallel::PipelineScheduleKind::GPipe
                     : o.schedule == "interleaved" ? parallel::PipelineScheduleKind::Interleaved1F1B

@@ -269,7 +269,7 @@ int run(Options o) {
   if (layout.pipeline != nullptr) duplicate = parallel::duplicate_parameters(model, *layout.pipeline);
   examples::DataParallelTrainer trainer(model, data, t, layout.tensor, layout.pipeline, duplicate);
   examples::StepTimeline step_timeline(t, world);
-  train::Timeline& timeline = step_timeline.timeline();
+  profile::Timeline& timeline = step_timeline.timeline();
   const std::unique_ptr<parallel::Pipeline> pipeline =
       examples::make_pipeline(model, layout, partition, t, trainer, timeline);
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.

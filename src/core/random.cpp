@@ -1,6 +1,6 @@
 #include "strata/core/random.h"
 
-#include "common/philox.h"
+#include "strata_kernels/common/philox.h"
 
 namespace strata {
 

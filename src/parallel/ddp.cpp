@@ -11,7 +11,7 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
-#include "strata/tensor/ops/elementwise.h"
+#include "strata/ops/elementwise.h"
 
 namespace strata::parallel {
 

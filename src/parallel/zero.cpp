@@ -12,7 +12,7 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
-#include "strata/tensor/ops/elementwise.h"
+#include "strata/ops/elementwise.h"
 #include "tensor/rebind_storage.h"
 #include "zero_state.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/fast_math.h"
+#include "strata_kernels/common/fast_math.h"
 #include "gradcheck.h"
 #include "row_kernel_error_bounds.h"
 #include "strata/strata.h"
