@@ -30,7 +30,7 @@ inline constexpr double kUnitRoundoff64 = 0x1p-53;
 // for slack): products of tiny probabilities lose relative accuracy there.
 inline constexpr double kUnderflow32 = 0x1p-149;
 
-// Worst-case relative error of strata_kernels::fast_exp (kernels/common/fast_math.h) for
+// Worst-case relative error of strata_kernels::fast_exp (strata_kernels/common/fast_math.h) for
 // arguments above -87: r = x - n ln2 rounds once (|r| <= ln2/2: 0.35u); the degree-7 Horner
 // polynomial errs by at most gamma_14 sum |c_k| |r|^k = gamma_14 e^|r| (Higham (5.3)), i.e.
 // gamma_14 e^(2|r|) <= 2 gamma_14 relative to e^r; truncation < 1e-8 (0.17u); times 2^n is

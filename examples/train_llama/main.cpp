@@ -281,7 +281,7 @@ int run(Options o) {
   checkpoint::Metadata config_meta = train::llama_config_metadata(config);
   config_meta.erase("config.param_dtype");
   const train::CheckpointTarget target{
-      .model = model, .world = world, .optimizer = trainer.plain_optimizer(), .zero = trainer.zero(),
+      .model = model, .world = world, .zero = trainer.zero(),
       .data = &data, .tensor = layout.tensor, .duplicate = duplicate, .sampler = &sampler,
       .scheduler = &trainer.schedule(), .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr,
       .config = config_meta,

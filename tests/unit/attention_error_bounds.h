@@ -1,6 +1,6 @@
 #pragma once
 // Derived float32 error bounds (tests/float32_error_bound.h) of strata's CPU attention
-// (src/tensor/cpu/attention.cpp), stage by stage:
+// (src/backend/cpu/attention.cpp), stage by stage:
 //   S = scale Q K^T (GEMM, alpha = float(scale)), S += mask, P = softmax over each row's
 //   visible keys (float32 sum), O = P V (GEMM);
 //   dP = dO V^T, dS = P (dP - float32 sum P dP), dQ = scale dS K, dK = scale sum over the

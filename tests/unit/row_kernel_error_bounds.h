@@ -1,6 +1,6 @@
 #pragma once
 // Derived float32 error bounds (tests/float32_error_bound.h) of strata's row kernels, stage by
-// stage as kernels/common/row_softmax.h and row_norms.h compute them: row sums accumulated in
+// stage as strata_kernels/common/row_softmax.h and row_norms.h compute them: row sums accumulated in
 // double and rounded to float32 once, elementwise steps in float32, exp by fast_exp. Inputs
 // are the float32 inputs' values (exact); rows of n values, row-major.
 #include <algorithm>
