@@ -132,6 +132,17 @@ void divide(void* data, MPI_Datatype type, int64_t n, int by) {
   }
 }
 
+// After a reduction of n elements into `out`: 16-bit floats were reduced in float32 (in
+// `wide`) and round back once; Avg divides the sum by the group size.
+void finish_reduction(void* out, std::vector<float>& wide, DType d, ReduceOp rop, int64_t n, int size) {
+  if (is_16bit(d)) {
+    if (rop == ReduceOp::Avg) divide(wide.data(), MPI_FLOAT, n, size);
+    from_float(wide.data(), d, out, n);
+  } else if (rop == ReduceOp::Avg) {
+    divide(out, wire_type(d), n, size);
+  }
+}
+
 int mpi_count(int64_t n, const char* op) {
   STRATA_CHECK(n <= INT_MAX, op, ": ", n, " elements exceed MPI's int count (", INT_MAX,
                "); split the tensor into smaller pieces");
@@ -294,12 +305,7 @@ WorkPtr ProcessGroupMPI::do_all_reduce(Tensor& tensor, ReduceOp rop, const OpDes
     STRATA_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, mpi_op(rop), o.group->comm, &o.add_request()));
   });
   op->finish = [tensor, rop, tmp, count, d, size](Op&) {
-    if (is_16bit(d)) {
-      if (rop == ReduceOp::Avg) divide(tmp->data(), MPI_FLOAT, count, size);
-      from_float(tmp->data(), d, tensor.raw_data(), count);
-    } else if (rop == ReduceOp::Avg) {
-      divide(tensor.raw_data(), wire_type(d), count, size);
-    }
+    finish_reduction(tensor.raw_data(), *tmp, d, rop, count, size);
   };
   return submit(std::move(op), desc);
 }
@@ -377,12 +383,7 @@ WorkPtr ProcessGroupMPI::do_reduce_scatter(Tensor& out, const Tensor& in, Reduce
     STRATA_MPI(MPI_Ireduce_scatter(sbuf, rbuf, counts->data(), t, mpi_op(rop), o.group->comm, &o.add_request()));
   });
   op->finish = [out, rop, d, mine, tmp_out, size](Op&) {
-    if (is_16bit(d)) {
-      if (rop == ReduceOp::Avg) divide(tmp_out->data(), MPI_FLOAT, mine, size);
-      from_float(tmp_out->data(), d, out.raw_data(), mine);
-    } else if (rop == ReduceOp::Avg) {
-      divide(out.raw_data(), wire_type(d), mine, size);
-    }
+    finish_reduction(out.raw_data(), *tmp_out, d, rop, mine, size);
   };
   return submit(std::move(op), desc);
 }

@@ -242,12 +242,6 @@ void GroupState::watch() {
 
 // ------------------------------------------------------------------ ProcessGroupNCCL
 
-struct ProcessGroupNCCL::Launch {
-  const char* kind;
-  std::string detail;
-  std::vector<Tensor> keep;
-};
-
 ProcessGroupNCCL::ProcessGroupNCCL(ncclComm_t comm, int rank, int size, int device, std::string name,
                                    std::vector<int> global_ranks, std::unique_ptr<detail::ArrivalBoard> arrivals)
     : ProcessGroup(rank, size, name, std::move(global_ranks)), state_(std::make_shared<GroupState>()) {
@@ -305,22 +299,23 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
 }
 
 template <class F>
-WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
+WorkPtr ProcessGroupNCCL::launch(const OpDescription& desc, std::vector<Tensor> keep, F&& enqueue) {
+  check_signature(desc);
   GroupState& g = *state_;
   std::string enqueue_error;
   {
     std::lock_guard<std::timed_mutex> elk(*g.enqueue_mu);
     {
       std::lock_guard<std::mutex> lk(g.mu);
-      STRATA_CHECK(g.broken.empty() && g.comm != nullptr, l.kind, " on group '", name_,
+      STRATA_CHECK(g.broken.empty() && g.comm != nullptr, desc.name, " on group '", name_,
                    "': the group is unusable after an earlier failure: ", g.broken);
     }
     cuda_detail::DeviceGuard guard(g.device);
     // The sequence number every rank shares is taken only once the op is on the stream: a
     // launch that fails here leaves the numbering as it was.
     const uint64_t seq = g.next_seq;
-    const std::string title = std::string(l.kind) + " #" + std::to_string(seq) +
-                              (l.detail.empty() ? "" : " (" + l.detail + ")") + " in group '" + name_ + "'";
+    const std::string title = std::string(desc.name) + " #" + std::to_string(seq) +
+                              (desc.detail.empty() ? "" : " (" + desc.detail + ")") + " in group '" + name_ + "'";
     try {
       cudaEvent_t start = nullptr;
       STRATA_CUDA(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
@@ -334,7 +329,7 @@ WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
       // quarantines a failed op's: it also covers memory strata's allocator does not own
       // (Storage::wrap). The record covers what the list cannot: an enqueue that fails
       // half way makes no list, and its tensors are freed while kernels may be queued.
-      for (const Tensor& t : l.keep) cuda::record_stream(t, g.stream);
+      for (const Tensor& t : keep) cuda::record_stream(t, g.stream);
       enqueue(g.comm, g.stream);
       // Non-blocking: the calls may still be enqueuing; the end event must follow them.
       await_comm(g.comm, Clock::now() + timeout_, "enqueuing " + title);
@@ -352,7 +347,7 @@ WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
       STRATA_CUDA(cudaEventRecord(w->end, g.stream));
       w->timeout = timeout_;
       w->deadline = Clock::now() + timeout_;
-      w->keep = std::move(l.keep);
+      w->keep = std::move(keep);
       {
         std::lock_guard<std::mutex> lk(g.mu);
         g.pending.push_back(w);
@@ -372,7 +367,7 @@ std::vector<int64_t> ProcessGroupNCCL::host_all_gather(const std::vector<int64_t
   const int64_t k = static_cast<int64_t>(mine.size());
   Tensor in = from_vector(mine, {k}).to(Device::cuda(state_->device));
   Tensor out = empty({k * size_}, {.dtype = DType::Int64, .device = Device::cuda(state_->device)});
-  WorkPtr w = launch({why, "", {in, out}}, [&](ncclComm_t comm, cudaStream_t s) {
+  WorkPtr w = launch({why, "", std::nullopt}, {in, out}, [&](ncclComm_t comm, cudaStream_t s) {
     STRATA_NCCL(ncclAllGather(in.data_ptr(), out.data_ptr(), static_cast<size_t>(k), ncclInt64, comm, s));
   });
   w->synchronize(timeout_);
@@ -399,8 +394,7 @@ void ProcessGroupNCCL::check_signature(const OpDescription& desc) {
 WorkPtr ProcessGroupNCCL::do_all_reduce(Tensor& tensor, ReduceOp rop, const OpDescription& desc) {
   const DType d = tensor.dtype();
   const int64_t n = tensor.numel();
-  check_signature(desc);
-  return launch({desc.name, desc.detail, {tensor}}, [&](ncclComm_t comm, cudaStream_t s) {
+  return launch(desc, {tensor}, [&](ncclComm_t comm, cudaStream_t s) {
     if (n == 0) return;
     STRATA_NCCL(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(n), nccl_type(d), nccl_op(rop),
                               comm, s));
@@ -410,8 +404,7 @@ WorkPtr ProcessGroupNCCL::do_all_reduce(Tensor& tensor, ReduceOp rop, const OpDe
 WorkPtr ProcessGroupNCCL::do_broadcast(Tensor& tensor, int root, const OpDescription& desc) {
   const DType d = tensor.dtype();
   const int64_t n = tensor.numel();
-  check_signature(desc);
-  return launch({desc.name, desc.detail, {tensor}}, [&](ncclComm_t comm, cudaStream_t s) {
+  return launch(desc, {tensor}, [&](ncclComm_t comm, cudaStream_t s) {
     if (n == 0) return;
     STRATA_NCCL(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(n), nccl_type(d), root, comm,
                               s));
@@ -427,8 +420,7 @@ WorkPtr ProcessGroupNCCL::do_all_gather(Tensor& out, const Tensor& in, const OpD
   const int64_t c = (m + size_ - 1) / size_;
   const bool even = c * size_ == m;
   Tensor buf = even ? out : empty({c * size_}, {.dtype = d, .device = out.device()});
-  check_signature(desc);
-  return launch({desc.name, desc.detail, {out, in, buf}}, [&](ncclComm_t comm, cudaStream_t s) {
+  return launch(desc, {out, in, buf}, [&](ncclComm_t comm, cudaStream_t s) {
     if (m == 0) return;
     char* slot = bytes_at(buf, static_cast<int64_t>(rank_) * c);
     if (mine > 0 && slot != in.data_ptr())  // not already in place
@@ -454,8 +446,7 @@ WorkPtr ProcessGroupNCCL::do_reduce_scatter(Tensor& out, const Tensor& in, Reduc
   } else if (overlap(out, in)) {
     src = in.clone();
   }
-  check_signature(desc);
-  return launch({desc.name, desc.detail, {out, in, src, dst}}, [&](ncclComm_t comm, cudaStream_t s) {
+  return launch(desc, {out, in, src, dst}, [&](ncclComm_t comm, cudaStream_t s) {
     if (c == 0) return;
     STRATA_NCCL(ncclReduceScatter(src.data_ptr(), dst.data_ptr(), static_cast<size_t>(c), nccl_type(d), nccl_op(rop),
                                   comm, s));
@@ -468,8 +459,7 @@ WorkPtr ProcessGroupNCCL::do_all_to_all(Tensor& out, const Tensor& in, const OpD
   const DType d = in.dtype();
   const int64_t k = in.numel() / size_;
   Tensor src = overlap(out, in) ? in.clone() : in;
-  check_signature(desc);
-  return launch({desc.name, desc.detail, {out, in, src}}, [&](ncclComm_t comm, cudaStream_t s) {
+  return launch(desc, {out, in, src}, [&](ncclComm_t comm, cudaStream_t s) {
     if (k == 0) return;
     NcclGroupScope group;
     for (int r = 0; r < size_; ++r) {
@@ -481,9 +471,8 @@ WorkPtr ProcessGroupNCCL::do_all_to_all(Tensor& out, const Tensor& in, const OpD
 }
 
 WorkPtr ProcessGroupNCCL::do_barrier(const OpDescription& desc) {
-  check_signature(desc);
   Tensor t = barrier_scratch_;
-  return launch({desc.name, desc.detail, {t}}, [&](ncclComm_t comm, cudaStream_t s) {
+  return launch(desc, {t}, [&](ncclComm_t comm, cudaStream_t s) {
     STRATA_NCCL(ncclAllReduce(t.data_ptr(), t.data_ptr(), 1, ncclInt32, ncclSum, comm, s));
   });
 }
@@ -505,7 +494,7 @@ WorkPtr ProcessGroupNCCL::do_recv(Tensor& tensor, int src, const OpDescription& 
 WorkPtr ProcessGroupNCCL::do_batch_send_recv(std::span<const P2POp> ops, const OpDescription& desc) {
   std::vector<Tensor> keep;
   for (const P2POp& op : ops) keep.push_back(op.tensor);
-  return launch({desc.name, desc.detail, std::move(keep)}, [&](ncclComm_t comm, cudaStream_t s) {
+  return launch(desc, std::move(keep), [&](ncclComm_t comm, cudaStream_t s) {
     NcclGroupScope group;
     for (const P2POp& op : ops) {
       const size_t n = static_cast<size_t>(op.tensor.numel());

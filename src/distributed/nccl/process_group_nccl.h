@@ -128,10 +128,10 @@ class ProcessGroupNCCL final : public ProcessGroup {
   std::unique_ptr<ProcessGroup> do_split(const SplitPlan& plan, const OpDescription& desc) override;
 
  private:
-  struct Launch;
-  // Enqueues one op (see the header comment); `enqueue` makes the NCCL calls on the comm.
+  // Enqueues one op (see the header comment), after the debug signature check where the
+  // op has one; `enqueue` makes the NCCL calls on the comm; `keep` lives until the op is done.
   template <class F>
-  WorkPtr launch(Launch&& l, F&& enqueue);
+  WorkPtr launch(const OpDescription& desc, std::vector<Tensor> keep, F&& enqueue);
   // Every rank's `mine` (same length on all), gathered over the communicator and waited
   // for on the host (split's partition check, debug signatures).
   std::vector<int64_t> host_all_gather(const std::vector<int64_t>& mine, const char* why);
