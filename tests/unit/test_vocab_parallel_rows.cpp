@@ -29,26 +29,27 @@ using strata::testing::expect_error_mentions;
 class SoloGroup final : public dist::ProcessGroup {
  public:
   SoloGroup() : ProcessGroup(0, 1, "solo", {0}) {}
-  dist::WorkPtr all_reduce(Tensor&, dist::ReduceOp) override { return done(); }
-  dist::WorkPtr broadcast(Tensor&, int) override { return done(); }
-  dist::WorkPtr all_gather(Tensor& out, const Tensor& in) override {
+
+ protected:
+  Placement placement() const override { return Placement::Any; }
+  dist::WorkPtr do_all_reduce(Tensor&, dist::ReduceOp, const dist::OpDescription&) override { return done(); }
+  dist::WorkPtr do_broadcast(Tensor&, int, const dist::OpDescription&) override { return done(); }
+  dist::WorkPtr do_all_gather(Tensor& out, const Tensor& in, const dist::OpDescription&) override {
     out.copy_(in);
     return done();
   }
-  dist::WorkPtr reduce_scatter(Tensor& out, const Tensor& in, dist::ReduceOp) override {
+  dist::WorkPtr do_reduce_scatter(Tensor& out, const Tensor& in, dist::ReduceOp, const dist::OpDescription&) override {
     out.copy_(in);
     return done();
   }
-  dist::WorkPtr all_to_all(Tensor& out, const Tensor& in) override {
+  dist::WorkPtr do_all_to_all(Tensor& out, const Tensor& in, const dist::OpDescription&) override {
     out.copy_(in);
     return done();
   }
-  dist::WorkPtr send(const Tensor&, int) override { return done(); }
-  dist::WorkPtr recv(Tensor&, int) override { return done(); }
-  dist::WorkPtr barrier() override { return done(); }
-  std::unique_ptr<ProcessGroup> split(std::span<const int>, const std::string&) override { return nullptr; }
-  dist::CommStats stats() const override { return {}; }
-  void reset_stats() override {}
+  dist::WorkPtr do_send(const Tensor&, int, const dist::OpDescription&) override { return done(); }
+  dist::WorkPtr do_recv(Tensor&, int, const dist::OpDescription&) override { return done(); }
+  dist::WorkPtr do_barrier(const dist::OpDescription&) override { return done(); }
+  std::unique_ptr<ProcessGroup> do_split(const dist::SplitPlan&, const dist::OpDescription&) override { return nullptr; }
 
  private:
   struct Done final : dist::Work {
