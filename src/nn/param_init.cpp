@@ -23,30 +23,41 @@ T draw(const ParamInit& init, const PhiloxStream& s, uint64_t i) {
   return T(0);
 }
 
-// For each local element, its flat index in the whole parameter, or -1 for padding.
-std::vector<int64_t> whole_indices(const Shape& local, const PartOfWhole* part) {
-  const auto n = static_cast<size_t>(local.numel());
-  std::vector<int64_t> out(n);
-  if (part == nullptr) {
-    for (size_t i = 0; i < n; ++i) out[i] = static_cast<int64_t>(i);
-    return out;
+// Maps a local element's flat index to its flat index in the whole parameter (-1: padding).
+class WholeIndex {
+ public:
+  WholeIndex(const Shape& local, const PartOfWhole* part) : part_(part) {
+    if (part == nullptr) return;
+    const auto d = static_cast<size_t>(part->dim);
+    STRATA_CHECK(part->whole.size() == local.size() && d < local.size(), "fill_init: a part of shape ", local,
+                 " does not fit the whole shape ", part->whole, " along dim ", part->dim);
+    for (size_t k = 0; k < local.size(); ++k)
+      STRATA_CHECK(k == d || local[k] == part->whole[k], "fill_init: a part of shape ", local,
+                   " differs from the whole shape ", part->whole, " outside dim ", part->dim);
+    for (size_t k = d + 1; k < local.size(); ++k) inner_ *= local[k];
+    along_ = local[d];
+    whole_along_ = part->whole[d];
+    map_.assign(static_cast<size_t>(along_), -1);
+    for (const PartRun& r : part->runs) {
+      STRATA_CHECK(r.local_start >= 0 && r.length >= 0 && r.local_start + r.length <= along_ && r.whole_start >= 0 &&
+                       r.whole_start + r.length <= whole_along_,
+                   "fill_init: a run [", r.local_start, ", +", r.length, ") -> [", r.whole_start, ", +", r.length,
+                   ") does not fit sizes ", along_, " (part) and ", whole_along_, " (whole) along dim ", part->dim);
+      for (int64_t j = 0; j < r.length; ++j) map_[static_cast<size_t>(r.local_start + j)] = r.whole_start + j;
+    }
   }
-  const auto d = static_cast<size_t>(part->dim);
-  STRATA_CHECK(part->whole.size() == local.size() && d < local.size(), "fill_init: a part of shape ", local,
-               " does not fit the whole shape ", part->whole, " along dim ", part->dim);
-  int64_t inner = 1;
-  for (size_t k = d + 1; k < local.size(); ++k) inner *= local[k];
-  std::vector<int64_t> map(static_cast<size_t>(local[d]), -1);  // local index along dim -> whole index
-  for (const PartRun& r : part->runs)
-    for (int64_t j = 0; j < r.length; ++j) map[static_cast<size_t>(r.local_start + j)] = r.whole_start + j;
-  for (size_t i = 0; i < n; ++i) {
-    const auto li = static_cast<int64_t>(i);
-    const int64_t outer = li / (inner * local[d]), along = li / inner % local[d], in = li % inner;
-    const int64_t w = map[static_cast<size_t>(along)];
-    out[i] = w < 0 ? -1 : (outer * part->whole[d] + w) * inner + in;
+  int64_t operator()(int64_t i) const {
+    if (part_ == nullptr) return i;
+    const int64_t outer = i / (inner_ * along_), along = i / inner_ % along_, in = i % inner_;
+    const int64_t w = map_[static_cast<size_t>(along)];
+    return w < 0 ? -1 : (outer * whole_along_ + w) * inner_ + in;
   }
-  return out;
-}
+
+ private:
+  const PartOfWhole* part_;
+  int64_t inner_ = 1, along_ = 1, whole_along_ = 1;
+  std::vector<int64_t> map_;  // local index along dim -> whole index, -1 for padding
+};
 
 }  // namespace
 
@@ -54,15 +65,19 @@ void fill_init(Tensor& t, const ParamInit& init, const PhiloxStream& stream, con
   STRATA_CHECK(t.device().is_cpu() && t.is_contiguous(), "fill_init: the tensor must be contiguous on the CPU, got ",
                t.device());
   NoGradGuard no_grad;
-  const std::vector<int64_t> index = whole_indices(t.shape(), part);
+  const WholeIndex index(t.shape(), part);
   const DType draw_dtype = is_16bit(t.dtype()) ? DType::Float32 : t.dtype();
   STRATA_CHECK(draw_dtype == DType::Float32 || draw_dtype == DType::Float64, "fill_init: dtype ", t.dtype(),
                " is not floating");
   Tensor drawn = is_16bit(t.dtype()) ? empty(t.shape(), {.dtype = draw_dtype}) : t;
   auto fill = [&]<class T>() {
     T* p = drawn.data<T>();
-    for (size_t i = 0; i < index.size(); ++i)
-      p[i] = index[i] < 0 ? T(0) : draw<T>(init, stream, static_cast<uint64_t>(index[i]));
+    const int64_t n = drawn.numel();
+#pragma omp parallel for if (n > 65536)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t w = index(i);
+      p[i] = w < 0 ? T(0) : draw<T>(init, stream, static_cast<uint64_t>(w));
+    }
   };
   if (draw_dtype == DType::Float32) fill.template operator()<float>();
   else fill.template operator()<double>();
