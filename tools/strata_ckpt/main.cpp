@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
       ->required();
   export_cmd->add_option("--out", export_o.out, "Hugging Face model directory to write")->required();
   export_cmd->add_option("--format", export_o.format, "model family (default: the checkpoint's config.family)")
-      ->check(CLI::IsMember(train::model_family_names()));
+      ->check(CLI::IsMember(strata::train::model_family_names()));
   export_cmd
       ->add_option("--dtype", export_o.dtype,
                    "param: the model.* weights; f32: the float32 master.* weights where present")
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   import_cmd->add_option("--out", import_o.out, "checkpoint directory to create (must not hold one)")->required();
   import_cmd->add_option("--format", import_o.format, "model family (default: config.json's model_type)")
-      ->check(CLI::IsMember(train::model_family_names()));
+      ->check(CLI::IsMember(strata::train::model_family_names()));
   import_cmd->add_option("--step", import_o.step, "step recorded in the checkpoint")
       ->check(integer_at_most(INT64_MAX))
       ->capture_default_str();
