@@ -32,9 +32,9 @@ nn::PartOfWhole part_of(const Shape& whole, const ShardLayout& l, int rank, int 
     if (len > 0) part.runs.push_back({.local_start = 0, .whole_start = start, .length = len});
     return part;
   }
-  const int64_t section = l.full_size / l.sections;
+  const int64_t section = l.full_size / l.sections, piece = section / n;  // p = sections x piece
   for (int64_t j = 0; j < l.sections; ++j)
-    part.runs.push_back({.local_start = j * p, .whole_start = j * section + p * rank, .length = p});
+    part.runs.push_back({.local_start = j * piece, .whole_start = j * section + piece * rank, .length = piece});
   return part;
 }
 
