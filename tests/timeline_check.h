@@ -1,5 +1,5 @@
 #pragma once
-// Checks a Chrome-trace JSON (train::Timeline's output) the way a viewer reads it: a
+// Checks a Chrome-trace JSON (profile::Timeline's output) the way a viewer reads it: a
 // traceEvents array whose complete ("X") events carry name, cat, ts >= 0, dur >= 0, pid and
 // tid, and whose spans on one (pid, tid) nest: any two are disjoint or one contains the other.
 #include <gtest/gtest.h>

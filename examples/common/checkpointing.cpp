@@ -75,7 +75,7 @@ void Checkpointing::init_weights() {
   if (lead_) std::printf("initialised the weights from %s\n", o_.init_from.c_str());
 }
 
-int64_t Checkpointing::resume(int64_t steps, const SingleFileLoader& single_file) {
+int64_t Checkpointing::resume(int64_t steps) {
   // --resume-latest on an empty --save directory is a fresh start; without `latest` but with
   // saves there, the newest that verifies (never step 0 beside them). Collective.
   std::string path = o_.resume;
@@ -86,9 +86,10 @@ int64_t Checkpointing::resume(int64_t steps, const SingleFileLoader& single_file
   }
   if (path.empty()) return 0;
   STRATA_CHECK(target_.has_value(), "Checkpointing::resume before attach()");
-  const int64_t start = single_file && std::filesystem::is_regular_file(path)
-                            ? single_file(path)
-                            : train::load_training_checkpoint(path, *target_);
+  STRATA_CHECK(!std::filesystem::is_regular_file(path), "'", path, "' is a single-file training state (an earlier "
+               "strata's format); convert it once with `strata-ckpt convert ", path, " --out DIR` and resume from DIR, "
+               "which loads into any layout");
+  const int64_t start = train::load_training_checkpoint(path, *target_);
   // Training from `start` to an earlier end would save weights of step `start` labelled
   // with the earlier step (and a later resume would repeat the steps in between).
   const int64_t end = end_step(o_, steps);

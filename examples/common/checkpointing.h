@@ -41,10 +41,6 @@ void validate_checkpoint_options(const CheckpointOptions& o);
 // The step this run ends at: --stop-at when it comes before --steps.
 int64_t end_step(const CheckpointOptions& o, int64_t steps);
 
-// Reads a checkpoint that is a single file (an earlier strata's format) and returns its step;
-// a trainer that cannot read one passes none.
-using SingleFileLoader = std::function<int64_t(const std::string& path)>;
-
 class Checkpointing {
  public:
   // Collective, before the model is built: rank 0 checks that --export-hf and --save can be
@@ -61,8 +57,9 @@ class Checkpointing {
   void init_weights();
   // Collective. --resume / --resume-latest: restores the training state and returns its step
   // (0: a fresh start). A state saved after the end of this run (`steps`, --stop-at) is
-  // refused: a save would label its weights with an earlier step.
-  int64_t resume(int64_t steps, const SingleFileLoader& single_file = {});
+  // refused: a save would label its weights with an earlier step. A single file (an earlier
+  // strata's training state) is refused, naming the `strata-ckpt convert` that reads it.
+  int64_t resume(int64_t steps);
   // Collective, after every step (`completed` steps done): commits a finished background
   // save, and saves every --save-every steps.
   void after_step(int64_t completed);

@@ -1,6 +1,7 @@
 #include "data_parallel.h"
 
-#include "strata/optim/grad_clip.h"
+#include <algorithm>
+
 #include "strata/optim/param_groups.h"
 #include "strata/parallel/tp_grad_norm.h"
 #include "strata/tensor/factory.h"
@@ -10,21 +11,16 @@ namespace strata::examples {
 DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& world, const TrainOptions& o,
                                          dist::ProcessGroup* tensor, dist::ProcessGroup* pipeline,
                                          std::function<bool(const std::string&)> duplicate)
-    : world_(world), tensor_(tensor), pipeline_(pipeline), duplicate_(std::move(duplicate)), model_(model), clip_(o.clip) {
+    : world_(world), clip_(o.clip) {
   const optim::AdamWOptions adamw{.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay};
   auto groups = optim::weight_decay_groups(model.named_parameters(), o.lr, o.weight_decay);
-  if (o.zero >= 0) {
-    parallel::ZeroOptions zo;
-    zo.stage = o.zero;
-    if (tensor != nullptr) zo.tensor_parallel = {.group = tensor, .is_split = parallel::split_parameter_predicate(model)};
-    if (pipeline != nullptr) zo.pipeline_parallel = {.group = pipeline, .duplicate = duplicate_};
-    zero_ = std::make_unique<parallel::ZeroOptimizer>(model, adamw, world, zo, std::move(groups));
-  } else {
-    if (world.size() > 1) ddp_ = std::make_unique<parallel::DistributedDataParallel>(model, world);
-    adamw_ = std::make_unique<optim::AdamW>(std::move(groups), adamw);
-  }
+  parallel::ZeroOptions zo;
+  zo.stage = std::max(o.zero, 0);  // without --zero: stage 0, DDP
+  if (tensor != nullptr) zo.tensor_parallel = {.group = tensor, .is_split = parallel::split_parameter_predicate(model)};
+  if (pipeline != nullptr) zo.pipeline_parallel = {.group = pipeline, .duplicate = std::move(duplicate)};
+  zero_ = std::make_unique<parallel::ZeroOptimizer>(model, adamw, world, zo, std::move(groups));
   schedule_ = std::make_unique<optim::CosineSchedule>(
-      optimizer(), optim::CosineScheduleOptions{.warmup_steps = o.warmup, .total_steps = o.steps,
+      *zero_, optim::CosineScheduleOptions{.warmup_steps = o.warmup, .total_steps = o.steps,
                                                 .min_lr_ratio = o.min_lr_ratio});
 }
 
@@ -32,19 +28,10 @@ StepResult DataParallelTrainer::step(const Tensor& loss) { return step(loss.item
 
 StepResult DataParallelTrainer::step(double loss) {
   StepResult r;
-  if (clip_ > 0) {
-    r.grad_norm = zero_ ? zero_->clip_grad_norm(clip_)
-                        : parallel::clip_grad_norm(model_, clip_,
-                                                   {.tensor = tensor_, .pipeline = pipeline_, .duplicate = duplicate_});
-  }
-  r.lr = optimizer().param_groups()[0].lr;
-  if (zero_) {
-    zero_->step();
-    zero_->zero_grad();
-  } else {
-    adamw_->step();
-    adamw_->zero_grad();
-  }
+  if (clip_ > 0) r.grad_norm = zero_->clip_grad_norm(clip_);  // across shards, stages and tensor ranks
+  r.lr = zero_->param_groups()[0].lr;
+  zero_->step();
+  zero_->zero_grad();
   schedule_->step();
   Tensor global = full({1}, loss, {.dtype = DType::Float64});
   if (world_.size() > 1) world_.all_reduce(global, dist::ReduceOp::Avg)->wait();

@@ -1,7 +1,7 @@
 #pragma once
-// How an example's model trains on N ranks (or one process): AdamW over weight-decay groups
-// with a cosine schedule, the gradients averaged by DistributedDataParallel, or a
-// ZeroOptimizer at --zero STAGE that also shards the optimizer state (and more).
+// How an example's model trains on N ranks (or one process): one data-parallel path, a
+// ZeroOptimizer (AdamW over weight-decay groups) at --zero STAGE, stage 0 (DDP: gradients
+// averaged, every rank updates everything) without --zero, with a cosine schedule.
 #include <functional>
 #include <memory>
 #include <string>
@@ -10,7 +10,6 @@
 #include "strata/nn/module.h"
 #include "strata/optim/adam.h"
 #include "strata/optim/lr_scheduler.h"
-#include "strata/parallel/ddp.h"
 #include "strata/parallel/zero.h"
 #include "train_options.h"
 
@@ -38,22 +37,14 @@ class DataParallelTrainer {
   StepResult step(const Tensor& loss);
   StepResult step(double loss);  // the same with this rank's loss as a number (a pipeline's)
 
-  optim::Optimizer& optimizer() { return zero_ ? zero_->optimizer() : *adamw_; }
-  optim::Optimizer* plain_optimizer() { return adamw_.get(); }  // null with --zero
+  optim::Optimizer& optimizer() { return *zero_; }
   optim::CosineSchedule& schedule() { return *schedule_; }
-  parallel::ZeroOptimizer* zero() { return zero_.get(); }  // null without --zero
-  parallel::DistributedDataParallel* ddp() { return ddp_.get(); }  // null with --zero or one data rank
+  parallel::ZeroOptimizer* zero() { return zero_.get(); }
 
  private:
   dist::ProcessGroup& world_;  // the data-parallel group
-  dist::ProcessGroup* tensor_;
-  dist::ProcessGroup* pipeline_;
-  std::function<bool(const std::string&)> duplicate_;
-  nn::Module& model_;
   double clip_;
-  std::unique_ptr<parallel::DistributedDataParallel> ddp_;
   std::unique_ptr<parallel::ZeroOptimizer> zero_;
-  std::unique_ptr<optim::AdamW> adamw_;
   std::unique_ptr<optim::CosineSchedule> schedule_;
 };
 

@@ -27,7 +27,7 @@ nn::ModelPart stage_of(const Layout& layout, const parallel::PipelinePartition& 
 
 std::unique_ptr<parallel::Pipeline> make_pipeline(nn::CausalLM& model, const Layout& layout,
                                                   const parallel::PipelinePartition& partition, const TrainOptions& o,
-                                                  DataParallelTrainer& trainer, train::Timeline& timeline) {
+                                                  DataParallelTrainer& trainer, profile::Timeline& timeline) {
   if (layout.pipeline == nullptr) return nullptr;
   const auto kind = o.schedule == "gpipe"         ? parallel::PipelineScheduleKind::GPipe
                     : o.schedule == "interleaved" ? parallel::PipelineScheduleKind::Interleaved1F1B
@@ -35,7 +35,7 @@ std::unique_ptr<parallel::Pipeline> make_pipeline(nn::CausalLM& model, const Lay
   return std::make_unique<parallel::Pipeline>(
       model, *layout.pipeline, partition,
       parallel::PipelineOptions{.schedule = kind, .micro_batches = static_cast<int>(micro_batches(o)),
-                                .chunks = pipeline_chunks(o), .ddp = trainer.ddp(), .zero = trainer.zero(),
+                                .chunks = pipeline_chunks(o), .zero = trainer.zero(),
                                 .timeline = &timeline});
 }
 

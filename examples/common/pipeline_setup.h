@@ -8,7 +8,7 @@
 #include "layout.h"
 #include "strata/nn/causal_lm.h"
 #include "strata/parallel/pipeline.h"
-#include "strata/train/timeline.h"
+#include "strata/profile/timeline.h"
 #include "train_options.h"
 
 namespace strata::examples {
@@ -31,6 +31,6 @@ nn::ModelPart stage_of(const Layout& layout, const parallel::PipelinePartition& 
 // stage, reducing gradients through `trainer`'s DDP or ZeRO, spans into `timeline`.
 std::unique_ptr<parallel::Pipeline> make_pipeline(nn::CausalLM& model, const Layout& layout,
                                                   const parallel::PipelinePartition& partition, const TrainOptions& o,
-                                                  DataParallelTrainer& trainer, train::Timeline& timeline);
+                                                  DataParallelTrainer& trainer, profile::Timeline& timeline);
 
 }  // namespace strata::examples

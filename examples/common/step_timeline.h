@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "strata/distributed/process_group.h"
-#include "strata/train/timeline.h"
+#include "strata/profile/timeline.h"
 #include "train_options.h"
 
 namespace strata::examples {
@@ -14,7 +14,7 @@ class StepTimeline {
   StepTimeline(const TrainOptions& o, dist::ProcessGroup& world) : o_(o), world_(world) {}
 
   // The timeline the step's spans go to (recording only during the traced step).
-  train::Timeline& timeline() { return timeline_; }
+  profile::Timeline& timeline() { return timeline_; }
   // Before step `step` (0-based): starts recording when it is the traced one.
   void begin(int64_t step);
   // After step `step`: collective over the world when it was the traced one (writes the file).
@@ -25,7 +25,7 @@ class StepTimeline {
 
   const TrainOptions& o_;
   dist::ProcessGroup& world_;
-  train::Timeline timeline_;
+  profile::Timeline timeline_;
 };
 
 }  // namespace strata::examples

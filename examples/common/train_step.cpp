@@ -4,7 +4,7 @@ namespace strata::examples {
 
 StepResult train_step(int64_t step, nn::CausalLM& model, parallel::Pipeline* pipeline, const data::Batch& batch,
                       DataParallelTrainer& trainer, StepTimeline& timeline) {
-  train::Timeline& spans = timeline.timeline();
+  profile::Timeline& spans = timeline.timeline();
   timeline.begin(step);
   StepResult result;
   {

@@ -152,7 +152,7 @@ int run(const Options& o) {
   if (layout.pipeline != nullptr) duplicate = parallel::duplicate_parameters(model, *layout.pipeline);
   examples::DataParallelTrainer trainer(model, data, t, layout.tensor, layout.pipeline, duplicate);
   examples::StepTimeline step_timeline(t, world);
-  train::Timeline& timeline = step_timeline.timeline();
+  profile::Timeline& timeline = step_timeline.timeline();
   const std::unique_ptr<parallel::Pipeline> pipeline =
       examples::make_pipeline(model, layout, partition, t, trainer, timeline);
   parallel::ZeroOptimizer* zero = trainer.zero();
@@ -167,20 +167,13 @@ int run(const Options& o) {
   checkpoint::Metadata sharded_config = config_meta;
   sharded_config.erase("config.param_dtype");
   const train::CheckpointTarget target{
-      .model = model, .world = world, .optimizer = trainer.plain_optimizer(), .zero = zero, .data = &data,
+      .model = model, .world = world, .zero = zero, .data = &data,
       .tensor = layout.tensor, .duplicate = duplicate, .sampler = &sampler, .scheduler = &trainer.schedule(),
       .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr, .config = sharded_config,
       .layout = {{"pipeline", std::to_string(t.pp)}, {"schedule", t.schedule}, {"param_dtype", t.param_dtype}}};
   checkpointing.attach(target);
   checkpointing.init_weights();  // pretrained weights (e.g. `strata-ckpt import`), in any layout
-  // The single-file training state of earlier releases holds one process's state.
-  const int64_t start = checkpointing.resume(t.steps, [&](const std::string& file) {
-    STRATA_CHECK(!zero && layout.tensor == nullptr && layout.pipeline == nullptr, "'", file,
-                 "' is a single-file training state (an earlier strata's format): it resumes without --zero, "
-                 "--tp and --pp; resume it that way once and --save a checkpoint directory, which loads into "
-                 "any layout");
-    return train::load_training_state(file, {model, trainer.optimizer(), sampler, config_meta});
-  });
+  const int64_t start = checkpointing.resume(t.steps);
   const std::string metrics_path = g_lead ? t.metrics : "";
   train::MetricsWriter metrics(metrics_path, /*append=*/start > 0);
   const int64_t global_batch = t.batch * data.size();
@@ -266,8 +259,8 @@ int main(int argc, char** argv) {
                  "outputs while training, in [0, 1)")
       ->capture_default_str();
   examples::add_checkpoint_options(app, o.ckpt, "HF GPT-2",
-                                   "checkpoint directory (or an earlier single-file training state) to continue "
-                                   "from, in any layout; refused when its model configuration or checksums do not "
+                                   "checkpoint directory to continue from, in any layout (an earlier single-file "
+                                   "training state: convert it with `strata-ckpt convert`); refused when its model configuration or checksums do not "
                                    "match, or when it is past --stop-at/--steps");
   CLI11_PARSE(app, argc, argv);
   return examples::run_example("train_gpt", [&] { return run(o); });

@@ -269,7 +269,7 @@ int run(Options o) {
   if (layout.pipeline != nullptr) duplicate = parallel::duplicate_parameters(model, *layout.pipeline);
   examples::DataParallelTrainer trainer(model, data, t, layout.tensor, layout.pipeline, duplicate);
   examples::StepTimeline step_timeline(t, world);
-  train::Timeline& timeline = step_timeline.timeline();
+  profile::Timeline& timeline = step_timeline.timeline();
   const std::unique_ptr<parallel::Pipeline> pipeline =
       examples::make_pipeline(model, layout, partition, t, trainer, timeline);
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
@@ -281,7 +281,7 @@ int run(Options o) {
   checkpoint::Metadata config_meta = train::config_metadata(config);
   config_meta.erase("config.param_dtype");
   const train::CheckpointTarget target{
-      .model = model, .world = world, .optimizer = trainer.plain_optimizer(), .zero = trainer.zero(),
+      .model = model, .world = world, .zero = trainer.zero(),
       .data = &data, .tensor = layout.tensor, .duplicate = duplicate, .sampler = &sampler,
       .scheduler = &trainer.schedule(), .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr,
       .config = config_meta,

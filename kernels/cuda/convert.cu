@@ -1,4 +1,4 @@
-#include "common/half.h"
+#include "strata_kernels/common/half.h"
 #include "strata_kernels/convert.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // Dropout on the GPU: one thread per Philox counter (4 elements), common/dropout.h's mask
 // and the CPU's arithmetic (x * scale, then the select), so the same bits.
-#include "common/dropout.h"
+#include "strata_kernels/common/dropout.h"
 #include "strata_kernels/dropout.h"
 #include "strata_kernels/elementwise.h"
 

@@ -3,8 +3,8 @@
 // loops instantiate too.
 #include <type_traits>
 
-#include "common/elementwise_ops.h"
-#include "cuda/map_executor.cuh"
+#include "strata_kernels/common/elementwise_ops.h"
+#include "map_executor.cuh"
 #include "strata_kernels/elementwise.h"
 
 namespace {

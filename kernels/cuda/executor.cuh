@@ -5,8 +5,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "common/chunk_reduce.h"
-#include "common/multi_tensor.h"
+#include "strata_kernels/common/chunk_reduce.h"
+#include "strata_kernels/common/multi_tensor.h"
 
 namespace strata_kernels {
 

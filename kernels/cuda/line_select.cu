@@ -4,7 +4,7 @@
 // threads take consecutive inner positions, so reads coalesce when inner > 1; a line along
 // the last dimension (inner == 1) is read by its thread alone: simple, and enough for the
 // sampling sizes these ops serve (a warp per line would be the next step for long lines).
-#include "common/line_select.h"
+#include "strata_kernels/common/line_select.h"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/line_select.h"
 

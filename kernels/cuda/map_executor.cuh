@@ -2,11 +2,11 @@
 // The CUDA executor of the elementwise functors (common/elementwise_ops.h,
 // common/compare_ops.h): one grid-stride kernel per (functor, operand types), each thread
 // computing out[i] = f(inputs at i) for its elements, as the CPU's map_broadcast loop does
-// (src/tensor/cpu/broadcast_map.h). Shared by elementwise.cu and compare.cu.
+// (src/backend/cpu/broadcast_map.h). Shared by elementwise.cu and compare.cu.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "common/strided_index.h"
+#include "strata_kernels/common/strided_index.h"
 
 namespace strata_kernels {
 

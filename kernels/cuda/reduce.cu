@@ -2,7 +2,7 @@
 // so both give the same bits: lanes are a warp's threads when each output's elements are
 // contiguous (inner == 1), else 32 threads of a column (few outputs) or one thread replaying
 // all the lanes of its column (many outputs).
-#include "common/dim_reduce.h"
+#include "strata_kernels/common/dim_reduce.h"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/reduce.h"
 

@@ -1,6 +1,6 @@
 // Rotary position embedding on the GPU: one thread per (row, pair), common/rotary.h's
 // functors, the CPU's, so the results are the same bits.
-#include "common/rotary.h"
+#include "strata_kernels/common/rotary.h"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/rotary.h"
 

@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "common/row_reduce.h"
+#include "strata_kernels/common/row_reduce.h"
 
 namespace strata_kernels {
 

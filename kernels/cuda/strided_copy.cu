@@ -2,7 +2,7 @@
 // staging through the host.
 #include <stdint.h>
 
-#include "common/strided_index.h"
+#include "strata_kernels/common/strided_index.h"
 #include "strata_kernels/strided_copy.h"
 
 namespace {

@@ -4,10 +4,10 @@
 // per token), for float32 and float64.
 #include <stdint.h>
 
-#include "common/vocab_parallel_rows.h"
-#include "common/vocab_shard_index.h"
-#include "cuda/row_executor.cuh"
-#include "cuda/float_dispatch.cuh"
+#include "strata_kernels/common/vocab_parallel_rows.h"
+#include "strata_kernels/common/vocab_shard_index.h"
+#include "row_executor.cuh"
+#include "float_dispatch.cuh"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/vocab_parallel.h"
 

@@ -8,7 +8,6 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/autograd/node.h"
 #include "strata/tensor/factory.h"
-#include "strata/tensor/ops/elementwise.h"
 
 namespace strata::autograd {
 namespace {
@@ -41,18 +40,13 @@ void queue_final_callback(std::function<void()> callback) {
   t_pass->final_callbacks.push_back(std::move(callback));
 }
 
-void backward(std::span<const Tensor> roots, std::span<const Tensor> grads, bool retain_graph) {
-  STRATA_CHECK(!roots.empty(), "backward: no tensors given");
-  STRATA_CHECK(grads.empty() || grads.size() == roots.size(), "backward: ", roots.size(), " tensors but ",
-               grads.size(), " gradients");
-  // A pass started from inside another (activation recompute backpropagates through its
-  // recomputed block) joins the outer pass: its final callbacks run when the outer one ends.
-  const bool nested = t_pass != nullptr;
-  NoGradGuard no_grad;  // backward functions are not themselves recorded
+namespace {
 
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
-  auto add_to_buffer = [&](const Edge& edge, Tensor g) {
-    std::vector<Tensor>& buf = buffers[edge.node.get()];
+// The gradients waiting for each node, one slot per node output, summed as they arrive.
+class GradientBuffers {
+ public:
+  void add(const Edge& edge, Tensor g) {
+    std::vector<Tensor>& buf = buffers_[edge.node.get()];
     if (buf.empty()) buf.resize(edge.node->output_meta().size());
     Tensor& slot = buf[edge.input_nr];
     if (!slot.defined()) {
@@ -63,8 +57,29 @@ void backward(std::span<const Tensor> roots, std::span<const Tensor> grads, bool
     } else {
       slot = sum_gradients(slot, g);
     }
-  };
+  }
 
+  // The node's gradients (empty when none arrived), leaving the buffers.
+  std::vector<Tensor> take(Node* node) {
+    std::vector<Tensor> inputs;
+    if (auto it = buffers_.find(node); it != buffers_.end()) {
+      inputs = std::move(it->second);
+      buffers_.erase(it);
+    }
+    return inputs;
+  }
+
+ private:
+  std::unordered_map<Node*, std::vector<Tensor>> buffers_;
+};
+
+// Checks the roots and their gradients (implied ones for one-element roots), puts them in the
+// buffers and returns the roots' nodes.
+std::vector<std::shared_ptr<Node>> seed_roots(std::span<const Tensor> roots, std::span<const Tensor> grads,
+                                              GradientBuffers& buffers) {
+  STRATA_CHECK(!roots.empty(), "backward: no tensors given");
+  STRATA_CHECK(grads.empty() || grads.size() == roots.size(), "backward: ", roots.size(), " tensors but ",
+               grads.size(), " gradients");
   std::vector<std::shared_ptr<Node>> root_nodes;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
@@ -82,86 +97,109 @@ void backward(std::span<const Tensor> roots, std::span<const Tensor> grads, bool
     STRATA_CHECK(g.dtype() == root.dtype(), "backward: ", g.dtype(), " gradient given for ", root.dtype(),
                  " tensor ", i);
     Edge edge = gradient_edge(root);
-    add_to_buffer(edge, g);
+    buffers.add(edge, g);
     root_nodes.push_back(edge.node);
   }
+  return root_nodes;
+}
 
-  // Count, for every node reachable from the roots, how many edges point at it. Iterative
-  // so that graph depth never touches the C++ stack.
+// For every node reachable from the roots, how many edges point at it. Iterative so that
+// graph depth never touches the C++ stack.
+std::unordered_map<Node*, int> count_dependencies(const std::vector<std::shared_ptr<Node>>& root_nodes) {
   std::unordered_map<Node*, int> dependencies;
-  {
-    std::unordered_set<Node*> seen;
-    std::vector<Node*> stack;
-    for (auto& n : root_nodes)
-      if (seen.insert(n.get()).second) stack.push_back(n.get());
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      stack.pop_back();
-      for (const Edge& e : n->next_edges()) {
-        if (!e.node) continue;
-        ++dependencies[e.node.get()];
-        if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
-      }
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (const auto& n : root_nodes)
+    if (seen.insert(n.get()).second) stack.push_back(n.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges()) {
+      if (!e.node) continue;
+      ++dependencies[e.node.get()];
+      if (seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  }
+  return dependencies;
+}
+
+// Runs one node on the gradients that reached it (missing ones as zeros) and returns its
+// input gradients; nothing when no gradient reached it.
+std::vector<Tensor> run_node(Node& node, std::vector<Tensor> inputs, bool retain_graph) {
+  bool any = false;
+  for (const Tensor& g : inputs) any = any || g.defined();
+  if (!any) return {};
+  node.run_output_grad_hooks(inputs);  // Tensor::register_hook on this node's outputs
+  const auto& metas = node.output_meta();
+  for (size_t i = 0; i < metas.size(); ++i) {
+    if (!inputs[i].defined()) inputs[i] = zeros(metas[i].shape, {.dtype = metas[i].dtype});
+  }
+  std::vector<Tensor> outputs = node.apply(std::move(inputs));
+  if (!retain_graph) node.release();
+  STRATA_CHECK(outputs.empty() || outputs.size() == node.next_edges().size(), "backward: ", node.name(),
+               " returned ", outputs.size(), " gradients for ", node.next_edges().size(), " inputs");
+  return outputs;
+}
+
+// Makes this thread's pass the current one for its lifetime, unless a pass is already running
+// (activation recompute backpropagates through its recomputed block from inside another pass:
+// that pass's final callbacks then run when the outer one ends).
+class PassScope {
+ public:
+  PassScope() : nested_(t_pass != nullptr) {
+    if (!nested_) t_pass = &pass_;
+  }
+  ~PassScope() {
+    if (!nested_) t_pass = nullptr;
+  }
+  PassScope(const PassScope&) = delete;
+  PassScope& operator=(const PassScope&) = delete;
+
+  // Callbacks may queue further callbacks (a DDP flush that launches more work).
+  void run_final_callbacks() {
+    if (nested_) return;
+    for (size_t i = 0; i < pass_.final_callbacks.size(); ++i) {
+      auto callback = std::move(pass_.final_callbacks[i]);
+      callback();
     }
   }
 
+ private:
+  bool nested_;
+  PassState pass_;
+};
+
+}  // namespace
+
+void backward(std::span<const Tensor> roots, std::span<const Tensor> grads, bool retain_graph) {
+  NoGradGuard no_grad;  // backward functions are not themselves recorded
+  GradientBuffers buffers;
+  const std::vector<std::shared_ptr<Node>> root_nodes = seed_roots(roots, grads, buffers);
+  std::unordered_map<Node*, int> dependencies = count_dependencies(root_nodes);
+
+  // Nodes run latest-recorded first once every edge into them has delivered.
   std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, LaterFirst> ready;
-  {
-    std::unordered_set<Node*> queued;
-    for (auto& n : root_nodes)
-      if (dependencies[n.get()] == 0 && queued.insert(n.get()).second) ready.push(n);
-  }
+  std::unordered_set<Node*> queued;
+  for (const auto& n : root_nodes)
+    if (dependencies[n.get()] == 0 && queued.insert(n.get()).second) ready.push(n);
 
-  PassState pass;
-  if (!nested) t_pass = &pass;
-  struct ResetPass {
-    bool active;
-    ~ResetPass() {
-      if (active) t_pass = nullptr;
-    }
-  } reset_pass{!nested};
-
+  PassScope pass;
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.top();
     ready.pop();
-    std::vector<Tensor> inputs;
-    if (auto it = buffers.find(node.get()); it != buffers.end()) {
-      inputs = std::move(it->second);
-      buffers.erase(it);
-    }
-    bool any = false;
-    for (const Tensor& g : inputs) any = any || g.defined();
-
-    std::vector<Tensor> outputs;
-    if (any) {
-      node->run_output_grad_hooks(inputs);  // Tensor::register_hook on this node's outputs
-      const auto& metas = node->output_meta();
-      for (size_t i = 0; i < metas.size(); ++i) {
-        if (!inputs[i].defined()) inputs[i] = zeros(metas[i].shape, {.dtype = metas[i].dtype});
-      }
-      outputs = node->apply(std::move(inputs));
-      if (!retain_graph) node->release();
-      STRATA_CHECK(outputs.empty() || outputs.size() == node->next_edges().size(), "backward: ", node->name(),
-                   " returned ", outputs.size(), " gradients for ", node->next_edges().size(), " inputs");
-    }
+    std::vector<Tensor> outputs = run_node(*node, buffers.take(node.get()), retain_graph);
     const auto& edges = node->next_edges();
     for (size_t i = 0; i < edges.size(); ++i) {
       const Edge& e = edges[i];
       if (!e.node) continue;
       if (i < outputs.size() && outputs[i].defined()) {
         check_gradient(outputs[i], *e.node, e.input_nr, node->name());
-        add_to_buffer(e, std::move(outputs[i]));
+        buffers.add(e, std::move(outputs[i]));
       }
       if (--dependencies[e.node.get()] == 0) ready.push(e.node);
     }
   }
-
-  if (nested) return;
-  // Callbacks may queue further callbacks (a DDP flush that launches more work).
-  for (size_t i = 0; i < pass.final_callbacks.size(); ++i) {
-    auto callback = std::move(pass.final_callbacks[i]);
-    callback();
-  }
+  pass.run_final_callbacks();
 }
 
 }  // namespace strata::autograd

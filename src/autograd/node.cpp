@@ -6,7 +6,7 @@
 #include "strata/autograd/engine.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
-#include "strata/tensor/ops/elementwise.h"
+#include "backend/dispatch/accumulate.h"
 
 namespace strata {
 namespace {
@@ -69,21 +69,21 @@ bool is_16bit_float(DType dtype) { return dtype == DType::BFloat16 || dtype == D
 
 void accumulate_gradient_(Tensor& dst, const Tensor& src) {
   if (!is_16bit_float(dst.dtype())) {
-    add_(dst, src);
+    backend::add_into(dst, src, "gradient accumulation");
     return;
   }
   STRATA_CHECK(src.dtype() == dst.dtype(), "gradient accumulation: a ", src.dtype(), " gradient of shape ",
                src.shape(), " cannot be added to a ", dst.dtype(), " gradient");
   // float32 holds the sum of two 16-bit values exactly (or within far less than a 16-bit
   // ulp), so copy_'s rounding is the only one.
-  dst.copy_(add(dst.to(DType::Float32), src.to(DType::Float32)));
+  dst.copy_(backend::add_same_shape(dst.to(DType::Float32), src.to(DType::Float32), "gradient accumulation"));
 }
 
 Tensor sum_gradients(const Tensor& a, const Tensor& b) {
-  if (!is_16bit_float(a.dtype())) return add(a, b);
+  if (!is_16bit_float(a.dtype())) return backend::add_same_shape(a, b, "gradient accumulation");
   STRATA_CHECK(b.dtype() == a.dtype(), "gradient accumulation: a ", b.dtype(), " gradient of shape ", b.shape(),
                " cannot be added to a ", a.dtype(), " gradient");
-  return add(a.to(DType::Float32), b.to(DType::Float32)).to(a.dtype());
+  return backend::add_same_shape(a.to(DType::Float32), b.to(DType::Float32), "gradient accumulation").to(a.dtype());
 }
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : leaf_(std::move(leaf)) {

@@ -4,7 +4,7 @@
 
 #include "strata/core/device.h"
 #include "strata/core/error.h"
-#include "common/half.h"
+#include "strata_kernels/common/half.h"
 
 namespace strata {
 

@@ -1,7 +1,7 @@
 #include "strata/core/random.h"
 
-#include "common/philox.h"
 #include "strata/core/hash.h"
+#include "strata_kernels/common/philox.h"
 
 namespace strata {
 

@@ -2,7 +2,7 @@
 
 #include <bit>
 
-#include "common/philox.h"
+#include "strata_kernels/common/philox.h"
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/philox.h"
+#include "strata_kernels/common/philox.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"
 

@@ -71,6 +71,7 @@ SplitPlan plan_split(const ProcessGroup& group, std::span<const int> ranks, cons
   }
   STRATA_CHECK(plan.my_index >= 0, "split of group '", group.name(), "': rank ", group.rank(),
                " must be in its own list {", list.str(), "}");
+  plan.ranks = ranks;
   plan.name = name.empty() ? "split(ranks " + list.str() + ")" : name;
   for (int r : ranks) plan.globals.push_back(group.global_ranks()[static_cast<size_t>(r)]);
   return plan;
@@ -97,13 +98,6 @@ void check_partition(std::string_view group, std::span<const SplitEntry> all) {
 }
 
 // --- debug signatures ---
-
-std::vector<int64_t> Signature::words() const { return {kind, reduce, dtype, root, numel, seq}; }
-
-Signature Signature::from_words(const int64_t* w) {
-  return {static_cast<int32_t>(w[0]), static_cast<int32_t>(w[1]), static_cast<int32_t>(w[2]),
-          static_cast<int32_t>(w[3]), w[4], w[5]};
-}
 
 Signature op_signature(OpType op, DType dtype, int64_t numel) {
   return {.kind = static_cast<int32_t>(op), .dtype = static_cast<int32_t>(dtype), .numel = numel};
@@ -147,3 +141,14 @@ std::string signature_mismatch(std::span<const Signature> all, std::string_view 
 }
 
 }  // namespace strata::dist::detail
+
+namespace strata::dist {
+
+std::vector<int64_t> OpSignature::words() const { return {kind, reduce, dtype, root, numel, seq}; }
+
+OpSignature OpSignature::from_words(const int64_t* w) {
+  return {static_cast<int32_t>(w[0]), static_cast<int32_t>(w[1]), static_cast<int32_t>(w[2]),
+          static_cast<int32_t>(w[3]), w[4], w[5]};
+}
+
+}  // namespace strata::dist

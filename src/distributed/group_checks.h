@@ -1,7 +1,8 @@
 #pragma once
-// What the process-group backends (MPI, NCCL) share: argument checks with one wording, the
-// split rank-list and partition checks, the debug-collective signatures, op descriptions.
-// Each backend keeps only how it moves the data (and how it gathers what is checked here).
+// The checks and descriptions behind ProcessGroup's front door (process_group.cpp) and what
+// the backends (MPI, NCCL) share: argument checks with one wording, the split rank-list and
+// partition checks, the debug-collective signatures, op descriptions. Each backend keeps
+// only how it moves the data (and how it gathers what is checked here).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -34,13 +35,8 @@ bool overlap(const Tensor& a, const Tensor& b);
 
 // --- split ---
 
-struct SplitPlan {
-  std::string name;          // the new group's: the caller's, or "split(ranks 0,2)"
-  int my_index = -1;         // this rank's rank in the new group
-  std::vector<int> globals;  // the members' world ranks
-};
 // Checks the rank list that this rank passed to group.split(ranks, name): non-empty, in
-// range, ascending, distinct and containing this rank.
+// range, ascending, distinct and containing this rank. The plan views `ranks`.
 SplitPlan plan_split(const ProcessGroup& group, std::span<const int> ranks, const std::string& name);
 
 // What each rank contributes to the partition check (gathered from every rank of the group).
@@ -59,21 +55,8 @@ void check_partition(std::string_view group, std::span<const SplitEntry> all);
 
 inline constexpr int32_t kSplitKind = 100;  // a split, beside the OpType values
 
-// One rank's view of the op it is about to run; -1 where a field does not apply.
-struct Signature {
-  int32_t kind = 0;  // an OpType, or kSplitKind
-  int32_t reduce = -1;
-  int32_t dtype = -1;
-  int32_t root = -1;
-  int64_t numel = 0;
-  int64_t seq = 0;  // the op's sequence number in the group
-  bool operator==(const Signature&) const = default;
-
-  static constexpr size_t kWords = 6;
-  // As int64 words, for backends that gather int64 tensors.
-  std::vector<int64_t> words() const;
-  static Signature from_words(const int64_t* w);
-};
+// One rank's view of the op it is about to run (process_group.h).
+using Signature = OpSignature;
 Signature op_signature(OpType op, DType dtype, int64_t numel);
 Signature reduce_signature(OpType op, ReduceOp reduce, DType dtype, int64_t numel);
 Signature broadcast_signature(DType dtype, int64_t numel, int root);

@@ -1,22 +1,34 @@
 #pragma once
-// CUDA tensors through a process group that moves host memory (MPI, local): each op copies
-// its CUDA inputs to host tensors, runs the group's own CPU op on them, and copies results
-// back when the Work is waited on (or reports completion). Slow (two PCIe copies and a host
-// synchronisation per op) but exact, and it lets multi-rank GPU code run where NCCL cannot
-// (several ranks sharing one GPU, machines without NCCL).
-#include "strata/distributed/process_group.h"
+// CUDA tensors through a process group that moves host memory (MPI, local): the front door
+// (process_group.cpp) hands the backend host stand-ins for an op's CUDA tensors and copies
+// the results back when the Work is waited on (or reports completion). Slow (two PCIe
+// copies and a host synchronisation per op) but exact, and it lets multi-rank GPU code run
+// where NCCL cannot (several ranks sharing one GPU, machines without NCCL).
+#include <utility>
+#include <vector>
 
-namespace strata::dist::staging {
+#include "strata/distributed/work.h"
+#include "strata/tensor/tensor.h"
 
-// True when any defined argument lives on a CUDA device.
-bool needs(const Tensor& a, const Tensor& b = {});
+namespace strata::dist::detail {
 
-WorkPtr all_reduce(ProcessGroup& pg, Tensor& tensor, ReduceOp op);
-WorkPtr broadcast(ProcessGroup& pg, Tensor& tensor, int root);
-WorkPtr all_gather(ProcessGroup& pg, Tensor& out, const Tensor& in);
-WorkPtr reduce_scatter(ProcessGroup& pg, Tensor& out, const Tensor& in, ReduceOp op);
-WorkPtr all_to_all(ProcessGroup& pg, Tensor& out, const Tensor& in);
-WorkPtr send(ProcessGroup& pg, const Tensor& tensor, int dst);
-WorkPtr recv(ProcessGroup& pg, Tensor& tensor, int src);
+// The host stand-ins of one op's tensors. Inactive (the op is not staged), every tensor
+// stands for itself; active, CPU tensors still do and CUDA tensors get host copies.
+class HostStage {
+ public:
+  explicit HostStage(bool active) : active_(active) {}
+  // A tensor the op only reads (send, all_gather's and reduce_scatter's in).
+  Tensor input(const Tensor& t) const;
+  // A tensor the op reads and overwrites (all_reduce, broadcast): its result is copied back.
+  Tensor in_out(const Tensor& t);
+  // A tensor the op only writes (out, recv): a host buffer whose result is copied back.
+  Tensor output(const Tensor& t);
+  // The op's Work; staged results reach their tensors once it completes.
+  WorkPtr finish(WorkPtr inner);
 
-}  // namespace strata::dist::staging
+ private:
+  bool active_;
+  std::vector<std::pair<Tensor, Tensor>> back_;  // (CUDA tensor, its host buffer)
+};
+
+}  // namespace strata::dist::detail

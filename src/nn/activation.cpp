@@ -1,6 +1,6 @@
 #include "strata/nn/activation.h"
 
-#include "strata/tensor/ops.h"
+#include "strata/ops.h"
 
 namespace strata::nn {
 

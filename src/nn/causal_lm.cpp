@@ -5,7 +5,7 @@
 
 #include "strata/autograd/checkpoint.h"
 #include "strata/autograd/grad_mode.h"
-#include "strata/tensor/ops.h"
+#include "strata/ops.h"
 
 namespace strata::nn {
 

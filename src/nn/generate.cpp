@@ -10,7 +10,7 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/random.h"
 #include "strata/tensor/factory.h"
-#include "strata/tensor/ops.h"
+#include "strata/ops.h"
 
 namespace strata::nn {
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "strata/tensor/factory.h"
-#include "strata/tensor/ops.h"
+#include "strata/ops.h"
 
 namespace strata::nn {
 namespace {

@@ -1,6 +1,6 @@
 #include "strata/nn/layer_factory.h"
 
-#include "strata/tensor/ops.h"
+#include "strata/ops.h"
 
 namespace strata::nn {
 

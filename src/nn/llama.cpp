@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "strata/tensor/factory.h"
-#include "strata/tensor/ops.h"
+#include "strata/ops.h"
 
 namespace strata::nn {
 namespace {

@@ -6,7 +6,7 @@
 #include "optim/multi_tensor.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"
-#include "strata/tensor/ops/elementwise.h"
+#include "strata/ops/elementwise.h"
 
 namespace strata::optim {
 

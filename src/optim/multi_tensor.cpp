@@ -4,14 +4,14 @@
 #include <string>
 #include <utility>
 
-#include "common/cpu_executor.h"
-#include "common/fused_adam.h"
-#include "common/fused_sgd.h"
-#include "common/chunk_reduce.h"
-#include "common/grad_ops.h"
+#include "strata_kernels/common/cpu_executor.h"
+#include "strata_kernels/common/fused_adam.h"
+#include "strata_kernels/common/fused_sgd.h"
+#include "strata_kernels/common/chunk_reduce.h"
+#include "strata_kernels/common/grad_ops.h"
 #include "strata/core/error.h"
-#include "tensor/cpu/multiversion.h"
-#include "tensor/cuda/cuda_backend.h"
+#include "backend/cpu/multiversion.h"
+#include "backend/cuda/cuda_backend.h"
 
 namespace strata::optim::multi_tensor {
 namespace {

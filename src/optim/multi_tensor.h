@@ -1,13 +1,13 @@
 #pragma once
 // Multi-tensor optimizer steps: every parameter of a step in one pass per (device, dtype),
-// through a chunk table (kernels/common/multi_tensor.h). On CUDA one kernel launch, on the
-// CPU the same functors (kernels/common/fused_adam.h, fused_sgd.h) under OpenMP, so both
+// through a chunk table (strata_kernels/common/multi_tensor.h). On CUDA one kernel launch, on the
+// CPU the same functors (strata_kernels/common/fused_adam.h, fused_sgd.h) under OpenMP, so both
 // round alike. optim::Adam/AdamW and optim::SGD step through them.
 #include <cstdint>
 #include <span>
 #include <vector>
 
-#include "common/multi_tensor.h"
+#include "strata_kernels/common/multi_tensor.h"
 #include "strata/tensor/tensor.h"
 
 namespace strata::optim::multi_tensor {
@@ -56,7 +56,7 @@ void fused_sgd_step(std::span<const SgdTensorArgs> tensors, const SgdHyper& hype
 
 // Gradient operations over many tensors (float32 or float64, contiguous; any mix of devices
 // and dtypes, one launch per (device, dtype)). The reductions add in
-// kernels/common/chunk_reduce.h's fixed order, then the chunks' partials in order: the same
+// strata_kernels/common/chunk_reduce.h's fixed order, then the chunks' partials in order: the same
 // bits on the CPU and a GPU, and for any number of CPU threads.
 // The sum of the squares of every element, accumulated in double.
 double sum_of_squares(std::span<const Tensor> tensors,

@@ -8,7 +8,9 @@
 
 namespace strata::optim {
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)) {
+Optimizer::Optimizer(std::vector<ParamGroup> groups) : Optimizer(std::move(groups), /*check_parameters=*/true) {}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, bool check_parameters) : groups_(std::move(groups)) {
   std::set<const TensorImpl*> seen;
   for (size_t g = 0; g < groups_.size(); ++g) {
     ParamGroup& group = groups_[g];
@@ -18,7 +20,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups) : groups_(std::move(groups)
     if (group.initial_lr == 0.0) group.initial_lr = group.lr;
     STRATA_CHECK(std::isfinite(group.initial_lr) && group.initial_lr >= 0, "Optimizer: group ", g,
                  " has invalid initial_lr ", group.initial_lr);
-    for (size_t i = 0; i < group.params.size(); ++i) {
+    for (size_t i = 0; check_parameters && i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
       STRATA_CHECK(p.defined(), "Optimizer: parameter ", i, " of group ", g, " is an undefined tensor");
       STRATA_CHECK(p.dtype() == DType::Float32 || p.dtype() == DType::Float64, "Optimizer: parameter ", i,

@@ -11,7 +11,7 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/factory.h"
-#include "strata/tensor/ops.h"
+#include "strata/ops.h"
 
 namespace strata::parallel {
 namespace {
@@ -228,7 +228,7 @@ void Pipeline::agree_shapes(int64_t batch, int64_t seq_len) {
 Tensor Pipeline::run(const Tensor& tokens, const Tensor& targets, Mode mode) {
   const auto step_start = Clock::now();
   const bool training = mode == Mode::Train;
-  auto step_span = train::Timeline::span(options_.timeline, training ? "pipeline step" : "pipeline forward", "step");
+  auto step_span = profile::Timeline::span(options_.timeline, training ? "pipeline step" : "pipeline forward", "step");
   const int m = mode == Mode::Logits ? 1 : options_.micro_batches;
   STRATA_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::Int64, "Pipeline: tokens must be int64 [batch, time], got ",
                tokens.dtype(), " ", tokens.shape());
@@ -278,7 +278,7 @@ Tensor Pipeline::run(const Tensor& tokens, const Tensor& targets, Mode mode) {
         post_transfers(st, action);
       }
     }
-    auto wait_span = train::Timeline::span(options_.timeline, "send wait (end of step)", "comm");
+    auto wait_span = profile::Timeline::span(options_.timeline, "send wait (end of step)", "comm");
     for (auto& [work, tensors] : st.posted) work->wait();
   }
   if (training) finish_gradients();
@@ -288,7 +288,7 @@ Tensor Pipeline::run(const Tensor& tokens, const Tensor& targets, Mode mode) {
   if (mode == Mode::Logits && !is_last_stage())
     result = empty({B, T, model_.vocab_size()}, {.dtype = model_.compute_dtype()});
   if (group_.size() > 1) {
-    auto span = train::Timeline::span(options_.timeline, "broadcast result", "comm");
+    auto span = profile::Timeline::span(options_.timeline, "broadcast result", "comm");
     group_.broadcast(result, group_.size() - 1)->wait();
   }
   stats_.step_seconds = seconds_since(step_start);
@@ -306,7 +306,7 @@ void Pipeline::forward(StepState& st, int micro_batch, int chunk) {
     x = st.tokens[static_cast<size_t>(micro_batch)];
   } else {
     if (slot.input_arrival) {
-      auto wait = train::Timeline::span(options_.timeline, "recv wait (activation)", "comm", {{"micro_batch", micro_batch}});
+      auto wait = profile::Timeline::span(options_.timeline, "recv wait (activation)", "comm", {{"micro_batch", micro_batch}});
       slot.input_arrival->wait();
     }
     STRATA_CHECK(slot.input.defined(), "Pipeline: internal error: forward(micro-batch ", micro_batch, ", chunk ", chunk,
@@ -316,7 +316,7 @@ void Pipeline::forward(StepState& st, int micro_batch, int chunk) {
   }
   const auto start = Clock::now();
   {
-    auto span = train::Timeline::span(options_.timeline, "forward", "compute",
+    auto span = profile::Timeline::span(options_.timeline, "forward", "compute",
                                       {{"micro_batch", micro_batch}, {"chunk", chunk}});
     const nn::CausalLM::Positions positions{0, st.seq_len};
     model_.layer_factory().begin_forward(st.seq_len);
@@ -351,12 +351,12 @@ void Pipeline::backward(StepState& st, int micro_batch, int chunk) {
   const int stage = schedule_.stage(group_.rank(), chunk);
   StepState::Slot& slot = st.slot(micro_batch, chunk);
   if (slot.grad_arrival) {
-    auto wait = train::Timeline::span(options_.timeline, "recv wait (gradient)", "comm", {{"micro_batch", micro_batch}});
+    auto wait = profile::Timeline::span(options_.timeline, "recv wait (gradient)", "comm", {{"micro_batch", micro_batch}});
     slot.grad_arrival->wait();
   }
   const auto start = Clock::now();
   {
-    auto span = train::Timeline::span(options_.timeline, "backward", "compute",
+    auto span = profile::Timeline::span(options_.timeline, "backward", "compute",
                                       {{"micro_batch", micro_batch}, {"chunk", chunk}});
     model_.layer_factory().begin_forward(st.seq_len);
     if (slot.loss.defined()) {
@@ -387,7 +387,7 @@ void Pipeline::post_transfers(StepState& st, const PipelineAction& action) {
   std::vector<dist::P2POp> ops;
   std::vector<Tensor> keep;  // alive until the batch completes
   std::vector<std::shared_ptr<dist::Work>*> arrivals;
-  auto span = train::Timeline::span(options_.timeline, "send/recv (post)", "comm");
+  auto span = profile::Timeline::span(options_.timeline, "send/recv (post)", "comm");
   // Sends first: with one rank (p == 1), a chunk's output goes to the next chunk through a
   // local mailbox, in the schedule's order.
   std::vector<const PipelineAction*> order;
@@ -460,7 +460,7 @@ void Pipeline::finish_gradients() {
   if (tied_group_ != nullptr) {
     // GPT's token embedding on the first stage and its copy as the head on the last: both get
     // the sum of their gradients, as the one tensor of the whole model would.
-    auto span = train::Timeline::span(options_.timeline, "all_reduce tied", "comm");
+    auto span = profile::Timeline::span(options_.timeline, "all_reduce tied", "comm");
     const auto params = model_.named_parameters();
     for (const std::string& name : model_.tied_parameters()) {
       Tensor p;
@@ -475,7 +475,7 @@ void Pipeline::finish_gradients() {
       tied_group_->all_reduce(g)->wait();
     }
   }
-  auto span = train::Timeline::span(options_.timeline, "data-parallel reduce", "comm");
+  auto span = profile::Timeline::span(options_.timeline, "data-parallel reduce", "comm");
   if (options_.ddp != nullptr) options_.ddp->sync_gradients();
   if (options_.zero != nullptr) options_.zero->sync_gradients();
 }

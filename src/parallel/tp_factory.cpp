@@ -3,7 +3,7 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/parallel/tp_layers.h"
 #include "strata/parallel/tp_mappings.h"
-#include "strata/tensor/ops.h"
+#include "strata/ops.h"
 
 namespace strata::parallel {
 

@@ -6,10 +6,9 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/parallel/tp_mappings.h"
 #include "strata/tensor/factory.h"
-#include "strata/tensor/ops.h"
-#include "tensor/cpu/vocab_parallel.h"
-#include "tensor/cuda/cuda_ops.h"
-#include "tensor/device_dispatch.h"
+#include "strata/ops.h"
+#include "backend/dispatch/device_dispatch.h"
+#include "vocab_parallel_rows.h"
 
 namespace strata::parallel {
 namespace {
@@ -143,9 +142,9 @@ Tensor VocabParallelEmbedding::forward(const Tensor& indices) {
   const int64_t part = weight.size(0);
   const Device device = detail::common_device("VocabParallelEmbedding", {{"indices", indices}, {"weight", weight}});
   Tensor src = indices.contiguous();
-  cpu::VocabShardIndices idx = detail::on_device(
-      "VocabParallelEmbedding", device, [&] { return cpu::vocab_shard_indices(src, vocab_size_, vocab_start_, part); },
-      [&] { return cuda_ops::vocab_shard_indices(src, vocab_size_, vocab_start_, part); });
+  VocabShardIndices idx = detail::on_device(
+      "VocabParallelEmbedding", device, [&] { return vocab_cpu::vocab_shard_indices(src, vocab_size_, vocab_start_, part); },
+      [&] { return vocab_cuda::vocab_shard_indices(src, vocab_size_, vocab_start_, part); });
   Tensor e = masked_fill(embedding(idx.local, weight), idx.outside.unsqueeze(-1), 0.0);
   const bool sp = sequence_parallel_now_ != nullptr ? *sequence_parallel_now_ : sequence_parallel_;
   return sp ? reduce_scatter_to_sequence_region(e, 1, group_) : reduce_from_tp_region(e, group_);

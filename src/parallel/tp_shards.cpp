@@ -5,7 +5,7 @@
 #include "strata/parallel/tp_layers.h"
 #include "strata/parallel/tp_mappings.h"
 #include "strata/tensor/factory.h"
-#include "strata/tensor/ops.h"
+#include "strata/ops.h"
 
 namespace strata::parallel {
 namespace {

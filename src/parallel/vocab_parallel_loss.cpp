@@ -1,15 +1,14 @@
 // Cross-entropy over logits split along the vocabulary (Megatron's vocab-parallel loss).
 // Device-neutral: each step runs on the logits' device (cpu/ or cuda/vocab_parallel, the
-// same row functions of kernels/common/vocab_parallel_rows.h), the collectives between them
+// same row functions of strata_kernels/common/vocab_parallel_rows.h), the collectives between them
 // on the group (which takes CUDA tensors: MPI's host staging or CUDA-aware path, NCCL).
 #include <algorithm>
 
 #include "strata/autograd/function.h"
 #include "strata/parallel/tp_layers.h"
 #include "strata/tensor/factory.h"
-#include "tensor/cpu/vocab_parallel.h"
-#include "tensor/cuda/cuda_ops.h"
-#include "tensor/device_dispatch.h"
+#include "backend/dispatch/device_dispatch.h"
+#include "vocab_parallel_rows.h"
 
 namespace strata::parallel {
 namespace {
@@ -29,12 +28,12 @@ RowStats row_stats(const Tensor& l, const Tensor& t, int64_t start, int64_t real
   const Device device = l.device();
   RowStats s;
   s.max = detail::on_device(
-      kOp, device, [&] { return cpu::vocab_parallel_row_max(l, real_cols); },
-      [&] { return cuda_ops::vocab_parallel_row_max(l, real_cols); });
+      kOp, device, [&] { return vocab_cpu::vocab_parallel_row_max(l, real_cols); },
+      [&] { return vocab_cuda::vocab_parallel_row_max(l, real_cols); });
   group.all_reduce(s.max, dist::ReduceOp::Max)->wait();
-  cpu::VocabRowSums sums = detail::on_device(
-      kOp, device, [&] { return cpu::vocab_parallel_row_sums(l, t, real_cols, start, ignore_index, s.max); },
-      [&] { return cuda_ops::vocab_parallel_row_sums(l, t, real_cols, start, ignore_index, s.max); });
+  VocabRowSums sums = detail::on_device(
+      kOp, device, [&] { return vocab_cpu::vocab_parallel_row_sums(l, t, real_cols, start, ignore_index, s.max); },
+      [&] { return vocab_cuda::vocab_parallel_row_sums(l, t, real_cols, start, ignore_index, s.max); });
   s.sum_exp = sums.sum_exp;
   s.target = sums.target_logit;
   group.all_reduce(s.sum_exp)->wait();
@@ -64,17 +63,17 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
   const int64_t real_cols = std::min(l.size(1), vocab_size - vocab_start);
   // Before any collective: every rank holds the same targets, so all fail here together.
   const int64_t counted = detail::on_device(
-      kOp, device, [&] { return cpu::vocab_parallel_check_targets(t, vocab_size, ignore_index); },
-      [&] { return cuda_ops::vocab_parallel_check_targets(t, vocab_size, ignore_index); });
+      kOp, device, [&] { return vocab_cpu::vocab_parallel_check_targets(t, vocab_size, ignore_index); },
+      [&] { return vocab_cuda::vocab_parallel_check_targets(t, vocab_size, ignore_index); });
   RowStats s = row_stats(l, t, vocab_start, real_cols, ignore_index, group);
   // No counted target: loss 0 and gradient 0, as strata's cross_entropy.
   Tensor loss = detail::on_device(
       kOp, device,
       [&] {
-        return cpu::vocab_parallel_loss(t, vocab_size, ignore_index, s.max, s.sum_exp, s.target, counted, l.dtype());
+        return vocab_cpu::vocab_parallel_loss(t, vocab_size, ignore_index, s.max, s.sum_exp, s.target, counted, l.dtype());
       },
       [&] {
-        return cuda_ops::vocab_parallel_loss(t, vocab_size, ignore_index, s.max, s.sum_exp, s.target, counted,
+        return vocab_cuda::vocab_parallel_loss(t, vocab_size, ignore_index, s.max, s.sum_exp, s.target, counted,
                                              l.dtype());
       });
   if (autograd::needs_grad({logits}))
@@ -86,11 +85,11 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
                        Tensor g = detail::on_device(
                            op, l.device(),
                            [&] {
-                             return cpu::vocab_parallel_grad(l, t, real_cols, vocab_start, vocab_size, ignore_index,
+                             return vocab_cpu::vocab_parallel_grad(l, t, real_cols, vocab_start, vocab_size, ignore_index,
                                                              s.max, s.sum_exp, scale);
                            },
                            [&] {
-                             return cuda_ops::vocab_parallel_grad(l, t, real_cols, vocab_start, vocab_size,
+                             return vocab_cuda::vocab_parallel_grad(l, t, real_cols, vocab_start, vocab_size,
                                                                   ignore_index, s.max, s.sum_exp, scale);
                            });
                        return std::vector<Tensor>{g};

@@ -4,9 +4,11 @@
 #include <map>
 
 #include "strata/autograd/grad_mode.h"
-#include "zero_state.h"
+#include "data_parallel_state.h"
 
 namespace strata::parallel {
+
+using State = DataParallelState;
 
 std::vector<ZeroOptimizer::OwnedPiece> ZeroOptimizer::owned_pieces() const {
   const State& s = *state_;

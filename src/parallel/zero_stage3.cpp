@@ -12,9 +12,11 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
-#include "zero_state.h"
+#include "data_parallel_state.h"
 
 namespace strata::parallel {
+
+using State = DataParallelState;
 namespace {
 
 // The name of `target` in the tree under `module` ("h.0"), or "" when it is not there.
@@ -51,7 +53,7 @@ Storage::ReleasedNote released_note(std::vector<ParamBytes> params, std::string 
 
 }  // namespace
 
-void ZeroOptimizer::State::install_stage3_hooks(nn::Module& root) {
+void DataParallelState::install_stage3_hooks(nn::Module& root) {
   // A read of a unit's memory while it is released then names the parameter (Tensor::data_ptr).
   for (const Bucket& u : buckets) {
     const Tensor memory = u.param->data();
@@ -97,7 +99,7 @@ void ZeroOptimizer::State::install_stage3_hooks(nn::Module& root) {
     if (i != root_bucket) forward_order.push_back(i);
 }
 
-void ZeroOptimizer::State::issue_gather(int b) {
+void DataParallelState::issue_gather(int b) {
   Bucket& u = buckets[static_cast<size_t>(b)];
   if (u.gathered || u.gather_work) return;
   u.param->reallocate();
@@ -105,7 +107,7 @@ void ZeroOptimizer::State::issue_gather(int b) {
   u.gather_work = group->all_gather(full, u.param_shard);
 }
 
-void ZeroOptimizer::State::wait_gather(int b) {
+void DataParallelState::wait_gather(int b) {
   Bucket& u = buckets[static_cast<size_t>(b)];
   if (u.gathered) return;
   if (!u.gather_work) issue_gather(b);
@@ -114,7 +116,7 @@ void ZeroOptimizer::State::wait_gather(int b) {
   u.gathered = true;
 }
 
-void ZeroOptimizer::State::release_unit(int b) {
+void DataParallelState::release_unit(int b) {
   Bucket& u = buckets[static_cast<size_t>(b)];
   if (pinned) return;
   if (u.gather_work) {  // a prefetch nobody used: let it land before freeing its memory
@@ -127,7 +129,7 @@ void ZeroOptimizer::State::release_unit(int b) {
 }
 
 // The unit `step` places after (+1) or before (-1) `b` in the last forward; -1 if none.
-int ZeroOptimizer::State::neighbour_in_forward(int b, int step) const {
+int DataParallelState::neighbour_in_forward(int b, int step) const {
   auto it = std::find(forward_order.begin(), forward_order.end(), b);
   if (it == forward_order.end()) return -1;
   const auto pos = (it - forward_order.begin()) + step;
@@ -135,7 +137,7 @@ int ZeroOptimizer::State::neighbour_in_forward(int b, int step) const {
   return forward_order[static_cast<size_t>(pos)];
 }
 
-void ZeroOptimizer::State::root_pre_forward() {
+void DataParallelState::root_pre_forward() {
   recording.clear();
   if (root_bucket >= 0) {
     buckets[static_cast<size_t>(root_bucket)].output_wrapped = false;
@@ -145,7 +147,7 @@ void ZeroOptimizer::State::root_pre_forward() {
   if (root_bucket >= 0) wait_gather(root_bucket);
 }
 
-void ZeroOptimizer::State::root_post_forward() {
+void DataParallelState::root_post_forward() {
   if (!recording.empty()) forward_order = recording;
   // Like a unit: free now when backward gathers again first (the model's forward returned
   // through HookScope::output, as GPT's does) or when no backward follows; otherwise the
@@ -153,7 +155,7 @@ void ZeroOptimizer::State::root_post_forward() {
   if (root_bucket >= 0) after_forward(root_bucket);
 }
 
-void ZeroOptimizer::State::before_forward(int b) {
+void DataParallelState::before_forward(int b) {
   wait_gather(b);
   recording.push_back(b);
   buckets[static_cast<size_t>(b)].output_wrapped = false;
@@ -163,7 +165,7 @@ void ZeroOptimizer::State::before_forward(int b) {
   }
 }
 
-Tensor ZeroOptimizer::State::wrap_output(int b, const Tensor& y) {
+Tensor DataParallelState::wrap_output(int b, const Tensor& y) {
   if (!grad_enabled() || !y.requires_grad()) return y;
   Tensor out = y.detach();
   std::weak_ptr<State> weak = shared_from_this();
@@ -175,7 +177,7 @@ Tensor ZeroOptimizer::State::wrap_output(int b, const Tensor& y) {
   return out;
 }
 
-void ZeroOptimizer::State::after_forward(int b) {
+void DataParallelState::after_forward(int b) {
   Bucket& u = buckets[static_cast<size_t>(b)];
   // Free now only if backward will gather again first (the output node exists) or no backward
   // follows; a unit whose forward does not return through HookScope::output() stays gathered
@@ -183,7 +185,7 @@ void ZeroOptimizer::State::after_forward(int b) {
   if (u.output_wrapped || !grad_enabled()) release_unit(b);
 }
 
-void ZeroOptimizer::State::before_backward(int b) {
+void DataParallelState::before_backward(int b) {
   wait_gather(b);
   if (options.prefetch) {
     // Backward runs the units in reverse forward order, after the root's head.

@@ -10,7 +10,7 @@
 #include "strata/tensor/storage.h"
 #include "strata/tensor/tensor.h"
 #include "tensor/allocator_buckets.h"
-#include "tensor/cuda/cuda_backend.h"
+#include "tensor/cuda_memory.h"
 
 namespace strata {
 

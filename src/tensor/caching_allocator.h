@@ -1,6 +1,6 @@
 #pragma once
 // The policy of a device's caching allocator, apart from the device (CUDA's is in
-// tensor/cuda/allocator.cpp; the unit tests drive it with a scripted backend).
+// backend/cuda/allocator.cpp; the unit tests drive it with a scripted backend).
 //
 // Blocks are never split or merged: a request is served from the free list of its rounded
 // size (detail::allocator_block_size) and of the stream it is allocated for, else by the

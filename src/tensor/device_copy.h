@@ -1,5 +1,7 @@
 #pragma once
-// Copy and fill on any device: the plain switch on the device (CPU loops or src/tensor/cuda).
+// Copy and fill on any device. The tensor layer (factories) needs them; the backends define
+// them (src/backend/device_copy.cpp: the plain switch on the device), so tensor/ includes
+// no backend header.
 #include "strata/tensor/tensor.h"
 
 namespace strata::detail {

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "common/philox.h"
-#include "device_copy.h"
-#include "cpu/dtype_dispatch.h"
+#include "strata_kernels/common/philox.h"
+#include "tensor/device_copy.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata {
 namespace {

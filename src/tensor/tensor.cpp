@@ -1,12 +1,6 @@
 #include "strata/tensor/tensor.h"
 
-#include "cpu/copy.h"
-#include "cuda/cuda_backend.h"
-#include "device_copy.h"
-#include "cpu/dtype_dispatch.h"
-#include "strata/autograd/function.h"
-#include "strata/autograd/grad_mode.h"
-#include "strata/tensor/factory.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata {
 
@@ -31,20 +25,6 @@ const char* current_cpu_op() { return t_cpu_op; }
 CpuOpScope::CpuOpScope(const char* op) : previous_(t_cpu_op) { t_cpu_op = op; }
 CpuOpScope::~CpuOpScope() { t_cpu_op = previous_; }
 
-void copy_any(const Tensor& dst, const Tensor& src) {
-  if (dst.device().is_cpu() && src.device().is_cpu()) {
-    cpu::copy_strided(dst, src);
-  } else {
-    cuda_detail::copy(dst, src);
-  }
-}
-
-void fill_any(const Tensor& dst, double value) {
-  switch (dst.device().type) {
-    case DeviceType::CPU: cpu::fill(dst, value); return;
-    case DeviceType::CUDA: cuda_detail::fill(dst, value); return;
-  }
-}
 }  // namespace detail
 
 void* Tensor::data_ptr() const {
@@ -93,65 +73,5 @@ template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<bfloat16> Tensor::to_vector<bfloat16>() const;
 template std::vector<float16> Tensor::to_vector<float16>() const;
-
-Tensor Tensor::contiguous() const {
-  if (is_contiguous()) return *this;
-  return clone();
-}
-
-Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), {.dtype = dtype(), .device = device()});
-  detail::copy_any(out, *this);
-  if (autograd::needs_grad({*this})) {
-    autograd::record("CloneBackward", {*this}, {out}, [](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{ctx.grad(0)};
-    });
-  }
-  return out;
-}
-
-Tensor Tensor::to(DType target) const {
-  if (target == dtype()) return *this;
-  Tensor out = empty(shape(), {.dtype = target, .device = device()});
-  detail::copy_any(out, *this);
-  if (is_floating(target) && autograd::needs_grad({*this})) {
-    DType source = dtype();
-    autograd::record("ToDTypeBackward", {*this}, {out}, [source](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{ctx.grad(0).to(source)};
-    });
-  }
-  return out;
-}
-
-Tensor Tensor::to(Device target) const {
-  if (target == device()) return *this;
-  Tensor out = empty(shape(), {.dtype = dtype(), .device = target});
-  detail::copy_any(out, *this);
-  if (autograd::needs_grad({*this})) {
-    Device source = device();
-    autograd::record("ToDeviceBackward", {*this}, {out}, [source](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{ctx.grad(0).to(source)};
-    });
-  }
-  return out;
-}
-
-Tensor& Tensor::zero_() { return fill_(0.0); }
-
-Tensor& Tensor::fill_(double value) {
-  STRATA_CHECK(!(grad_enabled() && requires_grad()),
-               "fill_: in-place write to a tensor that requires grad; wrap it in NoGradGuard");
-  detail::fill_any(*this, value);
-  return *this;
-}
-
-Tensor& Tensor::copy_(const Tensor& src) {
-  STRATA_CHECK(!(grad_enabled() && requires_grad()),
-               "copy_: in-place write to a tensor that requires grad; wrap it in NoGradGuard");
-  STRATA_CHECK(src.shape() == shape(), "copy_: source shape ", src.shape(), " differs from destination shape ",
-               shape());
-  detail::copy_any(*this, src);
-  return *this;
-}
 
 }  // namespace strata

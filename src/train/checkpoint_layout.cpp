@@ -101,4 +101,15 @@ std::map<int64_t, std::map<std::string, Tensor>> state_by_index(const StateDict&
   return out;
 }
 
+CheckpointTarget with_zero_resolved(const CheckpointTarget& target) {
+  CheckpointTarget t = target;
+  if (auto* zero = dynamic_cast<parallel::ZeroOptimizer*>(t.optimizer)) {
+    STRATA_CHECK(t.zero == nullptr || t.zero == zero,
+                 "training checkpoint: pass either a plain optimizer or a ZeroOptimizer, not both");
+    t.zero = zero;
+    t.optimizer = nullptr;
+  }
+  return t;
+}
+
 }  // namespace strata::train::detail

@@ -68,4 +68,8 @@ std::map<std::string, Tensor> named_parameters_by_data(nn::Module& model,
 // parameter) are told apart by their dimension count.
 std::map<int64_t, std::map<std::string, Tensor>> state_by_index(const StateDict& state);
 
+// The target with a ZeroOptimizer given as `optimizer` moved to `zero` (it is an
+// optim::Optimizer, but its state is saved and loaded by the pieces each rank owns).
+CheckpointTarget with_zero_resolved(const CheckpointTarget& target);
+
 }  // namespace strata::train::detail

@@ -130,9 +130,10 @@ Metadata save_rank_metadata(const CheckpointTarget& t, const Place& place, const
 
 }  // namespace
 
-checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& t, int64_t step, const Metadata& extra,
-                                                 bool own_copies) {
+checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& target, int64_t step,
+                                                 const Metadata& extra, bool own_copies) {
   NoGradGuard no_grad;
+  const CheckpointTarget t = detail::with_zero_resolved(target);
   STRATA_CHECK(t.optimizer == nullptr || t.zero == nullptr,
                "save_training_checkpoint: pass either a plain optimizer or a ZeroOptimizer, not both");
   const Place place = place_of(t);

@@ -292,8 +292,9 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
 
 }  // namespace
 
-int64_t load_training_checkpoint(const std::string& path, const CheckpointTarget& t, Metadata* extra,
+int64_t load_training_checkpoint(const std::string& path, const CheckpointTarget& target, Metadata* extra,
                                  const LoadOptions& options) {
+  const CheckpointTarget t = detail::with_zero_resolved(target);
   const std::string who = "load_training_checkpoint '" + path + "'";
   Loaded loaded;
   std::string error;

@@ -270,7 +270,7 @@ TEST(Pipeline, WritesATimelineOfAStep) {
   const int64_t layers = layers_for(p, 2);
   const auto partition = parallel::balanced_partition(counts_of(Family::Gpt, layers), layers, p, 2);
   auto stage = build(Family::Gpt, DType::Float32, nullptr, parallel::stage_part(partition, p, world.rank()), layers);
-  train::Timeline timeline;
+  profile::Timeline timeline;
   parallel::Pipeline pipe(*stage, world, partition,
                           {.schedule = PipelineScheduleKind::Interleaved1F1B, .micro_batches = m, .chunks = 2,
                            .timeline = &timeline});

@@ -1,4 +1,4 @@
-// train::Timeline::write across ranks: payloads of different lengths gathered into one
+// profile::Timeline::write across ranks: payloads of different lengths gathered into one
 // Chrome-trace file on group rank 0, processes named by global rank, a rank with no events,
 // and a path that cannot be written (rank 0 fails naming it, the others return, and the
 // group stays in step).
@@ -15,7 +15,7 @@
 
 #include "dist_test_util.h"
 #include "file_test_util.h"
-#include "strata/train/timeline.h"
+#include "strata/profile/timeline.h"
 #include "timeline_check.h"
 
 using namespace strata;
@@ -53,7 +53,7 @@ int forwards_on(int rank) { return 2 + 3 * rank; }                              
 
 // Rank r's spans: a step holding forwards_on(r) forwards (with distinct args) and a
 // rank-specific name, plus one event measured elsewhere (add) inside the step.
-void record(train::Timeline& t, int rank) {
+void record(profile::Timeline& t, int rank) {
   t.start_recording();
   {
     auto step = t.span("step", "step", {{"step", 100 + rank}});
@@ -86,7 +86,7 @@ TEST(TimelineDist, GathersEveryRanksEventsIntoOneFile) {
   SharedDir dir;
   const std::string path = dir.file("trace.json");
   if (world.rank() == 0) st::write_bytes(path, "stale");  // replaced whole
-  train::Timeline t;
+  profile::Timeline t;
   record(t, world.rank());
   t.write(world, path);
   if (world.rank() != 0) return;
@@ -169,10 +169,10 @@ TEST(TimelineDist, RanksWithoutEventsStillHaveAProcess) {
   auto& world = dist::world();
   SharedDir dir;
   const std::string path = dir.file("sparse.json");
-  train::Timeline t;
+  profile::Timeline t;
   if (world.rank() == world.size() - 1) record(t, world.rank());
   t.write(world, path);
-  train::Timeline none;  // every rank empty
+  profile::Timeline none;  // every rank empty
   none.write(world, dir.file("empty.json"));
   if (world.rank() != 0) return;
   const std::string text = st::read_bytes(path);
@@ -193,7 +193,7 @@ TEST(TimelineDist, ProcessesAreNamedByGlobalRank) {
   std::unique_ptr<dist::ProcessGroup> alone = world.split(mine, "");
   ASSERT_EQ(alone->rank(), 0);
   st::TempDir dir;
-  train::Timeline t;
+  profile::Timeline t;
   record(t, world.rank());
   t.write(*alone, dir.file("alone.json"));
   const std::string text = st::read_bytes(dir.file("alone.json"));
@@ -213,7 +213,7 @@ TEST(TimelineDist, AnUnwritablePathFailsOnRankZeroNamingIt) {
   auto& world = dist::world();
   SharedDir dir;
   const std::string bad = dir.file("no-such-dir/trace.json");
-  train::Timeline t;
+  profile::Timeline t;
   record(t, world.rank());
   const std::string err = test::error_of([&] { t.write(world, bad); });
   if (world.rank() == 0) {

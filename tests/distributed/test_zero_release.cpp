@@ -53,7 +53,12 @@ class RecordingGroup : public dist::ProcessGroup {
 
   std::vector<ReduceScatter> calls;
 
-  dist::WorkPtr reduce_scatter(Tensor& out, const Tensor& in, dist::ReduceOp op) override {
+  Device tensor_device() const override { return inner_.tensor_device(); }
+
+ protected:
+  // The inner group stages and checks again.
+  Placement placement() const override { return Placement::Any; }
+  dist::WorkPtr do_reduce_scatter(Tensor& out, const Tensor& in, dist::ReduceOp op, const dist::OpDescription&) override {
     const AllocatorStats before = cpu_allocator::stats();
     cpu_allocator::reset_peak();
     std::shared_ptr<dist::Work> work = inner_.reduce_scatter(out, in, op);
@@ -63,18 +68,22 @@ class RecordingGroup : public dist::ProcessGroup {
     if (complete_at_once_) work->wait();
     return std::make_unique<SharedWork>(work);
   }
-  dist::WorkPtr all_reduce(Tensor& t, dist::ReduceOp op) override { return inner_.all_reduce(t, op); }
-  dist::WorkPtr broadcast(Tensor& t, int root) override { return inner_.broadcast(t, root); }
-  dist::WorkPtr all_gather(Tensor& out, const Tensor& in) override { return inner_.all_gather(out, in); }
-  dist::WorkPtr all_to_all(Tensor& out, const Tensor& in) override { return inner_.all_to_all(out, in); }
-  dist::WorkPtr send(const Tensor& t, int dst) override { return inner_.send(t, dst); }
-  dist::WorkPtr recv(Tensor& t, int src) override { return inner_.recv(t, src); }
-  dist::WorkPtr barrier() override { return inner_.barrier(); }
-  std::unique_ptr<dist::ProcessGroup> split(std::span<const int> ranks, const std::string& name) override {
-    return inner_.split(ranks, name);
+  dist::WorkPtr do_all_reduce(Tensor& t, dist::ReduceOp op, const dist::OpDescription&) override {
+    return inner_.all_reduce(t, op);
   }
-  dist::CommStats stats() const override { return inner_.stats(); }
-  void reset_stats() override { inner_.reset_stats(); }
+  dist::WorkPtr do_broadcast(Tensor& t, int root, const dist::OpDescription&) override { return inner_.broadcast(t, root); }
+  dist::WorkPtr do_all_gather(Tensor& out, const Tensor& in, const dist::OpDescription&) override {
+    return inner_.all_gather(out, in);
+  }
+  dist::WorkPtr do_all_to_all(Tensor& out, const Tensor& in, const dist::OpDescription&) override {
+    return inner_.all_to_all(out, in);
+  }
+  dist::WorkPtr do_send(const Tensor& t, int dst, const dist::OpDescription&) override { return inner_.send(t, dst); }
+  dist::WorkPtr do_recv(Tensor& t, int src, const dist::OpDescription&) override { return inner_.recv(t, src); }
+  dist::WorkPtr do_barrier(const dist::OpDescription&) override { return inner_.barrier(); }
+  std::unique_ptr<dist::ProcessGroup> do_split(const dist::SplitPlan& plan, const dist::OpDescription&) override {
+    return inner_.split(plan.ranks, plan.name);
+  }
 
  private:
   dist::ProcessGroup& inner_;

@@ -1,10 +1,10 @@
 // Attention on a GPU (label gpu): CUDA tensors run the composed attention
-// (src/tensor/ops/attention_composite.h: cuBLASLt batched products around the attention
+// (src/ops/attention_composite.h: cuBLASLt batched products around the attention
 // softmax row kernel), checked against the CPU's fused kernel with gradients: multi-head,
 // grouped-query, a KV cache (fewer queries than keys) and an additive mask; float64 to
 // 1e-12, float32 to 2e-5 (exact fp32 GEMMs; TF32 stays off by default). With
 // cuda::set_fused_attention(true), 16-bit attention runs cuDNN's fused engines
-// (src/tensor/ops/attention_fused.h), checked against the CPU in float32 on the same
+// (src/ops/attention_fused.h), checked against the CPU in float32 on the same
 // 16-bit-rounded inputs.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Dropout on a GPU against the CPU (label gpu): both draw kernels/common/dropout.h's mask
+// Dropout on a GPU against the CPU (label gpu): both draw strata_kernels/common/dropout.h's mask
 // from (seed, offset) and scale alike, so forward and backward are equal bit for bit,
 // including sizes that are not a multiple of 4 (a Philox block) or of the thread block,
 // and one above 2^24 elements. Outputs are poisoned first.

@@ -1,5 +1,5 @@
 // The elementwise ops on a GPU against their CPU twins (label gpu): both run the functors of
-// kernels/common/elementwise_ops.h, so results are equal bit for bit, except the ops that
+// strata_kernels/common/elementwise_ops.h, so results are equal bit for bit, except the ops that
 // call the platform's exp, log, tanh or pow (glibc vs CUDA's device math), which stay within
 // a few ulps (bounds below). Inputs are broadcast, strided (transposed views) and, once,
 // above 2^24 elements; the output's memory is poisoned with NaN before each launch.
@@ -13,15 +13,15 @@
 
 #include "gpu/gpu_test.h"
 #include "strata/strata.h"
-#include "tensor/ops/elementwise_common.h"
+#include "ops/elementwise_common.h"
 
 namespace strata {
 namespace {
 
-using cpu::BinaryGradOp;
-using cpu::BinaryOp;
-using cpu::UnaryGradOp;
-using cpu::UnaryOp;
+using backend::BinaryGradOp;
+using backend::BinaryOp;
+using backend::UnaryGradOp;
+using backend::UnaryOp;
 
 using ElementwiseGpu = testing::GpuTest;
 using testing::max_ulps;

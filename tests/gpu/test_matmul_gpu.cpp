@@ -1,4 +1,4 @@
-// matmul and linear on a GPU (cuBLASLt, src/tensor/cuda/matmul.cpp) against the CPU (label
+// matmul and linear on a GPU (cuBLASLt, src/backend/cuda/matmul.cpp) against the CPU (label
 // gpu). Both run the same gemm::Plan, so every path of the plan is driven through both:
 // one GEMM, merged rows, a uniform batch, a batch with offsets only, transposed and padded
 // views, a copied layout, a shared operand, the summed batch (folded and accumulated), the
@@ -22,8 +22,8 @@
 
 #include "gpu/gpu_test.h"
 #include "strata/strata.h"
-#include "tensor/cpu/matmul.h"
-#include "tensor/cuda/cuda_ops.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cuda/cuda_ops.h"
 #include "test_util.h"
 
 namespace strata {

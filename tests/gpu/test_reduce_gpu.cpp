@@ -1,5 +1,5 @@
 // The sum over dimensions on a GPU against the CPU sum (label gpu): both run
-// kernels/common/dim_reduce.h's order, so results are equal bit for bit, on every plan and
+// strata_kernels/common/dim_reduce.h's order, so results are equal bit for bit, on every plan and
 // kernel (rows: a warp per output; columns: 32 lane threads or one thread per output; split
 // dimensions: a permuted copy), sizes not a multiple of the lanes or the block, and once above 2^24 elements. The
 // output's memory is poisoned with NaN before each launch.

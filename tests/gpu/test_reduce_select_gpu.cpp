@@ -1,5 +1,5 @@
 // max / max_with_indices / argmax, topk and cumsum on a GPU against the CPU (label gpu): both
-// run kernels/common/line_select.h, one line at a time, so values and indices are equal bit
+// run strata_kernels/common/line_select.h, one line at a time, so values and indices are equal bit
 // for bit, on every dimension of several shapes, strided views, lengths that are not a
 // multiple of the block, and once above 2^24 elements; gradients too (max and topk scatter
 // the gradient back, cumsum's is a suffix sum). Outputs are poisoned with NaN before each

@@ -1,5 +1,5 @@
 // Rotary position embedding on a GPU against the CPU (label gpu): both run
-// kernels/common/rotary.h's functors, so forward and backward are equal bit for bit.
+// strata_kernels/common/rotary.h's functors, so forward and backward are equal bit for bit.
 // Outputs are poisoned first; mixed devices fail naming the inputs.
 #include <gtest/gtest.h>
 

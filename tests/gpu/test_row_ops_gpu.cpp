@@ -1,6 +1,6 @@
 // The row ops on a GPU against their CPU twins (label gpu): softmax, log_softmax,
 // cross_entropy, layer_norm and rms_norm, forward and backward. Both devices run
-// kernels/common/row_*.h in row_reduce.h's order, so results are equal bit for bit except
+// strata_kernels/common/row_*.h in row_reduce.h's order, so results are equal bit for bit except
 // where the platform's exp or log is called (float64 exp, the log of the sum), which stays
 // within the few-ulp bounds below. Rows are 1 to 65537 long (not multiples of the warp),
 // one case is above 2^24 elements, and the outputs' memory is poisoned with NaN first.

@@ -1,5 +1,5 @@
 // Comparisons, where, masked_fill and cat on a GPU against their CPU twins (label gpu): the
-// comparisons and selections run kernels/common/compare_ops.h's functors on both devices and
+// comparisons and selections run strata_kernels/common/compare_ops.h's functors on both devices and
 // cat moves bits, so every result is equal bit for bit, in every dtype the CPU takes. Inputs
 // are broadcast, strided (transposed views, on the host and on the device), of sizes that
 // are no multiple of the block and once above 2^24 elements; the output's memory is poisoned

@@ -10,7 +10,7 @@
 
 #include "gpu_test.h"
 #include "tensor/allocator_buckets.h"
-#include "tensor/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_backend.h"
 
 namespace strata {
 namespace {

@@ -2,7 +2,7 @@
 // CUDA tensors through the host so both ranks may share one GPU): the vocab-parallel loss
 // and its gradient, VocabParallelEmbedding forward and backward, and a TP GPT training step
 // on the GPU must equal the same computation on the CPU over the same group.
-// Bounds: the loss kernels run the CPU's row functions (kernels/common/vocab_parallel_rows.h)
+// Bounds: the loss kernels run the CPU's row functions (strata_kernels/common/vocab_parallel_rows.h)
 // in the same order, with double statistics; only exp of a double (glibc's or CUDA's, each
 // within an ulp) differs, so float64 agrees to 1e-13 relative and float32, rounded once from
 // those doubles, to 1 ulp. The embedding gathers and adds zeros: the same bits. The GPT step

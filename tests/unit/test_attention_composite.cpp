@@ -1,4 +1,4 @@
-// The composed attention (src/tensor/ops/attention_composite.h: batched matmul, the
+// The composed attention (src/ops/attention_composite.h: batched matmul, the
 // attention softmax row op, matmul) that CUDA tensors run, checked on the CPU against the
 // CPU's fused attention kernel, forward and gradients, in float64: multi-head and
 // grouped-query heads, causal with as many or fewer queries than keys (a KV cache), an
@@ -11,7 +11,7 @@
 
 #include "gradcheck.h"
 #include "strata/strata.h"
-#include "tensor/ops/attention_composite.h"
+#include "ops/attention_composite.h"
 #include "test_util.h"
 
 namespace strata {

@@ -1,4 +1,4 @@
-// autocast::Scope (strata/tensor/autocast.h): products of float32 tensors round their
+// autocast::Scope (strata/ops/autocast.h): products of float32 tensors round their
 // operands and result to bfloat16/float16 (float32 accumulation), forward and backward,
 // and nothing else changes; a GPT trains under bf16 autocast, and under fp16 autocast with
 // loss scaling, close to float32 training.

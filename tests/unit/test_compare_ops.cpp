@@ -1,4 +1,4 @@
-// kernels/common/compare_ops.h, the functors the CPU comparisons/selections and the CUDA
+// strata_kernels/common/compare_ops.h, the functors the CPU comparisons/selections and the CUDA
 // kernels (kernels/cuda/compare.cu) both run: checked here value by value, with the cases
 // where a careless select or compare would differ (NaN, -0.0, NaN payloads, bool operands,
 // integer extremes).
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include "common/compare_ops.h"
+#include "strata_kernels/common/compare_ops.h"
 
 namespace {
 

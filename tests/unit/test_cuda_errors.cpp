@@ -129,20 +129,27 @@ class RecordingGroup final : public dist::ProcessGroup {
  public:
   RecordingGroup() : ProcessGroup(0, 1, "recording", {0}) {}
   std::vector<std::string> log;
-  dist::WorkPtr all_reduce(Tensor&, dist::ReduceOp) override { return done("all_reduce"); }
-  dist::WorkPtr broadcast(Tensor&, int) override { return done("broadcast"); }
-  dist::WorkPtr all_gather(Tensor& out, const Tensor& in) override {
+
+ protected:
+  Placement placement() const override { return Placement::Any; }
+  dist::WorkPtr do_all_reduce(Tensor&, dist::ReduceOp, const dist::OpDescription&) override { return done("all_reduce"); }
+  dist::WorkPtr do_broadcast(Tensor&, int, const dist::OpDescription&) override { return done("broadcast"); }
+  dist::WorkPtr do_all_gather(Tensor& out, const Tensor& in, const dist::OpDescription&) override {
     out.copy_(in);
     return done("all_gather");
   }
-  dist::WorkPtr reduce_scatter(Tensor&, const Tensor&, dist::ReduceOp) override { return done("reduce_scatter"); }
-  dist::WorkPtr all_to_all(Tensor&, const Tensor&) override { return done("all_to_all"); }
-  dist::WorkPtr send(const Tensor& t, int dst) override { return done("send " + std::to_string(t.numel()) + " to " + std::to_string(dst)); }
-  dist::WorkPtr recv(Tensor& t, int src) override { return done("recv " + std::to_string(t.numel()) + " from " + std::to_string(src)); }
-  dist::WorkPtr barrier() override { return done("barrier"); }
-  std::unique_ptr<ProcessGroup> split(std::span<const int>, const std::string&) override { return nullptr; }
-  dist::CommStats stats() const override { return {}; }
-  void reset_stats() override {}
+  dist::WorkPtr do_reduce_scatter(Tensor&, const Tensor&, dist::ReduceOp, const dist::OpDescription&) override {
+    return done("reduce_scatter");
+  }
+  dist::WorkPtr do_all_to_all(Tensor&, const Tensor&, const dist::OpDescription&) override { return done("all_to_all"); }
+  dist::WorkPtr do_send(const Tensor& t, int dst, const dist::OpDescription&) override {
+    return done("send " + std::to_string(t.numel()) + " to " + std::to_string(dst));
+  }
+  dist::WorkPtr do_recv(Tensor& t, int src, const dist::OpDescription&) override {
+    return done("recv " + std::to_string(t.numel()) + " from " + std::to_string(src));
+  }
+  dist::WorkPtr do_barrier(const dist::OpDescription&) override { return done("barrier"); }
+  std::unique_ptr<ProcessGroup> do_split(const dist::SplitPlan&, const dist::OpDescription&) override { return nullptr; }
 
  private:
   struct Done final : dist::Work {

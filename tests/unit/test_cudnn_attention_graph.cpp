@@ -1,4 +1,4 @@
-// The cuDNN graphs of the fused attention (src/tensor/cuda/cudnn_attention_graph.h), on the
+// The cuDNN graphs of the fused attention (src/backend/cuda/cudnn_attention_graph.h), on the
 // CPU. Without a GPU cuDNN still builds operation graphs and, for a described device, runs
 // its engine heuristics and its support checks: whether a fused engine accepts the graph's
 // pattern, types, shapes and strides. Only the last step, loading the driver to compile the
@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "strata/strata.h"
-#include "tensor/ops/attention_fused.h"
+#include "ops/attention_fused.h"
 
 #if STRATA_HAS_CUDNN
-#include "tensor/cuda/cudnn_attention_graph.h"
-#include "tensor/cuda/cudnn_plan.h"
+#include "backend/cuda/cudnn_attention_graph.h"
+#include "backend/cuda/cudnn_plan.h"
 #endif
 
 namespace strata {

@@ -1,4 +1,4 @@
-// The sum's fixed order (kernels/common/dim_reduce.h), which the CPU sum and the CUDA sum
+// The sum's fixed order (strata_kernels/common/dim_reduce.h), which the CPU sum and the CUDA sum
 // share: the CPU sum equals a literal emulation of the lanes bit for bit, on every layout
 // (reduced block leading, middle, trailing, split, transposed input), for any thread count;
 // the one-thread replay the CUDA column kernel runs (dim_reduce_serial) gives the same bits.
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "common/dim_reduce.h"
+#include "strata_kernels/common/dim_reduce.h"
 #include "gradcheck.h"
 #include "strata/strata.h"
 

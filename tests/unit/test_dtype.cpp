@@ -4,7 +4,7 @@
 #include <cstring>
 #include <limits>
 
-#include "common/philox.h"
+#include "strata_kernels/common/philox.h"
 #include "strata/strata.h"
 
 using namespace strata;

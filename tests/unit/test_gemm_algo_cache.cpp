@@ -1,8 +1,8 @@
-// The cache of cuBLASLt algorithm choices (src/tensor/gemm_algo_cache.h), on the CPU: a
+// The cache of cuBLASLt algorithm choices (src/backend/gemm_algo_cache.h), on the CPU: a
 // choice is made once per distinct problem, every field the choice depends on tells problems
 // apart, the offsets (which only move pointers) do not, the cache stays bounded, and threads
 // racing on a new key all get the stored answer.
-#include "tensor/gemm_algo_cache.h"
+#include "backend/gemm_algo_cache.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The translation of a GEMM plan into cuBLASLt calls (src/tensor/gemm_cublas_layout.h), run
+// The translation of a GEMM plan into cuBLASLt calls (src/backend/gemm_cublas_layout.h), run
 // on the CPU: a small emulator executes the calls as cublasLtMatmul defines them
 // (column-major, op(A) and op(B) by the transpose flags, strided batches, beta 0 or 1, the
 // bias epilogue) on the plan's own tensors, and the result must equal a plain triple loop
@@ -6,7 +6,7 @@
 // uniform batch, a batch with offsets only, transposed views, a shared operand, the summed
 // batch with and without fold, chunked batches and the bias fallback. The CUDA glue that
 // issues these calls runs on a GPU only (tests/gpu/test_matmul_gpu.cpp).
-#include "tensor/gemm_cublas_layout.h"
+#include "backend/gemm_cublas_layout.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// The GEMM stride planner (src/tensor/gemm_plan.h) that the CPU matmul runs and a cuBLASLt
+// The GEMM stride planner (src/backend/gemm_plan.h) that the CPU matmul runs and a cuBLASLt
 // matmul will run: layouts read in place, merged dimensions, batch offsets and strides, and
 // the layouts that must be copied.
-#include "tensor/gemm_plan.h"
+#include "backend/gemm_plan.h"
 
 #include <gtest/gtest.h>
 

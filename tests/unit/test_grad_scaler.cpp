@@ -8,8 +8,8 @@
 #include <limits>
 #include <vector>
 
-#include "common/chunk_reduce.h"
-#include "common/grad_ops.h"
+#include "strata_kernels/common/chunk_reduce.h"
+#include "strata_kernels/common/grad_ops.h"
 #include "optim/multi_tensor.h"
 #include "strata/strata.h"
 #include "test_util.h"

@@ -1,5 +1,5 @@
 // The per-line math of max/argmax, topk and cumsum that the CPU ops and the CUDA kernels
-// share (kernels/common/line_select.h): NaN and tie rules, k = 1 and k = n, the bounded
+// share (strata_kernels/common/line_select.h): NaN and tie rules, k = 1 and k = n, the bounded
 // insertion against a stable sort, cumsum's double accumulation and integer types, and the
 // CPU ops equal to those functions line by line (both topk paths: line_topk and the partial
 // sort past kSmallTopk).
@@ -12,7 +12,7 @@
 #include <numeric>
 #include <vector>
 
-#include "common/line_select.h"
+#include "strata_kernels/common/line_select.h"
 #include "strata/strata.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // The multi-tensor optimizer steps (src/optim/multi_tensor.h): the chunk table, and the CPU
-// executor running kernels/common/fused_adam.h and fused_sgd.h, checked bit for bit against
+// executor running strata_kernels/common/fused_adam.h and fused_sgd.h, checked bit for bit against
 // adam_update / sgd_update applied element by element. tests/gpu/test_multi_tensor_optim_gpu.cpp
 // runs the same tables on a GPU.
 #include <gtest/gtest.h>
@@ -7,9 +7,9 @@
 #include <cstring>
 #include <vector>
 
-#include "common/adam.h"
-#include "common/fused_adam.h"
-#include "common/sgd.h"
+#include "strata_kernels/common/adam.h"
+#include "strata_kernels/common/fused_adam.h"
+#include "strata_kernels/common/sgd.h"
 #include "optim/multi_tensor.h"
 #include "strata/strata.h"
 #include "test_util.h"

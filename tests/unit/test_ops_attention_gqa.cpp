@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "attention_error_bounds.h"
 #include "gradcheck.h"
 #include "strata/strata.h"
 #include "test_util.h"
@@ -133,23 +135,41 @@ TEST(Attention, Gradcheck) {
       {rand64({1, 4, 2, 3}, 64), leaf64({1, 1, 5, 3}, 65)});
 }
 
-TEST(Attention, Float32MatchesFloat64) {
+TEST(Attention, Float32WithinDerivedErrorBound) {
+  // Grouped heads, causal with more keys than queries, an additive mask: the float32 inputs
+  // in float64 give the exact values, attention_error_bounds.h the float32 error's bound.
   const Shape sq{2, 8, 100, 32}, skv{2, 2, 120, 32};
   std::vector<Tensor> in32, in64;
+  std::vector<std::vector<double>> values;
   uint64_t seed = 70;
   for (const Shape& s : {sq, skv, skv}) {
     Tensor x = rand64(s, seed++).to(DType::Float32);
     in32.push_back(x.detach().set_requires_grad(true));
     in64.push_back(x.to(DType::Float64).set_requires_grad(true));
+    values.push_back(x.to_vector<double>());
   }
-  Tensor mask = rand64({1, 1, 100, 120}, seed++);
-  Tensor y32 = attention(in32[0], in32[1], in32[2], {.causal = true, .mask = mask.to(DType::Float32)});
-  Tensor y64 = attention(in64[0], in64[1], in64[2], {.causal = true, .mask = mask});
-  EXPECT_LT(rel_err(y32, y64), 1e-5);
-  Tensor g = rand64(sq, seed);
-  y32.backward(g.to(DType::Float32));
-  y64.backward(g);
-  for (int i = 0; i < 3; ++i) EXPECT_LT(rel_err(in32[i].grad(), in64[i].grad()), 1e-5) << "input " << i;
+  Tensor mask = rand64({1, 1, 100, 120}, seed++).to(DType::Float32);
+  Tensor y32 = attention(in32[0], in32[1], in32[2], {.causal = true, .mask = mask});
+  Tensor y64 = attention(in64[0], in64[1], in64[2], {.causal = true, .mask = mask.to(DType::Float64)});
+  Tensor g = rand64(sq, seed).to(DType::Float32);
+  y32.backward(g);
+  y64.backward(g.to(DType::Float64));
+  const strata::test::AttentionBounds b = strata::test::attention_bounds(
+      values[0], values[1], values[2], mask.to_vector<double>(), g.to_vector<double>(), {2, 8, 2, 100, 120, 32, true});
+  const std::vector<const std::vector<strata::test::Bounded>*> grads = {&b.dq, &b.dk, &b.dv};
+  EXPECT_TRUE(strata::test::within_error_bounds(y32.to_vector<double>(), b.out, "gqa attention"));
+  EXPECT_TRUE(strata::test::within_error_bounds(y64.to_vector<double>(), b.out, "gqa attention float64"));
+  for (int i = 0; i < 3; ++i) {
+    const std::string what = "gqa attention gradient of input " + std::to_string(i);
+    EXPECT_TRUE(strata::test::within_error_bounds(in32[i].grad().to_vector<double>(), *grads[i], what));
+    EXPECT_TRUE(strata::test::within_error_bounds(in64[i].grad().to_vector<double>(), *grads[i], what + " float64"));
+  }
+  // The bound is a real check: attention without the 1 / sqrt(D) scale, or without the mask,
+  // lies far outside it.
+  Tensor unscaled = attention(in64[0], in64[1], in64[2], {.causal = true, .mask = mask.to(DType::Float64), .scale = 1.0});
+  EXPECT_FALSE(strata::test::within_error_bounds(unscaled.to_vector<double>(), b.out, "gqa attention without the scale"));
+  Tensor unmasked = attention(in64[0], in64[1], in64[2], {.causal = true});
+  EXPECT_FALSE(strata::test::within_error_bounds(unmasked.to_vector<double>(), b.out, "gqa attention without the mask"));
 }
 
 TEST(Attention, NoGradPathMatches) {

@@ -8,7 +8,7 @@
 
 #include "gradcheck.h"
 #include "strata/strata.h"
-#include "tensor/ops/elementwise_common.h"
+#include "ops/elementwise_common.h"
 #include "test_util.h"
 
 using namespace strata;
@@ -217,14 +217,14 @@ TEST(OpsElementwise, GeluAndReluFunctorsEqualTheActivationKernels) {
         if (std::memcmp(&p[i], &q[i], sizeof(double)) != 0) return false;
       return true;
     };
-    EXPECT_TRUE(same(detail::unary_op(cpu::UnaryOp::Gelu, x, "gelu"), gelu(x))) << dtype;
-    EXPECT_TRUE(same(detail::unary_op(cpu::UnaryOp::Relu, x, "relu"), relu(x))) << dtype;
+    EXPECT_TRUE(same(detail::unary_op(backend::UnaryOp::Gelu, x, "gelu"), gelu(x))) << dtype;
+    EXPECT_TRUE(same(detail::unary_op(backend::UnaryOp::Relu, x, "relu"), relu(x))) << dtype;
     Tensor xl = x.detach().set_requires_grad(true);
     gelu(xl).backward(g);
-    EXPECT_TRUE(same(detail::unary_grad_op(cpu::UnaryGradOp::Gelu, g, x, "gelu"), xl.grad())) << dtype;
+    EXPECT_TRUE(same(detail::unary_grad_op(backend::UnaryGradOp::Gelu, g, x, "gelu"), xl.grad())) << dtype;
     Tensor xr = x.detach().set_requires_grad(true);
     const Tensor y = relu(xr);
     y.backward(g);
-    EXPECT_TRUE(same(detail::unary_grad_op(cpu::UnaryGradOp::Relu, g, y, "relu"), xr.grad())) << dtype;
+    EXPECT_TRUE(same(detail::unary_grad_op(backend::UnaryGradOp::Relu, g, y, "relu"), xr.grad())) << dtype;
   }
 }

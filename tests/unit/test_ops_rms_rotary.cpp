@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gradcheck.h"
+#include "row_kernel_error_bounds.h"
 #include "strata/strata.h"
 #include "test_util.h"
 
@@ -64,19 +65,24 @@ TEST(RmsNorm, Gradcheck) {
   EXPECT_LT(rel_err(w.grad(), w2.grad()), 1e-12);
 }
 
-TEST(RmsNorm, Float32MatchesFloat64) {
-  Tensor x64 = rand64({40, 96}, 20), w64 = rand64({96}, 21);
-  Tensor x32 = x64.to(DType::Float32).set_requires_grad(true), w32 = w64.to(DType::Float32).set_requires_grad(true);
-  x64.set_requires_grad(true);
-  w64.set_requires_grad(true);
-  Tensor y32 = rms_norm(x32, w32), y64 = rms_norm(x64, w64);
+TEST(RmsNorm, Float32WithinDerivedErrorBound) {
+  Tensor x32 = rand64({40, 96}, 20).to(DType::Float32), w32 = rand64({96}, 21).to(DType::Float32);
+  Tensor g32 = rand64({40, 96}, 22).to(DType::Float32);
+  Tensor a32 = x32.detach().set_requires_grad(true), v32 = w32.detach().set_requires_grad(true);
+  Tensor a64 = x32.to(DType::Float64).set_requires_grad(true), v64 = w32.to(DType::Float64).set_requires_grad(true);
+  Tensor y32 = rms_norm(a32, v32), y64 = rms_norm(a64, v64);
   EXPECT_EQ(y32.dtype(), DType::Float32);
-  EXPECT_LT(rel_err(y32, y64), 1e-6);
-  Tensor g = rand64({40, 96}, 22);
-  y32.backward(g.to(DType::Float32));
-  y64.backward(g);
-  EXPECT_LT(rel_err(x32.grad(), x64.grad()), 1e-5);
-  EXPECT_LT(rel_err(w32.grad(), w64.grad()), 1e-5);
+  y32.backward(g32);
+  y64.backward(g32.to(DType::Float64));
+  const std::vector<double> x = x32.to_vector<double>(), w = w32.to_vector<double>();
+  const strata::test::NormBounds fb = strata::test::norm_bounds(x, w, {}, 1e-6, true);
+  const strata::test::NormGradBounds gb = strata::test::norm_backward_bounds(g32.to_vector<double>(), x, w, fb.stats, true);
+  EXPECT_TRUE(strata::test::within_error_bounds(y32.to_vector<double>(), fb.y, "rms_norm"));
+  EXPECT_TRUE(strata::test::within_error_bounds(a32.grad().to_vector<double>(), gb.dx, "rms_norm dx"));
+  EXPECT_TRUE(strata::test::within_error_bounds(v32.grad().to_vector<double>(), gb.dw, "rms_norm dweight"));
+  EXPECT_TRUE(strata::test::within_error_bounds(y64.to_vector<double>(), fb.y, "rms_norm float64"));
+  EXPECT_TRUE(strata::test::within_error_bounds(a64.grad().to_vector<double>(), gb.dx, "rms_norm dx float64"));
+  EXPECT_TRUE(strata::test::within_error_bounds(v64.grad().to_vector<double>(), gb.dw, "rms_norm dweight float64"));
 }
 
 TEST(RmsNorm, SixteenBitWeightEqualsFloat32Copy) {

@@ -11,8 +11,8 @@
 #include <string>
 #include <utility>
 
-#include "common/adam.h"
-#include "common/sgd.h"
+#include "strata_kernels/common/adam.h"
+#include "strata_kernels/common/sgd.h"
 #include "strata/strata.h"
 
 using namespace strata;

@@ -1,4 +1,4 @@
-// The fixed orders shared by the CPU and GPU row ops (kernels/common/row_reduce.h,
+// The fixed orders shared by the CPU and GPU row ops (strata_kernels/common/row_reduce.h,
 // column_sum.h): CpuRow's sums equal a plain emulation of the documented lanes and halving
 // tree, the norms' parameter gradients follow the documented row blocks, and every row op
 // gives the same bits with 1, 2 or 3 threads.
@@ -10,8 +10,8 @@
 #include <functional>
 #include <vector>
 
-#include "common/column_sum.h"
-#include "common/row_reduce.h"
+#include "strata_kernels/common/column_sum.h"
+#include "strata_kernels/common/row_reduce.h"
 #include "strata/strata.h"
 
 namespace strata {

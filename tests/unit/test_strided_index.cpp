@@ -1,12 +1,12 @@
-// kernels/common/strided_index.h, the offsets every CUDA elementwise thread computes: checked
+// strata_kernels/common/strided_index.h, the offsets every CUDA elementwise thread computes: checked
 // here against the strides of broadcast and transposed CPU tensors, element by element.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "common/strided_index.h"
+#include "strata_kernels/common/strided_index.h"
 #include "strata/strata.h"
-#include "tensor/cpu/broadcast_map.h"
+#include "backend/cpu/broadcast_map.h"
 
 using namespace strata;
 

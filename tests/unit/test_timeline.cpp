@@ -1,4 +1,4 @@
-// train::Timeline on one process: nothing recorded unless recording, spans nest, moves and
+// profile::Timeline on one process: nothing recorded unless recording, spans nest, moves and
 // end() record once, and the Chrome-trace JSON follows the trace-event format.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
@@ -6,15 +6,15 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "strata/train/timeline.h"
+#include "strata/profile/timeline.h"
 #include "timeline_check.h"
 
 using namespace strata;
 
 TEST(Timeline, RecordsOnlyWhileRecording) {
-  train::Timeline t;
+  profile::Timeline t;
   { auto s = t.span("forward", "compute"); }
-  { auto s = train::Timeline::span(nullptr, "forward", "compute"); }
+  { auto s = profile::Timeline::span(nullptr, "forward", "compute"); }
   EXPECT_TRUE(t.events().empty());
   t.start_recording();
   { auto s = t.span("forward", "compute"); }
@@ -27,7 +27,7 @@ TEST(Timeline, RecordsOnlyWhileRecording) {
 }
 
 TEST(Timeline, SpansNestAndCarryTheirArguments) {
-  train::Timeline t;
+  profile::Timeline t;
   t.start_recording();
   {
     auto step = t.span("step", "step", {{"step", 7}});
@@ -35,8 +35,8 @@ TEST(Timeline, SpansNestAndCarryTheirArguments) {
       auto f = t.span("forward", "compute", {{"micro_batch", mb}});
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    train::Timeline::Span moved = t.span("send", "comm", {{"bytes", 4096}});
-    train::Timeline::Span target;
+    profile::Timeline::Span moved = t.span("send", "comm", {{"bytes", 4096}});
+    profile::Timeline::Span target;
     target = std::move(moved);
     target.end();
     target.end();  // once only
@@ -61,14 +61,14 @@ TEST(Timeline, SpansNestAndCarryTheirArguments) {
 }
 
 TEST(Timeline, MovesTransferTheRecord) {
-  train::Timeline t;
+  profile::Timeline t;
   t.start_recording();
   {
-    train::Timeline::Span a = t.span("a", "compute");
-    train::Timeline::Span b(std::move(a));
+    profile::Timeline::Span a = t.span("a", "compute");
+    profile::Timeline::Span b(std::move(a));
     a.end();  // moved from: records nothing
     EXPECT_TRUE(t.events().empty());
-    train::Timeline::Span c = t.span("c", "compute");
+    profile::Timeline::Span c = t.span("c", "compute");
     c = std::move(b);  // c's own span ("c") is recorded first, then c holds "a"
     ASSERT_EQ(t.events().size(), 1u);
     EXPECT_EQ(t.events()[0].name, "c");
@@ -80,7 +80,7 @@ TEST(Timeline, MovesTransferTheRecord) {
 }
 
 TEST(Timeline, SpansOpenedWhileRecordingAreKeptAddedEventsOnlyWhileRecording) {
-  train::Timeline t;
+  profile::Timeline t;
   t.add({"early", "comm", 1, 2, {}});  // not recording
   t.start_recording();
   auto step = t.span("step", "step");
@@ -91,14 +91,14 @@ TEST(Timeline, SpansOpenedWhileRecordingAreKeptAddedEventsOnlyWhileRecording) {
   step.end();                                // opened before: kept
   ASSERT_EQ(t.events().size(), 2u);
   EXPECT_EQ(t.events()[0].name, "measured");
-  EXPECT_EQ(t.events()[0].args, (train::Timeline::Args{{"bytes", 8}}));
+  EXPECT_EQ(t.events()[0].args, (profile::Timeline::Args{{"bytes", 8}}));
   EXPECT_EQ(t.events()[1].name, "step");
 }
 
 // Exact times (add() with known nanoseconds): microseconds from the earliest begin, as the
 // trace-event format has them, and a named, sorted process for the rank.
 TEST(Timeline, JsonHasMicrosecondTimesAndProcessMetadata) {
-  train::Timeline t;
+  profile::Timeline t;
   t.start_recording();
   const int64_t t0 = 1'700'000'000'000'000'000;
   t.add({"outer", "step", t0 + 1000, t0 + 9500, {{"step", 2}, {"micro_batch", -1}}});
@@ -135,7 +135,7 @@ TEST(Timeline, JsonHasMicrosecondTimesAndProcessMetadata) {
 }
 
 TEST(Timeline, EmptyAndOddlyNamedTimelinesStillGiveValidJson) {
-  train::Timeline t;
+  profile::Timeline t;
   const auto empty = strata::testing::check_chrome_trace(t.to_json(0));
   EXPECT_TRUE(empty.empty());
   t.start_recording();

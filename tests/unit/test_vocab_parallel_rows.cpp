@@ -1,5 +1,5 @@
-// Tensor parallelism's vocabulary steps on the CPU (src/tensor/cpu/vocab_parallel.h, which
-// runs kernels/common/vocab_parallel_rows.h and vocab_shard_index.h as the CUDA kernels do):
+// Tensor parallelism's vocabulary steps on the CPU (src/parallel/vocab_parallel_rows.h, which
+// runs strata_kernels/common/vocab_parallel_rows.h and vocab_shard_index.h as the CUDA kernels do):
 // each step against a plain double reference, shards of one set of logits reduced by hand
 // as the group would, and vocab_parallel_cross_entropy on a group of one (finite
 // differences in float64). tests/dist covers real groups, tests/gpu the CUDA side.
@@ -12,10 +12,10 @@
 #include <memory>
 #include <vector>
 
-#include "common/vocab_parallel_rows.h"
+#include "strata_kernels/common/vocab_parallel_rows.h"
 #include "gradcheck.h"
 #include "strata/parallel/tp_layers.h"
-#include "tensor/cpu/vocab_parallel.h"
+#include "parallel/vocab_parallel_rows.h"
 #include "test_util.h"
 
 namespace strata {
@@ -29,26 +29,27 @@ using strata::testing::expect_error_mentions;
 class SoloGroup final : public dist::ProcessGroup {
  public:
   SoloGroup() : ProcessGroup(0, 1, "solo", {0}) {}
-  dist::WorkPtr all_reduce(Tensor&, dist::ReduceOp) override { return done(); }
-  dist::WorkPtr broadcast(Tensor&, int) override { return done(); }
-  dist::WorkPtr all_gather(Tensor& out, const Tensor& in) override {
+
+ protected:
+  Placement placement() const override { return Placement::Any; }
+  dist::WorkPtr do_all_reduce(Tensor&, dist::ReduceOp, const dist::OpDescription&) override { return done(); }
+  dist::WorkPtr do_broadcast(Tensor&, int, const dist::OpDescription&) override { return done(); }
+  dist::WorkPtr do_all_gather(Tensor& out, const Tensor& in, const dist::OpDescription&) override {
     out.copy_(in);
     return done();
   }
-  dist::WorkPtr reduce_scatter(Tensor& out, const Tensor& in, dist::ReduceOp) override {
+  dist::WorkPtr do_reduce_scatter(Tensor& out, const Tensor& in, dist::ReduceOp, const dist::OpDescription&) override {
     out.copy_(in);
     return done();
   }
-  dist::WorkPtr all_to_all(Tensor& out, const Tensor& in) override {
+  dist::WorkPtr do_all_to_all(Tensor& out, const Tensor& in, const dist::OpDescription&) override {
     out.copy_(in);
     return done();
   }
-  dist::WorkPtr send(const Tensor&, int) override { return done(); }
-  dist::WorkPtr recv(Tensor&, int) override { return done(); }
-  dist::WorkPtr barrier() override { return done(); }
-  std::unique_ptr<ProcessGroup> split(std::span<const int>, const std::string&) override { return nullptr; }
-  dist::CommStats stats() const override { return {}; }
-  void reset_stats() override {}
+  dist::WorkPtr do_send(const Tensor&, int, const dist::OpDescription&) override { return done(); }
+  dist::WorkPtr do_recv(Tensor&, int, const dist::OpDescription&) override { return done(); }
+  dist::WorkPtr do_barrier(const dist::OpDescription&) override { return done(); }
+  std::unique_ptr<ProcessGroup> do_split(const dist::SplitPlan&, const dist::OpDescription&) override { return nullptr; }
 
  private:
   struct Done final : dist::Work {
@@ -122,20 +123,20 @@ Sharded run_shards(const Tensor& x, const Tensor& t, int64_t vocab, int64_t rank
     start.push_back(r * part);
     real.push_back(std::max<int64_t>(0, std::min(part, vocab - r * part)));
   }
-  const int64_t counted = cpu::vocab_parallel_check_targets(t, vocab, kIgnore);
+  const int64_t counted = parallel::vocab_cpu::vocab_parallel_check_targets(t, vocab, kIgnore);
   Tensor max = full({rows}, -INFINITY, {.dtype = DType::Float64});
-  for (int64_t r = 0; r < ranks; ++r) max = maximum(max, cpu::vocab_parallel_row_max(shard[r], real[r]));
+  for (int64_t r = 0; r < ranks; ++r) max = maximum(max, parallel::vocab_cpu::vocab_parallel_row_max(shard[r], real[r]));
   Tensor se = zeros({rows}, {.dtype = DType::Float64}), tl = zeros({rows}, {.dtype = DType::Float64});
   for (int64_t r = 0; r < ranks; ++r) {
-    cpu::VocabRowSums s = cpu::vocab_parallel_row_sums(shard[r], t, real[r], start[r], kIgnore, max);
+    parallel::VocabRowSums s = parallel::vocab_cpu::vocab_parallel_row_sums(shard[r], t, real[r], start[r], kIgnore, max);
     se = add(se, s.sum_exp);
     tl = add(tl, s.target_logit);
   }
-  Sharded out{cpu::vocab_parallel_loss(t, vocab, kIgnore, max, se, tl, counted, x.dtype()).item(), {}, part};
+  Sharded out{parallel::vocab_cpu::vocab_parallel_loss(t, vocab, kIgnore, max, se, tl, counted, x.dtype()).item(), {}, part};
   const double scale = 1.0 / static_cast<double>(counted);
   std::vector<Tensor> grads;
   for (int64_t r = 0; r < ranks; ++r)
-    grads.push_back(cpu::vocab_parallel_grad(shard[r], t, real[r], start[r], vocab, kIgnore, max, se, scale));
+    grads.push_back(parallel::vocab_cpu::vocab_parallel_grad(shard[r], t, real[r], start[r], vocab, kIgnore, max, se, scale));
   out.grad = cat(grads, 1).to_vector<double>();
   return out;
 }
@@ -193,35 +194,35 @@ TEST(VocabParallelRows, RowStepsOnOneShard) {
   // the shard's last column is padding (real = 3 of 4).
   const Tensor x = from_vector(std::vector<double>{1, 2, 3, 99, -1, 0, 4, 99, 0, 0, 0, 99}, {3, 4});
   const Tensor t = from_vector(std::vector<int64_t>{12, 3, kIgnore}, {3});
-  const Tensor max = cpu::vocab_parallel_row_max(x, 3);
+  const Tensor max = parallel::vocab_cpu::vocab_parallel_row_max(x, 3);
   EXPECT_EQ(max.to_vector<double>(), (std::vector<double>{3, 4, 0}));
-  EXPECT_EQ(cpu::vocab_parallel_row_max(x, 0).to_vector<double>()[0], -INFINITY);  // a shard of padding only
-  const cpu::VocabRowSums s = cpu::vocab_parallel_row_sums(x, t, 3, /*start=*/10, kIgnore, max);
+  EXPECT_EQ(parallel::vocab_cpu::vocab_parallel_row_max(x, 0).to_vector<double>()[0], -INFINITY);  // a shard of padding only
+  const parallel::VocabRowSums s = parallel::vocab_cpu::vocab_parallel_row_sums(x, t, 3, /*start=*/10, kIgnore, max);
   const std::vector<double> se = s.sum_exp.to_vector<double>();
   EXPECT_DOUBLE_EQ(se[0], std::exp(-2.0) + std::exp(-1.0) + 1.0);
   EXPECT_DOUBLE_EQ(se[1], std::exp(-5.0) + std::exp(-4.0) + 1.0);
   EXPECT_EQ(s.target_logit.to_vector<double>(), (std::vector<double>{3, 0, 0}));
-  EXPECT_EQ(cpu::vocab_parallel_check_targets(t, 13, kIgnore), 2);
+  EXPECT_EQ(parallel::vocab_cpu::vocab_parallel_check_targets(t, 13, kIgnore), 2);
 }
 
 TEST(VocabParallelRows, BadTargetIsNamed) {
   const Tensor t = from_vector(std::vector<int64_t>{1, kIgnore, 7, -3}, {4});
-  expect_error_mentions([&] { (void)cpu::vocab_parallel_check_targets(t, 7, kIgnore); },
+  expect_error_mentions([&] { (void)parallel::vocab_cpu::vocab_parallel_check_targets(t, 7, kIgnore); },
                         {"vocab_parallel_cross_entropy: target 7 at position 2", "vocabulary of 7"});
-  EXPECT_EQ(cpu::vocab_parallel_check_targets(t.narrow(0, 0, 2), 7, kIgnore), 1);
+  EXPECT_EQ(parallel::vocab_cpu::vocab_parallel_check_targets(t.narrow(0, 0, 2), 7, kIgnore), 1);
 }
 
 TEST(VocabParallelRows, ShardIndicesAndOutsideMask) {
   // Vocabulary 10 over parts of 4: rank 1 holds tokens 4..7.
   const Tensor tokens = from_vector(std::vector<int64_t>{0, 4, 7, 8, 5, 9}, {2, 3});
-  const cpu::VocabShardIndices r = cpu::vocab_shard_indices(tokens, 10, 4, 4);
+  const parallel::VocabShardIndices r = parallel::vocab_cpu::vocab_shard_indices(tokens, 10, 4, 4);
   EXPECT_EQ(r.local.shape(), tokens.shape());
   EXPECT_EQ(r.outside.shape(), tokens.shape());
   EXPECT_EQ(r.outside.dtype(), DType::Bool);
   EXPECT_EQ(r.local.to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 3, 0, 1, 0}));
   EXPECT_EQ(r.outside.to_vector<int32_t>(), (std::vector<int32_t>{1, 0, 0, 1, 0, 1}));
   const Tensor bad = from_vector(std::vector<int64_t>{1, 10}, {2});
-  expect_error_mentions([&] { (void)cpu::vocab_shard_indices(bad, 10, 0, 4); },
+  expect_error_mentions([&] { (void)parallel::vocab_cpu::vocab_shard_indices(bad, 10, 0, 4); },
                         {"VocabParallelEmbedding: index 10 at position 1", "vocabulary of 10"});
 }
 

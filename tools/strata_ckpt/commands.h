@@ -40,4 +40,15 @@ struct ImportOptions {
 };
 int import_hf(const ImportOptions& options);
 
+struct ConvertOptions {
+  std::string file;    // an earlier strata's single-file training state
+  std::string out;     // checkpoint directory to create (must not hold one)
+  std::string format;  // "": from the file's config.* metadata
+};
+int convert(const ConvertOptions& options);
+
+// Refuses an output directory that holds a checkpoint or any save directory, naming them
+// (save_sharded would prune them): `command` ("import") names what to do elsewhere.
+void refuse_existing_saves(const std::string& out, const std::string& command);
+
 }  // namespace strata::ckpt_tool

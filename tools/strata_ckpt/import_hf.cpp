@@ -53,22 +53,21 @@ checkpoint::Metadata import_metadata(const ImportOptions& o, const train::ModelF
   return meta;
 }
 
-// Refuses an output directory that holds a checkpoint or any save directory, naming them.
-void refuse_existing_saves(const std::string& out) {
-  STRATA_CHECK(!checkpoint::ShardedCheckpoint::is_sharded(out), "'", out,
-               "' already holds a sharded checkpoint: import into a new or empty directory");
+}  // namespace
+
+void refuse_existing_saves(const std::string& out, const std::string& command) {
+  STRATA_CHECK(!checkpoint::ShardedCheckpoint::is_sharded(out), "'", out, "' already holds a sharded checkpoint: ",
+               command, " into a new or empty directory");
   std::string names;
   for (const checkpoint::SaveEntry& s : checkpoint::list_saves(out)) names += (names.empty() ? "" : ", ") + s.name;
-  STRATA_CHECK(names.empty(), "'", out, "' holds saves (", names, ") although it has no 'latest' file: an import ",
-               "there would prune them; import into a new or empty directory");
+  STRATA_CHECK(names.empty(), "'", out, "' holds saves (", names, ") although it has no 'latest' file: ", command,
+               " there would prune them; ", command, " into a new or empty directory");
 }
-
-}  // namespace
 
 int import_hf(const ImportOptions& o) {
   // save_sharded prunes all but the newest saves of its directory: never let an import
   // delete a run's checkpoints, whether or not `latest` still names one of them.
-  refuse_existing_saves(o.out);
+  refuse_existing_saves(o.out, "import");
   const train::ModelFamily& family = import_family(o);
   checkpoint::Metadata config;
   const StateDict state = family.import_hf(o.hf_dir, &config);
@@ -80,7 +79,7 @@ int import_hf(const ImportOptions& o) {
   // anything is created). The lock keeps a run from saving there meanwhile; under it, look again.
   dist::ProcessGroup& world = dist::init({.start_mpi = false});
   const checkpoint::DirectoryLock lock(o.out);
-  refuse_existing_saves(o.out);
+  refuse_existing_saves(o.out, "import");
   const checkpoint::SaveResult r = checkpoint::save_sharded(
       o.out, world,
       checkpoint::take_snapshot(o.step, pieces, import_metadata(o, family, config), {{"tensor_rank", "0"}}));

@@ -5,6 +5,7 @@
 //   strata-ckpt verify runs/ckpt
 //   strata-ckpt export runs/ckpt --out hf/ [--format gpt2|llama] [--dtype param|f32]
 //   strata-ckpt import hf/ --out runs/pretrained [--format gpt2|llama] [--step 0] [--seed 1337]
+//   strata-ckpt convert old.ckpt --out runs/ckpt [--format gpt2|llama]   # an earlier single-file state
 //
 // Exit codes: 0 success; 1 verify found the save damaged (a checksum, the coverage, or an
 // index.json that is there but corrupt); 2 the command could not do its work (bad command
@@ -66,6 +67,14 @@ int main(int argc, char** argv) {
       ->check(integer_at_most(UINT64_MAX))
       ->capture_default_str();
 
+  ConvertOptions convert_o;
+  auto* convert_cmd = app.add_subcommand(
+      "convert", "write an earlier strata's single-file training state as a sharded checkpoint (what --resume reads)");
+  convert_cmd->add_option("file", convert_o.file, "single-file training state")->required()->check(CLI::ExistingFile);
+  convert_cmd->add_option("--out", convert_o.out, "checkpoint directory to create (must not hold one)")->required();
+  convert_cmd->add_option("--format", convert_o.format, "model family (default: the file's config.family)")
+      ->check(CLI::IsMember({"gpt2", "llama"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -79,6 +88,7 @@ int main(int argc, char** argv) {
     if (*inspect_cmd) return inspect(inspect_o);
     if (*verify_cmd) return verify(verify_path);
     if (*export_cmd) return export_hf(export_o);
+    if (*convert_cmd) return convert(convert_o);
     return import_hf(import_o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strata-ckpt: %s\n", e.what());

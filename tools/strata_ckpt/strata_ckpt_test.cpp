@@ -263,6 +263,60 @@ TEST_F(StrataCkpt, ImportRefusesADirectoryWithSavesButNoLatest) {
   EXPECT_CONTAINS(log(), "is in use: PID");
 }
 
+// An earlier strata's single-file training state (as train_gpt resumed it: AdamW over the
+// weight-decay groups, the sampler, the default RNG stream) converts to a sharded checkpoint
+// that restores all of it bit for bit; the trainers read only that format.
+TEST_F(StrataCkpt, ConvertTurnsASingleFileTrainingStateIntoACheckpoint) {
+  const nn::GPTConfig config = tiny_gpt();
+  nn::GPT model(config);
+  optim::AdamW adamw(optim::weight_decay_groups(model.named_parameters(), 1e-2, 0.1), {.lr = 1e-2, .weight_decay = 0.1});
+  const data::SamplerOptions sampling{.dataset_size = 1000, .batch_size = 4, .seed = 9};
+  data::BatchSampler sampler(sampling);
+  Generator gen(5);
+  for (int step = 0; step < 2; ++step) {
+    sampler.next();
+    const Tensor tokens = randint(0, 15, {2, 8}, {.dtype = DType::Int64}, &gen);
+    model.loss(tokens, tokens).backward();
+    adamw.step();
+    adamw.zero_grad();
+  }
+  default_generator().set_state(11, 40);
+  train::save_training_state(path("old.ckpt"), {model, adamw, sampler, train::gpt_config_metadata(config)}, 2);
+
+  ASSERT_EQ(cli("convert " + quoted("old.ckpt") + " --out " + quoted("new")), 0) << log();
+  EXPECT_CONTAINS(log(), "(step 2)");
+  ASSERT_EQ(cli("verify " + quoted("new")), 0) << log();
+
+  // A fresh run (other weights, no optimizer state, another RNG position) resumes from it.
+  default_generator().set_state(1, 0);
+  nn::GPT fresh(tiny_gpt(4));
+  optim::AdamW resumed(optim::weight_decay_groups(fresh.named_parameters(), 1e-2, 0.1), {.lr = 1e-2});
+  data::BatchSampler fresh_sampler(sampling);
+  Metadata sharded_config = train::gpt_config_metadata(config);
+  sharded_config.erase("config.param_dtype");
+  const int64_t step = train::load_training_checkpoint(
+      path("new"), {.model = fresh, .world = world(), .optimizer = &resumed, .sampler = &fresh_sampler,
+                    .config = sharded_config});
+  EXPECT_EQ(step, 2);
+  for (const auto& [name, t] : model.state_dict()) EXPECT_TRUE(same_bits(fresh.state_dict().at(name), t)) << name;
+  const StateDict before = adamw.state_dict(), after = resumed.state_dict();
+  size_t compared = 0;
+  for (const auto& [key, t] : before) {
+    if (key.rfind("group.", 0) == 0) continue;  // the schedule sets lr from the step
+    ASSERT_TRUE(after.contains(key)) << key;
+    EXPECT_TRUE(same_bits(after.at(key), t)) << key;
+    ++compared;
+  }
+  EXPECT_GT(compared, model.parameters().size());  // exp_avg and exp_avg_sq of every parameter
+  EXPECT_EQ(default_generator().seed(), 11u);
+  EXPECT_EQ(default_generator().offset(), 40u);
+  EXPECT_EQ(fresh_sampler.next(), sampler.next());
+
+  // It never writes over a checkpoint.
+  EXPECT_EQ(cli("convert " + quoted("old.ckpt") + " --out " + quoted("new")), 2);
+  EXPECT_CONTAINS(log(), "already holds a sharded checkpoint: convert into a new or empty directory");
+}
+
 TEST_F(StrataCkpt, Gpt2ExportImportRoundTripsBitForBit) {
   round_trip<nn::GPT>(tiny_gpt(), train::gpt_config_metadata(tiny_gpt()), "gpt2", read_gpt2);
 }

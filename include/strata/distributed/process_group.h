@@ -1,6 +1,8 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -21,6 +23,40 @@ struct P2POp {
 
   static P2POp send(const Tensor& tensor, int dst) { return {Kind::Send, tensor, dst}; }
   static P2POp recv(const Tensor& tensor, int src) { return {Kind::Recv, tensor, src}; }
+};
+
+// What every rank must issue alike for one collective, compared across the group under
+// STRATA_DEBUG_COLLECTIVES=1 (distributed/group_checks.h makes and compares them).
+struct OpSignature {
+  int32_t kind = 0;  // an OpType, or a split (detail::kSplitKind)
+  int32_t reduce = -1;  // -1 where a field does not apply
+  int32_t dtype = -1;
+  int32_t root = -1;
+  int64_t numel = 0;
+  int64_t seq = 0;  // the op's sequence number in the group (the backend fills it in)
+  bool operator==(const OpSignature&) const = default;
+
+  static constexpr size_t kWords = 6;
+  // As int64 words, for backends that gather int64 tensors.
+  std::vector<int64_t> words() const;
+  static OpSignature from_words(const int64_t* w);
+};
+
+// One op as the front door describes it to a backend, built once per call: `name` and
+// `detail` title it in timeouts, roll calls and errors ("all_reduce #3 (sum, float32, 4
+// elements) in group 'world'"); point-to-point ops have no signature.
+struct OpDescription {
+  const char* name = "";  // "all_reduce", ..., "batch_send_recv", "split"
+  std::string detail;     // "sum, float32, 12 elements"
+  std::optional<OpSignature> signature;
+};
+
+// What a group's split hands its backend once the rank list is checked.
+struct SplitPlan {
+  std::span<const int> ranks;  // group ranks, ascending, including this rank's
+  std::string name;            // the new group's: the caller's, or "split(ranks 0,2)"
+  int my_index = -1;           // this rank's rank in the new group
+  std::vector<int> globals;    // the members' world ranks
 };
 
 // A set of ranks that run collectives together. Every call is asynchronous: it checks its
@@ -48,6 +84,11 @@ struct P2POp {
 // complete in time fails (Work::wait throws) with a message naming the op, its sequence
 // number in the group, the group and the ranks that have not reached it; the group is
 // unusable afterwards (later calls throw, saying why). Issue a group's ops from one thread.
+//
+// Shape: the public ops are the one front door of every backend (as c10d's user-facing
+// group over its backends): each checks its arguments with one wording, stages CUDA
+// tensors through the host for backends that move host memory, describes the op and counts
+// it in stats(), then calls the backend's protected do_* with tensors it can take.
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
@@ -62,32 +103,32 @@ class ProcessGroup {
   // small values of its own (signatures, orders) makes them here.
   virtual Device tensor_device() const { return Device::cpu(); }
 
-  virtual WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) = 0;
-  virtual WorkPtr broadcast(Tensor& tensor, int root) = 0;
-  virtual WorkPtr all_gather(Tensor& out, const Tensor& in) = 0;
-  virtual WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::Sum) = 0;
-  virtual WorkPtr all_to_all(Tensor& out, const Tensor& in) = 0;
-  virtual WorkPtr send(const Tensor& tensor, int dst) = 0;
-  virtual WorkPtr recv(Tensor& tensor, int src) = 0;
-  virtual WorkPtr barrier() = 0;
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  WorkPtr broadcast(Tensor& tensor, int root);
+  WorkPtr all_gather(Tensor& out, const Tensor& in);
+  WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::Sum);
+  WorkPtr all_to_all(Tensor& out, const Tensor& in);
+  WorkPtr send(const Tensor& tensor, int dst);
+  WorkPtr recv(Tensor& tensor, int src);
+  WorkPtr barrier();
   // Several sends and receives issued together; the one Work completes when all of them
   // have. Order inside a batch does not matter (no deadlock when two ranks both send first):
   // MPI progresses the ops together, NCCL fuses them into one group call. Each op is checked
-  // and counted in stats() as a send or recv. The default issues them one by one.
-  virtual WorkPtr batch_send_recv(std::span<const P2POp> ops);
+  // and counted in stats() as a send or recv; an empty batch is complete at once.
+  WorkPtr batch_send_recv(std::span<const P2POp> ops);
 
   // A new group of the listed ranks of this group (group ranks, ascending, including this
   // rank's); collective over this group: every member calls it with its own list, and the
   // lists must partition the group (checked on every rank before MPI is entered). An empty
   // name gives "split(ranks 0,2)". The new group inherits this group's timeout.
-  virtual std::unique_ptr<ProcessGroup> split(std::span<const int> ranks, const std::string& name) = 0;
+  std::unique_ptr<ProcessGroup> split(std::span<const int> ranks, const std::string& name);
 
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
   // Per-op call and byte counts since construction or the last reset.
-  virtual CommStats stats() const = 0;
-  virtual void reset_stats() = 0;
+  CommStats stats() const;
+  void reset_stats();
 
   // Chunk r of a total of `total` elements split over this group (see the class comment).
   int64_t chunk_begin(int64_t total, int r) const;
@@ -96,11 +137,45 @@ class ProcessGroup {
  protected:
   ProcessGroup(int rank, int size, std::string name, std::vector<int> global_ranks)
       : rank_(rank), size_(size), name_(std::move(name)), global_ranks_(std::move(global_ranks)) {}
+
+  // Which tensors a backend's do_* take; the front door stages or refuses the others.
+  enum class Placement : uint8_t {
+    Host,       // CPU tensors; CUDA tensors are staged through host copies (MPI)
+    OwnDevice,  // tensors on tensor_device() only (NCCL)
+    Any,        // tensors on any device (the local world of one, wrappers over a group)
+  };
+  virtual Placement placement() const { return Placement::Host; }
+
+  // The backend's side of each op: the arguments are checked (same dtypes, sizes that fit
+  // the group, ranks in range, contiguous tensors on a device placement() takes) and the
+  // op is counted; it moves the data and returns the op's Work.
+  virtual WorkPtr do_all_reduce(Tensor& tensor, ReduceOp op, const OpDescription& desc) = 0;
+  virtual WorkPtr do_broadcast(Tensor& tensor, int root, const OpDescription& desc) = 0;
+  virtual WorkPtr do_all_gather(Tensor& out, const Tensor& in, const OpDescription& desc) = 0;
+  virtual WorkPtr do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, const OpDescription& desc) = 0;
+  virtual WorkPtr do_all_to_all(Tensor& out, const Tensor& in, const OpDescription& desc) = 0;
+  virtual WorkPtr do_send(const Tensor& tensor, int dst, const OpDescription& desc) = 0;
+  virtual WorkPtr do_recv(Tensor& tensor, int src, const OpDescription& desc) = 0;
+  virtual WorkPtr do_barrier(const OpDescription& desc) = 0;
+  // A non-empty batch; the default issues the ops one by one through do_send/do_recv.
+  virtual WorkPtr do_batch_send_recv(std::span<const P2POp> ops, const OpDescription& desc);
+  // The rank list is checked (plan); the backend checks the partition collectively. The
+  // front door gives the new group this group's timeout.
+  virtual std::unique_ptr<ProcessGroup> do_split(const SplitPlan& plan, const OpDescription& desc) = 0;
+
   int rank_;
   int size_;
   std::string name_;
   std::vector<int> global_ranks_;
   std::chrono::milliseconds timeout_ = kDefaultTimeout;
+
+ private:
+  void count(OpType type, uint64_t bytes);
+  void check_tensor(const char* op, const char* what, const Tensor& t) const;
+  bool stages(const Tensor& a, const Tensor& b = {}) const;
+
+  mutable std::mutex stats_mu_;
+  CommStats stats_;
 };
 
 }  // namespace strata::dist

@@ -12,7 +12,7 @@
 
 #include "strata/nn/causal_lm.h"
 #include "strata/nn/layers.h"
-#include "strata/tensor/ops/nn_functional.h"
+#include "strata/ops/nn_functional.h"
 
 namespace strata::nn {
 

@@ -29,8 +29,8 @@ class Optimizer {
   // Updates every parameter that has a gradient (parameters without one are skipped).
   virtual void step() = 0;
   // Zeroes gradients in place by default, so gradients that are views into a DDP bucket stay
-  // views; set_to_none drops them instead.
-  void zero_grad(bool set_to_none = false);
+  // views; set_to_none drops them instead. (Virtual: parallel::ZeroOptimizer zeroes its shards.)
+  virtual void zero_grad(bool set_to_none = false);
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
@@ -55,6 +55,10 @@ class Optimizer {
   virtual void load_state_dict(const StateDict& state) = 0;
 
  protected:
+  // For optimizers that keep master weights of their own (parallel::ZeroOptimizer): checks
+  // the groups' hyper-parameters only, not the parameters' dtype or layout.
+  Optimizer(std::vector<ParamGroup> groups, bool check_parameters);
+
   // Calls f(flat_index, group, param) for every parameter, in flat-index order.
   template <class F>
   void for_each_param(F&& f) const {

@@ -10,6 +10,11 @@
 //   loss = model.loss(x, y); loss.backward();    // gradients are averaged when it returns
 //   opt.step(); opt.zero_grad();                 // zero_grad keeps the bucket views
 //
+// DDP is ZeroOptimizer stage 0 without the optimizer: one data-parallel path (the same
+// flat buckets, hooks and reductions, src/parallel/data_parallel_state.h). The parameters
+// are moved into contiguous parameter buckets (each stays the same tensor, now a view), and
+// their gradients into gradient buckets of the same layout.
+//
 // Gradients live in buckets: one contiguous tensor per bucket (one dtype each), filled in
 // reverse registration order (the order backward usually produces them), the first bucket
 // capped at first_bucket_cap_bytes, the others at bucket_cap_bytes. Each parameter's .grad()
@@ -72,6 +77,9 @@ struct DDPOptions {
   bool overlap = true;
 };
 
+// The buckets, hooks and reductions (src/parallel/data_parallel_state.h).
+struct DataParallelState;
+
 class DistributedDataParallel {
  public:
   // Collective: every rank of `group` must construct it with a module of the same parameter
@@ -116,12 +124,11 @@ class DistributedDataParallel {
   std::vector<int64_t> bucket_bytes() const;
   bool buckets_rebuilt() const;
 
-  struct State;  // shared with the gradient hooks, which may outlive this object
-
  private:
   nn::Module& module_;
   dist::ProcessGroup& group_;
-  std::shared_ptr<State> state_;
+  DDPOptions options_;
+  std::shared_ptr<DataParallelState> state_;  // shared with the gradient hooks
 };
 
 }  // namespace strata::parallel

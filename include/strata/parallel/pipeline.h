@@ -39,7 +39,7 @@
 #include "strata/parallel/pipeline_partition.h"
 #include "strata/parallel/pipeline_schedule.h"
 #include "strata/parallel/zero.h"
-#include "strata/train/timeline.h"
+#include "strata/profile/timeline.h"
 
 namespace strata::parallel {
 
@@ -52,7 +52,7 @@ struct PipelineOptions {
   // ZeRO-3 is refused (its per-unit gathers do not fit the pipeline's interleaving).
   DistributedDataParallel* ddp = nullptr;
   ZeroOptimizer* zero = nullptr;
-  train::Timeline* timeline = nullptr;  // spans of each step while it records
+  profile::Timeline* timeline = nullptr;  // spans of each step while it records
 };
 
 // What the last step measured on this rank (for benchmarks and tests).

@@ -5,7 +5,7 @@
 //   auto& world = dist::init();
 //   nn::GPT model(config);                                   // same construction on every rank
 //   ZeroOptimizer zero(model, optim::AdamWOptions{...}, world, {.stage = 2});
-//   optim::CosineSchedule sched(zero.optimizer(), {...});    // schedules the inner optimizer
+//   optim::CosineSchedule sched(zero, {...});                // an optim::Optimizer like any other
 //   for (...) {
 //     model.loss(x, y).backward();                           // gradients reduced while it runs
 //     zero.clip_grad_norm(1.0);                              // global norm across shards
@@ -14,7 +14,12 @@
 //     sched.step();
 //   }
 //
-// Stage 0: DDP (all_reduce of gradient buckets, every rank updates everything).
+// ZeroOptimizer is an optim::Optimizer: its param_groups() are the model's parameters in the
+// caller's groups, whose lr and weight_decay the inner optimizer takes at every step(), so
+// LR schedules, clipping and loss scaling take it as they take any optimizer.
+//
+// Stage 0: DDP (all_reduce of gradient buckets, every rank updates everything): the same
+//          path as DistributedDataParallel (ddp.h), plus the optimizer.
 // Stage 1: every rank keeps master weights and optimizer state only for its shard; gradients
 //          are reduce-scattered (bucket by bucket, during backward) and the updated shards
 //          all-gathered after step().
@@ -100,7 +105,10 @@ struct ZeroMemory {
   int64_t total() const { return parameters + gradients + master + optimizer_state; }
 };
 
-class ZeroOptimizer {
+// The buckets, hooks and reductions (src/parallel/data_parallel_state.h).
+struct DataParallelState;
+
+class ZeroOptimizer : public optim::Optimizer {
  public:
   // Collective over `group`: every rank must pass a module with the same parameter names,
   // shapes and dtypes (checked); rank 0's parameters and buffers are broadcast. `groups`
@@ -114,11 +122,19 @@ class ZeroOptimizer {
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
 
-  // Zeroes the gradients (the buckets, or this rank's gradient shard).
-  void zero_grad();
-  // Updates this rank's shard with the inner optimizer, then refreshes the parameters
-  // (stages 1-2: all_gather; stage 3: the shard, gathered at the next use).
-  void step();
+  // Zeroes the gradients (the buckets, or this rank's gradient shard); set_to_none also
+  // clears the parameters' .grad() (the next backward makes the bucket slots them again).
+  void zero_grad(bool set_to_none = false) override;
+  // Updates this rank's shard with the inner optimizer (taking this optimizer's lr and
+  // weight decay), then refreshes the parameters (stages 1-2: all_gather; stage 3: the
+  // shard, gathered at the next use).
+  void step() override;
+  bool is_elementwise() const override;
+  // This rank's inner optimizer state (its shard, numbered as the inner optimizer numbers its
+  // pieces), in optim::Optimizer's keys. A layout-independent checkpoint of the whole
+  // training state is train/distributed_checkpoint.h's.
+  StateDict state_dict() const override;
+  void load_state_dict(const StateDict& state) override;
   // Clips the global L2 norm of the (reduced) gradients to max_norm, like
   // optim::clip_grad_norm; the norm is summed across shards (one all_reduce of 8 bytes at
   // stages 1-3). Call it between backward and step(). Returns the norm before clipping.
@@ -159,7 +175,8 @@ class ZeroOptimizer {
   // other copy here).
   Tensor local_gradient(const std::string& name);
 
-  // The inner optimizer (schedulers scale its groups' lr; param_groups()[g].lr is the lr).
+  // The inner optimizer over this rank's pieces (checkpoints read its state; its lr is set
+  // from this optimizer's param_groups() at every step()).
   optim::Optimizer& optimizer();
   int stage() const;
   dist::ProcessGroup& group() { return group_; }
@@ -204,12 +221,13 @@ class ZeroOptimizer {
   };
   [[nodiscard]] GatheredParameters gathered_parameters() { return GatheredParameters(*this); }
 
-  struct State;  // shared with the autograd hooks, which may outlive this object
-
  private:
+  void push_hyperparameters() const;
+  void pull_hyperparameters();
+
   nn::Module& module_;
   dist::ProcessGroup& group_;
-  std::shared_ptr<State> state_;
+  std::shared_ptr<DataParallelState> state_;  // shared with the autograd hooks
 };
 
 }  // namespace strata::parallel

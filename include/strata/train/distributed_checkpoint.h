@@ -40,8 +40,8 @@ namespace strata::train {
 struct CheckpointTarget {
   nn::Module& model;
   dist::ProcessGroup& world;  // every rank of the run: saves are collective over it
-  // The optimizer: a plain one (alone or beside DDP) or a ZeroOptimizer, not both. Either
-  // may be null (weights only).
+  // The optimizer: a plain one (alone or beside DDP) or a ZeroOptimizer, not both (a
+  // ZeroOptimizer given as `optimizer` counts as `zero`). Either may be null (weights only).
   optim::Optimizer* optimizer = nullptr;
   parallel::ZeroOptimizer* zero = nullptr;
   // The data-parallel group (the ranks holding the same parameters: DDP's or ZeRO's group);

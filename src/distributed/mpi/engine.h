@@ -78,7 +78,6 @@ struct GroupState {
   // Per member, its last answer to a roll call (roll_call.cpp): {op seq, PeerState}; {-1, -1}
   // when none. Sized lazily.
   std::vector<std::array<int64_t, 2>> answers;
-  CommStats stats;
   std::set<std::string> logged_paths;  // STRATA_DEBUG_PATHS: "op kind/path" already reported
 
   // "group 'dp(ranks 0,2)'" plus the ranks (group and world) of `members`.

@@ -6,7 +6,6 @@
 
 #include "distributed/group_checks.h"
 #include "distributed/env_settings.h"
-#include "distributed/host_staging.h"
 #include "distributed/mpi/hierarchy.h"
 #include "distributed/mpi/ring.h"
 #include "distributed/mpi/shm_collectives.h"
@@ -133,18 +132,21 @@ void divide(void* data, MPI_Datatype type, int64_t n, int by) {
   }
 }
 
+// After a reduction of n elements into `out`: 16-bit floats were reduced in float32 (in
+// `wide`) and round back once; Avg divides the sum by the group size.
+void finish_reduction(void* out, std::vector<float>& wide, DType d, ReduceOp rop, int64_t n, int size) {
+  if (is_16bit(d)) {
+    if (rop == ReduceOp::Avg) divide(wide.data(), MPI_FLOAT, n, size);
+    from_float(wide.data(), d, out, n);
+  } else if (rop == ReduceOp::Avg) {
+    divide(out, wire_type(d), n, size);
+  }
+}
+
 int mpi_count(int64_t n, const char* op) {
   STRATA_CHECK(n <= INT_MAX, op, ": ", n, " elements exceed MPI's int count (", INT_MAX,
                "); split the tensor into smaller pieces");
   return static_cast<int>(n);
-}
-
-void check_tensor(const Tensor& t, const char* op, const char* what) {
-  STRATA_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
-  STRATA_CHECK(t.device().is_cpu(), op, ": ", what, " is on ", t.device(),
-               "; the MPI process group takes CPU tensors (CUDA tensors are staged through the host)");
-  STRATA_CHECK(t.is_contiguous(), op, ": ", what, " of shape ", t.shape(),
-               " is not contiguous; pass .contiguous() (and copy the result back)");
 }
 
 // ------------------------------------------------------------------ algorithm
@@ -206,7 +208,7 @@ void add_signature_stage(Op& op, Signature sig) {
                               o.group->comm, &o.add_request()));
   };
   op.stages.insert(op.stages.begin() + 1, [all, main](Op& o) {
-    std::string mismatch = signature_mismatch(*all, o.group->name);
+    std::string mismatch = detail::signature_mismatch(*all, o.group->name);
     if (!mismatch.empty()) {
       o.failure_is_collective = true;  // every rank compares the same gathered signatures
       STRATA_FAIL(mismatch);
@@ -258,44 +260,36 @@ Engine& ProcessGroupMPI::engine(const char* op) const {
   return *e;
 }
 
-std::unique_ptr<Op> ProcessGroupMPI::make_op(const char* kind, std::string detail) {
+std::unique_ptr<Op> ProcessGroupMPI::make_op(const OpDescription& desc) {
   auto op = std::make_unique<Op>();
-  op->kind = kind;
-  op->detail = std::move(detail);
+  op->kind = desc.name;
+  op->detail = desc.detail;
   op->group = state_;
   op->timeout = timeout_;
   op->work = std::make_shared<WorkState>();
   return op;
 }
 
-WorkPtr ProcessGroupMPI::submit(std::unique_ptr<Op> op, std::optional<OpType> type, uint64_t bytes) {
-  Engine& e = engine(op->kind.c_str());
-  if (type) {
-    std::lock_guard<std::mutex> lk(state_->mu);
-    auto& c = state_->stats[*type];
-    c.calls += 1;
-    c.bytes += bytes;
-  }
+WorkPtr ProcessGroupMPI::submit(std::unique_ptr<Op> op, const OpDescription& desc) {
+  Engine& e = engine(desc.name);
+  if (desc.signature && e.debug_collectives()) add_signature_stage(*op, *desc.signature);
   auto work = op->work;
   e.submit(std::move(op));
   return std::make_unique<WorkMPI>(std::move(work));
 }
 
-WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
-  // CUDA tensors: the same op on host copies (distributed/host_staging.h).
-  if (staging::needs(tensor)) return staging::all_reduce(*this, tensor, rop);
-  engine("all_reduce");
-  check_tensor(tensor, "all_reduce", "tensor");
-  DType d = tensor.dtype();
-  detail::check_average_dtype("all_reduce", rop, d);
-  int64_t n = tensor.numel();
-  int count = mpi_count(n, "all_reduce");
-  auto op = make_op("all_reduce", describe(d, n, reduce_op_name(rop)));
+// ------------------------------------------------------------------ collectives
+
+// 16-bit floats reduce in float32: `tmp` holds the converted values, read back in finish.
+WorkPtr ProcessGroupMPI::do_all_reduce(Tensor& tensor, ReduceOp rop, const OpDescription& desc) {
+  const DType d = tensor.dtype();
+  const int count = mpi_count(tensor.numel(), desc.name);
+  auto op = make_op(desc);
   auto tmp = std::make_shared<std::vector<float>>();
-  int size = size_;
+  const int size = size_;
   // Large buffers take shared memory (one node, shm_collectives.h) or our ring (ring.h);
   // the choice depends only on what every rank passes.
-  const Path path = choose_path(*state_, "all_reduce", n * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
+  const Path path = choose_path(*state_, "all_reduce", count * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
   op->stages.push_back([tensor, rop, tmp, count, d, path](Op& o) {
     void* buf = tensor.raw_data();
     MPI_Datatype type = wire_type(d);
@@ -311,58 +305,39 @@ WorkPtr ProcessGroupMPI::all_reduce(Tensor& tensor, ReduceOp rop) {
     STRATA_MPI(MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, mpi_op(rop), o.group->comm, &o.add_request()));
   });
   op->finish = [tensor, rop, tmp, count, d, size](Op&) {
-    if (is_16bit(d)) {
-      if (rop == ReduceOp::Avg) divide(tmp->data(), MPI_FLOAT, count, size);
-      from_float(tmp->data(), d, tensor.raw_data(), count);
-    } else if (rop == ReduceOp::Avg) {
-      divide(tensor.raw_data(), wire_type(d), count, size);
-    }
+    finish_reduction(tensor.raw_data(), *tmp, d, rop, count, size);
   };
-  if (engine("all_reduce").debug_collectives())
-    add_signature_stage(*op, detail::reduce_signature(OpType::AllReduce, rop, d, n));
-  return submit(std::move(op), OpType::AllReduce, tensor.nbytes());
+  return submit(std::move(op), desc);
 }
 
-WorkPtr ProcessGroupMPI::broadcast(Tensor& tensor, int root) {
-  if (staging::needs(tensor)) return staging::broadcast(*this, tensor, root);
-  Engine& e = engine("broadcast");
-  check_tensor(tensor, "broadcast", "tensor");
-  detail::check_peer("broadcast", "root", root, *this);
-  int64_t n = tensor.numel();
-  int count = mpi_count(n, "broadcast");
-  DType d = tensor.dtype();
-  auto op = make_op("broadcast", describe(d, n) + ", root " + std::to_string(root));
+WorkPtr ProcessGroupMPI::do_broadcast(Tensor& tensor, int root, const OpDescription& desc) {
+  const int count = mpi_count(tensor.numel(), desc.name);
+  const DType d = tensor.dtype();
+  auto op = make_op(desc);
   op->stages.push_back([tensor, count, d, root](Op& o) {
     STRATA_MPI(MPI_Ibcast(tensor.raw_data(), count, wire_type(d), root, o.group->comm, &o.add_request()));
   });
-  if (e.debug_collectives())
-    add_signature_stage(*op, detail::broadcast_signature(d, n, root));
-  return submit(std::move(op), OpType::Broadcast, tensor.nbytes());
+  return submit(std::move(op), desc);
 }
 
-WorkPtr ProcessGroupMPI::all_gather(Tensor& out, const Tensor& in) {
-  if (staging::needs(out, in)) return staging::all_gather(*this, out, in);
-  Engine& e = engine("all_gather");
-  check_tensor(out, "all_gather", "out");
-  check_tensor(in, "all_gather", "in");
-  detail::check_same_dtype("all_gather", out, in);
-  int64_t m = out.numel();
-  mpi_count(m, "all_gather");
-  int64_t mine = chunk_size(m, rank_);
-  detail::check_chunk("all_gather", "in", in.numel(), m, *this);
-  DType d = out.dtype();
+WorkPtr ProcessGroupMPI::do_all_gather(Tensor& out, const Tensor& in, const OpDescription& desc) {
+  const int64_t m = out.numel();
+  mpi_count(m, desc.name);
+  const int64_t mine = chunk_size(m, rank_);
+  const DType d = out.dtype();
   auto counts = std::make_shared<std::vector<int>>();
   auto displs = std::make_shared<std::vector<int>>();
   for (int r = 0; r < size_; ++r) {
     counts->push_back(static_cast<int>(chunk_size(m, r)));
     displs->push_back(static_cast<int>(chunk_begin(m, r)));
   }
-  size_t esize = dtype_size(d);
-  bool in_place = mine > 0 && static_cast<const char*>(in.raw_data()) ==
-                                  static_cast<const char*>(out.raw_data()) + static_cast<size_t>(displs->at(static_cast<size_t>(rank_))) * esize;
+  const size_t esize = dtype_size(d);
+  const bool in_place = mine > 0 && static_cast<const char*>(in.raw_data()) ==
+                                        static_cast<const char*>(out.raw_data()) +
+                                            static_cast<size_t>(displs->at(static_cast<size_t>(rank_))) * esize;
   // Any other overlap: send from a copy (MPI forbids aliased send and receive buffers).
   Tensor src = (!in_place && overlap(out, in)) ? in.clone() : in;
-  auto op = make_op("all_gather", describe(d, m, "total"));
+  auto op = make_op(desc);
   const Path path = choose_path(*state_, "all_gather", m * static_cast<int64_t>(esize));
   op->stages.push_back([out, src, counts, displs, d, in_place, mine, m, path](Op& o) {
     MPI_Datatype t = wire_type(d);
@@ -374,30 +349,21 @@ WorkPtr ProcessGroupMPI::all_gather(Tensor& out, const Tensor& in) {
     STRATA_MPI(MPI_Iallgatherv(sbuf, static_cast<int>(mine), t, out.raw_data(), counts->data(), displs->data(), t,
                                o.group->comm, &o.add_request()));
   });
-  if (e.debug_collectives())
-    add_signature_stage(*op, detail::op_signature(OpType::AllGather, d, m));
-  return submit(std::move(op), OpType::AllGather, in.nbytes());
+  return submit(std::move(op), desc);
 }
 
-WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp rop) {
-  if (staging::needs(out, in)) return staging::reduce_scatter(*this, out, in, rop);
-  Engine& e = engine("reduce_scatter");
-  check_tensor(out, "reduce_scatter", "out");
-  check_tensor(in, "reduce_scatter", "in");
-  DType d = in.dtype();
-  detail::check_same_dtype("reduce_scatter", out, in);
-  detail::check_average_dtype("reduce_scatter", rop, d);
-  int64_t m = in.numel();
-  mpi_count(m, "reduce_scatter");
-  int64_t mine = chunk_size(m, rank_);
-  detail::check_chunk("reduce_scatter", "out", out.numel(), m, *this);
+WorkPtr ProcessGroupMPI::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp rop, const OpDescription& desc) {
+  const DType d = in.dtype();
+  const int64_t m = in.numel();
+  mpi_count(m, desc.name);
+  const int64_t mine = chunk_size(m, rank_);
   auto counts = std::make_shared<std::vector<int>>();
   for (int r = 0; r < size_; ++r) counts->push_back(static_cast<int>(chunk_size(m, r)));
   Tensor src = overlap(out, in) ? in.clone() : in;
   auto tmp_in = std::make_shared<std::vector<float>>();
   auto tmp_out = std::make_shared<std::vector<float>>();
-  int size = size_;
-  auto op = make_op("reduce_scatter", describe(d, m, std::string(reduce_op_name(rop)) + ", total"));
+  const int size = size_;
+  auto op = make_op(desc);
   const Path path = choose_path(*state_, "reduce_scatter", m * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
   op->stages.push_back([out, src, counts, rop, d, m, mine, tmp_in, tmp_out, path](Op& o) {
     const void* sbuf = src.raw_data();
@@ -417,67 +383,51 @@ WorkPtr ProcessGroupMPI::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp 
     STRATA_MPI(MPI_Ireduce_scatter(sbuf, rbuf, counts->data(), t, mpi_op(rop), o.group->comm, &o.add_request()));
   });
   op->finish = [out, rop, d, mine, tmp_out, size](Op&) {
-    if (is_16bit(d)) {
-      if (rop == ReduceOp::Avg) divide(tmp_out->data(), MPI_FLOAT, mine, size);
-      from_float(tmp_out->data(), d, out.raw_data(), mine);
-    } else if (rop == ReduceOp::Avg) {
-      divide(out.raw_data(), wire_type(d), mine, size);
-    }
+    finish_reduction(out.raw_data(), *tmp_out, d, rop, mine, size);
   };
-  if (e.debug_collectives())
-    add_signature_stage(*op, detail::reduce_signature(OpType::ReduceScatter, rop, d, m));
-  return submit(std::move(op), OpType::ReduceScatter, in.nbytes());
+  return submit(std::move(op), desc);
 }
 
-WorkPtr ProcessGroupMPI::all_to_all(Tensor& out, const Tensor& in) {
-  if (staging::needs(out, in)) return staging::all_to_all(*this, out, in);
-  Engine& e = engine("all_to_all");
-  check_tensor(out, "all_to_all", "out");
-  check_tensor(in, "all_to_all", "in");
-  detail::check_all_to_all(out, in, size_);
-  DType d = in.dtype();
-  int64_t n = in.numel();
-  mpi_count(n, "all_to_all");
-  int k = static_cast<int>(n / size_);
+WorkPtr ProcessGroupMPI::do_all_to_all(Tensor& out, const Tensor& in, const OpDescription& desc) {
+  const DType d = in.dtype();
+  const int64_t n = in.numel();
+  mpi_count(n, desc.name);
+  const int k = static_cast<int>(n / size_);
   Tensor src = overlap(out, in) ? in.clone() : in;
-  auto op = make_op("all_to_all", describe(d, n));
+  auto op = make_op(desc);
   op->stages.push_back([out, src, k, d](Op& o) {
     MPI_Datatype t = wire_type(d);
     STRATA_MPI(MPI_Ialltoall(src.raw_data(), k, t, out.raw_data(), k, t, o.group->comm, &o.add_request()));
   });
-  if (e.debug_collectives())
-    add_signature_stage(*op, detail::op_signature(OpType::AllToAll, d, n));
-  return submit(std::move(op), OpType::AllToAll, in.nbytes());
+  return submit(std::move(op), desc);
 }
+
+WorkPtr ProcessGroupMPI::do_barrier(const OpDescription& desc) {
+  auto op = make_op(desc);
+  op->stages.push_back([](Op& o) { STRATA_MPI(MPI_Ibarrier(o.group->comm, &o.add_request())); });
+  return submit(std::move(op), desc);
+}
+
+// ------------------------------------------------------------------ point to point
 
 namespace {
 constexpr int kTagP2P = 11;
 }
 
-WorkPtr ProcessGroupMPI::send(const Tensor& tensor, int dst) {
-  if (staging::needs(tensor)) return staging::send(*this, tensor, dst);
-  engine("send");
-  check_tensor(tensor, "send", "tensor");
-  detail::check_peer("send", "destination rank", dst, *this);
-  int64_t n = tensor.numel();
-  int count = mpi_count(n, "send");
-  DType d = tensor.dtype();
-  auto op = make_op("send", describe(d, n) + " to rank " + std::to_string(dst));
+WorkPtr ProcessGroupMPI::do_send(const Tensor& tensor, int dst, const OpDescription& desc) {
+  const int count = mpi_count(tensor.numel(), desc.name);
+  const DType d = tensor.dtype();
+  auto op = make_op(desc);
   op->stages.push_back([tensor, count, d, dst](Op& o) {
     STRATA_MPI(MPI_Isend(tensor.raw_data(), count, wire_type(d), dst, kTagP2P, o.group->comm, &o.add_request(dst)));
   });
-  return submit(std::move(op), OpType::Send, tensor.nbytes());
+  return submit(std::move(op), desc);
 }
 
-WorkPtr ProcessGroupMPI::recv(Tensor& tensor, int src) {
-  if (staging::needs(tensor)) return staging::recv(*this, tensor, src);
-  engine("recv");
-  check_tensor(tensor, "recv", "tensor");
-  detail::check_peer("recv", "source rank", src, *this);
-  int64_t n = tensor.numel();
-  int count = mpi_count(n, "recv");
-  DType d = tensor.dtype();
-  auto op = make_op("recv", describe(d, n) + " from rank " + std::to_string(src));
+WorkPtr ProcessGroupMPI::do_recv(Tensor& tensor, int src, const OpDescription& desc) {
+  const int count = mpi_count(tensor.numel(), desc.name);
+  const DType d = tensor.dtype();
+  auto op = make_op(desc);
   op->stages.push_back([tensor, count, d, src](Op& o) {
     STRATA_MPI(MPI_Irecv(tensor.raw_data(), count, wire_type(d), src, kTagP2P, o.group->comm, &o.add_request(src)));
   });
@@ -487,28 +437,19 @@ WorkPtr ProcessGroupMPI::recv(Tensor& tensor, int src) {
     MPI_Get_count(&o.statuses.at(0), wire_type(d), &got);
     STRATA_CHECK(got == count, "recv: rank ", src, " sent ", got, " elements but the receive tensor has ", count);
   };
-  return submit(std::move(op), OpType::Recv, tensor.nbytes());
+  return submit(std::move(op), desc);
 }
 
-WorkPtr ProcessGroupMPI::barrier() {
-  Engine& e = engine("barrier");
-  auto op = make_op("barrier", "");
-  op->stages.push_back([](Op& o) { STRATA_MPI(MPI_Ibarrier(o.group->comm, &o.add_request())); });
-  if (e.debug_collectives()) add_signature_stage(*op, detail::barrier_signature());
-  return submit(std::move(op), OpType::Barrier, 0);
-}
+// ------------------------------------------------------------------ split
 
-std::unique_ptr<ProcessGroup> ProcessGroupMPI::split(std::span<const int> ranks, const std::string& name) {
-  Engine& e = engine("split");
-  detail::SplitPlan plan = detail::plan_split(*this, ranks, name);
-
+std::unique_ptr<ProcessGroup> ProcessGroupMPI::do_split(const SplitPlan& plan, const OpDescription& desc) {
   // Stage 1 gathers (lowest rank, count, hash) from every rank so that all ranks validate
   // the whole partition identically before any of them enters the blocking MPI_Comm_split.
   using detail::SplitEntry;
-  auto mine = std::make_shared<SplitEntry>(detail::split_entry(ranks));
+  auto mine = std::make_shared<SplitEntry>(detail::split_entry(plan.ranks));
   auto all = std::make_shared<std::vector<SplitEntry>>(static_cast<size_t>(size_));
   auto result = std::make_shared<std::shared_ptr<GroupState>>();
-  auto op = make_op("split", "new group '" + plan.name + "'");
+  auto op = make_op(desc);
   op->stages.push_back([mine, all](Op& o) {
     STRATA_MPI(MPI_Iallgather(mine.get(), sizeof(SplitEntry), MPI_BYTE, all->data(), sizeof(SplitEntry), MPI_BYTE,
                               o.group->comm, &o.add_request()));
@@ -519,22 +460,8 @@ std::unique_ptr<ProcessGroup> ProcessGroupMPI::split(std::span<const int> ranks,
     STRATA_MPI(MPI_Comm_split(o.group->comm, static_cast<int>(mine->lowest), o.group->rank, &comm));
     *result = make_group(comm, new_name, globals);
   };
-  if (e.debug_collectives()) add_signature_stage(*op, detail::split_signature());
-  WorkPtr work = submit(std::move(op), std::nullopt, 0);  // split is not an accounted op
-  work->wait();
-  auto group = std::make_unique<ProcessGroupMPI>(*result);
-  group->set_timeout(timeout_);
-  return group;
-}
-
-CommStats ProcessGroupMPI::stats() const {
-  std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->stats;
-}
-
-void ProcessGroupMPI::reset_stats() {
-  std::lock_guard<std::mutex> lk(state_->mu);
-  state_->stats.clear();
+  submit(std::move(op), desc)->wait();
+  return std::make_unique<ProcessGroupMPI>(*result);
 }
 
 }  // namespace strata::dist::mpi

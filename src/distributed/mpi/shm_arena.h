@@ -100,6 +100,12 @@ class ShmArena {
     return *reinterpret_cast<std::atomic<uint64_t>*>(base_ + off + static_cast<size_t>(i) * 64);
   }
   void layout();
+  // Rank 0: creates, sizes and maps the shared-memory object, writing its name to `name_out`
+  // (base_ stays null on failure). The others open and map it by that name.
+  void make_object(char* name_out, size_t capacity);
+  void open_object(const char* name);
+  // Probes whether direct reads (CMA) work here and agrees on it with every rank (collective).
+  void agree_on_cma(MPI_Comm comm, int32_t cma_wanted);
 
   ShmConfig config_;
   int rank_ = 0, size_ = 1;

@@ -14,7 +14,7 @@
 #include "strata/core/hash.h"
 #include "strata/tensor/cuda.h"
 #include "strata/tensor/factory.h"
-#include "tensor/cuda/cuda_check.h"
+#include "backend/cuda/cuda_check.h"
 
 namespace strata::dist::nccl {
 namespace {

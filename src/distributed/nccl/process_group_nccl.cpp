@@ -4,20 +4,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
-#include <sstream>
 
 #include "distributed/env_settings.h"
 #include "distributed/group_checks.h"
 #include "strata/core/error.h"
 #include "strata/tensor/cuda.h"
 #include "strata/tensor/factory.h"
-#include "tensor/cuda/cuda_check.h"
+#include "backend/cuda/cuda_check.h"
 
 namespace strata::dist::nccl {
 namespace {
 
-using detail::describe;
 using detail::overlap;
 
 ncclDataType_t nccl_type(DType d) {
@@ -245,15 +242,6 @@ void GroupState::watch() {
 
 // ------------------------------------------------------------------ ProcessGroupNCCL
 
-struct ProcessGroupNCCL::Launch {
-  const char* kind;
-  std::string detail;
-  std::optional<OpType> type;  // nullopt: not counted in stats()
-  uint64_t bytes = 0;
-  std::vector<Tensor> keep;
-  int count_as_ops = 1;  // calls added to stats (batched p2p counts each op itself)
-};
-
 ProcessGroupNCCL::ProcessGroupNCCL(ncclComm_t comm, int rank, int size, int device, std::string name,
                                    std::vector<int> global_ranks, std::unique_ptr<detail::ArrivalBoard> arrivals)
     : ProcessGroup(rank, size, name, std::move(global_ranks)), state_(std::make_shared<GroupState>()) {
@@ -310,32 +298,24 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
   state_->stream = nullptr;
 }
 
-void ProcessGroupNCCL::check_tensor(const Tensor& t, const char* op, const char* what) const {
-  STRATA_CHECK(t.defined(), op, ": ", what, " is an undefined tensor");
-  STRATA_CHECK(t.device() == Device::cuda(state_->device), op, ": ", what, " of shape ", t.shape(), " is on ",
-               t.device(), ", but NCCL group '", name_, "' runs on ", Device::cuda(state_->device),
-               " (move it with .to(Device::cuda(", state_->device, ")))");
-  STRATA_CHECK(t.is_contiguous(), op, ": ", what, " of shape ", t.shape(),
-               " is not contiguous; pass .contiguous() (and copy the result back)");
-}
-
 template <class F>
-WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
+WorkPtr ProcessGroupNCCL::launch(const OpDescription& desc, std::vector<Tensor> keep, F&& enqueue) {
+  check_signature(desc);
   GroupState& g = *state_;
   std::string enqueue_error;
   {
     std::lock_guard<std::timed_mutex> elk(*g.enqueue_mu);
     {
       std::lock_guard<std::mutex> lk(g.mu);
-      STRATA_CHECK(g.broken.empty() && g.comm != nullptr, l.kind, " on group '", name_,
+      STRATA_CHECK(g.broken.empty() && g.comm != nullptr, desc.name, " on group '", name_,
                    "': the group is unusable after an earlier failure: ", g.broken);
     }
     cuda_detail::DeviceGuard guard(g.device);
     // The sequence number every rank shares is taken only once the op is on the stream: a
     // launch that fails here leaves the numbering as it was.
     const uint64_t seq = g.next_seq;
-    const std::string title = std::string(l.kind) + " #" + std::to_string(seq) +
-                              (l.detail.empty() ? "" : " (" + l.detail + ")") + " in group '" + name_ + "'";
+    const std::string title = std::string(desc.name) + " #" + std::to_string(seq) +
+                              (desc.detail.empty() ? "" : " (" + desc.detail + ")") + " in group '" + name_ + "'";
     try {
       cudaEvent_t start = nullptr;
       STRATA_CUDA(cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
@@ -349,7 +329,7 @@ WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
       // quarantines a failed op's: it also covers memory strata's allocator does not own
       // (Storage::wrap). The record covers what the list cannot: an enqueue that fails
       // half way makes no list, and its tensors are freed while kernels may be queued.
-      for (const Tensor& t : l.keep) cuda::record_stream(t, g.stream);
+      for (const Tensor& t : keep) cuda::record_stream(t, g.stream);
       enqueue(g.comm, g.stream);
       // Non-blocking: the calls may still be enqueuing; the end event must follow them.
       await_comm(g.comm, Clock::now() + timeout_, "enqueuing " + title);
@@ -367,14 +347,9 @@ WorkPtr ProcessGroupNCCL::launch(Launch&& l, F&& enqueue) {
       STRATA_CUDA(cudaEventRecord(w->end, g.stream));
       w->timeout = timeout_;
       w->deadline = Clock::now() + timeout_;
-      w->keep = std::move(l.keep);
+      w->keep = std::move(keep);
       {
         std::lock_guard<std::mutex> lk(g.mu);
-        if (l.type) {
-          auto& c = g.stats[*l.type];
-          c.calls += static_cast<uint64_t>(l.count_as_ops);
-          c.bytes += l.bytes;
-        }
         g.pending.push_back(w);
       }
       g.cv.notify_all();
@@ -392,15 +367,16 @@ std::vector<int64_t> ProcessGroupNCCL::host_all_gather(const std::vector<int64_t
   const int64_t k = static_cast<int64_t>(mine.size());
   Tensor in = from_vector(mine, {k}).to(Device::cuda(state_->device));
   Tensor out = empty({k * size_}, {.dtype = DType::Int64, .device = Device::cuda(state_->device)});
-  WorkPtr w = launch({why, "", std::nullopt, 0, {in, out}}, [&](ncclComm_t comm, cudaStream_t s) {
+  WorkPtr w = launch({why, "", std::nullopt}, {in, out}, [&](ncclComm_t comm, cudaStream_t s) {
     STRATA_NCCL(ncclAllGather(in.data_ptr(), out.data_ptr(), static_cast<size_t>(k), ncclInt64, comm, s));
   });
   w->synchronize(timeout_);
   return out.to_vector<int64_t>();  // a copy on the current stream, ordered by the wait
 }
 
-void ProcessGroupNCCL::check_signature(detail::Signature mine) {
-  if (!state_->debug) return;
+void ProcessGroupNCCL::check_signature(const OpDescription& desc) {
+  if (!state_->debug || !desc.signature) return;
+  detail::Signature mine = *desc.signature;
   {
     std::lock_guard<std::timed_mutex> elk(*state_->enqueue_mu);
     mine.seq = state_->next_seq;
@@ -413,71 +389,51 @@ void ProcessGroupNCCL::check_signature(detail::Signature mine) {
   if (!mismatch.empty()) STRATA_FAIL(mismatch);
 }
 
-WorkPtr ProcessGroupNCCL::all_reduce(Tensor& tensor, ReduceOp rop) {
-  check_tensor(tensor, "all_reduce", "tensor");
-  DType d = tensor.dtype();
-  detail::check_average_dtype("all_reduce", rop, d);
+// ------------------------------------------------------------------ collectives
+
+WorkPtr ProcessGroupNCCL::do_all_reduce(Tensor& tensor, ReduceOp rop, const OpDescription& desc) {
+  const DType d = tensor.dtype();
   const int64_t n = tensor.numel();
-  check_signature(detail::reduce_signature(OpType::AllReduce, rop, d, n));
-  return launch({"all_reduce", describe(d, n, std::string(reduce_op_name(rop))), OpType::AllReduce, tensor.nbytes(),
-                 {tensor}},
-                [&](ncclComm_t comm, cudaStream_t s) {
-                  if (n == 0) return;
-                  STRATA_NCCL(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(n), nccl_type(d),
-                                            nccl_op(rop), comm, s));
-                });
+  return launch(desc, {tensor}, [&](ncclComm_t comm, cudaStream_t s) {
+    if (n == 0) return;
+    STRATA_NCCL(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(n), nccl_type(d), nccl_op(rop),
+                              comm, s));
+  });
 }
 
-WorkPtr ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
-  check_tensor(tensor, "broadcast", "tensor");
-  detail::check_peer("broadcast", "root", root, *this);
-  DType d = tensor.dtype();
+WorkPtr ProcessGroupNCCL::do_broadcast(Tensor& tensor, int root, const OpDescription& desc) {
+  const DType d = tensor.dtype();
   const int64_t n = tensor.numel();
-  check_signature(detail::broadcast_signature(d, n, root));
-  return launch({"broadcast", describe(d, n) + ", root " + std::to_string(root), OpType::Broadcast, tensor.nbytes(),
-                 {tensor}},
-                [&](ncclComm_t comm, cudaStream_t s) {
-                  if (n == 0) return;
-                  STRATA_NCCL(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(n), nccl_type(d),
-                                            root, comm, s));
-                });
+  return launch(desc, {tensor}, [&](ncclComm_t comm, cudaStream_t s) {
+    if (n == 0) return;
+    STRATA_NCCL(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(n), nccl_type(d), root, comm,
+                              s));
+  });
 }
 
 // Uneven chunks (M not divisible by N) go through a padded buffer of N*c elements, whose
 // first M elements are exactly `out`: NCCL's all_gather needs equal counts.
-WorkPtr ProcessGroupNCCL::all_gather(Tensor& out, const Tensor& in) {
-  check_tensor(out, "all_gather", "out");
-  check_tensor(in, "all_gather", "in");
-  detail::check_same_dtype("all_gather", out, in);
+WorkPtr ProcessGroupNCCL::do_all_gather(Tensor& out, const Tensor& in, const OpDescription& desc) {
   const int64_t m = out.numel();
   const int64_t mine = chunk_size(m, rank_);
-  detail::check_chunk("all_gather", "in", in.numel(), m, *this);
-  DType d = out.dtype();
+  const DType d = out.dtype();
   const int64_t c = (m + size_ - 1) / size_;
   const bool even = c * size_ == m;
   Tensor buf = even ? out : empty({c * size_}, {.dtype = d, .device = out.device()});
-  check_signature(detail::op_signature(OpType::AllGather, d, m));
-  return launch({"all_gather", describe(d, m, "total"), OpType::AllGather, in.nbytes(), {out, in, buf}},
-                [&](ncclComm_t comm, cudaStream_t s) {
-                  if (m == 0) return;
-                  char* slot = bytes_at(buf, static_cast<int64_t>(rank_) * c);
-                  if (mine > 0 && slot != in.data_ptr())  // not already in place
-                    STRATA_CUDA(cudaMemcpyAsync(slot, in.data_ptr(), in.nbytes(), cudaMemcpyDeviceToDevice, s));
-                  STRATA_NCCL(ncclAllGather(slot, buf.data_ptr(), static_cast<size_t>(c), nccl_type(d), comm, s));
-                  if (!even)
-                    STRATA_CUDA(cudaMemcpyAsync(out.data_ptr(), buf.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice, s));
-                });
+  return launch(desc, {out, in, buf}, [&](ncclComm_t comm, cudaStream_t s) {
+    if (m == 0) return;
+    char* slot = bytes_at(buf, static_cast<int64_t>(rank_) * c);
+    if (mine > 0 && slot != in.data_ptr())  // not already in place
+      STRATA_CUDA(cudaMemcpyAsync(slot, in.data_ptr(), in.nbytes(), cudaMemcpyDeviceToDevice, s));
+    STRATA_NCCL(ncclAllGather(slot, buf.data_ptr(), static_cast<size_t>(c), nccl_type(d), comm, s));
+    if (!even) STRATA_CUDA(cudaMemcpyAsync(out.data_ptr(), buf.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice, s));
+  });
 }
 
-WorkPtr ProcessGroupNCCL::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp rop) {
-  check_tensor(out, "reduce_scatter", "out");
-  check_tensor(in, "reduce_scatter", "in");
-  DType d = in.dtype();
-  detail::check_same_dtype("reduce_scatter", out, in);
-  detail::check_average_dtype("reduce_scatter", rop, d);
+WorkPtr ProcessGroupNCCL::do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp rop, const OpDescription& desc) {
+  const DType d = in.dtype();
   const int64_t m = in.numel();
   const int64_t mine = chunk_size(m, rank_);
-  detail::check_chunk("reduce_scatter", "out", out.numel(), m, *this);
   const int64_t c = (m + size_ - 1) / size_;
   const bool even = c * size_ == m;
   // Uneven: the input padded to N*c (the padding only reaches the discarded tail of the
@@ -490,83 +446,57 @@ WorkPtr ProcessGroupNCCL::reduce_scatter(Tensor& out, const Tensor& in, ReduceOp
   } else if (overlap(out, in)) {
     src = in.clone();
   }
-  check_signature(detail::reduce_signature(OpType::ReduceScatter, rop, d, m));
-  return launch({"reduce_scatter", describe(d, m, std::string(reduce_op_name(rop)) + ", total"), OpType::ReduceScatter,
-                 in.nbytes(), {out, in, src, dst}},
-                [&](ncclComm_t comm, cudaStream_t s) {
-                  if (c == 0) return;
-                  STRATA_NCCL(ncclReduceScatter(src.data_ptr(), dst.data_ptr(), static_cast<size_t>(c), nccl_type(d),
-                                                nccl_op(rop), comm, s));
-                  if (!even && mine > 0)
-                    STRATA_CUDA(cudaMemcpyAsync(out.data_ptr(), dst.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice, s));
-                });
+  return launch(desc, {out, in, src, dst}, [&](ncclComm_t comm, cudaStream_t s) {
+    if (c == 0) return;
+    STRATA_NCCL(ncclReduceScatter(src.data_ptr(), dst.data_ptr(), static_cast<size_t>(c), nccl_type(d), nccl_op(rop),
+                                  comm, s));
+    if (!even && mine > 0)
+      STRATA_CUDA(cudaMemcpyAsync(out.data_ptr(), dst.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice, s));
+  });
 }
 
-WorkPtr ProcessGroupNCCL::all_to_all(Tensor& out, const Tensor& in) {
-  check_tensor(out, "all_to_all", "out");
-  check_tensor(in, "all_to_all", "in");
-  detail::check_all_to_all(out, in, size_);
-  DType d = in.dtype();
-  const int64_t n = in.numel();
-  const int64_t k = n / size_;
+WorkPtr ProcessGroupNCCL::do_all_to_all(Tensor& out, const Tensor& in, const OpDescription& desc) {
+  const DType d = in.dtype();
+  const int64_t k = in.numel() / size_;
   Tensor src = overlap(out, in) ? in.clone() : in;
-  check_signature(detail::op_signature(OpType::AllToAll, d, n));
-  return launch({"all_to_all", describe(d, n), OpType::AllToAll, in.nbytes(), {out, in, src}},
-                [&](ncclComm_t comm, cudaStream_t s) {
-                  if (k == 0) return;
-                  NcclGroupScope group;
-                  for (int r = 0; r < size_; ++r) {
-                    STRATA_NCCL(ncclSend(bytes_at(src, r * k), static_cast<size_t>(k), nccl_type(d), r, comm, s));
-                    STRATA_NCCL(ncclRecv(bytes_at(out, r * k), static_cast<size_t>(k), nccl_type(d), r, comm, s));
-                  }
-                  group.end();
-                });
+  return launch(desc, {out, in, src}, [&](ncclComm_t comm, cudaStream_t s) {
+    if (k == 0) return;
+    NcclGroupScope group;
+    for (int r = 0; r < size_; ++r) {
+      STRATA_NCCL(ncclSend(bytes_at(src, r * k), static_cast<size_t>(k), nccl_type(d), r, comm, s));
+      STRATA_NCCL(ncclRecv(bytes_at(out, r * k), static_cast<size_t>(k), nccl_type(d), r, comm, s));
+    }
+    group.end();
+  });
 }
 
-WorkPtr ProcessGroupNCCL::send(const Tensor& tensor, int dst) {
-  P2POp op = P2POp::send(tensor, dst);
-  return batch_send_recv({&op, 1});
+WorkPtr ProcessGroupNCCL::do_barrier(const OpDescription& desc) {
+  Tensor t = barrier_scratch_;
+  return launch(desc, {t}, [&](ncclComm_t comm, cudaStream_t s) {
+    STRATA_NCCL(ncclAllReduce(t.data_ptr(), t.data_ptr(), 1, ncclInt32, ncclSum, comm, s));
+  });
 }
 
-WorkPtr ProcessGroupNCCL::recv(Tensor& tensor, int src) {
-  P2POp op = P2POp::recv(tensor, src);
-  return batch_send_recv({&op, 1});
+// ------------------------------------------------------------------ point to point
+
+WorkPtr ProcessGroupNCCL::do_send(const Tensor& tensor, int dst, const OpDescription& desc) {
+  const P2POp op = P2POp::send(tensor, dst);
+  return do_batch_send_recv({&op, 1}, desc);
+}
+
+WorkPtr ProcessGroupNCCL::do_recv(Tensor& tensor, int src, const OpDescription& desc) {
+  const P2POp op = P2POp::recv(tensor, src);
+  return do_batch_send_recv({&op, 1}, desc);
 }
 
 // One NCCL group call; NCCL cannot report a received size, so a recv whose peer sends a
 // different size is undefined (as in NCCL itself): match the sizes.
-WorkPtr ProcessGroupNCCL::batch_send_recv(std::span<const P2POp> ops) {
-  STRATA_CHECK(!ops.empty(), "batch_send_recv on group '", name_, "': the batch is empty");
+WorkPtr ProcessGroupNCCL::do_batch_send_recv(std::span<const P2POp> ops, const OpDescription& desc) {
   std::vector<Tensor> keep;
-  uint64_t send_bytes = 0, recv_bytes = 0;
-  int sends = 0, recvs = 0;
-  std::ostringstream summary;
-  for (const P2POp& op : ops) {
-    const bool is_send = op.kind == P2POp::Kind::Send;
-    const char* name = is_send ? "send" : "recv";
-    check_tensor(op.tensor, name, "tensor");
-    detail::check_peer(name, is_send ? "destination rank" : "source rank", op.peer, *this);
-    keep.push_back(op.tensor);
-    (is_send ? send_bytes : recv_bytes) += op.tensor.nbytes();
-    (is_send ? sends : recvs) += 1;
-    if (ops.size() == 1)
-      summary << describe(op.tensor.dtype(), op.tensor.numel()) << (is_send ? " to rank " : " from rank ") << op.peer;
-  }
-  const bool single = ops.size() == 1;
-  if (!single) summary << sends << " sends, " << recvs << " recvs";
-  const char* kind = single ? (ops[0].kind == P2POp::Kind::Send ? "send" : "recv") : "batch_send_recv";
-  std::vector<P2POp> list(ops.begin(), ops.end());
-  // Counted per op kind: a send or a recv each, as the one-by-one default would.
-  std::optional<OpType> type;
-  uint64_t bytes = 0;
-  int calls = 1;
-  if (single) {
-    type = ops[0].kind == P2POp::Kind::Send ? OpType::Send : OpType::Recv;
-    bytes = send_bytes + recv_bytes;
-  }
-  WorkPtr w = launch({kind, summary.str(), type, bytes, std::move(keep), calls}, [&](ncclComm_t comm, cudaStream_t s) {
+  for (const P2POp& op : ops) keep.push_back(op.tensor);
+  return launch(desc, std::move(keep), [&](ncclComm_t comm, cudaStream_t s) {
     NcclGroupScope group;
-    for (const P2POp& op : list) {
+    for (const P2POp& op : ops) {
       const size_t n = static_cast<size_t>(op.tensor.numel());
       if (n == 0) continue;
       if (op.kind == P2POp::Kind::Send) {
@@ -577,46 +507,24 @@ WorkPtr ProcessGroupNCCL::batch_send_recv(std::span<const P2POp> ops) {
     }
     group.end();
   });
-  if (!single) {
-    std::lock_guard<std::mutex> lk(state_->mu);
-    if (sends > 0) {
-      state_->stats[OpType::Send].calls += static_cast<uint64_t>(sends);
-      state_->stats[OpType::Send].bytes += send_bytes;
-    }
-    if (recvs > 0) {
-      state_->stats[OpType::Recv].calls += static_cast<uint64_t>(recvs);
-      state_->stats[OpType::Recv].bytes += recv_bytes;
-    }
-  }
-  return w;
 }
 
-WorkPtr ProcessGroupNCCL::barrier() {
-  check_signature(detail::barrier_signature());
-  Tensor t = barrier_scratch_;
-  return launch({"barrier", "", OpType::Barrier, 0, {t}}, [&](ncclComm_t comm, cudaStream_t s) {
-    STRATA_NCCL(ncclAllReduce(t.data_ptr(), t.data_ptr(), 1, ncclInt32, ncclSum, comm, s));
-  });
-}
+// ------------------------------------------------------------------ split
 
-std::unique_ptr<ProcessGroup> ProcessGroupNCCL::split(std::span<const int> ranks, const std::string& name) {
-  detail::SplitPlan plan = detail::plan_split(*this, ranks, name);
-  check_signature(detail::split_signature());
+std::unique_ptr<ProcessGroup> ProcessGroupNCCL::do_split(const SplitPlan& plan, const OpDescription& desc) {
+  check_signature(desc);
   // Every rank validates the whole partition from the same gathered data before any of
   // them enters the blocking ncclCommSplit.
-  const detail::SplitEntry mine = detail::split_entry(ranks);
+  const detail::SplitEntry mine = detail::split_entry(plan.ranks);
   std::vector<int64_t> words =
       host_all_gather({mine.lowest, mine.count, static_cast<int64_t>(mine.hash)}, "split");
   std::vector<detail::SplitEntry> all;
   for (size_t r = 0; r < static_cast<size_t>(size_); ++r)
     all.push_back({words[3 * r], words[3 * r + 1], static_cast<uint64_t>(words[3 * r + 2])});
   detail::check_partition(name_, all);
-  std::string new_name = std::move(plan.name);
-  std::vector<int> globals = std::move(plan.globals);
-  const int my_index = plan.my_index;
   // The child's arrival board: the same partition of the parent's board (collective over it).
   std::unique_ptr<detail::ArrivalBoard> child_board =
-      state_->arrivals ? state_->arrivals->split(ranks, new_name) : nullptr;
+      state_->arrivals ? state_->arrivals->split(plan.ranks, plan.name) : nullptr;
   ncclComm_t child = nullptr;
   {
     std::lock_guard<std::timed_mutex> elk(*state_->enqueue_mu);
@@ -627,9 +535,9 @@ std::unique_ptr<ProcessGroup> ProcessGroupNCCL::split(std::span<const int> ranks
     }
     cuda_detail::DeviceGuard guard(state_->device);
     ncclConfig_t config = nonblocking_config();
-    const std::string what = "split of group '" + name_ + "' into '" + new_name + "'";
+    const std::string what = "split of group '" + name_ + "' into '" + plan.name + "'";
     try {
-      STRATA_NCCL(ncclCommSplit(state_->comm, ranks[0], rank_, &child, &config));
+      STRATA_NCCL(ncclCommSplit(state_->comm, plan.ranks[0], rank_, &child, &config));
       await_comm(state_->comm, Clock::now() + timeout_, what);
       if (child != nullptr) await_comm(child, Clock::now() + timeout_, what);
     } catch (const std::exception& e) {
@@ -637,20 +545,8 @@ std::unique_ptr<ProcessGroup> ProcessGroupNCCL::split(std::span<const int> ranks
       STRATA_FAIL(e.what(), " (the peers of ", what, " may not all have called split)");
     }
   }
-  auto group = std::make_unique<ProcessGroupNCCL>(child, my_index, static_cast<int>(ranks.size()), state_->device,
-                                                  new_name, std::move(globals), std::move(child_board));
-  group->set_timeout(timeout_);
-  return group;
-}
-
-CommStats ProcessGroupNCCL::stats() const {
-  std::lock_guard<std::mutex> lk(state_->mu);
-  return state_->stats;
-}
-
-void ProcessGroupNCCL::reset_stats() {
-  std::lock_guard<std::mutex> lk(state_->mu);
-  state_->stats.clear();
+  return std::make_unique<ProcessGroupNCCL>(child, plan.my_index, static_cast<int>(plan.ranks.size()), state_->device,
+                                            plan.name, plan.globals, std::move(child_board));
 }
 
 }  // namespace strata::dist::nccl

@@ -92,7 +92,6 @@ struct GroupState {
   // Failed ops whose end event had not completed: their tensors stay alive until it does
   // (queued kernels may still use them), and are never returned if it never does.
   std::vector<std::shared_ptr<WorkState>> quarantine;
-  CommStats stats;
   bool stop = false;
   std::thread watchdog;
 
@@ -112,34 +111,32 @@ class ProcessGroupNCCL final : public ProcessGroup {
                    std::unique_ptr<detail::ArrivalBoard> arrivals);
   ~ProcessGroupNCCL() override;
 
-  WorkPtr all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::Sum) override;
-  WorkPtr broadcast(Tensor& tensor, int root) override;
-  WorkPtr all_gather(Tensor& out, const Tensor& in) override;
-  WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::Sum) override;
-  WorkPtr all_to_all(Tensor& out, const Tensor& in) override;
-  WorkPtr send(const Tensor& tensor, int dst) override;
-  WorkPtr recv(Tensor& tensor, int src) override;
-  WorkPtr barrier() override;
-  WorkPtr batch_send_recv(std::span<const P2POp> ops) override;
-  std::unique_ptr<ProcessGroup> split(std::span<const int> ranks, const std::string& name) override;
-
-  CommStats stats() const override;
-  void reset_stats() override;
-
   int device() const { return state_->device; }
   Device tensor_device() const override { return Device::cuda(state_->device); }
 
+ protected:
+  Placement placement() const override { return Placement::OwnDevice; }
+  WorkPtr do_all_reduce(Tensor& tensor, ReduceOp op, const OpDescription& desc) override;
+  WorkPtr do_broadcast(Tensor& tensor, int root, const OpDescription& desc) override;
+  WorkPtr do_all_gather(Tensor& out, const Tensor& in, const OpDescription& desc) override;
+  WorkPtr do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, const OpDescription& desc) override;
+  WorkPtr do_all_to_all(Tensor& out, const Tensor& in, const OpDescription& desc) override;
+  WorkPtr do_send(const Tensor& tensor, int dst, const OpDescription& desc) override;
+  WorkPtr do_recv(Tensor& tensor, int src, const OpDescription& desc) override;
+  WorkPtr do_barrier(const OpDescription& desc) override;
+  WorkPtr do_batch_send_recv(std::span<const P2POp> ops, const OpDescription& desc) override;
+  std::unique_ptr<ProcessGroup> do_split(const SplitPlan& plan, const OpDescription& desc) override;
+
  private:
-  struct Launch;
-  void check_tensor(const Tensor& t, const char* op, const char* what) const;
-  // Enqueues one op (see the header comment); `enqueue` makes the NCCL calls on the comm.
+  // Enqueues one op (see the header comment), after the debug signature check where the
+  // op has one; `enqueue` makes the NCCL calls on the comm; `keep` lives until the op is done.
   template <class F>
-  WorkPtr launch(Launch&& l, F&& enqueue);
+  WorkPtr launch(const OpDescription& desc, std::vector<Tensor> keep, F&& enqueue);
   // Every rank's `mine` (same length on all), gathered over the communicator and waited
   // for on the host (split's partition check, debug signatures).
   std::vector<int64_t> host_all_gather(const std::vector<int64_t>& mine, const char* why);
-  // STRATA_DEBUG_COLLECTIVES=1: every rank's signature of the next op, gathered and compared.
-  void check_signature(detail::Signature mine);
+  // STRATA_DEBUG_COLLECTIVES=1: every rank's signature of the op, gathered and compared.
+  void check_signature(const OpDescription& desc);
 
   std::shared_ptr<GroupState> state_;
   Tensor barrier_scratch_;

@@ -1,0 +1,36 @@
+#pragma once
+// Softmax, log-softmax and cross-entropy: numerically stable (the row maximum is
+// subtracted before exp), forward and backward each one pass over the data per row.
+#include <cstdint>
+
+#include "backend/kernel_types.h"
+
+namespace strata::cpu {
+
+// x contiguous float32/float64, normalised along `dim` (already in [0, x.dim())). The last
+// dimension is the fast path; other dimensions are processed as [outer, n, inner] with
+// the inner dimension vectorised, so no transpose is materialised.
+Tensor softmax_forward(const Tensor& x, int64_t dim, bool log);
+// out is softmax_forward's result; grad contiguous with out's shape.
+//   softmax:     dx = y * (g - sum(g * y))
+//   log_softmax: dx = g - exp(y) * sum(g)
+Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool log);
+
+// Attention's probabilities from scores s [.., tq, tk] (contiguous): per row the softmax of
+// scale * s over the keys its query may see (all, or causally the first
+// row % tq + 1 + tk - tq), 0 elsewhere. Math: strata_kernels/common/row_softmax.h.
+Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal);
+// probs is the forward's output; grad contiguous with its shape.
+Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal);
+
+using backend::CrossEntropyResult;
+// logits contiguous [N, C], targets contiguous int32/int64 [N]. Throws naming the first
+// target outside [0, C) that is not ignore_index. The loss is the mean over the counted
+// targets, or 0 when every target is ignored.
+CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index);
+// d loss / d logits = (softmax(logits) - onehot(target)) * grad / count, zero on ignored
+// rows. grad_loss holds one element.
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& stats,
+                              int64_t ignore_index, int64_t count);
+
+}  // namespace strata::cpu

@@ -1,0 +1,37 @@
+#pragma once
+// The seam between device-generic tensor code (which never includes CUDA headers) and
+// src/backend/cuda/*.cpp. A build without CUDA compiles src/backend/cuda/absent.cpp
+// instead, whose definitions throw "strata was built without CUDA".
+#include <cstddef>
+#include <string>
+
+#include "core/cuda_entry.h"
+#include "tensor/cuda_memory.h"
+#include "strata/tensor/tensor.h"
+
+namespace strata::cuda_detail {
+
+// dst = src element by element (shapes equal, dtypes may differ), at least one on CUDA.
+// Synchronous for the host: when dst is on the CPU it holds the values on return.
+STRATA_CUDA_ENTRIES_BEGIN
+STRATA_CUDA_ENTRY(void copy(const Tensor& dst, const Tensor& src))
+// dst (on CUDA) = value, converted to dst's dtype.
+STRATA_CUDA_ENTRY(void fill(const Tensor& dst, double value))
+STRATA_CUDA_ENTRIES_END
+// Multi-tensor operations (optim/multi_tensor.cpp builds the tables): `tensors` is a host
+// array of the kernel's entries (strata_kernels::AdamTensor<T>, SgdTensor<T>, GradTensor<T>;
+// T float for float32, double for float64) holding device pointers, `chunks` a host array of
+// n_chunks strata_kernels::TensorChunk. Both are uploaded, then one launch on the current
+// stream. A reduction also copies its n_chunks partials (partial_bytes each) into the host
+// array `partials` and returns once they are there.
+enum class MultiTensorKernel { Adam, Sgd, Scale };
+enum class MultiTensorReduction { SumOfSquares, UnscaleCheck };
+STRATA_CUDA_ENTRIES_BEGIN
+STRATA_CUDA_ENTRY(void multi_tensor_launch(MultiTensorKernel kernel, DType dtype, int device, const void* tensors,
+                                           size_t tensors_bytes, const void* chunks, int64_t n_chunks))
+STRATA_CUDA_ENTRY(void multi_tensor_reduce(MultiTensorReduction reduction, DType dtype, int device,
+                                           const void* tensors, size_t tensors_bytes, const void* chunks,
+                                           int64_t n_chunks, void* partials, size_t partial_bytes))
+STRATA_CUDA_ENTRIES_END
+
+}  // namespace strata::cuda_detail

@@ -1,0 +1,202 @@
+// CUDA glue of the row ops (softmax, log_softmax, cross_entropy, layer_norm, rms_norm):
+// tensors to pointers, scratch from the caching allocator, one launch per step on the
+// current stream (kernels/cuda/row_ops.cu runs common/row_*.h, as the CPU does).
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "strata_kernels/common/column_sum.h"
+#include "strata/tensor/factory.h"
+#include "strata_kernels/elementwise.h"
+#include "strata_kernels/row_ops.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/float_element_type.h"
+#include "backend/cuda/cuda_ops.h"
+
+namespace strata::cuda_ops {
+namespace {
+
+int32_t float_type(DType dtype, const char* op) { return cuda_detail::float_element_type(dtype, op); }
+
+int32_t index_type(DType dtype) { return dtype == DType::Int32 ? STRATA_ELEMENT_I32 : STRATA_ELEMENT_I64; }
+
+TensorOptions like(const Tensor& t, DType dtype) { return {.dtype = dtype, .device = t.device()}; }
+
+// A row op's view of x: [rows, n] over the last dimension.
+struct Rows {
+  int64_t rows, n;
+};
+Rows rows_of(const Tensor& x) {
+  const int64_t n = x.dim() == 0 ? 1 : x.size(-1);
+  return {n == 0 ? 0 : x.numel() / n, n};
+}
+
+using Launch = cuda_detail::OpScope;
+
+// softmax along the last dimension of contiguous x, forward or backward.
+Tensor softmax_last(const Tensor& x, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  Launch l(x, op);
+  Tensor y = empty_like(x);
+  const Rows r = rows_of(x);
+  if (r.rows == 0) return y;
+  STRATA_CUDA(strata_softmax_rows(float_type(x.dtype(), op), x.data_ptr(), y.data_ptr(), r.rows, r.n, log, l.stream));
+  return y;
+}
+
+Tensor softmax_backward_last(const Tensor& grad, const Tensor& y, bool log) {
+  const char* op = log ? "log_softmax backward" : "softmax backward";
+  Launch l(y, op);
+  Tensor dx = empty_like(y);
+  const Rows r = rows_of(y);
+  if (r.rows == 0) return dx;
+  STRATA_CUDA(strata_softmax_backward_rows(float_type(y.dtype(), op), grad.data_ptr(), y.data_ptr(), dx.data_ptr(),
+                                           r.rows, r.n, log, l.stream));
+  return dx;
+}
+
+bool is_last(const Tensor& x, int64_t dim) { return dim == x.dim() - 1; }
+
+// Another dimension moves last (a copy), and the result moves back.
+Tensor moved_last(const Tensor& t, int64_t dim) { return t.transpose(dim, -1).contiguous(); }
+
+}  // namespace
+
+Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
+  if (is_last(x, dim)) return softmax_last(x, log);
+  return moved_last(softmax_last(moved_last(x, dim), log), dim);
+}
+
+Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool log) {
+  if (is_last(out, dim)) return softmax_backward_last(grad, out, log);
+  return moved_last(softmax_backward_last(moved_last(grad, dim), moved_last(out, dim), log), dim);
+}
+
+Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal) {
+  Launch l(scores, "attention softmax");
+  Tensor probs = empty_like(scores);
+  const Rows r = rows_of(scores);
+  if (r.rows == 0) return probs;
+  STRATA_CUDA(strata_attention_softmax_rows(float_type(scores.dtype(), "attention softmax"), scores.data_ptr(),
+                                            probs.data_ptr(), r.rows, scores.size(-2), r.n, scale, causal, l.stream));
+  return probs;
+}
+
+Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal) {
+  Launch l(probs, "attention softmax backward");
+  Tensor dx = empty_like(probs);
+  const Rows r = rows_of(probs);
+  if (r.rows == 0) return dx;
+  STRATA_CUDA(strata_attention_softmax_backward_rows(float_type(probs.dtype(), "attention softmax backward"),
+                                                     grad.data_ptr(), probs.data_ptr(), dx.data_ptr(), r.rows,
+                                                     probs.size(-2), r.n, scale, causal, l.stream));
+  return dx;
+}
+
+backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  Launch l(logits, "cross_entropy");
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  const int32_t type = float_type(logits.dtype(), "cross_entropy");
+  backend::CrossEntropyResult r;
+  r.stats = empty({rows, 2}, like(logits, logits.dtype()));
+  Tensor row_loss = empty({rows}, like(logits, DType::Float64));
+  static_assert(sizeof(StrataCrossEntropyStatus) == 3 * sizeof(int64_t));
+  Tensor status = empty({3}, like(logits, DType::Int64));
+  STRATA_CUDA(strata_cross_entropy_rows(type, index_type(targets.dtype()), logits.data_ptr(), targets.data_ptr(), rows,
+                                        classes, ignore_index, r.stats.data_ptr(),
+                                        static_cast<double*>(row_loss.data_ptr()),
+                                        static_cast<StrataCrossEntropyStatus*>(status.data_ptr()), l.stream));
+  // The count is the host's (backward scales by it), so this waits for the kernels.
+  const std::vector<int64_t> words = status.to_vector<int64_t>();
+  StrataCrossEntropyStatus s;
+  std::memcpy(&s, words.data(), sizeof s);
+  if (s.first_bad_row != std::numeric_limits<long long>::max()) {
+    const int64_t row = s.first_bad_row;
+    const int64_t v = static_cast<int64_t>(targets.select(0, row).item());
+    STRATA_FAIL("cross_entropy: target ", v, " at position ", row, " is out of range for logits with ", classes,
+                " classes (expected [0, ", classes, ") or ignore_index ", ignore_index, ")");
+  }
+  r.count = static_cast<int64_t>(s.count);
+  r.loss = full({}, r.count > 0 ? s.total / static_cast<double>(r.count) : 0.0, like(logits, logits.dtype()));
+  return r;
+}
+
+Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& stats,
+                              int64_t ignore_index, int64_t count) {
+  Launch l(logits, "cross_entropy backward");
+  const int64_t rows = logits.size(0), classes = logits.size(1);
+  Tensor dx = empty_like(logits);
+  if (rows == 0) return dx;
+  const double coef = count > 0 ? grad_loss.item() / static_cast<double>(count) : 0.0;
+  STRATA_CUDA(strata_cross_entropy_backward_rows(float_type(logits.dtype(), "cross_entropy backward"),
+                                                 index_type(targets.dtype()), logits.data_ptr(), targets.data_ptr(),
+                                                 stats.data_ptr(), rows, classes, ignore_index, coef, dx.data_ptr(),
+                                                 l.stream));
+  return dx;
+}
+
+backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  Launch l(x, "layer_norm");
+  const Rows r = rows_of(x);
+  backend::LayerNormResult out{empty_like(x), empty({r.rows}, like(x, x.dtype())), empty({r.rows}, like(x, x.dtype()))};
+  if (r.rows == 0) return out;
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
+  const Tensor b = bias.defined() ? bias : zeros({r.n}, like(x, x.dtype()));
+  STRATA_CUDA(strata_layer_norm_rows(float_type(x.dtype(), "layer_norm"), x.data_ptr(), w.data_ptr(), b.data_ptr(),
+                                     r.rows, r.n, eps, out.out.data_ptr(), out.mean.data_ptr(), out.rstd.data_ptr(),
+                                     l.stream));
+  return out;
+}
+
+backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                                        const Tensor& rstd, bool need_dx, bool need_dweight, bool need_dbias) {
+  Launch l(x, "layer_norm backward");
+  const Rows r = rows_of(x);
+  backend::LayerNormGrads g;
+  if (need_dx) g.dx = empty_like(x);
+  if (need_dweight) g.dweight = zeros({r.n}, like(x, x.dtype()));
+  if (need_dbias) g.dbias = zeros({r.n}, like(x, x.dtype()));
+  if (r.rows == 0) return g;
+  const bool need_params = need_dweight || need_dbias;
+  Tensor partials =
+      need_params ? empty({strata_kernels::column_blocks(r.rows), 2 * r.n}, like(x, x.dtype())) : Tensor();
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
+  STRATA_CUDA(strata_layer_norm_backward(float_type(x.dtype(), "layer_norm backward"), grad.data_ptr(), x.data_ptr(),
+                                         w.data_ptr(), mean.data_ptr(), rstd.data_ptr(), r.rows, r.n,
+                                         need_dx ? g.dx.data_ptr() : nullptr,
+                                         need_params ? partials.data_ptr() : nullptr,
+                                         need_dweight ? g.dweight.data_ptr() : nullptr,
+                                         need_dbias ? g.dbias.data_ptr() : nullptr, l.stream));
+  return g;
+}
+
+backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps) {
+  Launch l(x, "rms_norm");
+  const Rows r = rows_of(x);
+  backend::RmsNormResult out{empty_like(x), empty({r.rows}, like(x, x.dtype()))};
+  if (r.rows == 0) return out;
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
+  STRATA_CUDA(strata_rms_norm_rows(float_type(x.dtype(), "rms_norm"), x.data_ptr(), w.data_ptr(), r.rows, r.n, eps,
+                                   out.out.data_ptr(), out.rstd.data_ptr(), l.stream));
+  return out;
+}
+
+backend::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                    bool need_dx, bool need_dweight) {
+  Launch l(x, "rms_norm backward");
+  const Rows r = rows_of(x);
+  backend::RmsNormGrads g;
+  if (need_dx) g.dx = empty_like(x);
+  if (need_dweight) g.dweight = zeros({r.n}, like(x, x.dtype()));
+  if (r.rows == 0) return g;
+  Tensor partials = need_dweight ? empty({strata_kernels::column_blocks(r.rows), r.n}, like(x, x.dtype())) : Tensor();
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
+  STRATA_CUDA(strata_rms_norm_backward(float_type(x.dtype(), "rms_norm backward"), grad.data_ptr(), x.data_ptr(),
+                                       w.data_ptr(), rstd.data_ptr(), r.rows, r.n,
+                                       need_dx ? g.dx.data_ptr() : nullptr,
+                                       need_dweight ? partials.data_ptr() : nullptr,
+                                       need_dweight ? g.dweight.data_ptr() : nullptr, l.stream));
+  return g;
+}
+
+}  // namespace strata::cuda_ops

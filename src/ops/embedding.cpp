@@ -1,0 +1,41 @@
+// embedding lookup (kernels in src/backend/cpu/embedding, src/backend/cuda/embedding).
+#include "backend/cpu/embedding.h"
+
+#include "backend/dispatch/device_dispatch.h"
+#include "nn_common.h"
+#include "strata/autograd/function.h"
+#include "strata/ops/nn_functional.h"
+#include "backend/cuda/cuda_ops.h"
+
+namespace strata {
+
+Tensor embedding(const Tensor& indices, const Tensor& weight) {
+  if (weight.defined() && detail::is_16bit(weight.dtype())) {
+    detail::check_param(weight, DType::Float32, "embedding", "weight");  // computes in float32
+  } else {
+    detail::check_nn_input(weight, "embedding", "weight");
+  }
+  STRATA_CHECK(weight.dim() == 2, "embedding: weight must be [vocab, dim], got shape ", weight.shape());
+  STRATA_CHECK(indices.defined(), "embedding: indices are undefined");
+  STRATA_CHECK(indices.dtype() == DType::Int32 || indices.dtype() == DType::Int64, "embedding: indices have dtype ",
+               indices.dtype(), " (shape ", indices.shape(), "); int32 or int64 expected");
+  const Device device = detail::common_device("embedding", {{"indices", indices}, {"weight", weight}});
+  Tensor idx = indices.contiguous();
+  // A 16-bit weight's float32 copy lives only for this lookup (backward does not read it).
+  Tensor out = detail::on_device(
+      "embedding", device, [&] { return cpu::embedding_forward(idx, detail::param_data(weight)); },
+      [&] { return cuda_ops::embedding_forward(idx, detail::param_data(weight)); });
+  if (autograd::needs_grad({weight})) {
+    autograd::record("EmbeddingBackward", {weight}, {out},
+                     [idx, vocab = weight.size(0), wdt = weight.dtype()](autograd::BackwardContext& ctx) {
+                       Tensor go = detail::contiguous_data(ctx.grad());
+                       Tensor g = detail::on_device(
+                           "embedding backward", idx.device(), [&] { return cpu::embedding_backward(go, idx, vocab); },
+                           [&] { return cuda_ops::embedding_backward(go, idx, vocab); });
+                       return std::vector<Tensor>{detail::param_grad(g, wdt)};
+                     });
+  }
+  return out;
+}
+
+}  // namespace strata

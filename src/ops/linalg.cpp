@@ -1,0 +1,216 @@
+// matmul and linear: argument checks, the device switch, autograd. Both kernels, the CPU's
+// (cpu/matmul) and CUDA's (cuda/matmul, cuBLASLt), read strided operands in place as the
+// shared GEMM plan (gemm_plan.h) describes: transposes go to the GEMM as flags, only layouts
+// no GEMM can address are copied. On CUDA the operands may also be bfloat16/float16 (float32
+// accumulation, output in the input dtype).
+#include "strata/ops/linalg.h"
+
+#include "backend/cpu/gemm_backend.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/dispatch/device_dispatch.h"
+#include "nn_common.h"
+#include "strata/autograd/function.h"
+#include "strata/ops/autocast.h"
+#include "strata/tensor/factory.h"
+#include "strata/ops/reduce.h"
+
+namespace strata {
+namespace {
+
+// Under autocast (strata/ops/autocast.h) a float32 product computes as torch.autocast's:
+// operands rounded to the 16-bit dtype, float32 accumulation, the result rounded to it. On
+// CUDA the operands are converted and cuBLASLt runs the 16-bit GEMM; on the CPU the rounding
+// is applied around the float32 GEMM. The result comes back in float32. `cast` is the
+// autocast dtype the product was recorded under (nullopt: none).
+using Cast = std::optional<DType>;
+
+Cast autocast_for(const Tensor& a) {
+  const Cast c = autocast::active();
+  return c && a.dtype() == DType::Float32 ? c : std::nullopt;
+}
+
+// t's values rounded to `dtype`, in float32 (the CPU's emulation of a 16-bit operand).
+Tensor rounded(const Tensor& t, DType dtype) { return t.defined() ? t.to(dtype).to(DType::Float32) : t; }
+
+// t converted to `dtype` on its device, keeping a transposed matrix transposed (the GEMM
+// reads it with a flag) rather than copying it into row-major order first.
+Tensor converted(const Tensor& t, DType dtype) {
+  if (!t.defined()) return t;
+  if (!t.is_contiguous() && t.dim() >= 2 && t.transpose(-1, -2).is_contiguous())
+    return t.transpose(-1, -2).to(dtype).transpose(-1, -2);
+  return t.contiguous().to(dtype);
+}
+
+// out[batch.., M, N] = a[i] @ b[i] (+ bias on every row). a is [batch.., M, K] or [M, K],
+// b is [batch.., K, N] or [K, N]; a 2-D operand is shared by every batch entry. `op` names
+// the public op in errors.
+Tensor bmm(const char* op, const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& bias = {},
+           Cast cast = std::nullopt) {
+  if (cast) {
+    return detail::on_device(
+        op, a.device(),
+        [&] {
+          return rounded(cpu::matmul(rounded(a.detach(), *cast), rounded(b.detach(), *cast), batch,
+                                     rounded(bias, *cast)),
+                         *cast);
+        },
+        [&] {
+          return cuda_ops::matmul(converted(a.detach(), *cast), converted(b.detach(), *cast), batch,
+                                  converted(bias, *cast), op)
+              .to(DType::Float32);
+        });
+  }
+  return detail::on_device(
+      op, a.device(), [&] { return cpu::matmul(a.detach(), b.detach(), batch, bias); },
+      [&] { return cuda_ops::matmul(a.detach(), b.detach(), batch, bias, op); });
+}
+
+// out[M, N] = sum over the batch of a[i] @ b[i]; a [batch.., M, K], b [batch.., K, N] (the
+// gradient of an operand that was shared across a batch).
+Tensor bmm_sum(const char* op, const Tensor& a, const Tensor& b, Cast cast = std::nullopt) {
+  if (cast) {
+    return detail::on_device(
+        op, a.device(),
+        [&] { return rounded(cpu::matmul_sum(rounded(a.detach(), *cast), rounded(b.detach(), *cast)), *cast); },
+        [&] {
+          return cuda_ops::matmul_sum(converted(a.detach(), *cast), converted(b.detach(), *cast), op)
+              .to(DType::Float32);
+        });
+  }
+  return detail::on_device(
+      op, a.device(), [&] { return cpu::matmul_sum(a.detach(), b.detach()); },
+      [&] { return cuda_ops::matmul_sum(a.detach(), b.detach(), op); });
+}
+
+std::vector<int64_t> dim_range(int64_t begin, int64_t end) {
+  std::vector<int64_t> dims;
+  for (int64_t d = begin; d < end; ++d) dims.push_back(d);
+  return dims;
+}
+
+Shape leading(const Shape& s, size_t drop) { return Shape(s.begin(), s.end() - static_cast<std::ptrdiff_t>(drop)); }
+
+// float32/float64 everywhere; bfloat16/float16 too on CUDA (cuBLASLt accumulates them in
+// float32; the CPU GEMM backends take neither).
+void check_operand(const Tensor& t, const char* op, const char* name) {
+  STRATA_CHECK(t.defined(), op, ": ", name, " is undefined");
+  const bool supported = t.dtype() == DType::Float32 || t.dtype() == DType::Float64 ||
+                         (t.device().is_cuda() && detail::is_16bit(t.dtype()));
+  STRATA_CHECK(supported, op, ": ", name, " has dtype ", t.dtype(), " (shape ", t.shape(), ", on ", t.device(),
+               "); float32 or float64 is supported, and bfloat16/float16 on CUDA",
+               t.device().is_cpu() && detail::is_16bit(t.dtype()) ? " (convert with .to(), or move to CUDA)" : "");
+}
+
+// A parameter's values in the compute dtype: with 16-bit compute (CUDA only) the parameter
+// has that dtype already (check_param) and is used as is; otherwise as detail::param_values.
+Tensor compute_values(const Tensor& param, DType compute) {
+  if (!param.defined()) return param;
+  return detail::is_16bit(compute) ? param.detach() : detail::param_values(param);
+}
+
+// The bias gradient: g's column sums. float32/float64 through sum, which runs one fixed
+// order on both devices (the CPU and GPU agree bit for bit). 16-bit gradients (CUDA only;
+// sum takes neither dtype) as a GEMM, g^T @ ones: one deterministic call (the batch folds
+// into the contraction), float32 accumulation, one rounding to g's dtype. g is [batch.., M, out].
+Tensor bias_grad(const Tensor& g) {
+  if (!detail::is_16bit(g.dtype())) return sum(g, dim_range(0, g.dim() - 1));
+  Shape ones_shape = leading(g.shape(), 1);
+  ones_shape.push_back(1);
+  const Tensor ones = full(ones_shape, 1.0, {.dtype = g.dtype(), .device = g.device()});
+  return bmm_sum("linear", g.transpose(-1, -2), ones).view({g.size(-1)});
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_operand(a, "matmul", "a");
+  check_operand(b, "matmul", "b");
+  detail::common_device("matmul", {{"a", a}, {"b", b}});
+  STRATA_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: operands must have at least one dimension, got a ", a.shape(),
+               " and b ", b.shape());
+  STRATA_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: a ", a.shape(), " is ", a.dtype(), ", b ", b.shape(),
+               " is ", b.dtype());
+  // Vectors, as in torch: [k] is a row on the left and a column on the right, dropped after.
+  if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
+  if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
+
+  STRATA_CHECK(a.size(-1) == b.size(-2), "matmul: inner dimensions differ: a ", a.shape(), " has ", a.size(-1),
+               " columns but b ", b.shape(), " has ", b.size(-2), " rows");
+  const Shape batch_a = leading(a.shape(), 2), batch_b = leading(b.shape(), 2);
+  STRATA_CHECK(batch_a.empty() || batch_b.empty() || batch_a == batch_b, "matmul: batch dimensions differ: a ",
+               a.shape(), " has batch ", batch_a, ", b ", b.shape(), " has batch ", batch_b,
+               " (they must be equal, or one operand must be a matrix)");
+  const Shape batch = batch_a.empty() ? batch_b : batch_a;
+
+  const Cast cast = autocast_for(a);
+  Tensor out = bmm("matmul", a, b, batch, {}, cast);
+  if (autograd::needs_grad({a, b})) {
+    autograd::record("MatmulBackward", {a, b}, {out},
+                     [a = a.detach(), b = b.detach(), batch, cast](autograd::BackwardContext& ctx) {
+      const Tensor& g = ctx.grad();
+      Tensor ga, gb;
+      // dA = dC B^T, dB = A^T dC; the transposes are views BLAS reads with a flag. An operand
+      // shared across the batch gets the sum over the batch.
+      if (ctx.needs(0)) {
+        Tensor bt = b.transpose(-1, -2);
+        ga = (a.dim() == 2 && b.dim() > 2) ? bmm_sum("matmul", g, bt, cast) : bmm("matmul", g, bt, batch, {}, cast);
+      }
+      if (ctx.needs(1)) {
+        Tensor at = a.transpose(-1, -2);
+        gb = (b.dim() == 2 && a.dim() > 2) ? bmm_sum("matmul", at, g, cast) : bmm("matmul", at, g, batch, {}, cast);
+      }
+      return std::vector<Tensor>{ga, gb};
+    });
+  }
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_operand(x, "linear", "input");
+  detail::check_param(weight, x.dtype(), "linear", "weight");
+  detail::common_device("linear", {{"input", x}, {"weight", weight}, {"bias", bias}});
+  STRATA_CHECK(x.dim() >= 1, "linear: input must have at least one dimension, got ", x.shape());
+  STRATA_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", weight.shape());
+  STRATA_CHECK(x.size(-1) == weight.size(1), "linear: input ", x.shape(), " has ", x.size(-1),
+               " features but weight ", weight.shape(), " expects ", weight.size(1));
+  if (bias.defined()) {
+    detail::check_param(bias, x.dtype(), "linear", "bias");
+    STRATA_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias ", bias.shape(),
+                 " does not match weight ", weight.shape(), " (expected [", weight.size(0), "])");
+  }
+  const bool vector_in = x.dim() == 1;
+  Tensor x2 = vector_in ? x.detach().unsqueeze(0) : x.detach();
+  const Shape batch = leading(x2.shape(), 2);
+  // A 16-bit weight or bias is used through a float32 copy that dies with this forward.
+  const Cast cast = autocast_for(x);
+  Tensor out = bmm("linear", x2, compute_values(weight, x.dtype()).transpose(0, 1), batch,
+                   compute_values(bias, x.dtype()), cast);
+  if (vector_in) out = out.view({weight.size(0)});
+
+  if (autograd::needs_grad({x, weight, bias})) {
+    const DType bdt = bias.defined() ? bias.dtype() : x.dtype();
+    autograd::record("LinearBackward", {x, weight, bias}, {out},
+                     [x2, w = weight.detach(), bdt, batch, x_shape = x.shape(), cdt = x.dtype(),
+                      cast](autograd::BackwardContext& ctx) {
+                       Tensor g = ctx.grad();
+                       if (g.dim() == 1) g = g.unsqueeze(0);
+                       Tensor gx, gw, gb;
+                       // dx = dy W (one GEMM over all rows), dW = dy^T x (the rows are the
+                       // contraction, so one GEMM too), db = column sums of dy. A 16-bit W of a
+                       // float32 input is converted again here; its gradients are rounded to its
+                       // dtype.
+                       if (ctx.needs(0)) gx = bmm("linear", g, compute_values(w, cdt), batch, {}, cast).view(x_shape);
+                       if (ctx.needs(1))
+                         gw = detail::param_grad(bmm_sum("linear", g.transpose(-1, -2), x2, cast), w.dtype());
+                       if (ctx.needs(2)) gb = detail::param_grad(bias_grad(g), bdt);
+                       return std::vector<Tensor>{gx, gw, gb};
+                     });
+  }
+  return out;
+}
+
+const char* gemm_backend() { return cpu::gemm_backend_name(); }
+
+}  // namespace strata

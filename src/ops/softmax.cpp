@@ -1,0 +1,71 @@
+// softmax, log_softmax and cross_entropy (kernels in src/backend/cpu/softmax).
+#include "backend/cpu/softmax.h"
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/dispatch/device_dispatch.h"
+#include "nn_common.h"
+#include "strata/autograd/function.h"
+#include "strata/ops/nn_functional.h"
+
+namespace strata {
+namespace {
+
+Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  detail::check_nn_input(x, op, "input");
+  STRATA_CHECK(x.dim() > 0, op, ": input is a scalar (shape []); it needs at least one dimension");
+  const int64_t d = normalize_dim(dim, x.dim(), op);
+  Tensor xc = detail::contiguous_data(x);
+  Tensor out = detail::on_device(
+      op, xc.device(), [&] { return cpu::softmax_forward(xc, d, log); },
+      [&] { return cuda_ops::softmax_forward(xc, d, log); });
+  if (autograd::needs_grad({x})) {
+    autograd::record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {x}, {out},
+                     [saved = out.detach(), d, log, op](autograd::BackwardContext& ctx) {
+                       Tensor g = detail::contiguous_data(ctx.grad());
+                       return std::vector<Tensor>{detail::on_device(
+                           op, saved.device(), [&] { return cpu::softmax_backward(g, saved, d, log); },
+                           [&] { return cuda_ops::softmax_backward(g, saved, d, log); })};
+                     });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  detail::check_nn_input(logits, "cross_entropy", "logits");
+  STRATA_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, C], got shape ", logits.shape(),
+               " (flatten the leading dimensions with view({-1, C}))");
+  STRATA_CHECK(targets.defined(), "cross_entropy: targets are undefined");
+  STRATA_CHECK(targets.dtype() == DType::Int32 || targets.dtype() == DType::Int64, "cross_entropy: targets have dtype ",
+               targets.dtype(), "; int32 or int64 class indices expected");
+  const Device device = detail::common_device("cross_entropy", {{"logits", logits}, {"targets", targets}});
+  STRATA_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0), "cross_entropy: targets must be [N] = [",
+               logits.size(0), "] for logits of shape ", logits.shape(), ", got shape ", targets.shape());
+  STRATA_CHECK(logits.size(1) > 0 || logits.size(0) == 0, "cross_entropy: logits of shape ", logits.shape(),
+               " have no classes");
+  Tensor x = detail::contiguous_data(logits);
+  Tensor t = targets.contiguous();
+  backend::CrossEntropyResult r =
+      detail::on_device(
+          "cross_entropy", device, [&] { return cpu::cross_entropy_forward(x, t, ignore_index); },
+          [&] { return cuda_ops::cross_entropy_forward(x, t, ignore_index); });
+  if (autograd::needs_grad({logits})) {
+    autograd::record("CrossEntropyBackward", {logits}, {r.loss},
+                     [x, t, stats = r.stats, ignore_index, count = r.count](autograd::BackwardContext& ctx) {
+                       return std::vector<Tensor>{detail::on_device(
+                           "cross_entropy backward", x.device(),
+                           [&] { return cpu::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count); },
+                           [&] {
+                             return cuda_ops::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count);
+                           })};
+                     });
+  }
+  return r.loss;
+}
+
+}  // namespace strata
