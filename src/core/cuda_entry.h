@@ -2,8 +2,9 @@
 // How a CUDA entry point is declared: once, with STRATA_CUDA_ENTRY(signature). With CUDA
 // (STRATA_HAS_CUDA=1) that is the declaration, defined in backend/cuda/ or beside it. Without,
 // it is an inline definition that refuses naming the function, so the no-CUDA build needs no
-// list of stubs kept by hand. No CUDA tensor can exist in such a build (Storage refuses the
-// device first), so the refusal is a last line, not the message users normally see.
+// list of stubs kept by hand. Ops refuse before it, in on_device, by their public name and
+// device (backend/dispatch/device_dispatch.h), so this refusal is a last line, not the
+// message users see.
 #if !defined(STRATA_HAS_CUDA)
 #error "STRATA_HAS_CUDA must be 0 or 1 (set by src/CMakeLists.txt for the library and the tree's tests)"
 #endif

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <string>
 
-#include "core/cuda_entry.h"
 #include "strata/core/device.h"
 
 namespace strata::cuda_detail {
@@ -17,9 +16,7 @@ void check_device(Device device, const char* what);
 // then on check_device, which every CUDA op, copy and allocation passes, refuses it naming
 // `why`, so no later read returns a partial result silently.
 void poison_device(int device, const std::string& why);
-STRATA_CUDA_ENTRIES_BEGIN
-STRATA_CUDA_ENTRY(void* allocate(size_t nbytes, int device))
-STRATA_CUDA_ENTRIES_END
+void* allocate(size_t nbytes, int device);
 void deallocate(void* ptr, size_t nbytes, int device);
 // The caching allocator's stream tracking (tensor/caching_allocator.h). record_stream marks
 // that `stream` (a cudaStream_t) uses `block`, an in-use block of `device`'s allocator;

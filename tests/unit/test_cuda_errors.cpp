@@ -51,8 +51,10 @@ TEST(CudaErrors, CpuOpsNameTheOpAndTheDevice) {
   expect_error_mentions([&] { (void)embedding(idx, f.make({4, 2})); }, {"embedding", "cuda:0 is not available"});
   expect_error_mentions([&] { (void)cross_entropy(a, idx); }, {"cross_entropy", "cuda:0"});
   Tensor q = f.make({1, 1, 2, 3});
-  // attention on CUDA is composed of other ops (matmul first): the first refusal names it.
-  expect_error_mentions([&] { (void)causal_attention(q, q, q); }, {"matmul: cuda:0 is not available"});
+  // Without CUDA the attention refuses in its own name (on_device); with CUDA but no GPU it is
+  // composed of other ops and the first, matmul, refuses.
+  expect_error_mentions([&] { (void)causal_attention(q, q, q); },
+                        {cuda::is_built() ? "matmul: cuda:0 is not available" : "causal_attention: cuda:0 is not available"});
   expect_error_mentions([&] { (void)cat({a, a}, 0); }, {"cat: cuda:0 is not available"});
   // An op without a CUDA implementation fails in its device switch, naming itself.
   Tensor where_idx = from_blob(f.backing.data(), {2, 3}, DType::Int64, {}, Device::cuda(0));

@@ -1,7 +1,7 @@
 // A build without CUDA: the public queries (strata/tensor/cuda.h) and the runtime seam
-// (backend/cuda/cuda_backend.h) answer "no devices", and check_device, which every CUDA
-// allocation, copy and op passes first, refuses with one clear message. The entry points
-// that only refuse come from their declarations (core/cuda_entry.h).
+// (tensor/cuda_memory.h, backend/cuda/cuda_backend.h) answer "no devices" or refuse naming
+// the device. Ops refuse in on_device by their public name; the op entry points themselves
+// (cuda_ops.h) come from their declarations (core/cuda_entry.h), a last line never reached.
 #include "strata/core/error.h"
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"
@@ -41,7 +41,19 @@ void empty_cache() {}
 
 namespace cuda_detail {
 void check_device(Device device, const char* what) { no_cuda(what, device); }
+void* allocate(size_t, int device) { no_cuda("Storage::allocate", Device::cuda(device)); }
 void deallocate(void*, size_t, int) {}
+void copy(const Tensor& dst, const Tensor& src) {
+  no_cuda("copy", dst.device().is_cuda() ? dst.device() : src.device());
+}
+void fill(const Tensor& dst, double) { no_cuda("fill", dst.device()); }
+void multi_tensor_launch(MultiTensorKernel, DType, int device, const void*, size_t, const void*, int64_t) {
+  no_cuda("multi-tensor operation", Device::cuda(device));
+}
+void multi_tensor_reduce(MultiTensorReduction, DType, int device, const void*, size_t, const void*, int64_t, void*,
+                         size_t) {
+  no_cuda("multi-tensor reduction", Device::cuda(device));
+}
 bool record_stream(void*, int, void*) { return false; }
 void retire_stream(int, void*) {}
 void poison_device(int, const std::string&) {}

@@ -5,7 +5,6 @@
 #include <cstddef>
 #include <string>
 
-#include "core/cuda_entry.h"
 #include "tensor/cuda_memory.h"
 #include "strata/tensor/tensor.h"
 
@@ -13,11 +12,9 @@ namespace strata::cuda_detail {
 
 // dst = src element by element (shapes equal, dtypes may differ), at least one on CUDA.
 // Synchronous for the host: when dst is on the CPU it holds the values on return.
-STRATA_CUDA_ENTRIES_BEGIN
-STRATA_CUDA_ENTRY(void copy(const Tensor& dst, const Tensor& src))
+void copy(const Tensor& dst, const Tensor& src);
 // dst (on CUDA) = value, converted to dst's dtype.
-STRATA_CUDA_ENTRY(void fill(const Tensor& dst, double value))
-STRATA_CUDA_ENTRIES_END
+void fill(const Tensor& dst, double value);
 // Multi-tensor operations (optim/multi_tensor.cpp builds the tables): `tensors` is a host
 // array of the kernel's entries (strata_kernels::AdamTensor<T>, SgdTensor<T>, GradTensor<T>;
 // T float for float32, double for float64) holding device pointers, `chunks` a host array of
@@ -26,12 +23,10 @@ STRATA_CUDA_ENTRIES_END
 // array `partials` and returns once they are there.
 enum class MultiTensorKernel { Adam, Sgd, Scale };
 enum class MultiTensorReduction { SumOfSquares, UnscaleCheck };
-STRATA_CUDA_ENTRIES_BEGIN
-STRATA_CUDA_ENTRY(void multi_tensor_launch(MultiTensorKernel kernel, DType dtype, int device, const void* tensors,
-                                           size_t tensors_bytes, const void* chunks, int64_t n_chunks))
-STRATA_CUDA_ENTRY(void multi_tensor_reduce(MultiTensorReduction reduction, DType dtype, int device,
-                                           const void* tensors, size_t tensors_bytes, const void* chunks,
-                                           int64_t n_chunks, void* partials, size_t partial_bytes))
-STRATA_CUDA_ENTRIES_END
+void multi_tensor_launch(MultiTensorKernel kernel, DType dtype, int device, const void* tensors, size_t tensors_bytes,
+                         const void* chunks, int64_t n_chunks);
+void multi_tensor_reduce(MultiTensorReduction reduction, DType dtype, int device, const void* tensors,
+                         size_t tensors_bytes, const void* chunks, int64_t n_chunks, void* partials,
+                         size_t partial_bytes);
 
 }  // namespace strata::cuda_detail

@@ -11,7 +11,11 @@
 #include <string_view>
 #include <utility>
 
+#include <string>
+
+#include "core/cuda_entry.h"
 #include "strata/tensor/tensor.h"
+#include "tensor/cuda_memory.h"
 
 namespace strata::detail {
 
@@ -49,7 +53,11 @@ template <class CpuFn, class CudaFn>
 decltype(auto) on_device(std::string_view op, Device device, CpuFn&& cpu, CudaFn&& cuda) {
   switch (device.type) {
     case DeviceType::CPU: return std::forward<CpuFn>(cpu)();
-    case DeviceType::CUDA: return std::forward<CudaFn>(cuda)();
+    case DeviceType::CUDA:
+      // Without CUDA, refuse here in the op's own name ("gelu: cuda:0 is not available: strata
+      // was built without CUDA"), before the entry point's generic refusal.
+      if constexpr (!STRATA_HAS_CUDA) cuda_detail::check_device(device, std::string(op).c_str());
+      return std::forward<CudaFn>(cuda)();
   }
   unsupported_device(op, device);
 }
