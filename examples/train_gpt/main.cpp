@@ -143,7 +143,7 @@ int run(const Options& o) {
                               "--batch " + std::to_string(t.batch) + " x context " + std::to_string(config.context) +
                                   " x width " + std::to_string(config.n_embd) + " x " + std::to_string(config.n_layer) +
                                   " layers, " + std::to_string(dist::local_size()) + " rank(s) on this node");
-  const checkpoint::Metadata config_meta = train::gpt_config_metadata(config);
+  const checkpoint::Metadata config_meta = train::config_metadata(config);
   // With --pp this rank builds its stage only (embedding on the first, head on the last).
   const parallel::PipelinePartition partition =
       examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
@@ -235,10 +235,7 @@ int run(const Options& o) {
   const StateDict weights =
       o.ckpt.export_hf.empty() ? StateDict{} : examples::full_weights(model, layout.tensor, zero);
   if (!o.ckpt.export_hf.empty() && g_lead) {
-    checkpoint::export_gpt2_safetensors(o.ckpt.export_hf, weights,
-                            {.vocab_size = config.vocab_size, .n_positions = config.context,
-                             .n_embd = config.n_embd, .n_layer = config.n_layer, .n_head = config.n_head,
-                             .dropout = config.dropout});
+    train::family_of(config_meta, "train_gpt").export_hf(o.ckpt.export_hf, weights, config_meta, "train_gpt");
     std::printf("exported Hugging Face GPT-2 weights to %s\n", o.ckpt.export_hf.c_str());
   }
   if (g_lead) std::printf("final exact-match accuracy: %.2f%%\n", 100 * accuracy);

@@ -278,7 +278,7 @@ int run(Options o) {
 
   auto* tp_factory = dynamic_cast<parallel::TensorParallelFactory*>(layout.factory.get());
   // The parameter dtype is part of the layout: a bf16 (fp32 master) save loads as float32 and back.
-  checkpoint::Metadata config_meta = train::llama_config_metadata(config);
+  checkpoint::Metadata config_meta = train::config_metadata(config);
   config_meta.erase("config.param_dtype");
   const train::CheckpointTarget target{
       .model = model, .world = world, .zero = trainer.zero(),
@@ -345,12 +345,7 @@ int run(Options o) {
     // Collective: ZeRO-3 shards and tensor-parallel parts are gathered into whole tensors.
     const StateDict weights = examples::full_weights(model, layout.tensor, trainer.zero());
     if (g_lead) {
-      checkpoint::export_llama_safetensors(
-          o.ckpt.export_hf, weights,
-          {.vocab_size = config.vocab_size, .context = config.context, .n_layer = config.n_layer,
-           .n_head = config.n_head, .n_kv_head = config.n_kv_head, .n_embd = config.n_embd,
-           .intermediate_size = config.intermediate_size, .rope_theta = config.rope_theta,
-           .rms_norm_eps = config.rms_norm_eps, .init_std = config.init_std});
+      train::family_of(config_meta, "train_llama").export_hf(o.ckpt.export_hf, weights, config_meta, "train_llama");
       std::printf("exported Hugging Face LlamaForCausalLM weights to %s\n", o.ckpt.export_hf.c_str());
     }
   }

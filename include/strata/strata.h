@@ -61,5 +61,6 @@
 #include "strata/train/async_checkpointer.h"
 #include "strata/train/distributed_checkpoint.h"
 #include "strata/train/metrics.h"
+#include "strata/train/model_registry.h"
 #include "strata/train/progress.h"
 #include "strata/train/training_state.h"

@@ -1,8 +1,14 @@
 #include "strata/core/random.h"
 
+#include "strata/core/hash.h"
 #include "strata_kernels/common/philox.h"
 
 namespace strata {
+
+float PhiloxStream::normal(uint64_t i) const { return strata_kernels::philox_normal(seed, subsequence, i); }
+float PhiloxStream::uniform(uint64_t i) const { return strata_kernels::philox_uniform(seed, subsequence, i); }
+
+PhiloxStream named_stream(uint64_t seed, std::string_view name) { return {seed, fnv1a(name)}; }
 
 float Generator::uniform() { return strata_kernels::philox_uniform(seed_, next_offset(), 0); }
 float Generator::normal() { return strata_kernels::philox_normal(seed_, next_offset(), 0); }

@@ -9,8 +9,52 @@
 
 namespace strata::nn {
 
-CausalLM::CausalLM(std::shared_ptr<LayerFactory> factory, ModelPart part, int64_t num_layers)
-    : factory_(factory != nullptr ? std::move(factory) : default_layer_factory()), part_(std::move(part)) {
+Tensor TransformerBlock::operator()(const Tensor& x, const BlockInputs& inputs) {
+  auto hooks = forward_hooks();
+  return hooks.output(forward_block(x, inputs));
+}
+
+void BlockList::add(int64_t index, std::shared_ptr<TransformerBlock> block) {
+  const auto i = static_cast<size_t>(index);
+  STRATA_CHECK(index >= 0 && block != nullptr, "BlockList: block ", index, " is null or has a negative index");
+  if (blocks_.size() <= i) blocks_.resize(i + 1);
+  STRATA_CHECK(blocks_[i] == nullptr, "BlockList: block ", index, " added twice");
+  register_module(std::to_string(index), block);
+  blocks_[i] = std::move(block);
+  ++count_;
+}
+
+TransformerBlock& BlockList::operator[](size_t index) {
+  STRATA_CHECK(index < blocks_.size() && blocks_[index] != nullptr, "BlockList: block ", index, " is not held here");
+  return *blocks_[index];
+}
+
+void check_model_dtypes(const char* family, DType dtype, DType pd) {
+  STRATA_CHECK(dtype == DType::Float32 || dtype == DType::Float64, family, ": dtype ", dtype,
+               " cannot be computed in; use float32 or float64 (and param_dtype for 16-bit parameters)");
+  STRATA_CHECK(pd == dtype || ((pd == DType::BFloat16 || pd == DType::Float16) && dtype == DType::Float32), family,
+               ": param_dtype ", pd, " with dtype ", dtype,
+               " is not supported; parameters are stored in dtype, or in bfloat16/float16 with dtype float32");
+}
+
+CausalLM::CausalLM(std::shared_ptr<LayerFactory> factory, ModelPart part, Sizes sizes, uint64_t seed,
+                   const PieceBuilder& build)
+    : factory_(factory != nullptr ? std::move(factory) : default_layer_factory()),
+      part_(std::move(part)),
+      sizes_(sizes) {
+  resolve_part(sizes.num_layers);
+  Pieces pieces = build(part_, *factory_);
+  for (auto& [name, m] : pieces.before)
+    if (m != nullptr) register_module(name, m);
+  blocks_ = register_module(pieces.blocks_name, std::make_shared<BlockList>());
+  for (auto& [index, block] : pieces.blocks) blocks_->add(index, block);
+  for (auto& [name, m] : pieces.after)
+    if (m != nullptr) register_module(name, m);
+  init_parameters(seed);
+  factory_->model_built(*this);
+}
+
+void CausalLM::resolve_part(int64_t num_layers) {
   if (!part_.blocks) {
     part_.blocks.emplace();
     for (int64_t i = 0; i < num_layers; ++i) part_.blocks->push_back(i);
@@ -32,10 +76,8 @@ bool CausalLM::has_block(int64_t index) const {
   return std::binary_search(part_.blocks->begin(), part_.blocks->end(), index);
 }
 
-void CausalLM::skip_draws(Generator& gen, const std::function<void(Generator&)>& build) {
-  Generator scratch = gen;
-  build(scratch);
-  gen.set_state(gen.seed(), scratch.offset());
+Tensor CausalLM::run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache) {
+  return (*blocks_)[static_cast<size_t>(index)](hidden, block_inputs(positions, hidden.device(), cache));
 }
 
 Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) {

@@ -7,9 +7,9 @@
 
 namespace strata::nn {
 namespace {
-// GPT-2's Linear initialisation: normal(0, std) weights and zero biases.
-InitOptions gpt2_init(double std, const GPTConfig& config, Generator& gen) {
-  return {.std = std, .dtype = config.parameter_dtype(), .gen = &gen, .linear_init = LinearInit::Normal};
+// GPT-2's Linear initialisation: normal(0, std) weights and zero biases, drawn by name.
+InitOptions gpt2_init(double std, const GPTConfig& config) {
+  return {.std = std, .dtype = config.parameter_dtype(), .linear_init = LinearInit::Normal, .by_name = true};
 }
 // GPT's dropouts act outside the tensor-parallel regions, on activations every rank holds
 // whole (the default generator, alike on every rank), unless sequence parallelism gives each
@@ -17,19 +17,17 @@ InitOptions gpt2_init(double std, const GPTConfig& config, Generator& gen) {
 Generator* dropout_generator(LayerFactory& f) { return f.sequence_parallel() ? f.sharded_generator() : nullptr; }
 }  // namespace
 
-CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, Generator& gen, int64_t layer,
-                                         LayerFactory& f)
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, int64_t layer, LayerFactory& f)
     : n_head(config.n_head / f.degree()), layer_index(layer), factory(f) {
   // GPT-2 scales the init of projections into the residual stream by 1/sqrt(2 n_layer).
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
-  c_attn = register_module("c_attn", f.column(config.n_embd, 3 * config.n_embd, true, gpt2_init(0.02, config, gen),
+  c_attn = register_module("c_attn", f.column(config.n_embd, 3 * config.n_embd, true, gpt2_init(0.02, config),
                                               /*sections=*/3));
-  c_proj = register_module("c_proj", f.row(config.n_embd, config.n_embd, true, gpt2_init(proj_std, config, gen)));
+  c_proj = register_module("c_proj", f.row(config.n_embd, config.n_embd, true, gpt2_init(proj_std, config)));
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout, dropout_generator(f)));
 }
 
 Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) {
-  auto hooks = forward_hooks();
   Tensor in = factory.enter_region(x);  // the whole sequence, even with sequence parallelism
   const int64_t B = in.size(0), T = in.size(1);
   const int64_t D = in.size(2) / (n_head * factory.degree());
@@ -50,43 +48,27 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) {
   return resid_dropout->forward(c_proj->forward(y));
 }
 
-MLP::MLP(const GPTConfig& config, Generator& gen, LayerFactory& f) : factory(f) {
+MLP::MLP(const GPTConfig& config, LayerFactory& f) : factory(f) {
   const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
-  c_fc = register_module("c_fc", f.column(config.n_embd, 4 * config.n_embd, true, gpt2_init(0.02, config, gen)));
-  c_proj = register_module("c_proj", f.row(4 * config.n_embd, config.n_embd, true, gpt2_init(proj_std, config, gen)));
+  c_fc = register_module("c_fc", f.column(config.n_embd, 4 * config.n_embd, true, gpt2_init(0.02, config)));
+  c_proj = register_module("c_proj", f.row(4 * config.n_embd, config.n_embd, true, gpt2_init(proj_std, config)));
   dropout = register_module("dropout", std::make_shared<Dropout>(config.dropout, dropout_generator(f)));
 }
 
 Tensor MLP::forward(const Tensor& x) {
-  auto hooks = forward_hooks();
   return dropout->forward(c_proj->forward(gelu(c_fc->forward(factory.enter_region(x)))));
 }
 
-Block::Block(const GPTConfig& config, Generator& gen, int64_t layer_index, LayerFactory& factory) {
+Block::Block(const GPTConfig& config, int64_t layer_index, LayerFactory& factory) {
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
-  attn = register_module("attn", std::make_shared<CausalSelfAttention>(config, gen, layer_index, factory));
+  attn = register_module("attn", std::make_shared<CausalSelfAttention>(config, layer_index, factory));
   ln_2 = register_module("ln_2", std::make_shared<LayerNorm>(config.n_embd, 1e-5, config.parameter_dtype()));
-  mlp = register_module("mlp", std::make_shared<MLP>(config, gen, factory));
+  mlp = register_module("mlp", std::make_shared<MLP>(config, factory));
 }
 
-Tensor Block::forward(const Tensor& x, KVCache* cache) {
-  auto hooks = forward_hooks();
-  Tensor h = add(x, attn->forward(ln_1->forward(x), cache));
-  return hooks.output(add(h, mlp->forward(ln_2->forward(h))));
-}
-
-void BlockList::add(int64_t index, std::shared_ptr<Block> block) {
-  const auto i = static_cast<size_t>(index);
-  if (blocks_.size() <= i) blocks_.resize(i + 1);
-  STRATA_CHECK(index >= 0 && blocks_[i] == nullptr, "BlockList: block ", index, " added twice");
-  register_module(std::to_string(index), block);
-  blocks_[i] = std::move(block);
-  ++count_;
-}
-
-Block& BlockList::operator[](size_t index) {
-  STRATA_CHECK(index < blocks_.size() && blocks_[index] != nullptr, "BlockList: block ", index, " is not held here");
-  return *blocks_[index];
+Tensor Block::forward_block(const Tensor& x, const BlockInputs& in) {
+  Tensor h = add(x, attn->forward(ln_1->forward(x), in.cache));
+  return add(h, mlp->forward(ln_2->forward(h)));
 }
 
 ParameterCounts parameter_counts(const GPTConfig& c) {
@@ -96,49 +78,45 @@ ParameterCounts parameter_counts(const GPTConfig& c) {
           .head = 2 * C + c.vocab_size * C};
 }
 
-GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
-    : CausalLM(std::move(factory), std::move(part), config.n_layer), config_(config) {
+namespace {
+void check_gpt_config(const GPTConfig& config, int64_t tp) {
   STRATA_CHECK(config.vocab_size > 0 && config.context > 0 && config.n_layer > 0 && config.n_head > 0 &&
                    config.n_embd > 0,
                "GPT: every size in the config must be positive (vocab ", config.vocab_size, ", context ",
                config.context, ", layers ", config.n_layer, ", heads ", config.n_head, ", width ", config.n_embd, ")");
-  STRATA_CHECK(config.dtype == DType::Float32 || config.dtype == DType::Float64, "GPT: dtype ", config.dtype,
-               " cannot be computed in; use float32 or float64 (and param_dtype for 16-bit parameters)");
-  const DType pd = config.parameter_dtype();
-  STRATA_CHECK(pd == config.dtype || ((pd == DType::BFloat16 || pd == DType::Float16) && config.dtype == DType::Float32),
-               "GPT: param_dtype ", pd, " with dtype ", config.dtype,
-               " is not supported; parameters are stored in dtype, or in bfloat16/float16 with dtype float32");
+  check_model_dtypes("GPT", config.dtype, config.parameter_dtype());
   STRATA_CHECK(config.n_embd % config.n_head == 0, "GPT: n_embd ", config.n_embd, " is not divisible by n_head ",
                config.n_head);
-  const int64_t tp = factory_->degree();
   STRATA_CHECK(config.n_head % tp == 0, "GPT: the tensor-parallel degree ", tp, " does not divide n_head ",
                config.n_head);
-  Generator gen(config.seed);
-  InitOptions init{.dtype = pd, .gen = &gen};
-  auto skip_embedding = [&](Generator& g) { Embedding(1, 1, {.dtype = pd, .gen = &g}); };
-  if (part_.embedding || part_.head) {
-    wte = register_module("wte", factory_->embedding(config.vocab_size, config.n_embd, init));
-  } else {
-    skip_draws(gen, skip_embedding);
-  }
-  if (part_.embedding) {
-    wpe = register_module("wpe", std::make_shared<Embedding>(config.context, config.n_embd, init));
-    drop = register_module("drop", std::make_shared<Dropout>(config.dropout, dropout_generator(*factory_)));
-  } else {
-    skip_draws(gen, skip_embedding);
-  }
-  h = register_module("h", std::make_shared<BlockList>());
-  GPTConfig tiny = config;  // a block of the same structure, one feature per head
-  tiny.n_embd = config.n_head;
-  for (int64_t i = 0; i < config.n_layer; ++i) {
-    if (has_block(i)) {
-      h->add(i, std::make_shared<Block>(config, gen, i, *factory_));
-    } else {
-      skip_draws(gen, [&](Generator& g) { Block(tiny, g, i, *default_layer_factory()); });
-    }
-  }
-  if (part_.head) ln_f = register_module("ln_f", std::make_shared<LayerNorm>(config.n_embd, 1e-5, pd));
-  factory_->model_built(*this);
+}
+
+CausalLM::Pieces gpt_pieces(const GPTConfig& config, const ModelPart& part, LayerFactory& f) {
+  check_gpt_config(config, f.degree());
+  const DType pd = config.parameter_dtype();
+  const InitOptions init{.dtype = pd, .by_name = true};
+  CausalLM::Pieces p{.before = {}, .blocks_name = "h", .blocks = {}, .after = {}};
+  const bool embedding = part.embedding;
+  p.before.emplace_back("wte", embedding || part.head ? f.embedding(config.vocab_size, config.n_embd, init) : nullptr);
+  p.before.emplace_back("wpe", embedding ? std::make_shared<Embedding>(config.context, config.n_embd, init) : nullptr);
+  p.before.emplace_back("drop", embedding ? std::make_shared<Dropout>(config.dropout, dropout_generator(f)) : nullptr);
+  for (int64_t i : *part.blocks) p.blocks.emplace_back(i, std::make_shared<Block>(config, i, f));
+  p.after.emplace_back("ln_f", part.head ? std::make_shared<LayerNorm>(config.n_embd, 1e-5, pd) : nullptr);
+  return p;
+}
+}  // namespace
+
+GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
+    : CausalLM(std::move(factory), std::move(part),
+               {.vocab_size = config.vocab_size, .context = config.context, .num_layers = config.n_layer,
+                .hidden_size = config.n_embd, .dtype = config.dtype},
+               config.seed, [&config](const ModelPart& p, LayerFactory& f) { return gpt_pieces(config, p, f); }),
+      config_(config) {
+  wte = piece<Embedding>("wte");
+  wpe = piece<Embedding>("wpe");
+  drop = piece<Dropout>("drop");
+  h = piece<BlockList>("h");
+  ln_f = piece<LayerNorm>("ln_f");
 }
 
 Tensor GPT::embed(const Tensor& tokens, Positions p) {
@@ -148,10 +126,6 @@ Tensor GPT::embed(const Tensor& tokens, Positions p) {
       wpe->forward(arange(p.offset, p.offset + p.length, 1, {.dtype = DType::Int64, .device = tokens.device()}))
           .unsqueeze(0));
   return drop->forward(add(wte->forward(tokens), positions));
-}
-
-Tensor GPT::run_block(int64_t index, const Tensor& hidden, Positions, KVCache* cache) {
-  return (*h)[static_cast<size_t>(index)].forward(hidden, cache);
 }
 
 Tensor GPT::head(const Tensor& hidden) {

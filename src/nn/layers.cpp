@@ -10,19 +10,6 @@ namespace strata::nn {
 namespace {
 bool is_16bit(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
 
-Tensor normal_init(const Shape& shape, const InitOptions& init) {
-  const DType draw = compute_dtype(init.dtype);
-  Tensor t = randn(shape, {.dtype = draw}, init.gen);
-  mul_(t, init.std);
-  return draw == init.dtype ? t : t.to(init.dtype);
-}
-
-// uniform(-bound, bound), drawn like normal_init (in float32 for 16-bit parameters).
-Tensor uniform_init(const Shape& shape, double bound, const InitOptions& init) {
-  const DType draw = compute_dtype(init.dtype);
-  Tensor t = add(mul(rand(shape, {.dtype = draw}, init.gen), 2.0 * bound), -bound);
-  return draw == init.dtype ? t : t.to(init.dtype);
-}
 }  // namespace
 
 DType compute_dtype(DType param_dtype) { return is_16bit(param_dtype) ? DType::Float32 : param_dtype; }
@@ -32,21 +19,40 @@ Tensor compute_param(const Tensor& param) {
   return param.to(DType::Float32);
 }
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, InitOptions init) {
-  STRATA_CHECK(in_features > 0 && out_features > 0, "Linear: invalid sizes in=", in_features, " out=", out_features);
-  if (init.linear_init == LinearInit::Normal) {
-    weight = register_parameter("weight", normal_init({out_features, in_features}, init));
-    if (with_bias) bias = register_parameter("bias", zeros({out_features}, {.dtype = init.dtype}));
-    return;
-  }
-  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight = register_parameter("weight", uniform_init({out_features, in_features}, bound, init));
-  if (with_bias) bias = register_parameter("bias", uniform_init({out_features}, bound, init));
+ParamInit linear_weight_init(int64_t in_features, const InitOptions& init) {
+  if (init.linear_init == LinearInit::Normal) return {.kind = ParamInit::Kind::Normal, .scale = init.std};
+  return {.kind = ParamInit::Kind::Uniform, .scale = 1.0 / std::sqrt(static_cast<double>(in_features))};
 }
 
-Linear::Linear(Tensor w, Tensor b) {
-  weight = register_parameter("weight", std::move(w));
-  if (b.defined()) bias = register_parameter("bias", std::move(b));
+ParamInit linear_bias_init(int64_t in_features, const InitOptions& init) {
+  if (init.linear_init == LinearInit::Normal) return {.kind = ParamInit::Kind::Constant, .scale = 0.0};
+  return linear_weight_init(in_features, init);
+}
+
+InitialValue initial_value(Shape shape, ParamInit how, const InitOptions& init, std::optional<PartOfWhole> part) {
+  InitialValue out{.value = zeros(shape, {.dtype = init.dtype}), .recipe = {.init = how, .part = std::move(part)}};
+  // Constants take no subsequence (as zeros() and ones() never did); draws take one each.
+  if (!init.by_name && how.kind != ParamInit::Kind::Constant) {
+    Generator& gen = init.gen != nullptr ? *init.gen : default_generator();
+    fill_init(out.value, how, gen.next_stream(), out.recipe.part ? &*out.recipe.part : nullptr);
+  } else if (!init.by_name) {
+    fill_init(out.value, how, {}, nullptr);
+  }
+  return out;
+}
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, InitOptions init) {
+  STRATA_CHECK(in_features > 0 && out_features > 0, "Linear: invalid sizes in=", in_features, " out=", out_features);
+  InitialValue w = initial_value({out_features, in_features}, linear_weight_init(in_features, init), init);
+  weight = register_parameter("weight", w.value, init.by_name ? std::optional(w.recipe) : std::nullopt);
+  if (!with_bias) return;
+  InitialValue b = initial_value({out_features}, linear_bias_init(in_features, init), init);
+  bias = register_parameter("bias", b.value, init.by_name ? std::optional(b.recipe) : std::nullopt);
+}
+
+Linear::Linear(InitialValue w, InitialValue b, bool by_name) {
+  weight = register_parameter("weight", w.value, by_name ? std::optional(w.recipe) : std::nullopt);
+  if (b.value.defined()) bias = register_parameter("bias", b.value, by_name ? std::optional(b.recipe) : std::nullopt);
 }
 
 Tensor Linear::forward(const Tensor& x) {
@@ -56,10 +62,13 @@ Tensor Linear::forward(const Tensor& x) {
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitOptions init) {
   STRATA_CHECK(num_embeddings > 0 && dim > 0, "Embedding: invalid sizes ", num_embeddings, "x", dim);
-  weight = register_parameter("weight", normal_init({num_embeddings, dim}, init));
+  InitialValue w = initial_value({num_embeddings, dim}, {.kind = ParamInit::Kind::Normal, .scale = init.std}, init);
+  weight = register_parameter("weight", w.value, init.by_name ? std::optional(w.recipe) : std::nullopt);
 }
 
-Embedding::Embedding(Tensor w) { weight = register_parameter("weight", std::move(w)); }
+Embedding::Embedding(InitialValue w, bool by_name) {
+  weight = register_parameter("weight", w.value, by_name ? std::optional(w.recipe) : std::nullopt);
+}
 
 Tensor Embedding::forward(const Tensor& indices) {
   auto hooks = forward_hooks();

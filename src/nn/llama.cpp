@@ -8,8 +8,9 @@
 
 namespace strata::nn {
 namespace {
-InitOptions llama_init(const LlamaConfig& config, Generator& gen) {
-  return {.std = config.init_std, .dtype = config.parameter_dtype(), .gen = &gen, .linear_init = LinearInit::Normal};
+// Every Linear and the embedding: normal(0, init_std), drawn by name.
+InitOptions llama_init(const LlamaConfig& config) {
+  return {.std = config.init_std, .dtype = config.parameter_dtype(), .linear_init = LinearInit::Normal, .by_name = true};
 }
 }  // namespace
 
@@ -29,29 +30,23 @@ void check_llama_config(const LlamaConfig& c, int64_t tp) {
   STRATA_CHECK(tp >= 1 && c.n_head % tp == 0 && c.n_kv_head % tp == 0 && c.intermediate_size % tp == 0,
                "Llama: the tensor-parallel degree ", tp, " must divide n_head ", c.n_head, ", n_kv_head ",
                c.n_kv_head, " and intermediate_size ", c.intermediate_size);
-  STRATA_CHECK(c.dtype == DType::Float32 || c.dtype == DType::Float64, "Llama: dtype ", c.dtype,
-               " cannot be computed in; use float32 or float64 (and param_dtype for 16-bit parameters)");
-  const DType pd = c.parameter_dtype();
-  STRATA_CHECK(pd == c.dtype || ((pd == DType::BFloat16 || pd == DType::Float16) && c.dtype == DType::Float32),
-               "Llama: param_dtype ", pd, " with dtype ", c.dtype,
-               " is not supported; parameters are stored in dtype, or in bfloat16/float16 with dtype float32");
+  check_model_dtypes("Llama", c.dtype, c.parameter_dtype());
 }
 
-LlamaAttention::LlamaAttention(const LlamaConfig& config, Generator& gen, int64_t layer, LayerFactory& f)
+LlamaAttention::LlamaAttention(const LlamaConfig& config, int64_t layer, LayerFactory& f)
     : n_head(config.n_head / f.degree()),
       n_kv_head(config.n_kv_head / f.degree()),
       head_dim(config.head_dim()),
       layer_index(layer),
       factory(f) {
   const int64_t C = config.n_embd, D = head_dim;
-  q_proj = register_module("q_proj", f.column(C, config.n_head * D, false, llama_init(config, gen)));
-  k_proj = register_module("k_proj", f.column(C, config.n_kv_head * D, false, llama_init(config, gen)));
-  v_proj = register_module("v_proj", f.column(C, config.n_kv_head * D, false, llama_init(config, gen)));
-  o_proj = register_module("o_proj", f.row(config.n_head * D, C, false, llama_init(config, gen)));
+  q_proj = register_module("q_proj", f.column(C, config.n_head * D, false, llama_init(config)));
+  k_proj = register_module("k_proj", f.column(C, config.n_kv_head * D, false, llama_init(config)));
+  v_proj = register_module("v_proj", f.column(C, config.n_kv_head * D, false, llama_init(config)));
+  o_proj = register_module("o_proj", f.row(config.n_head * D, C, false, llama_init(config)));
 }
 
 Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache) {
-  auto hooks = forward_hooks();
   Tensor in = factory.enter_region(x);  // the whole sequence, even with sequence parallelism
   const int64_t B = in.size(0), T = in.size(1);
   // [B, T, heads * D] -> [B, heads, T, D] views; rotary writes q and k contiguous.
@@ -64,33 +59,30 @@ Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor&
   return o_proj->forward(y.transpose(1, 2).reshape({B, T, n_head * head_dim}));
 }
 
-LlamaMLP::LlamaMLP(const LlamaConfig& config, Generator& gen, LayerFactory& f) : factory(f) {
+LlamaMLP::LlamaMLP(const LlamaConfig& config, LayerFactory& f) : factory(f) {
   const int64_t C = config.n_embd, I = config.intermediate_size;
-  gate_proj = register_module("gate_proj", f.column(C, I, false, llama_init(config, gen)));
-  up_proj = register_module("up_proj", f.column(C, I, false, llama_init(config, gen)));
-  down_proj = register_module("down_proj", f.row(I, C, false, llama_init(config, gen)));
+  gate_proj = register_module("gate_proj", f.column(C, I, false, llama_init(config)));
+  up_proj = register_module("up_proj", f.column(C, I, false, llama_init(config)));
+  down_proj = register_module("down_proj", f.row(I, C, false, llama_init(config)));
 }
 
 Tensor LlamaMLP::forward(const Tensor& x) {
-  auto hooks = forward_hooks();
   Tensor in = factory.enter_region(x);  // once for both column projections
   return down_proj->forward(mul(silu(gate_proj->forward(in)), up_proj->forward(in)));
 }
 
-LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, Generator& gen, int64_t layer_index,
-                                     LayerFactory& factory) {
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, int64_t layer_index, LayerFactory& factory) {
   const DType pd = config.parameter_dtype();
   input_layernorm = register_module("input_layernorm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, pd));
-  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(config, gen, layer_index, factory));
+  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(config, layer_index, factory));
   post_attention_layernorm =
       register_module("post_attention_layernorm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, pd));
-  mlp = register_module("mlp", std::make_shared<LlamaMLP>(config, gen, factory));
+  mlp = register_module("mlp", std::make_shared<LlamaMLP>(config, factory));
 }
 
-Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache) {
-  auto hooks = forward_hooks();
-  Tensor h = add(x, self_attn->forward(input_layernorm->forward(x), cos, sin, cache));
-  return hooks.output(add(h, mlp->forward(post_attention_layernorm->forward(h))));
+Tensor LlamaDecoderLayer::forward_block(const Tensor& x, const BlockInputs& in) {
+  Tensor h = add(x, self_attn->forward(input_layernorm->forward(x), in.cos, in.sin, in.cache));
+  return add(h, mlp->forward(post_attention_layernorm->forward(h)));
 }
 
 ParameterCounts parameter_counts(const LlamaConfig& c) {
@@ -100,39 +92,32 @@ ParameterCounts parameter_counts(const LlamaConfig& c) {
           .head = C + c.vocab_size * C};
 }
 
-Llama::Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
-    : CausalLM(std::move(factory), std::move(part), config.n_layer), config_(config) {
-  check_llama_config(config, factory_->degree());
-  Generator gen(config.seed);
-  if (part_.embedding) {
-    embed_tokens =
-        register_module("embed_tokens", factory_->embedding(config.vocab_size, config.n_embd, llama_init(config, gen)));
-  } else {
-    skip_draws(gen, [&](Generator& g) { Embedding(1, 1, llama_init(config, g)); });
+namespace {
+CausalLM::Pieces llama_pieces(const LlamaConfig& config, const ModelPart& part, LayerFactory& f) {
+  check_llama_config(config, f.degree());
+  const DType pd = config.parameter_dtype();
+  CausalLM::Pieces p{.before = {}, .blocks_name = "layers", .blocks = {}, .after = {}};
+  p.before.emplace_back("embed_tokens",
+                        part.embedding ? f.embedding(config.vocab_size, config.n_embd, llama_init(config)) : nullptr);
+  for (int64_t i : *part.blocks) p.blocks.emplace_back(i, std::make_shared<LlamaDecoderLayer>(config, i, f));
+  if (part.head) {
+    p.after.emplace_back("norm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, pd));
+    p.after.emplace_back("lm_head", f.head(config.n_embd, config.vocab_size, llama_init(config)));
   }
-  layers = register_module("layers", std::make_shared<ModuleDict>());
-  layers_.resize(static_cast<size_t>(config.n_layer));
-  LlamaConfig tiny = config;  // a layer of the same structure, two features per head
-  tiny.n_embd = 2 * config.n_head;
-  tiny.intermediate_size = 1;
-  for (int64_t i = 0; i < config.n_layer; ++i) {
-    if (has_block(i)) {
-      layers_[static_cast<size_t>(i)] = std::make_shared<LlamaDecoderLayer>(config, gen, i, *factory_);
-      layers->insert(std::to_string(i), layers_[static_cast<size_t>(i)]);
-    } else {
-      skip_draws(gen, [&](Generator& g) { LlamaDecoderLayer(tiny, g, i, *default_layer_factory()); });
-    }
-  }
-  if (part_.head) {
-    norm = register_module("norm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, config.parameter_dtype()));
-    lm_head = register_module("lm_head", factory_->head(config.n_embd, config.vocab_size, llama_init(config, gen)));
-  }
-  factory_->model_built(*this);
+  return p;
 }
+}  // namespace
 
-LlamaDecoderLayer& Llama::layer(size_t i) {
-  STRATA_CHECK(i < layers_.size() && layers_[i] != nullptr, "Llama: layer ", i, " is not held here");
-  return *layers_[i];
+Llama::Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
+    : CausalLM(std::move(factory), std::move(part),
+               {.vocab_size = config.vocab_size, .context = config.context, .num_layers = config.n_layer,
+                .hidden_size = config.n_embd, .dtype = config.dtype},
+               config.seed, [&config](const ModelPart& p, LayerFactory& f) { return llama_pieces(config, p, f); }),
+      config_(config) {
+  embed_tokens = piece<Embedding>("embed_tokens");
+  layers = piece<BlockList>("layers");
+  norm = piece<RMSNorm>("norm");
+  lm_head = piece<Linear>("lm_head");
 }
 
 Tensor Llama::embed(const Tensor& tokens, Positions) {
@@ -150,9 +135,9 @@ const RotaryTables& Llama::rotary_for(Positions p, Device device) {
   return rope_;
 }
 
-Tensor Llama::run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache) {
-  const RotaryTables& rope = rotary_for(positions, hidden.device());
-  return layer(static_cast<size_t>(index)).forward(hidden, rope.cos, rope.sin, cache);
+BlockInputs Llama::block_inputs(Positions positions, Device device, KVCache* cache) {
+  const RotaryTables& rope = rotary_for(positions, device);
+  return {.cos = rope.cos, .sin = rope.sin, .cache = cache};
 }
 
 Tensor Llama::head(const Tensor& hidden) {

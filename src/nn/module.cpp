@@ -6,10 +6,11 @@
 
 namespace strata::nn {
 
-Tensor Module::register_parameter(std::string name, Tensor value) {
+Tensor Module::register_parameter(std::string name, Tensor value, std::optional<ParamRecipe> recipe) {
   check_new_name(name);
   STRATA_CHECK(value.defined(), "register_parameter: parameter '", name, "' is undefined");
   value.set_requires_grad(true);
+  if (recipe) recipes_[name] = std::move(*recipe);
   params_.emplace_back(std::move(name), value);
   return value;
 }
@@ -113,6 +114,18 @@ void Module::zero_grad(bool set_to_none) {
       g.zero_();
     }
   }
+}
+
+void Module::init_parameters(uint64_t seed) { init_below("", seed); }
+
+void Module::init_below(const std::string& prefix, uint64_t seed) {
+  for (auto& [name, t] : params_) {
+    auto it = recipes_.find(name);
+    if (it == recipes_.end()) continue;
+    const ParamRecipe& r = it->second;
+    fill_init(t, r.init, named_stream(seed, prefix + name), r.part ? &*r.part : nullptr);
+  }
+  for (auto& [name, child] : children_) child->init_below(prefix + name + ".", seed);
 }
 
 Module::HookScope::HookScope(Module& m) : module_(m) {

@@ -1,5 +1,6 @@
 #include "strata/parallel/tp_layers.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "strata/autograd/grad_mode.h"
@@ -12,7 +13,7 @@
 namespace strata::parallel {
 namespace {
 
-using Parts = std::pair<Tensor, Tensor>;  // weight, bias (may be undefined)
+using Parts = std::pair<nn::InitialValue, nn::InitialValue>;  // weight, bias (its value may be undefined)
 
 ShardLayout column_layout(int64_t out, const ColumnParallelOptions& o) {
   return {.dim = 0, .full_size = out, .sections = o.sections, .pad = o.pad};
@@ -20,37 +21,64 @@ ShardLayout column_layout(int64_t out, const ColumnParallelOptions& o) {
 ShardLayout row_layout(int64_t in) { return {.dim = 1, .full_size = in}; }
 ShardLayout vocab_layout(int64_t vocab) { return {.dim = 0, .full_size = vocab, .pad = true}; }
 
-// Each draws the single-process layer (same generator, same order as nn::Linear or
-// nn::Embedding) and keeps this rank's part.
+// Where rank `rank`'s part of a parameter of shape `whole` sits in it (what shard_of cuts).
+nn::PartOfWhole part_of(const Shape& whole, const ShardLayout& l, int rank, int n) {
+  const int64_t p = l.part_size(n);
+  nn::PartOfWhole part{.whole = whole, .dim = l.dim, .runs = {}};
+  if (l.pad) {
+    const int64_t start = std::min<int64_t>(p * rank, l.full_size);
+    const int64_t len = std::min<int64_t>(p, l.full_size - start);
+    if (len > 0) part.runs.push_back({.local_start = 0, .whole_start = start, .length = len});
+    return part;
+  }
+  const int64_t section = l.full_size / l.sections, piece = section / n;  // p = sections x piece
+  for (int64_t j = 0; j < l.sections; ++j)
+    part.runs.push_back({.local_start = j * piece, .whole_start = j * section + piece * rank, .length = piece});
+  return part;
+}
+
+// This rank's part of a parameter of shape `whole` split by `l`, drawn as the whole one is
+// (the same recipe, each element by its index in the whole): no process builds the whole.
+nn::InitialValue part_value(const Shape& whole, const ShardLayout& l, nn::ParamInit how, const nn::InitOptions& init,
+                            dist::ProcessGroup& g) {
+  Shape local = whole;
+  local[static_cast<size_t>(l.dim)] = l.part_size(g.size());
+  return nn::initial_value(local, how, init, part_of(whole, l, g.rank(), g.size()));
+}
+
 Parts column_parts(int64_t in, int64_t out, bool bias, const nn::InitOptions& init, dist::ProcessGroup& g,
                    const ColumnParallelOptions& o) {
   STRATA_CHECK(!(o.gather_output && (o.pad || o.sections > 1)), "ColumnParallelLinear: gather_output needs an "
                "unpadded output of one section (got pad ", o.pad, ", sections ", o.sections, ")");
-  nn::Linear full(in, out, bias, init);
+  STRATA_CHECK(in > 0 && out > 0, "ColumnParallelLinear: invalid sizes in=", in, " out=", out);
   const ShardLayout l = column_layout(out, o);
-  return {shard_of(full.weight, l, g.rank(), g.size()), bias ? shard_of(full.bias, l, g.rank(), g.size()) : Tensor{}};
+  nn::InitialValue w = part_value({out, in}, l, nn::linear_weight_init(in, init), init, g);
+  nn::InitialValue b = bias ? part_value({out}, l, nn::linear_bias_init(in, init), init, g) : nn::InitialValue{};
+  return {std::move(w), std::move(b)};
 }
 
 Parts row_parts(int64_t in, int64_t out, bool bias, const nn::InitOptions& init, dist::ProcessGroup& g) {
-  nn::Linear full(in, out, bias, init);
-  NoGradGuard no_grad;
-  return {shard_of(full.weight, row_layout(in), g.rank(), g.size()), bias ? full.bias.detach().clone() : Tensor{}};
+  STRATA_CHECK(in > 0 && out > 0, "RowParallelLinear: invalid sizes in=", in, " out=", out);
+  nn::InitialValue w = part_value({out, in}, row_layout(in), nn::linear_weight_init(in, init), init, g);
+  nn::InitialValue b = bias ? nn::initial_value({out}, nn::linear_bias_init(in, init), init) : nn::InitialValue{};
+  return {std::move(w), std::move(b)};
 }
 
-Tensor vocab_part(int64_t vocab, int64_t dim, const nn::InitOptions& init, dist::ProcessGroup& g) {
-  nn::Embedding full(vocab, dim, init);
-  return shard_of(full.weight, vocab_layout(vocab), g.rank(), g.size());
+nn::InitialValue vocab_part(int64_t vocab, int64_t dim, const nn::InitOptions& init, dist::ProcessGroup& g) {
+  STRATA_CHECK(vocab > 0 && dim > 0, "VocabParallelEmbedding: invalid sizes ", vocab, "x", dim);
+  return part_value({vocab, dim}, vocab_layout(vocab), {.kind = nn::ParamInit::Kind::Normal, .scale = init.std}, init,
+                    g);
 }
 
 }  // namespace
 
 ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, bool bias, nn::InitOptions init,
                                            dist::ProcessGroup& group, ColumnParallelOptions options)
-    : ColumnParallelLinear(column_parts(in, out, bias, init, group, options), group, options, out) {}
+    : ColumnParallelLinear(column_parts(in, out, bias, init, group, options), init.by_name, group, options, out) {}
 
-ColumnParallelLinear::ColumnParallelLinear(Parts parts, dist::ProcessGroup& group, ColumnParallelOptions options,
-                                           int64_t out_features)
-    : nn::Linear(std::move(parts.first), std::move(parts.second)),
+ColumnParallelLinear::ColumnParallelLinear(Parts parts, bool by_name, dist::ProcessGroup& group,
+                                           ColumnParallelOptions options, int64_t out_features)
+    : nn::Linear(std::move(parts.first), std::move(parts.second), by_name),
       group_(group),
       options_(options),
       out_features_(out_features) {}
@@ -72,11 +100,11 @@ std::vector<std::pair<std::string, ShardLayout>> ColumnParallelLinear::shard_lay
 
 RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, bool bias, nn::InitOptions init,
                                      dist::ProcessGroup& group, RowParallelOptions options)
-    : RowParallelLinear(row_parts(in, out, bias, init, group), group, options, in) {}
+    : RowParallelLinear(row_parts(in, out, bias, init, group), init.by_name, group, options, in) {}
 
-RowParallelLinear::RowParallelLinear(Parts parts, dist::ProcessGroup& group, RowParallelOptions options,
+RowParallelLinear::RowParallelLinear(Parts parts, bool by_name, dist::ProcessGroup& group, RowParallelOptions options,
                                      int64_t in_features)
-    : nn::Linear(std::move(parts.first), std::move(parts.second)),
+    : nn::Linear(std::move(parts.first), std::move(parts.second), by_name),
       group_(group),
       options_(options),
       in_features_(in_features) {}
@@ -97,7 +125,7 @@ std::vector<std::pair<std::string, ShardLayout>> RowParallelLinear::shard_layout
 VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t dim, nn::InitOptions init,
                                                dist::ProcessGroup& group, bool sequence_parallel,
                                                const bool* sequence_parallel_now)
-    : nn::Embedding(vocab_part(num_embeddings, dim, init, group)),
+    : nn::Embedding(vocab_part(num_embeddings, dim, init, group), init.by_name),
       group_(group),
       sequence_parallel_(sequence_parallel),
       sequence_parallel_now_(sequence_parallel_now),

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "metadata_fields.h"
 #include "strata/core/random.h"
 
 namespace strata::train {
@@ -23,13 +24,6 @@ StateDict take(const StateDict& all, const std::string& prefix) {
   return part;
 }
 
-// A double written so that parsing it back gives the same value (configs are compared as text).
-std::string exact_decimal(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", value);
-  return text;
-}
-
 // metadata[key] parsed whole as a T (nullopt when it is not one); `text` gets the field's text.
 // A missing field throws naming `where` and the key.
 template <class T>
@@ -42,6 +36,16 @@ std::optional<T> parse_field(const checkpoint::Metadata& metadata, const std::st
   const auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
   if (text->empty() || ec != std::errc() || end != text->data() + text->size()) return std::nullopt;
   return value;
+}
+
+}  // namespace
+
+namespace detail {
+
+std::string exact_decimal(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
 }
 
 double metadata_double(const checkpoint::Metadata& metadata, const std::string& key, const std::string& where) {
@@ -62,7 +66,7 @@ DType metadata_dtype(const checkpoint::Metadata& metadata, const std::string& ke
               "', not a floating dtype (float32, float64, bfloat16, float16)");
 }
 
-}  // namespace
+}  // namespace detail
 
 void save_training_state(const std::string& path, const TrainingStateRefs& refs, int64_t step, const checkpoint::Metadata& extra) {
   StateDict tensors;
@@ -103,60 +107,6 @@ int64_t load_training_state(const std::string& path, const TrainingStateRefs& re
     for (const auto& [key, value] : refs.config) extra->erase(key);
   }
   return step;
-}
-
-checkpoint::Metadata gpt_config_metadata(const nn::GPTConfig& c) {
-  return {{"config.vocab_size", std::to_string(c.vocab_size)},
-          {"config.context", std::to_string(c.context)},
-          {"config.n_layer", std::to_string(c.n_layer)},
-          {"config.n_head", std::to_string(c.n_head)},
-          {"config.n_embd", std::to_string(c.n_embd)},
-          {"config.dropout", exact_decimal(c.dropout)},
-          {"config.dtype", std::string(dtype_name(c.dtype))},
-          {"config.param_dtype", std::string(dtype_name(c.parameter_dtype()))}};
-}
-
-checkpoint::Metadata llama_config_metadata(const nn::LlamaConfig& c) {
-  return {{"config.vocab_size", std::to_string(c.vocab_size)},
-          {"config.context", std::to_string(c.context)},
-          {"config.n_layer", std::to_string(c.n_layer)},
-          {"config.n_head", std::to_string(c.n_head)},
-          {"config.n_kv_head", std::to_string(c.n_kv_head)},
-          {"config.n_embd", std::to_string(c.n_embd)},
-          {"config.intermediate_size", std::to_string(c.intermediate_size)},
-          {"config.rope_theta", exact_decimal(c.rope_theta)},
-          {"config.rms_norm_eps", exact_decimal(c.rms_norm_eps)},
-          {"config.dtype", std::string(dtype_name(c.dtype))},
-          {"config.param_dtype", std::string(dtype_name(c.parameter_dtype()))}};
-}
-
-nn::GPTConfig gpt_config_from_metadata(const checkpoint::Metadata& m, const std::string& where) {
-  nn::GPTConfig c;
-  c.vocab_size = metadata_int(m, "config.vocab_size", where, 1);
-  c.context = metadata_int(m, "config.context", where, 1);
-  c.n_layer = metadata_int(m, "config.n_layer", where, 1);
-  c.n_head = metadata_int(m, "config.n_head", where, 1);
-  c.n_embd = metadata_int(m, "config.n_embd", where, 1);
-  c.dropout = metadata_double(m, "config.dropout", where);
-  c.dtype = metadata_dtype(m, "config.dtype", where);
-  if (m.count("config.param_dtype") != 0) c.param_dtype = metadata_dtype(m, "config.param_dtype", where);
-  return c;
-}
-
-nn::LlamaConfig llama_config_from_metadata(const checkpoint::Metadata& m, const std::string& where) {
-  nn::LlamaConfig c;
-  c.vocab_size = metadata_int(m, "config.vocab_size", where, 1);
-  c.context = metadata_int(m, "config.context", where, 1);
-  c.n_layer = metadata_int(m, "config.n_layer", where, 1);
-  c.n_head = metadata_int(m, "config.n_head", where, 1);
-  c.n_kv_head = metadata_int(m, "config.n_kv_head", where, 1);
-  c.n_embd = metadata_int(m, "config.n_embd", where, 1);
-  c.intermediate_size = metadata_int(m, "config.intermediate_size", where, 1);
-  c.rope_theta = metadata_double(m, "config.rope_theta", where);
-  c.rms_norm_eps = metadata_double(m, "config.rms_norm_eps", where);
-  c.dtype = metadata_dtype(m, "config.dtype", where);
-  if (m.count("config.param_dtype") != 0) c.param_dtype = metadata_dtype(m, "config.param_dtype", where);
-  return c;
 }
 
 void check_config(const checkpoint::Metadata& stored, const checkpoint::Metadata& expected, const std::string& where) {

@@ -17,8 +17,8 @@ TEST(ZeroStage3, ReadingAParameterOutsideItsUnitNamesIt) {
   auto& world = dist::world();
   nn::GPT model(tiny_gpt(DType::Float32));
   ZeroOptimizer zero(model, sgd(), world, zero_options(3));
-  auto& block1 = model.h->operator[](1);
-  Tensor c_attn = model.h->operator[](0).attn->c_attn->weight;
+  auto& block1 = model.block(1);
+  Tensor c_attn = model.block(0).attn->c_attn->weight;
   expect_names(error_of([&] { (void)c_attn.to_vector<float>(); }), "h.0.attn.c_attn.weight", "unit 'h.0'");
   // A view inside a parameter (not at its first element) still finds it.
   Tensor bias = block1.mlp->c_fc->bias;

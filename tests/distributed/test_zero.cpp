@@ -220,7 +220,7 @@ TEST(Zero, StageThreeFreesParametersBetweenUses) {
   auto& world = dist::world();
   nn::GPT model(tiny_gpt(DType::Float32));
   ZeroOptimizer zero(model, sgd(), world, zero_options(3));
-  Tensor w = model.h->operator[](0).attn->c_attn->weight;
+  Tensor w = model.block(0).attn->c_attn->weight;
   EXPECT_NE(error_of([&] { (void)w.to_vector<float>(); }).find("released"), std::string::npos);
   {
     auto guard = zero.gathered_parameters();

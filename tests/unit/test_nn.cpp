@@ -46,9 +46,9 @@ TEST(Module, SameSeedSameWeightsAndStateDictRoundTrip) {
   GPT c(other);
   EXPECT_EQ(max_abs_diff(a.wte->weight, b.wte->weight), 0.0);
   EXPECT_GT(max_abs_diff(a.wte->weight, c.wte->weight), 0.0);
-  Tensor held = c.h->operator[](1).mlp->c_fc->weight;  // a handle kept elsewhere (optimizer)
+  Tensor held = c.block(1).mlp->c_fc->weight;  // a handle kept elsewhere (optimizer)
   c.load_state_dict(a.state_dict());
-  EXPECT_EQ(max_abs_diff(held, a.h->operator[](1).mlp->c_fc->weight), 0.0);
+  EXPECT_EQ(max_abs_diff(held, a.block(1).mlp->c_fc->weight), 0.0);
   StateDict bad = a.state_dict();
   bad.erase("ln_f.bias");
   EXPECT_THROW(c.load_state_dict(bad), Error);
@@ -69,9 +69,9 @@ TEST(Module, SameSeedSameWeightsAndStateDictRoundTrip) {
 TEST(Module, TrainEvalAndHooks) {
   GPT model(tiny_config());
   model.eval();
-  EXPECT_FALSE(model.h->operator[](0).mlp->dropout->is_training());
+  EXPECT_FALSE(model.block(0).mlp->dropout->is_training());
   model.train();
-  EXPECT_TRUE(model.h->operator[](0).mlp->dropout->is_training());
+  EXPECT_TRUE(model.block(0).mlp->dropout->is_training());
   int pre = 0, post = 0;
   model.h->operator[](1).register_forward_pre_hook([&](Module&) { ++pre; });
   model.h->operator[](1).register_forward_hook([&](Module&) { ++post; });

@@ -325,7 +325,7 @@ Tensor reference_loss(GPT& m, const Tensor& tokens, const Tensor& targets) {
   const int64_t B = tokens.size(0), T = tokens.size(1), C = m.config().n_embd;
   Tensor x = add(embedding(tokens, compute_param(m.wte->weight)), embedding(arange(0, T), compute_param(m.wpe->weight)));
   for (size_t i = 0; i < m.h->size(); ++i) {
-    Block& blk = (*m.h)[i];
+    Block& blk = m.block(i);
     const int64_t H = blk.attn->n_head, D = C / H;
     std::vector<Tensor> qkv = split(lin(*blk.attn->c_attn, ln(*blk.ln_1, x)).view({B, T, 3, H, D}), 1, 2);
     auto heads = [](const Tensor& t) { return t.squeeze(2).transpose(1, 2); };

@@ -55,14 +55,20 @@ TEST(LinearInit, SixteenBitIsTheFloat32LayerRounded) {
   EXPECT_EQ(max_abs_diff(b.bias.to(DType::Float32), a.bias.to(DType::BFloat16).to(DType::Float32)), 0.0);
 }
 
-TEST(LinearInit, GPTLinearsAreNormalDrawnInOrder) {
+TEST(LinearInit, GPTParametersAreDrawnFromTheirNames) {
   GPTConfig config{.vocab_size = 11, .context = 8, .n_layer = 2, .n_head = 2, .n_embd = 8, .seed = 9};
   GPT model(config);
-  // GPT draws wte, wpe, then block 0's c_attn from one generator seeded with config.seed.
-  Generator gen(config.seed);
-  Embedding wte(config.vocab_size, config.n_embd, {.gen = &gen});
-  Embedding wpe(config.context, config.n_embd, {.gen = &gen});
-  Linear c_attn(config.n_embd, 3 * config.n_embd, true, {.gen = &gen, .linear_init = LinearInit::Normal});
-  EXPECT_EQ(max_abs_diff(model.h->operator[](0).attn->c_attn->weight, c_attn.weight), 0.0);
-  EXPECT_EQ(model.h->operator[](0).attn->c_attn->bias.to_vector<double>(), std::vector<double>(24, 0.0));
+  // Each parameter is drawn from (config.seed, its full name), element by element.
+  Tensor expected = zeros({3 * config.n_embd, config.n_embd});
+  fill_init(expected, {.kind = ParamInit::Kind::Normal, .scale = 0.02}, named_stream(config.seed, "h.1.attn.c_attn.weight"));
+  EXPECT_EQ(max_abs_diff(model.block(1).attn->c_attn->weight, expected), 0.0);
+  EXPECT_EQ(model.block(1).attn->c_attn->bias.to_vector<double>(), std::vector<double>(24, 0.0));
+  // So a part holding block 1 only (a pipeline stage) holds what the whole model does, and
+  // another seed or another name gives other values.
+  GPT stage(config, nullptr, {.embedding = false, .blocks = std::vector<int64_t>{1}, .head = false});
+  for (const auto& [name, t] : stage.named_parameters())
+    EXPECT_EQ(max_abs_diff(t, model.state_dict().at(name)), 0.0) << name;
+  EXPECT_GT(max_abs_diff(model.block(0).attn->c_attn->weight, expected), 0.0);
+  config.seed = 10;
+  EXPECT_GT(max_abs_diff(GPT(config).block(1).attn->c_attn->weight, expected), 0.0);
 }

@@ -22,9 +22,11 @@ namespace {
 
 // The model the file's config.* entries describe, and that configuration as the trainers
 // record it.
-std::unique_ptr<nn::Module> model_of(const checkpoint::Metadata& meta, Family family, const std::string& where,
-                                     checkpoint::Metadata& config) {
-  if (family == Family::Gpt2) {
+std::unique_ptr<nn::Module> model_of(const checkpoint::Metadata& meta, const train::ModelFamily& family,
+                                     const std::string& where, checkpoint::Metadata& config) {
+  STRATA_CHECK(family.name == "gpt2" || family.name == "llama", where, ": convert reads GPT-2 and LLaMA states; family '",
+               family.name, "' had no single-file state");
+  if (family.name == "gpt2") {
     const nn::GPTConfig c = train::gpt_config_from_metadata(meta, where);
     config = train::gpt_config_metadata(c);
     return std::make_unique<nn::GPT>(c);

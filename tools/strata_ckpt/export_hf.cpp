@@ -7,19 +7,15 @@
 #include "model_family.h"
 #include "strata/checkpoint/sharded.h"
 #include "strata/core/error.h"
-#include "strata/train/training_state.h"
 
 namespace strata::ckpt_tool {
 
 int export_hf(const ExportOptions& o) {
   const checkpoint::ShardedCheckpoint c = checkpoint::ShardedCheckpoint::open(o.path);
   const std::string where = "checkpoint '" + c.directory() + "'";
-  const Family family = family_of(c.metadata(), o.format, where);
+  const train::ModelFamily& family = family_of(c.metadata(), o.format, where);
   // The configuration first: a checkpoint without one fails before any tensor is read.
-  nn::GPTConfig gpt;
-  nn::LlamaConfig llama;
-  if (family == Family::Gpt2) gpt = train::gpt_config_from_metadata(c.metadata(), where);
-  else llama = train::llama_config_from_metadata(c.metadata(), where);
+  family.check_config(c.metadata(), where);
 
   const std::string prefix = "model.";
   StateDict state;
@@ -39,10 +35,9 @@ int export_hf(const ExportOptions& o) {
                 "exporting model.*\n",
                 where.c_str());
 
-  if (family == Family::Gpt2) checkpoint::export_gpt2_safetensors(o.out, state, to_hf(gpt));
-  else checkpoint::export_llama_safetensors(o.out, state, to_hf(llama));
+  family.export_hf(o.out, state, c.metadata(), where);
   std::printf("exported %zu tensors of step %lld (%s, %zu from master.*) to %s/model.safetensors and config.json\n",
-              state.size(), static_cast<long long>(c.step()), family_name(family), from_master, o.out.c_str());
+              state.size(), static_cast<long long>(c.step()), family.name.c_str(), from_master, o.out.c_str());
   return kExitOk;
 }
 

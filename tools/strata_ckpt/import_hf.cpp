@@ -20,8 +20,8 @@ namespace strata::ckpt_tool {
 namespace {
 
 // The family config.json's model_type names, unless --format gave one.
-Family import_family(const ImportOptions& o) {
-  if (!o.format.empty()) return parse_family(o.format);
+const train::ModelFamily& import_family(const ImportOptions& o) {
+  if (!o.format.empty()) return train::model_family(o.format);
   const std::string path = (std::filesystem::path(o.hf_dir) / "config.json").string();
   std::string type;
   try {
@@ -31,15 +31,14 @@ Family import_family(const ImportOptions& o) {
   } catch (const std::exception& e) {
     STRATA_FAIL("'", path, "': cannot read model_type (", e.what(), "): pass --format gpt2 or --format llama");
   }
-  STRATA_CHECK(type == "gpt2" || type == "llama", "'", path, "': model_type '", type,
-               "' is neither gpt2 nor llama: pass --format to read it as one of them");
-  return parse_family(type);
+  return family_of_hf_type(type, "'" + path + "'");
 }
 
 // What save_training_checkpoint writes for one process with an optimizer that has not
 // stepped: load_training_checkpoint requires step, rng.* and, when given an optimizer,
 // optimizer.step; no optim.* tensors means the optimizer starts fresh.
-checkpoint::Metadata import_metadata(const ImportOptions& o, Family family, const checkpoint::Metadata& config) {
+checkpoint::Metadata import_metadata(const ImportOptions& o, const train::ModelFamily& family,
+                                     const checkpoint::Metadata& config) {
   checkpoint::Metadata meta = config;
   meta["step"] = std::to_string(o.step);
   meta["optimizer.step"] = "0";
@@ -50,7 +49,7 @@ checkpoint::Metadata import_metadata(const ImportOptions& o, Family family, cons
   meta["layout.tensor"] = "1";
   meta["layout.zero_stage"] = "none";
   meta["imported_from"] = std::filesystem::absolute(o.hf_dir).string();
-  meta["imported_format"] = family_name(family);
+  meta["imported_format"] = family.name;
   return meta;
 }
 
@@ -69,18 +68,9 @@ int import_hf(const ImportOptions& o) {
   // save_sharded prunes all but the newest saves of its directory: never let an import
   // delete a run's checkpoints, whether or not `latest` still names one of them.
   refuse_existing_saves(o.out, "import");
-  const Family family = import_family(o);
-  StateDict state;
+  const train::ModelFamily& family = import_family(o);
   checkpoint::Metadata config;
-  if (family == Family::Gpt2) {
-    checkpoint::Gpt2Config hf;
-    state = checkpoint::import_gpt2_safetensors(o.hf_dir, &hf);
-    config = train::gpt_config_metadata(from_hf(hf));
-  } else {
-    checkpoint::HfLlamaConfig hf;
-    state = checkpoint::import_llama_safetensors(o.hf_dir, &hf);
-    config = train::llama_config_metadata(from_hf(hf));
-  }
+  const StateDict state = family.import_hf(o.hf_dir, &config);
   std::vector<checkpoint::SavePiece> pieces;
   for (const auto& [name, t] : state)
     pieces.push_back({"model." + name, t.shape(), checkpoint::Region::whole(t.shape()), t});
@@ -94,7 +84,7 @@ int import_hf(const ImportOptions& o) {
       o.out, world,
       checkpoint::take_snapshot(o.step, pieces, import_metadata(o, family, config), {{"tensor_rank", "0"}}));
   std::printf("imported %zu tensors (%s) from %s as step %lld: %s (%llu bytes)\n", pieces.size(),
-              family_name(family), o.hf_dir.c_str(), static_cast<long long>(o.step), r.directory.c_str(),
+              family.name.c_str(), o.hf_dir.c_str(), static_cast<long long>(o.step), r.directory.c_str(),
               static_cast<unsigned long long>(r.bytes_written));
   return kExitOk;
 }

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "commands.h"
+#include "strata/train/model_registry.h"
 #include "integer_option.h"
 
 using namespace strata::ckpt_tool;
@@ -40,8 +41,8 @@ int main(int argc, char** argv) {
   export_cmd->add_option("path", export_o.path, "checkpoint directory (with 'latest') or a step directory")
       ->required();
   export_cmd->add_option("--out", export_o.out, "Hugging Face model directory to write")->required();
-  export_cmd->add_option("--format", export_o.format, "model family (default: from the checkpoint's config.*)")
-      ->check(CLI::IsMember({"gpt2", "llama"}));
+  export_cmd->add_option("--format", export_o.format, "model family (default: the checkpoint's config.family)")
+      ->check(CLI::IsMember(strata::train::model_family_names()));
   export_cmd
       ->add_option("--dtype", export_o.dtype,
                    "param: the model.* weights; f32: the float32 master.* weights where present")
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   import_cmd->add_option("--out", import_o.out, "checkpoint directory to create (must not hold one)")->required();
   import_cmd->add_option("--format", import_o.format, "model family (default: config.json's model_type)")
-      ->check(CLI::IsMember({"gpt2", "llama"}));
+      ->check(CLI::IsMember(strata::train::model_family_names()));
   import_cmd->add_option("--step", import_o.step, "step recorded in the checkpoint")
       ->check(integer_at_most(INT64_MAX))
       ->capture_default_str();
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
       "convert", "write an earlier strata's single-file training state as a sharded checkpoint (what --resume reads)");
   convert_cmd->add_option("file", convert_o.file, "single-file training state")->required()->check(CLI::ExistingFile);
   convert_cmd->add_option("--out", convert_o.out, "checkpoint directory to create (must not hold one)")->required();
-  convert_cmd->add_option("--format", convert_o.format, "model family (default: from the file's config.*)")
+  convert_cmd->add_option("--format", convert_o.format, "model family (default: the file's config.family)")
       ->check(CLI::IsMember({"gpt2", "llama"}));
 
   try {

@@ -523,3 +523,21 @@ int main(int argc, char** argv) {
   g_cli = argv[1];
   return RUN_ALL_TESTS();
 }
+
+// The model family comes from config.family (no guessing from which keys exist). A
+// checkpoint saved before families were recorded is refused, naming the field and --format,
+// and exports with --format.
+TEST_F(StrataCkpt, ExportTakesTheFamilyFromConfigFamilyOrFormat) {
+  nn::Llama model(tiny_llama());
+  Metadata config = train::llama_config_metadata(tiny_llama());
+  config.erase("config.family");
+  train_and_save(model, path("old"), config);
+  EXPECT_EQ(cli("export " + quoted("old") + " --out " + quoted("hf")), 2) << log();
+  EXPECT_CONTAINS(log(), "no 'config.family' entry");
+  EXPECT_CONTAINS(log(), "--format gpt2, llama");
+  ASSERT_EQ(cli("export " + quoted("old") + " --out " + quoted("hf") + " --format llama"), 0) << log();
+  EXPECT_CONTAINS(log(), "(llama,");
+  // The wrong family for the entries is refused by name, not read as another model.
+  EXPECT_EQ(cli("export " + quoted("old") + " --out " + quoted("hf2") + " --format gpt2"), 2) << log();
+  EXPECT_CONTAINS(log(), "config.dropout");
+}

@@ -7,6 +7,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "strata/nn/kv_cache.h"
@@ -15,14 +17,48 @@
 
 namespace strata::nn {
 
+// What a block's forward takes besides its input.
+struct BlockInputs {
+  Tensor cos, sin;           // rotary tables for the positions of x (Llama); undefined for GPT
+  KVCache* cache = nullptr;  // generation: the cached keys and values (see CausalLM::forward)
+};
+
 // A transformer block: the unit ZeRO-3 gathers and frees by default
-// (nn::is_transformer_block). Model blocks derive from it.
-class TransformerBlock : public Module {};
+// (nn::is_transformer_block). Model blocks derive from it and implement forward_block; it is
+// called through operator(), which runs the forward hooks around it (ZeRO-3 gathers the
+// block's parameters there), so a block's own code never runs hooks.
+class TransformerBlock : public Module {
+ public:
+  Tensor operator()(const Tensor& x, const BlockInputs& inputs);
+
+ protected:
+  virtual Tensor forward_block(const Tensor& x, const BlockInputs& inputs) = 0;
+};
+
+// The blocks a model (or a part of one) holds, each named by its index in the whole model:
+// "0", "1", ... ("4", "5" for a pipeline stage holding blocks 4 and 5). One container for
+// every model family (GPT's "h", Llama's "layers").
+class BlockList : public Module {
+ public:
+  void add(int64_t index, std::shared_ptr<TransformerBlock> block);
+  size_t size() const { return count_; }        // blocks held
+  TransformerBlock& operator[](size_t index);  // by index in the whole model; checked
+  template <class B>
+  B& at(size_t index) {
+    auto* typed = dynamic_cast<B*>(&(*this)[index]);
+    STRATA_CHECK(typed != nullptr, "BlockList: block ", index, " is not a ", typeid(B).name());
+    return *typed;
+  }
+
+ private:
+  std::vector<std::shared_ptr<TransformerBlock>> blocks_;  // by index in the whole model, null where not held
+  size_t count_ = 0;
+};
 
 // Which pieces of a model one process builds (pipeline parallelism: parallel/pipeline.h
 // gives each rank its part): the token embedding, some blocks, the final norm and head.
-// Parameters keep the names and the initial values they have in the whole model: blocks
-// that are not built still advance the initialisation stream as if they were.
+// Parameters keep the names and the initial values they have in the whole model (each is
+// drawn from the model's seed and its own name, whatever else the part holds).
 struct ModelPart {
   bool embedding = true;
   // Global block indices, ascending; unset: every block.
@@ -38,6 +74,10 @@ struct ParameterCounts {
   int64_t head = 0;       // the final norm and head (GPT: the tied token embedding's copy)
 };
 
+// Checks the dtypes a family's config names: activations in float32 or float64; parameters
+// in that dtype, or in bfloat16/float16 with float32 activations. Errors name `family`.
+void check_model_dtypes(const char* family, DType dtype, DType param_dtype);
+
 class CausalLM : public Module {
  public:
   // tokens int64 [B, T] -> logits [B, T, vocab] (a whole model only). With a cache, the tokens continue the
@@ -48,11 +88,19 @@ class CausalLM : public Module {
   // Mean next-token cross-entropy over targets != -100; targets int64 [B, T].
   Tensor loss(const Tensor& tokens, const Tensor& targets);
 
-  virtual int64_t vocab_size() const = 0;
-  virtual int64_t context_length() const = 0;  // the longest sequence forward accepts
-  virtual int64_t num_layers() const = 0;  // of the whole model, also for a part
-  virtual int64_t hidden_size() const = 0;  // the width of the hidden states blocks exchange
-  virtual DType compute_dtype() const = 0;  // the dtype of activations
+  // The sizes every family has (from its config).
+  struct Sizes {
+    int64_t vocab_size = 0;
+    int64_t context = 0;     // the longest sequence forward accepts
+    int64_t num_layers = 0;  // of the whole model, also for a part
+    int64_t hidden_size = 0;  // the width of the hidden states blocks exchange
+    DType dtype = DType::Float32;  // of activations
+  };
+  int64_t vocab_size() const { return sizes_.vocab_size; }
+  int64_t context_length() const { return sizes_.context; }
+  int64_t num_layers() const { return sizes_.num_layers; }
+  int64_t hidden_size() const { return sizes_.hidden_size; }
+  DType compute_dtype() const { return sizes_.dtype; }
   // Parameters a part with the embedding and a part with the head both hold, as the same
   // tensor in the whole model (GPT's tied token embedding; none for Llama). A pipeline sums
   // their gradients over the two stages.
@@ -80,7 +128,7 @@ class CausalLM : public Module {
     int64_t length = 0;
   };
   virtual Tensor embed(const Tensor& tokens, Positions positions) = 0;  // -> hidden [B, T, C]
-  virtual Tensor run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache = nullptr) = 0;
+  Tensor run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache = nullptr);
   virtual Tensor head(const Tensor& hidden) = 0;  // final norm and head -> this rank's logits
   // Blocks `indices` in turn (global indices this part holds), each recomputed in backward
   // when recompute() is on and no cache is given.
@@ -91,21 +139,48 @@ class CausalLM : public Module {
   // Checks tokens [B, T] and that positions [offset, offset + T) fit the context; returns offset.
   int64_t check_tokens(const Tensor& tokens, const KVCache* cache) const;
 
+  // The blocks this part holds (its children "h" or "layers").
+  BlockList& blocks() const { return *blocks_; }
+
+  // The modules a model family builds, handed to the base constructor, which registers them
+  // in this order (before, then the BlockList, then after), draws every parameter made with
+  // InitOptions::by_name from (seed, its full name), and tells the layer factory the model
+  // is built. Null entries (pieces this part does not hold) are skipped.
+  struct Pieces {
+    using Entry = std::pair<std::string, std::shared_ptr<Module>>;
+    std::vector<Entry> before;
+    std::string blocks_name;  // "h", "layers"
+    std::vector<std::pair<int64_t, std::shared_ptr<TransformerBlock>>> blocks;
+    std::vector<Entry> after;
+  };
+  // Builds the pieces of `part` (resolved: its blocks listed) with `factory`.
+  using PieceBuilder = std::function<Pieces(const ModelPart& part, LayerFactory& factory)>;
+
  protected:
   // `part` is resolved against `num_layers` (checked: ascending, existing blocks).
-  CausalLM(std::shared_ptr<LayerFactory> factory, ModelPart part, int64_t num_layers);
+  CausalLM(std::shared_ptr<LayerFactory> factory, ModelPart part, Sizes sizes, uint64_t seed, const PieceBuilder& build);
   virtual const char* family() const = 0;  // "GPT", for messages
   // Generators that blocks draw from besides the default one (restored when recompute runs a
   // block again).
   virtual std::vector<Generator*> block_generators() { return {}; }
-  // For a piece this part does not build: advances `gen` by the draws `build` makes (run on
-  // a scratch copy; a piece's draws do not depend on its sizes, so `build` may make a tiny
-  // one), so that the pieces built after it draw what they draw in the whole model.
-  static void skip_draws(Generator& gen, const std::function<void(Generator&)>& build);
+  // What every block of a forward over `positions` takes (Llama adds its rotary tables).
+  virtual BlockInputs block_inputs(Positions /*positions*/, Device /*device*/, KVCache* cache) {
+    return {.cos = {}, .sin = {}, .cache = cache};
+  }
+  // The registered piece `name` as an M, or null where this part does not hold it.
+  template <class M>
+  std::shared_ptr<M> piece(const std::string& name) const {
+    for (const auto& [n, m] : child_entries())
+      if (n == name) return std::dynamic_pointer_cast<M>(m);
+    return nullptr;
+  }
   std::shared_ptr<LayerFactory> factory_;
   ModelPart part_;
 
  private:
+  void resolve_part(int64_t num_layers);
+  Sizes sizes_;
+  std::shared_ptr<BlockList> blocks_;
   bool recompute_ = false;
 };
 

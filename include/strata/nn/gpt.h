@@ -33,7 +33,7 @@ struct GPTConfig {
 
 class CausalSelfAttention : public Module {
  public:
-  CausalSelfAttention(const GPTConfig& config, Generator& gen, int64_t layer_index, LayerFactory& factory);
+  CausalSelfAttention(const GPTConfig& config, int64_t layer_index, LayerFactory& factory);
   // [B, T, C] -> [B, T, C]; with a cache, x continues the cached positions (see CausalLM).
   Tensor forward(const Tensor& x, KVCache* cache = nullptr);
   std::shared_ptr<Linear> c_attn;   // C -> 3C (q, k, v; column-parallel by head)
@@ -46,7 +46,7 @@ class CausalSelfAttention : public Module {
 
 class MLP : public Module {
  public:
-  MLP(const GPTConfig& config, Generator& gen, LayerFactory& factory);
+  MLP(const GPTConfig& config, LayerFactory& factory);
   Tensor forward(const Tensor& x);
   std::shared_ptr<Linear> c_fc;    // C -> 4C (column-parallel)
   std::shared_ptr<Linear> c_proj;  // 4C -> C (row-parallel)
@@ -56,25 +56,16 @@ class MLP : public Module {
 
 class Block : public TransformerBlock {
  public:
-  Block(const GPTConfig& config, Generator& gen, int64_t layer_index, LayerFactory& factory);
-  Tensor forward(const Tensor& x, KVCache* cache = nullptr);
+  Block(const GPTConfig& config, int64_t layer_index, LayerFactory& factory);
+  // Runs the block with its hooks (TransformerBlock::operator()).
+  Tensor forward(const Tensor& x, KVCache* cache = nullptr) { return (*this)(x, {.cos = {}, .sin = {}, .cache = cache}); }
   std::shared_ptr<LayerNorm> ln_1;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<LayerNorm> ln_2;
   std::shared_ptr<MLP> mlp;
-};
 
-// The blocks a model (or a part of one) holds, each named by its index in the whole model:
-// "0", "1", ... ("4", "5" for a pipeline stage holding blocks 4 and 5).
-class BlockList : public Module {
- public:
-  void add(int64_t index, std::shared_ptr<Block> block);
-  size_t size() const { return count_; }  // blocks held
-  Block& operator[](size_t index);         // by index in the whole model; checked
-
- private:
-  std::vector<std::shared_ptr<Block>> blocks_;  // by index in the whole model, null where not held
-  size_t count_ = 0;
+ protected:
+  Tensor forward_block(const Tensor& x, const BlockInputs& inputs) override;
 };
 
 // Parameters per piece of the whole model (nn::ParameterCounts, causal_lm.h).
@@ -87,11 +78,7 @@ class GPT : public CausalLM {
   // pipeline stage); a part with the head holds the token embedding too (tied), as "wte".
   explicit GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory = nullptr, ModelPart part = {});
   const GPTConfig& config() const { return config_; }
-  int64_t vocab_size() const override { return config_.vocab_size; }
-  int64_t context_length() const override { return config_.context; }
-  int64_t num_layers() const override { return config_.n_layer; }
-  int64_t hidden_size() const override { return config_.n_embd; }
-  DType compute_dtype() const override { return config_.dtype; }
+  Block& block(size_t i) { return blocks().at<Block>(i); }  // by index in the whole model; checked
   std::vector<std::string> tied_parameters() const override { return {"wte.weight"}; }
   // Training FLOPs of one step on `tokens` tokens of length `seq_len`: 6 x (non-embedding
   // params + the tied head) x tokens, plus attention (as in the PaLM appendix, causal half
@@ -103,11 +90,10 @@ class GPT : public CausalLM {
   std::shared_ptr<Embedding> wte;  // also the output head (tied)
   std::shared_ptr<Embedding> wpe;
   std::shared_ptr<Dropout> drop;
-  std::shared_ptr<BlockList> h;
+  std::shared_ptr<BlockList> h;  // the blocks this part holds (Block)
   std::shared_ptr<LayerNorm> ln_f;
 
   Tensor embed(const Tensor& tokens, Positions positions) override;
-  Tensor run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache = nullptr) override;
   Tensor head(const Tensor& hidden) override;
 
  protected:

@@ -27,7 +27,24 @@ struct InitOptions {
   DType dtype = DType::Float32;
   Generator* gen = nullptr;  // default generator when null
   LinearInit linear_init = LinearInit::KaimingUniform;  // Linear only
+  // Draw from the parameter's full name instead of `gen`: the layer allocates zeros and
+  // records how to draw, and Module::init_parameters(seed) on the model draws every such
+  // parameter from (seed, its full name) (GPT and Llama build their layers this way).
+  bool by_name = false;
 };
+
+// The recipes a Linear's weight ([out, in]) and bias ([out]) draw by (InitOptions).
+ParamInit linear_weight_init(int64_t in_features, const InitOptions& init);
+ParamInit linear_bias_init(int64_t in_features, const InitOptions& init);
+// Registers `value` as parameter `name` of `module`'s kind of layer, drawn by `recipe`: now,
+// from init.gen (one subsequence of it), or later by name (init.by_name). For layers that
+// hold a part of a parameter, `part` says where its elements sit in the whole.
+struct InitialValue {
+  Tensor value;  // allocated, any contents
+  ParamRecipe recipe;
+};
+InitialValue initial_value(Shape shape, ParamInit how, const InitOptions& init,
+                           std::optional<PartOfWhole> part = std::nullopt);
 
 // Mixed precision: a layer with 16-bit parameters (bfloat16, float16) computes in float32.
 // The layers pass their parameters to the ops as they are: linear, embedding and layer_norm
@@ -54,9 +71,9 @@ class Linear : public Module {
   Tensor bias;                              // [out] or undefined
 
  protected:
-  // For layers that hold a part of the weight (tensor parallelism): registers these tensors
-  // as "weight" and "bias" (bias may be undefined).
-  Linear(Tensor weight, Tensor bias);
+  // For layers that hold a part of the weight (tensor parallelism): registers these as
+  // "weight" and "bias" (bias's value may be undefined).
+  Linear(InitialValue weight, InitialValue bias, bool by_name);
 };
 
 class Embedding : public Module {
@@ -66,7 +83,7 @@ class Embedding : public Module {
   Tensor weight;                                  // [num_embeddings, dim]
 
  protected:
-  explicit Embedding(Tensor weight);  // for layers holding a part of the table
+  Embedding(InitialValue weight, bool by_name);  // for layers holding a part of the table
 };
 
 class LayerNorm : public Module {

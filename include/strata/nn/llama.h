@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "strata/nn/causal_lm.h"
-#include "strata/nn/containers.h"
 #include "strata/nn/layers.h"
 #include "strata/ops/nn_functional.h"
 
@@ -38,7 +37,7 @@ struct LlamaConfig {
 
 class LlamaAttention : public Module {
  public:
-  LlamaAttention(const LlamaConfig& config, Generator& gen, int64_t layer_index, LayerFactory& factory);
+  LlamaAttention(const LlamaConfig& config, int64_t layer_index, LayerFactory& factory);
   // x [B, T, C]; cos and sin [T, head_dim] for the positions of x -> [B, T, C].
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache = nullptr);
   std::shared_ptr<Linear> q_proj;  // C -> n_head * head_dim (column-parallel by head)
@@ -53,7 +52,7 @@ class LlamaAttention : public Module {
 // down_proj(silu(gate_proj(x)) * up_proj(x)).
 class LlamaMLP : public Module {
  public:
-  LlamaMLP(const LlamaConfig& config, Generator& gen, LayerFactory& factory);
+  LlamaMLP(const LlamaConfig& config, LayerFactory& factory);
   Tensor forward(const Tensor& x);
   std::shared_ptr<Linear> gate_proj;  // C -> intermediate (column-parallel)
   std::shared_ptr<Linear> up_proj;    // C -> intermediate (column-parallel)
@@ -63,12 +62,18 @@ class LlamaMLP : public Module {
 
 class LlamaDecoderLayer : public TransformerBlock {
  public:
-  LlamaDecoderLayer(const LlamaConfig& config, Generator& gen, int64_t layer_index, LayerFactory& factory);
-  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache = nullptr);
+  LlamaDecoderLayer(const LlamaConfig& config, int64_t layer_index, LayerFactory& factory);
+  // Runs the layer with its hooks (TransformerBlock::operator()).
+  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache = nullptr) {
+    return (*this)(x, {.cos = cos, .sin = sin, .cache = cache});
+  }
   std::shared_ptr<RMSNorm> input_layernorm;
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<RMSNorm> post_attention_layernorm;
   std::shared_ptr<LlamaMLP> mlp;
+
+ protected:
+  Tensor forward_block(const Tensor& x, const BlockInputs& inputs) override;
 };
 
 class Llama : public CausalLM {
@@ -78,12 +83,7 @@ class Llama : public CausalLM {
   // `part`: the pieces to build (a pipeline stage).
   explicit Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory = nullptr, ModelPart part = {});
   const LlamaConfig& config() const { return config_; }
-  int64_t vocab_size() const override { return config_.vocab_size; }
-  int64_t context_length() const override { return config_.context; }
-  int64_t num_layers() const override { return config_.n_layer; }
-  int64_t hidden_size() const override { return config_.n_embd; }
-  DType compute_dtype() const override { return config_.dtype; }
-  LlamaDecoderLayer& layer(size_t i);  // by index in the whole model; checked
+  LlamaDecoderLayer& layer(size_t i) { return blocks().at<LlamaDecoderLayer>(i); }  // by index in the whole model; checked
   // Training FLOPs of one step: 6 x (parameters but the embedding) x tokens, plus attention
   // (12 x layers x batch x seq^2 x n_embd, as GPT::flops_per_step).
   double flops_per_step(int64_t batch, int64_t seq_len) const;
@@ -91,16 +91,16 @@ class Llama : public CausalLM {
   // Null where the part does not hold them (embed_tokens without the embedding, norm and
   // lm_head without the head). `layers` names each layer by its index in the whole model.
   std::shared_ptr<Embedding> embed_tokens;
-  std::shared_ptr<ModuleDict> layers;
+  std::shared_ptr<BlockList> layers;  // LlamaDecoderLayer
   std::shared_ptr<RMSNorm> norm;
   std::shared_ptr<Linear> lm_head;
 
   Tensor embed(const Tensor& tokens, Positions positions) override;
-  Tensor run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache = nullptr) override;
   Tensor head(const Tensor& hidden) override;
 
  protected:
   const char* family() const override { return "Llama"; }
+  BlockInputs block_inputs(Positions positions, Device device, KVCache* cache) override;
 
  private:
   // The rotary tables of the last positions asked for (every block of a forward shares them).
@@ -108,7 +108,6 @@ class Llama : public CausalLM {
   LlamaConfig config_;
   Positions rope_positions_{-1, -1};
   RotaryTables rope_;
-  std::vector<std::shared_ptr<LlamaDecoderLayer>> layers_;  // the entries of `layers`, typed (null: not held)
 };
 
 // Parameters per piece of the whole model (nn::ParameterCounts, causal_lm.h).

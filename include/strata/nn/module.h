@@ -1,10 +1,12 @@
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "strata/nn/param_init.h"
 #include "strata/tensor/state_dict.h"
 #include "strata/tensor/tensor.h"
 
@@ -70,6 +72,12 @@ class Module {
   void load_state_dict(const StateDict& state, bool strict = true);
   void zero_grad(bool set_to_none = false);
 
+  // Draws every parameter registered with a recipe (register_parameter's third argument)
+  // from named_stream(seed, its full name below this module): the values depend on the seed
+  // and the names only, not on which other parameters this process builds or in which order.
+  // Models built with InitOptions::by_name (GPT, Llama) run it from their base constructor.
+  void init_parameters(uint64_t seed);
+
   // Called around forward by modules that run them (ZeRO-3 gathers parameters here).
   void register_forward_pre_hook(ForwardHook hook) { pre_hooks_.push_back(std::move(hook)); }
   void register_forward_hook(ForwardHook hook) { post_hooks_.push_back(std::move(hook)); }
@@ -78,7 +86,8 @@ class Module {
 
  protected:
   // Registers a parameter (marked requires_grad) and returns the handle to keep as a member.
-  Tensor register_parameter(std::string name, Tensor value);
+  // With a recipe, init_parameters draws its values later (from its full name).
+  Tensor register_parameter(std::string name, Tensor value, std::optional<ParamRecipe> recipe = std::nullopt);
   Tensor register_buffer(std::string name, Tensor value);
   template <class M>
   std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
@@ -108,9 +117,11 @@ class Module {
  private:
   void check_new_name(const std::string& name) const;
   void collect(const std::string& prefix, bool buffers, NamedTensors& out) const;
+  void init_below(const std::string& prefix, uint64_t seed);
 
   NamedTensors params_;
   NamedTensors buffers_;
+  std::map<std::string, ParamRecipe> recipes_;  // by local parameter name
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::vector<ForwardHook> pre_hooks_;
   std::vector<ForwardHook> post_hooks_;

@@ -1,9 +1,11 @@
 #pragma once
 // Megatron-style tensor-parallel layers over a tensor-parallel group of N ranks. Each holds
-// its rank's part of the single-process layer's parameters, initialised by drawing the full
-// layer exactly as nn::Linear / nn::Embedding would (same generator, same order) and keeping
-// the part, so a tensor-parallel model built with the same seed is the single-process model,
-// cut. Parameters not listed in a layer's shard_layouts() are replicated on every rank.
+// its rank's part of the single-process layer's parameters and draws only that part: every
+// element gets the value the single-process layer gives the same element (nn::fill_init
+// draws by the element's index in the whole parameter, from the same generator subsequence
+// or, with InitOptions::by_name, the parameter's name), so a tensor-parallel model built with
+// the same seed is the single-process model, cut, and no rank builds a whole matrix.
+// Parameters not listed in a layer's shard_layouts() are replicated on every rank.
 #include <cstdint>
 #include <map>
 #include <set>
@@ -63,8 +65,8 @@ class ColumnParallelLinear : public nn::Linear, public TensorParallelLayer {
   std::vector<std::pair<std::string, ShardLayout>> shard_layouts() const override;
 
  private:
-  ColumnParallelLinear(std::pair<Tensor, Tensor> parts, dist::ProcessGroup& group, ColumnParallelOptions options,
-                       int64_t out_features);
+  ColumnParallelLinear(std::pair<nn::InitialValue, nn::InitialValue> parts, bool by_name, dist::ProcessGroup& group,
+                       ColumnParallelOptions options, int64_t out_features);
   dist::ProcessGroup& group_;
   ColumnParallelOptions options_;
   int64_t out_features_;
@@ -89,8 +91,8 @@ class RowParallelLinear : public nn::Linear, public TensorParallelLayer {
   std::vector<std::pair<std::string, ShardLayout>> shard_layouts() const override;
 
  private:
-  RowParallelLinear(std::pair<Tensor, Tensor> parts, dist::ProcessGroup& group, RowParallelOptions options,
-                    int64_t in_features);
+  RowParallelLinear(std::pair<nn::InitialValue, nn::InitialValue> parts, bool by_name, dist::ProcessGroup& group,
+                    RowParallelOptions options, int64_t in_features);
   dist::ProcessGroup& group_;
   RowParallelOptions options_;
   int64_t in_features_;

@@ -71,8 +71,9 @@ struct ZeroOptions {
   // Stages 0-2: bucket size (bytes of parameters per bucket; a larger parameter gets its own).
   int64_t bucket_cap_bytes = int64_t{25} << 20;
   // Stage 3: whether a module (by its name in the model, "h.0") is a unit. Default: each
-  // nn::Block (nn::is_transformer_block; an empty function means the same). A unit's forward
-  // should return through HookScope::output() so that its parameters can be freed between
+  // nn::TransformerBlock (nn::is_transformer_block, every registered model family's
+  // zero3_unit; an empty function means the same), whose operator() runs the hooks. A unit's
+  // forward should return through HookScope::output() so that its parameters can be freed between
   // forward and backward; otherwise they stay gathered until its gradients are reduced.
   nn::ModulePredicate is_unit = nn::is_transformer_block;
   bool prefetch = true;  // stage 3: gather the next unit while the current one computes

@@ -8,10 +8,9 @@
 
 #include "strata/checkpoint/checkpoint.h"
 #include "strata/data/loader.h"
-#include "strata/nn/gpt.h"
-#include "strata/nn/llama.h"
 #include "strata/nn/module.h"
 #include "strata/optim/optimizer.h"
+#include "strata/train/model_registry.h"
 
 namespace strata::train {
 
@@ -19,7 +18,7 @@ struct TrainingStateRefs {
   nn::Module& model;
   optim::Optimizer& optimizer;
   data::BatchSampler& sampler;
-  // The model's configuration (e.g. gpt_config_metadata(config)): saved as metadata
+  // The model's configuration (e.g. config_metadata(config)): saved as metadata
   // "config.<key>" and, on load, compared field by field (see check_config). Empty: neither.
   checkpoint::Metadata config = {};
 };
@@ -32,25 +31,12 @@ void save_training_state(const std::string& path, const TrainingStateRefs& refs,
 // name the file and the entry that is missing or does not fit.
 int64_t load_training_state(const std::string& path, const TrainingStateRefs& refs, checkpoint::Metadata* extra = nullptr);
 
-// The fields of a GPT configuration that a checkpoint must match beyond its parameter shapes
-// (n_head changes no shape): vocab_size, context, n_layer, n_head, n_embd, dropout, dtype,
-// param_dtype, as "config.<field>" entries.
-checkpoint::Metadata gpt_config_metadata(const nn::GPTConfig& config);
-// The same for a LLaMA configuration: vocab_size, context, n_layer, n_head, n_kv_head, n_embd,
-// intermediate_size, rope_theta, rms_norm_eps, dtype, param_dtype. (The initialisation
-// fields, seed and init_std, are left out: they change nothing a checkpoint holds.)
-checkpoint::Metadata llama_config_metadata(const nn::LlamaConfig& config);
-// The configuration those entries describe, back (for tools that see only the checkpoint:
-// strata-ckpt export). Fields they do not hold keep their defaults; a missing
-// "config.param_dtype" (train_gpt leaves it out, as the layout may change it) means the
-// parameters are in `dtype`. Throws strata::Error naming `where` and the field when one is
-// missing or malformed.
-nn::GPTConfig gpt_config_from_metadata(const checkpoint::Metadata& metadata, const std::string& where);
-nn::LlamaConfig llama_config_from_metadata(const checkpoint::Metadata& metadata, const std::string& where);
+// Config entries for a model: config_metadata(config) (train/model_registry.h, which also
+// names the family as config.family).
 // Throws strata::Error naming `where`, the field and both values when a "config.<field>"
 // entry of `expected` is missing from `stored` or differs from it.
 void check_config(const checkpoint::Metadata& stored, const checkpoint::Metadata& expected, const std::string& where);
-// The entries of a configuration (gpt_config_metadata, llama_config_metadata) that a
+// The entries of a configuration (config_metadata) that a
 // weights-only load compares: those that decide a weight's shape or what the weights compute.
 // Left out: config.dropout (noise in training only), config.dtype and config.param_dtype (the
 // values convert on load), and config.context when the configuration has config.rope_theta
