@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <limits>
 
+#include "full_weights.h"
 #include "preflight.h"
 #include "strata/checkpoint/save_directory.h"
 #include "strata/core/error.h"
+#include "strata/train/model_registry.h"
 #include "train_options.h"
 
 namespace strata::examples {
@@ -133,6 +135,23 @@ void Checkpointing::after_step(int64_t completed) {
 void Checkpointing::finish(int64_t completed) {
   save(completed);
   if (async_) report(async_->finish());
+}
+
+bool Checkpointing::stopped_early(int64_t end, int64_t steps) const {
+  if (end >= steps) return false;
+  if (lead_)
+    std::printf("stopped at step %lld of %lld (--stop-at)\n", static_cast<long long>(end),
+                static_cast<long long>(steps));
+  return true;
+}
+
+void Checkpointing::export_hf(const std::string& trainer, const std::string& format) const {
+  if (o_.export_hf.empty()) return;
+  STRATA_CHECK(target_.has_value(), "Checkpointing::export_hf before attach()");
+  const StateDict weights = full_weights(target_->model, target_->tensor, target_->zero);  // collective
+  if (!lead_) return;
+  train::family_of(target_->config, trainer).export_hf(o_.export_hf, weights, target_->config, trainer);
+  std::printf("exported Hugging Face %s weights to %s\n", format.c_str(), o_.export_hf.c_str());
 }
 
 }  // namespace strata::examples

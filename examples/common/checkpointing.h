@@ -66,6 +66,14 @@ class Checkpointing {
   // Collective, after the last step: saves (unless that step was just saved) and waits for a
   // background save to be complete.
   void finish(int64_t completed);
+  // After finish(`end`): true when --stop-at ended the run before all `steps` (rank 0 says
+  // so), and the run skips what comes after its last step (final evaluation, export).
+  bool stopped_early(int64_t end, int64_t steps) const;
+  // Collective, at the end of a run: --export-hf writes the whole model's weights (gathered
+  // from ZeRO-3 shards and tensor-parallel parts) with the attached configuration, in Hugging
+  // Face's layout, from rank 0; `trainer` names the program in errors, `format` the model
+  // type in the message ("GPT-2"). No-op without --export-hf.
+  void export_hf(const std::string& trainer, const std::string& format) const;
 
  private:
   void save(int64_t completed);

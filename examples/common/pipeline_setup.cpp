@@ -25,6 +25,13 @@ nn::ModelPart stage_of(const Layout& layout, const parallel::PipelinePartition& 
   return parallel::stage_part(partition, layout.pipeline->size(), layout.pipeline->rank());
 }
 
+double whole_model_step_flops(int64_t parameters, int64_t layers, int64_t width, int64_t context,
+                              int64_t global_batch) {
+  const double tokens = static_cast<double>(global_batch * context);
+  return 6.0 * static_cast<double>(parameters) * tokens +
+         12.0 * static_cast<double>(layers * global_batch) * static_cast<double>(context * context * width);
+}
+
 std::unique_ptr<parallel::Pipeline> make_pipeline(nn::CausalLM& model, const Layout& layout,
                                                   const parallel::PipelinePartition& partition, const TrainOptions& o,
                                                   DataParallelTrainer& trainer, profile::Timeline& timeline) {

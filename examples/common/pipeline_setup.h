@@ -27,6 +27,12 @@ parallel::PipelinePartition pipeline_partition(const TrainOptions& o, const nn::
 // The part of the model this rank builds: its stage with --pp, the whole model without.
 nn::ModelPart stage_of(const Layout& layout, const parallel::PipelinePartition& partition);
 
+// One training step's FLOPs over the whole model, which a pipeline rank's model (one stage)
+// cannot count: 6 x `parameters` x tokens (the matmuls, forward and backward) plus 12 x
+// layers x batch x context^2 x width (attention), as GPT::flops_per_step counts them.
+double whole_model_step_flops(int64_t parameters, int64_t layers, int64_t width, int64_t context,
+                              int64_t global_batch);
+
 // Collective over the pipeline group with --pp (null without): the schedule over this rank's
 // stage, reducing gradients through `trainer`'s DDP or ZeRO, spans into `timeline`.
 std::unique_ptr<parallel::Pipeline> make_pipeline(nn::CausalLM& model, const Layout& layout,

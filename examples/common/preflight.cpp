@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "strata/core/error.h"
+#include "strata/distributed/init.h"
 
 namespace strata::examples {
 
@@ -33,14 +34,16 @@ double available_memory_bytes() {
   return 0;
 }
 
-void check_step_memory(double bytes, const std::string& what) {
+void check_step_memory(double rank_bytes, const std::string& what) {
+  const double bytes = rank_bytes * dist::local_size();
   const double have = available_memory_bytes();
   if (have <= 0 || bytes <= have) return;
   char need[64];
   std::snprintf(need, sizeof need, "%.0f", bytes);
   char avail[64];
   std::snprintf(avail, sizeof avail, "%.0f", have);
-  STRATA_FAIL("out of memory: requested ", need, " bytes for one training step's activations (", what, "), more than the ",
+  STRATA_FAIL("out of memory: requested ", need, " bytes for one training step's activations (", what, ", ",
+              dist::local_size(), " rank(s) on this node), more than the ",
               avail, " bytes available (MemAvailable); lower --batch");
 }
 

@@ -16,8 +16,9 @@ bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
 // MemAvailable from /proc/meminfo in bytes (0 when unknown).
 double available_memory_bytes();
 
-// Fails with "out of memory: requested N bytes for one training step's activations (<what>)"
-// when `bytes` exceeds MemAvailable; `what` names the options that set the size.
-void check_step_memory(double bytes, const std::string& what);
+// Fails with "out of memory: requested N bytes for one training step's activations (<what>,
+// K rank(s) on this node)" when `rank_bytes` times the ranks on this node (they share its
+// memory) exceeds MemAvailable; `what` names the options that set the size.
+void check_step_memory(double rank_bytes, const std::string& what);
 
 }  // namespace strata::examples

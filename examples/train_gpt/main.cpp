@@ -40,14 +40,12 @@
 
 #include "checkpointing.h"
 #include "data_parallel.h"
-#include "full_weights.h"
 #include "layout.h"
+#include "model_training.h"
 #include "pipeline_setup.h"
 #include "preflight.h"
 #include "run_example.h"
 #include "step_log.h"
-#include "step_timeline.h"
-#include "train_step.h"
 #include "strata/distributed/init.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/strata.h"
@@ -124,6 +122,68 @@ void validate(const Options& o) {
   STRATA_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1), got ", o.dropout);
 }
 
+// The model for the task: --layers blocks of --heads x (--width / --heads), parameters in
+// --param-dtype.
+nn::GPTConfig model_config(const Options& o, const examples::TrainOptions& t, const data::SyntheticTask& task) {
+  nn::GPTConfig config{.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = o.layers,
+                       .n_head = o.heads, .n_embd = o.width, .dropout = o.dropout, .seed = t.seed};
+  config.param_dtype = examples::parameter_dtype(t);
+  return config;
+}
+
+// The whole model's parameters (a pipeline stage holds part of them), the head counted once:
+// GPT ties it to the token embedding.
+int64_t whole_parameters(const nn::GPTConfig& config) {
+  const nn::ParameterCounts counts = nn::parameter_counts(config);
+  return counts.embedding + config.n_layer * counts.block + counts.head - config.vocab_size * config.n_embd;
+}
+
+// One step's FLOPs for the progress line: the model counts its own, a pipeline stage cannot.
+double step_flops(const nn::GPT& model, bool pipelined, const nn::GPTConfig& config, int64_t global_batch) {
+  if (!pipelined) return model.flops_per_step(global_batch, config.context);
+  return examples::whole_model_step_flops(whole_parameters(config), config.n_layer, config.n_embd, config.context,
+                                          global_batch);
+}
+
+void print_banner(const Options& o, const examples::TrainOptions& t, const nn::GPTConfig& config, int data_ranks) {
+  if (!g_lead) return;
+  std::printf("GPT: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocab %lld); "
+              "task: %d-digit addition; batch %lld x %d rank(s)%s; parameters %s\n",
+              static_cast<long long>(whole_parameters(config)), static_cast<long long>(o.layers),
+              static_cast<long long>(o.heads), static_cast<long long>(o.width),
+              static_cast<long long>(config.context), static_cast<long long>(config.vocab_size), o.digits,
+              static_cast<long long>(t.batch), data_ranks, examples::tensor_parallel_note(t).c_str(),
+              t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
+}
+
+// Test hook (tests/faults): rank STRATA_TEST_STALL_RANK stops participating at step
+// STRATA_TEST_STALL_AT_STEP (sleeps until killed), as a hung or stopped peer would.
+// Likewise STRATA_TEST_KILL_RANK dies by SIGKILL at STRATA_TEST_KILL_AT_STEP, on the first run
+// of a job only (STRATA_RESTART_COUNT unset or 0: tools/strata_run restarts it).
+class InjectedFaults {
+ public:
+  explicit InjectedFaults(int rank) : rank_(rank) {
+    const char* restart_count = std::getenv("STRATA_RESTART_COUNT");
+    first_run_ = restart_count == nullptr || std::atoi(restart_count) == 0;
+  }
+
+  // Before step `step` (0-based) on this rank.
+  void before_step(int64_t step) const {
+    if (stall_rank_ && stall_step_ && std::atoi(stall_rank_) == rank_ && std::atoll(stall_step_) == step)
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (first_run_ && kill_rank_ && kill_step_ && std::atoi(kill_rank_) == rank_ && std::atoll(kill_step_) == step)
+      std::raise(SIGKILL);
+  }
+
+ private:
+  int rank_;
+  const char* stall_rank_ = std::getenv("STRATA_TEST_STALL_RANK");
+  const char* stall_step_ = std::getenv("STRATA_TEST_STALL_AT_STEP");
+  const char* kill_rank_ = std::getenv("STRATA_TEST_KILL_RANK");
+  const char* kill_step_ = std::getenv("STRATA_TEST_KILL_AT_STEP");
+  bool first_run_ = true;
+};
+
 int run(const Options& o) {
   validate(o);
   examples::TrainOptions t = o.train;
@@ -135,109 +195,49 @@ int run(const Options& o) {
   examples::resolve_global_batch(t, data.size());
   examples::Checkpointing checkpointing(o.ckpt, world);
   data::SyntheticTask task({.digits = o.digits, .seed = t.seed});
-  nn::GPTConfig config{.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = o.layers,
-                       .n_head = o.heads, .n_embd = o.width, .dropout = o.dropout, .seed = t.seed};
-  config.param_dtype = examples::parameter_dtype(t);
+  const nn::GPTConfig config = model_config(o, t, task);
   // A batch that cannot fit fails now with the bytes it needs, instead of swapping.
-  examples::check_step_memory(step_activation_bytes(t.batch, config) * dist::local_size(),
+  examples::check_step_memory(step_activation_bytes(t.batch, config),
                               "--batch " + std::to_string(t.batch) + " x context " + std::to_string(config.context) +
                                   " x width " + std::to_string(config.n_embd) + " x " + std::to_string(config.n_layer) +
-                                  " layers, " + std::to_string(dist::local_size()) + " rank(s) on this node");
-  const checkpoint::Metadata config_meta = train::config_metadata(config);
+                                  " layers");
   // With --pp this rank builds its stage only (embedding on the first, head on the last).
   const parallel::PipelinePartition partition =
       examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
   nn::GPT model(config, layout.factory, examples::stage_of(layout, partition));
-  std::function<bool(const std::string&)> duplicate;
-  if (layout.pipeline != nullptr) duplicate = parallel::duplicate_parameters(model, *layout.pipeline);
-  examples::DataParallelTrainer trainer(model, data, t, layout.tensor, layout.pipeline, duplicate);
-  examples::StepTimeline step_timeline(t, world);
-  profile::Timeline& timeline = step_timeline.timeline();
-  const std::unique_ptr<parallel::Pipeline> pipeline =
-      examples::make_pipeline(model, layout, partition, t, trainer, timeline);
-  parallel::ZeroOptimizer* zero = trainer.zero();
+  examples::ModelTraining training(model, layout, partition, t, world);
+  parallel::Pipeline* pipeline = training.pipeline();
   manual_seed(t.seed);
   // An index space far larger than any run: every step sees fresh problems.
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
   data::BatchSampler sampler({.dataset_size = int64_t{1} << 40, .batch_size = t.batch, .seed = t.seed,
                               .rank = data.rank(), .world_size = data.size()});
-
-  auto* tp_factory = dynamic_cast<parallel::TensorParallelFactory*>(layout.factory.get());
-  // The parameter dtype is part of the layout here: bf16 + fp32 master loads as float32 and back.
-  checkpoint::Metadata sharded_config = config_meta;
-  sharded_config.erase("config.param_dtype");
-  const train::CheckpointTarget target{
-      .model = model, .world = world, .zero = zero, .data = &data,
-      .tensor = layout.tensor, .duplicate = duplicate, .sampler = &sampler, .scheduler = &trainer.schedule(),
-      .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr, .config = sharded_config,
-      .layout = {{"pipeline", std::to_string(t.pp)}, {"schedule", t.schedule}, {"param_dtype", t.param_dtype}}};
-  checkpointing.attach(target);
+  checkpointing.attach(training.checkpoint_target(sampler, train::config_metadata(config)));
   checkpointing.init_weights();  // pretrained weights (e.g. `strata-ckpt import`), in any layout
   const int64_t start = checkpointing.resume(t.steps);
   const std::string metrics_path = g_lead ? t.metrics : "";
   train::MetricsWriter metrics(metrics_path, /*append=*/start > 0);
   const int64_t global_batch = t.batch * data.size();
-  const int64_t tokens_per_step = global_batch * task.sequence_length();
-  // The whole model's FLOPs (a pipeline stage holds part of the parameters): 6 x parameters
-  // (GPT's tied head counted) x tokens, plus attention, as GPT::flops_per_step.
-  const nn::ParameterCounts counts = nn::parameter_counts(config);
-  const int64_t whole_parameters = counts.embedding + config.n_layer * counts.block + counts.head -
-                                   config.vocab_size * config.n_embd;
-  const double flops = layout.pipeline == nullptr
-                           ? model.flops_per_step(global_batch, task.sequence_length())
-                           : 6.0 * static_cast<double>(whole_parameters) * static_cast<double>(tokens_per_step) +
-                                 12.0 * static_cast<double>(config.n_layer * global_batch) *
-                                     static_cast<double>(config.context * config.context * config.n_embd);
-  train::Progress progress(t.steps, tokens_per_step, flops);
-  if (g_lead)
-    std::printf("GPT: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocab %lld); "
-              "task: %d-digit addition; batch %lld x %d rank(s)%s; parameters %s\n",
-              static_cast<long long>(whole_parameters), static_cast<long long>(o.layers),
-              static_cast<long long>(o.heads), static_cast<long long>(o.width),
-              static_cast<long long>(config.context), static_cast<long long>(config.vocab_size), o.digits,
-              static_cast<long long>(t.batch), data.size(), examples::tensor_parallel_note(t).c_str(),
-                t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
+  train::Progress progress(t.steps, global_batch * task.sequence_length(),
+                           step_flops(model, layout.pipeline != nullptr, config, global_batch));
+  print_banner(o, t, config, data.size());
 
   const int64_t end = examples::end_step(o.ckpt, t.steps);
-  // Test hook (tests/faults): rank STRATA_TEST_STALL_RANK stops participating at step
-  // STRATA_TEST_STALL_AT_STEP (sleeps until killed), as a hung or stopped peer would.
-  // Likewise STRATA_TEST_KILL_RANK dies by SIGKILL at STRATA_TEST_KILL_AT_STEP, on the first run
-  // of a job only (STRATA_RESTART_COUNT unset or 0: tools/strata_run restarts it).
-  const char* stall_rank = std::getenv("STRATA_TEST_STALL_RANK");
-  const char* stall_step = std::getenv("STRATA_TEST_STALL_AT_STEP");
-  const char* kill_rank = std::getenv("STRATA_TEST_KILL_RANK");
-  const char* kill_step = std::getenv("STRATA_TEST_KILL_AT_STEP");
-  const char* restart_count = std::getenv("STRATA_RESTART_COUNT");
-  const bool first_run = restart_count == nullptr || std::atoi(restart_count) == 0;
+  const InjectedFaults faults(world.rank());
   for (int64_t step = start; step < end; ++step) {
-    if (stall_rank && stall_step && std::atoi(stall_rank) == world.rank() && std::atoll(stall_step) == step)
-      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-    if (first_run && kill_rank && kill_step && std::atoi(kill_rank) == world.rank() && std::atoll(kill_step) == step)
-      std::raise(SIGKILL);
+    faults.before_step(step);
     std::vector<int64_t> indices = sampler.next();
     data::Batch batch = task.make_batch(indices);
-    const examples::StepResult result =
-        examples::train_step(step, model, pipeline.get(), batch, trainer, step_timeline);
+    const examples::StepResult result = training.step(step, batch);
     examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
     checkpointing.after_step(step + 1);  // collective: every rank writes its part
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 != t.steps)
-      evaluate(model, pipeline.get(), task, o.eval_examples, metrics, step + 1);
+      evaluate(model, pipeline, task, o.eval_examples, metrics, step + 1);
   }
   checkpointing.finish(end);
-  if (end < t.steps) {
-    if (g_lead)
-      std::printf("stopped at step %lld of %lld (--stop-at)\n", static_cast<long long>(end),
-                static_cast<long long>(t.steps));
-    return 0;
-  }
-  const double accuracy = evaluate(model, pipeline.get(), task, o.eval_examples, metrics, t.steps);
-  // ZeRO-3 holds only shards and tensor parallelism parts: gather the full weights (collectives).
-  const StateDict weights =
-      o.ckpt.export_hf.empty() ? StateDict{} : examples::full_weights(model, layout.tensor, zero);
-  if (!o.ckpt.export_hf.empty() && g_lead) {
-    train::family_of(config_meta, "train_gpt").export_hf(o.ckpt.export_hf, weights, config_meta, "train_gpt");
-    std::printf("exported Hugging Face GPT-2 weights to %s\n", o.ckpt.export_hf.c_str());
-  }
+  if (checkpointing.stopped_early(end, t.steps)) return 0;
+  const double accuracy = evaluate(model, pipeline, task, o.eval_examples, metrics, t.steps);
+  checkpointing.export_hf("train_gpt", "GPT-2");
   if (g_lead) std::printf("final exact-match accuracy: %.2f%%\n", 100 * accuracy);
   return 0;
 }

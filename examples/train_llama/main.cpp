@@ -40,15 +40,13 @@
 #include "checkpointing.h"
 #include "corpus.h"
 #include "data_parallel.h"
-#include "full_weights.h"
 #include "layout.h"
+#include "model_training.h"
 #include "pipeline_generate.h"
 #include "pipeline_setup.h"
 #include "preflight.h"
 #include "run_example.h"
 #include "step_log.h"
-#include "step_timeline.h"
-#include "train_step.h"
 #include "strata/distributed/init.h"
 #include "strata/strata.h"
 #include "train_options.h"
@@ -234,6 +232,62 @@ void print_samples(nn::CausalLM& model, parallel::Pipeline* pipeline, const std:
   std::fflush(stdout);
 }
 
+// The corpus must hold a global batch of training windows and a validation window per data
+// rank; fewer fail now, naming the sizes, instead of in the first step or evaluation.
+void check_corpus_size(const examples::TextCorpus& corpus, const Options& o, int data_ranks) {
+  const int64_t global_batch = o.train.batch * data_ranks;
+  STRATA_CHECK(corpus.train_windows(o.context) >= global_batch, "the training part has ", corpus.train_tokens(),
+               " tokens: too few for ", global_batch, " windows of --context ", o.context, " + 1");
+  STRATA_CHECK(corpus.val_windows(o.context) >= data_ranks, "the validation part has ", corpus.val_tokens(),
+               " tokens: fewer than ", data_ranks, " window(s) of --context ", o.context,
+               " + 1 (one per rank); raise --val-fraction or lower --context");
+}
+
+// The model for the corpus's vocabulary, parameters in --param-dtype.
+nn::LlamaConfig model_config(const Options& o, const examples::TextCorpus& corpus) {
+  nn::LlamaConfig config{.vocab_size = corpus.vocab_size(), .context = o.context, .n_layer = o.layers,
+                         .n_head = o.heads, .n_kv_head = o.kv_heads, .n_embd = o.width,
+                         .intermediate_size = o.intermediate, .seed = o.train.seed};
+  config.param_dtype = examples::parameter_dtype(o.train);
+  return config;
+}
+
+// The whole model's parameters (a pipeline stage holds part of them).
+int64_t whole_parameters(const nn::LlamaConfig& config) {
+  const nn::ParameterCounts counts = nn::parameter_counts(config);
+  return counts.embedding + config.n_layer * counts.block + counts.head;
+}
+
+// One step's FLOPs for the progress line: the model counts its own, a pipeline stage cannot.
+double step_flops(const nn::Llama& model, bool pipelined, const nn::LlamaConfig& config, int64_t global_batch) {
+  if (!pipelined) return model.flops_per_step(global_batch, config.context);
+  return examples::whole_model_step_flops(whole_parameters(config), config.n_layer, config.n_embd, config.context,
+                                          global_batch);
+}
+
+// How the data-parallel ranks train, for the banner.
+std::string data_parallel_note(const examples::TrainOptions& t, const examples::Layout& layout, int data_ranks) {
+  if (t.zero >= 0) return "ZeRO stage " + std::to_string(t.zero);
+  if (data_ranks > 1) return "DDP";
+  return layout.tensor != nullptr || layout.pipeline != nullptr ? "no data parallelism" : "one process";
+}
+
+void print_banner(const Options& o, const nn::LlamaConfig& config, const examples::TextCorpus& corpus,
+                  const examples::Layout& layout, int data_ranks) {
+  if (!g_lead) return;
+  const examples::TrainOptions& t = o.train;
+  std::printf("LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
+              "context %lld, vocab %lld); data: %lld training and %lld validation tokens; batch %lld x %d rank(s)"
+              "%s; %s; parameters %s\n",
+              static_cast<long long>(whole_parameters(config)), static_cast<long long>(o.layers),
+              static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads), static_cast<long long>(o.width),
+              static_cast<long long>(o.intermediate), static_cast<long long>(o.context),
+              static_cast<long long>(config.vocab_size), static_cast<long long>(corpus.train_tokens()),
+              static_cast<long long>(corpus.val_tokens()), static_cast<long long>(t.batch), data_ranks,
+              examples::tensor_parallel_note(t).c_str(), data_parallel_note(t, layout, data_ranks).c_str(),
+              t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
+}
+
 int run(Options o) {
   validate(o);
   examples::TrainOptions& t = o.train;
@@ -245,113 +299,55 @@ int run(Options o) {
   examples::Checkpointing checkpointing(o.ckpt, world);
   const std::string data_path = prepare_data(o, world);
   const examples::TextCorpus corpus(data_path, o.val_data, o.val_fraction);
-  const int64_t global_batch = t.batch * data.size();
-  STRATA_CHECK(corpus.train_windows(o.context) >= global_batch, "the training part has ", corpus.train_tokens(),
-               " tokens: too few for ", global_batch, " windows of --context ", o.context, " + 1");
-  STRATA_CHECK(corpus.val_windows(o.context) >= data.size(), "the validation part has ", corpus.val_tokens(),
-               " tokens: fewer than ", data.size(), " window(s) of --context ", o.context,
-               " + 1 (one per rank); raise --val-fraction or lower --context");
+  check_corpus_size(corpus, o, data.size());
   const std::vector<int64_t> prompt = sample_prompt(corpus, o);
 
-  nn::LlamaConfig config{.vocab_size = corpus.vocab_size(), .context = o.context, .n_layer = o.layers,
-                         .n_head = o.heads, .n_kv_head = o.kv_heads, .n_embd = o.width,
-                         .intermediate_size = o.intermediate, .seed = t.seed};
-  config.param_dtype = examples::parameter_dtype(t);
-  examples::check_step_memory(step_activation_bytes(t.batch, config) * dist::local_size(),
+  const nn::LlamaConfig config = model_config(o, corpus);
+  examples::check_step_memory(step_activation_bytes(t.batch, config),
                               "--batch " + std::to_string(t.batch) + " x --context " + std::to_string(o.context) +
-                                  " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) +
-                                  " layers, " + std::to_string(dist::local_size()) + " rank(s) on this node");
+                                  " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) + " layers");
   // With --pp this rank builds its stage only (embedding on the first, norm and head on the last).
-  const nn::ParameterCounts counts = nn::parameter_counts(config);
-  const parallel::PipelinePartition partition = examples::pipeline_partition(t, counts, config.n_layer);
+  const parallel::PipelinePartition partition =
+      examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
   nn::Llama model(config, layout.factory, examples::stage_of(layout, partition));
-  std::function<bool(const std::string&)> duplicate;
-  if (layout.pipeline != nullptr) duplicate = parallel::duplicate_parameters(model, *layout.pipeline);
-  examples::DataParallelTrainer trainer(model, data, t, layout.tensor, layout.pipeline, duplicate);
-  examples::StepTimeline step_timeline(t, world);
-  profile::Timeline& timeline = step_timeline.timeline();
-  const std::unique_ptr<parallel::Pipeline> pipeline =
-      examples::make_pipeline(model, layout, partition, t, trainer, timeline);
+  examples::ModelTraining training(model, layout, partition, t, world);
+  parallel::Pipeline* pipeline = training.pipeline();
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
   data::BatchSampler sampler({.dataset_size = corpus.train_windows(o.context), .batch_size = t.batch,
                               .seed = t.seed, .rank = data.rank(), .world_size = data.size()});
-
-  auto* tp_factory = dynamic_cast<parallel::TensorParallelFactory*>(layout.factory.get());
-  // The parameter dtype is part of the layout: a bf16 (fp32 master) save loads as float32 and back.
-  checkpoint::Metadata config_meta = train::config_metadata(config);
-  config_meta.erase("config.param_dtype");
-  const train::CheckpointTarget target{
-      .model = model, .world = world, .zero = trainer.zero(),
-      .data = &data, .tensor = layout.tensor, .duplicate = duplicate, .sampler = &sampler,
-      .scheduler = &trainer.schedule(), .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr,
-      .config = config_meta,
-      .layout = {{"pipeline", std::to_string(t.pp)}, {"schedule", t.schedule}, {"param_dtype", t.param_dtype}}};
-  checkpointing.attach(target);
+  checkpointing.attach(training.checkpoint_target(sampler, train::config_metadata(config)));
   checkpointing.init_weights();
   const int64_t start = checkpointing.resume(t.steps);
   const int64_t end = examples::end_step(o.ckpt, t.steps);
 
   train::MetricsWriter metrics(g_lead ? t.metrics : "", /*append=*/start > 0);
-  // The whole model's parameters and FLOPs (a pipeline stage holds part of them): 6 x
-  // parameters x tokens plus attention, as Llama::flops_per_step counts them.
-  const int64_t whole_parameters = counts.embedding + config.n_layer * counts.block + counts.head;
-  const double tokens_per_step = static_cast<double>(global_batch * o.context);
-  const double flops = 6.0 * static_cast<double>(whole_parameters) * tokens_per_step +
-                       12.0 * static_cast<double>(config.n_layer) * tokens_per_step * static_cast<double>(o.context) *
-                           static_cast<double>(config.n_embd);
+  const int64_t global_batch = t.batch * data.size();
   train::Progress progress(t.steps, global_batch * o.context,
-                           pipeline == nullptr ? model.flops_per_step(global_batch, o.context) : flops);
-  if (g_lead)
-    std::printf("LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
-                "context %lld, vocab %lld); data: %lld training and %lld validation tokens; batch %lld x %d rank(s)"
-                "%s; %s; parameters %s\n",
-                static_cast<long long>(whole_parameters), static_cast<long long>(o.layers),
-                static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads), static_cast<long long>(o.width),
-                static_cast<long long>(o.intermediate), static_cast<long long>(o.context),
-                static_cast<long long>(config.vocab_size), static_cast<long long>(corpus.train_tokens()),
-                static_cast<long long>(corpus.val_tokens()), static_cast<long long>(t.batch), data.size(),
-                examples::tensor_parallel_note(t).c_str(),
-                t.zero >= 0             ? ("ZeRO stage " + std::to_string(t.zero)).c_str()
-                : data.size() > 1       ? "DDP"
-                : layout.tensor != nullptr || layout.pipeline != nullptr ? "no data parallelism"
-                                           : "one process",
-                t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
+                           step_flops(model, pipeline != nullptr, config, global_batch));
+  print_banner(o, config, corpus, layout, data.size());
 
   // ZeRO-3 keeps shards only: gather the whole model once for evaluation and sampling instead
   // of unit by unit in every forward pass (a no-op at the other stages).
   auto evaluate = [&](int64_t step) {
     std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
-    if (trainer.zero()) full.emplace(*trainer.zero());
-    log_validation(metrics, step, validation_loss(model, pipeline.get(), corpus, o, data));
+    if (training.zero()) full.emplace(*training.zero());
+    log_validation(metrics, step, validation_loss(model, pipeline, corpus, o, data));
   };
   // A resumed run's metrics continue the first part's: no second evaluation of its last step.
   if (start == 0) evaluate(0);
   for (int64_t step = start; step < end; ++step) {
     data::Batch batch = corpus.train_batch(sampler.next(), o.context);
-    const examples::StepResult result =
-        examples::train_step(step, model, pipeline.get(), batch, trainer, step_timeline);
+    const examples::StepResult result = training.step(step, batch);
     examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
     checkpointing.after_step(step + 1);
     if ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || step + 1 == t.steps) evaluate(step + 1);
   }
   checkpointing.finish(end);
-  if (end < t.steps) {
-    if (g_lead)
-      std::printf("stopped at step %lld of %lld (--stop-at)\n", static_cast<long long>(end),
-                  static_cast<long long>(t.steps));
-    return 0;
-  }
-  if (!o.ckpt.export_hf.empty()) {
-    // Collective: ZeRO-3 shards and tensor-parallel parts are gathered into whole tensors.
-    const StateDict weights = examples::full_weights(model, layout.tensor, trainer.zero());
-    if (g_lead) {
-      train::family_of(config_meta, "train_llama").export_hf(o.ckpt.export_hf, weights, config_meta, "train_llama");
-      std::printf("exported Hugging Face LlamaForCausalLM weights to %s\n", o.ckpt.export_hf.c_str());
-    }
-  }
+  if (checkpointing.stopped_early(end, t.steps)) return 0;
+  checkpointing.export_hf("train_llama", "LlamaForCausalLM");
   std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
-  if (trainer.zero()) full.emplace(*trainer.zero());
-  print_samples(model, pipeline.get(), prompt, o);
+  if (training.zero()) full.emplace(*training.zero());
+  print_samples(model, pipeline, prompt, o);
   return 0;
 }
 

@@ -61,6 +61,47 @@ Tensor read_piece(const std::string& dir, const std::string& name, DType dtype, 
   return t;
 }
 
+// The index's "format" is this version's; a newer strata's or the previous release's ZeRO
+// format is refused saying so.
+void check_format(const json& index, const std::string& where) {
+  const json& format = field(index, "format", where);
+  STRATA_CHECK(format.is_string(), where, ": field \"format\" must be a string");
+  if (format.get<std::string>() != kShardedFormat) {
+    const json& version = index.value("version", json());
+    STRATA_CHECK(!(format.get<std::string>().rfind("strata-sharded-", 0) == 0 && version.is_number_integer() &&
+                   version.get<int64_t>() > kShardedFormatVersion),
+                 where, ": format '", format.get<std::string>(), "' (version ", version.dump(),
+                 ") was written by a newer strata; this version reads ", kShardedFormat, " (version ",
+                 kShardedFormatVersion, ")");
+    STRATA_FAIL(where, ": format '", format.get<std::string>(), "' is not ", kShardedFormat,
+                format.get<std::string>() == "strata-zero-v2"
+                    ? " (a ZeRO checkpoint of the previous release, which this version does not read: resume it "
+                      "with that release and save again to convert it)"
+                    : "");
+  }
+}
+
+// One tensor's entry of the index (`tw` names it in errors): its pieces must lie in the files
+// the index lists (`files`) and cover the tensor exactly once.
+TensorEntry tensor_entry(const json& t, const std::map<std::string, uint32_t>& files, const std::string& tw) {
+  TensorEntry e;
+  e.dtype = parse_safetensors_dtype(field(t, "dtype", tw).get<std::string>());
+  e.shape = Shape(field(t, "shape", tw).get<std::vector<int64_t>>());
+  for (const json& p : field(t, "pieces", tw)) {
+    e.pieces.push_back(detail::parse_piece(p, tw));
+    check_region(e.pieces.back().region, e.shape, tw);
+    STRATA_CHECK(files.count(e.pieces.back().file) != 0, tw, ": piece in '", e.pieces.back().file,
+                 "', a file the index does not list");
+  }
+  // Every element exactly once: a piece missing from (or doubled in) the index fails here,
+  // on every rank, rather than on the rank that happens to need it.
+  std::vector<std::vector<Run>> runs;
+  for (const PieceLocation& p : e.pieces) runs.push_back(runs_of(p.region, e.shape));
+  const std::string problem = coverage_problem(runs, e.shape.numel());
+  STRATA_CHECK(problem.empty(), tw, ": the pieces do not cover the tensor exactly once: ", problem);
+  return e;
+}
+
 }  // namespace
 
 bool ShardedCheckpoint::is_sharded(const std::string& path) {
@@ -90,21 +131,7 @@ ShardedCheckpoint ShardedCheckpoint::open(const std::string& path) {
     STRATA_FAIL(where, ": not valid JSON (", e.what(), ")");
   }
   STRATA_CHECK(index.is_object(), where, ": expected a JSON object");
-  const json& format = field(index, "format", where);
-  STRATA_CHECK(format.is_string(), where, ": field \"format\" must be a string");
-  if (format.get<std::string>() != kShardedFormat) {
-    const json& version = index.value("version", json());
-    STRATA_CHECK(!(format.get<std::string>().rfind("strata-sharded-", 0) == 0 && version.is_number_integer() &&
-                   version.get<int64_t>() > kShardedFormatVersion),
-                 where, ": format '", format.get<std::string>(), "' (version ", version.dump(),
-                 ") was written by a newer strata; this version reads ", kShardedFormat, " (version ",
-                 kShardedFormatVersion, ")");
-    STRATA_FAIL(where, ": format '", format.get<std::string>(), "' is not ", kShardedFormat,
-                format.get<std::string>() == "strata-zero-v2"
-                    ? " (a ZeRO checkpoint of the previous release, which this version does not read: resume it "
-                      "with that release and save again to convert it)"
-                    : "");
-  }
+  check_format(index, where);
   const json& crc = field(index, detail::kIndexCrcKey, where);
   STRATA_CHECK(crc.is_string(), where, ": field \"index_crc32\" must be a string");
   const uint32_t stored = detail::parse_hex32(crc.get<std::string>(), where + ": index_crc32");
@@ -133,25 +160,8 @@ ShardedCheckpoint ShardedCheckpoint::open(const std::string& path) {
       c.file_bytes_[file] = bytes->get<uint64_t>();
     }
   }
-  for (const auto& [name, t] : field(index, "tensors", where).items()) {
-    const std::string tw = where + ": tensor '" + name + "'";
-    TensorEntry e;
-    e.dtype = parse_safetensors_dtype(field(t, "dtype", tw).get<std::string>());
-    e.shape = Shape(field(t, "shape", tw).get<std::vector<int64_t>>());
-    for (const json& p : field(t, "pieces", tw)) {
-      e.pieces.push_back(detail::parse_piece(p, tw));
-      check_region(e.pieces.back().region, e.shape, tw);
-      STRATA_CHECK(c.file_header_crc_.count(e.pieces.back().file) != 0, tw, ": piece in '", e.pieces.back().file,
-                   "', a file the index does not list");
-    }
-    // Every element exactly once: a piece missing from (or doubled in) the index fails here,
-    // on every rank, rather than on the rank that happens to need it.
-    std::vector<std::vector<Run>> runs;
-    for (const PieceLocation& p : e.pieces) runs.push_back(runs_of(p.region, e.shape));
-    const std::string problem = coverage_problem(runs, e.shape.numel());
-    STRATA_CHECK(problem.empty(), tw, ": the pieces do not cover the tensor exactly once: ", problem);
-    c.tensors_.emplace(name, std::move(e));
-  }
+  for (const auto& [name, t] : field(index, "tensors", where).items())
+    c.tensors_.emplace(name, tensor_entry(t, c.file_header_crc_, where + ": tensor '" + name + "'"));
   return c;
 }
 

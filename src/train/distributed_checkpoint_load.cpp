@@ -209,6 +209,91 @@ struct Loaded {
   uint64_t rng_seed = 0, rng_offset = 0;
 };
 
+// What reading the weights and the optimizer state needs besides the checkpoint: this rank's
+// place in the layout, the model's parameters and the saved optimizer state's keys.
+struct ParameterSources {
+  detail::Place place;
+  std::map<const void*, std::string> names;  // parameter names by data, for a plain optimizer's
+  std::map<std::string, Tensor> params;
+  std::map<std::string, std::vector<std::string>> keys;  // optim.<name>.<key> by parameter name
+  bool optimizer = false;                                // the optimizer state is read too
+  int64_t optimizer_steps = 0;
+
+  std::vector<std::string> keys_of(const std::string& name) const {
+    auto it = keys.find(name);
+    return it == keys.end() ? std::vector<std::string>{} : it->second;
+  }
+};
+
+ParameterSources parameter_sources(const ShardedCheckpoint& c, const CheckpointTarget& t, const Metadata& metadata,
+                                   bool weights_only, const std::string& where) {
+  ParameterSources s;
+  s.place = detail::place_of(t);
+  s.params = detail::named_parameters_by_data(t.model, t.optimizer != nullptr ? &s.names : nullptr);
+  s.keys = optimizer_keys(c);
+  s.optimizer = !weights_only && (t.optimizer != nullptr || t.zero != nullptr);
+  s.optimizer_steps = s.optimizer ? metadata_int(metadata, "optimizer.step", where) : 0;
+  return s;
+}
+
+// With ZeRO this rank updates float32 master shards: each read from its range of the saved
+// parameter, with the optimizer state of that range. `optimized` collects their names.
+void read_zero_shards(const ShardedCheckpoint& c, parallel::ZeroOptimizer& zero, const ParameterSources& s,
+                      Loaded& out, std::vector<std::string>& optimized) {
+  for (const parallel::ZeroOptimizer::OwnedPiece& own : zero.owned_pieces()) {
+    const Tensor& param = s.params.at(own.name);
+    const LocalLayout layout = detail::layout_of(s.place, own.name, param.shape());
+    Tensor master = zeros({own.numel}, {.dtype = own.master.dtype()});
+    read_range(c, weight_source(c, own.name, master.dtype()), layout, own.offset, master);
+    out.copies.emplace_back(own.master, master.reshape(own.master.shape()));
+    if (s.optimizer) {
+      optimized.push_back(own.name);
+      read_optimizer_state(c, s.keys_of(own.name), own.name, layout, own.inner_index, own.offset, own.master,
+                           out.optimizer_state);
+    }
+  }
+  if (s.optimizer) {
+    add_common_state(zero.optimizer(), s.optimizer_steps, out.optimizer_state);
+    out.has_optimizer_state = true;
+  }
+}
+
+// Without ZeRO this rank holds every parameter whole (or its tensor-parallel part) and, with a
+// plain optimizer (null: none), that optimizer's state for each of its parameters. `optimized`
+// collects their names.
+void read_parameters(const ShardedCheckpoint& c, optim::Optimizer* optimizer, const ParameterSources& s,
+                     Loaded& out, std::vector<std::string>& optimized) {
+  for (const auto& [name, param] : s.params) {
+    const LocalLayout layout = detail::layout_of(s.place, name, param.shape());
+    out.copies.emplace_back(param, read_local(c, weight_source(c, name, param.dtype()), layout, param.shape(),
+                                              param.dtype()));
+  }
+  if (!s.optimizer || optimizer == nullptr) return;
+  int64_t index = 0;
+  for (const optim::ParamGroup& g : optimizer->param_groups())
+    for (const Tensor& p : g.params) {
+      auto name = s.names.find(p.raw_data());
+      STRATA_CHECK(name != s.names.end(), "load_training_checkpoint: the optimizer's parameter ", index,
+                   " is not a parameter of the model");
+      const LocalLayout layout = detail::layout_of(s.place, name->second, p.shape());
+      optimized.push_back(name->second);
+      read_optimizer_state(c, s.keys_of(name->second), name->second, layout, index++, 0, p, out.optimizer_state);
+    }
+  add_common_state(*optimizer, s.optimizer_steps, out.optimizer_state);
+  out.has_optimizer_state = true;
+}
+
+// The state a resume restores besides the model and optimizer: the sampler's position and
+// the random streams.
+void read_run_state(const ShardedCheckpoint& c, const CheckpointTarget& t, const detail::Place& place,
+                    const std::string& where, Loaded& out) {
+  if (t.sampler != nullptr)
+    for (const auto& [key, value] : t.sampler->state_dict())
+      out.sampler_state[key] = from_vector(std::vector<int64_t>{metadata_int(out.metadata, "sampler." + key, where)}, {});
+  if (t.rng_tracker != nullptr) out.tracker_states = tracker_states(c, *t.rng_tracker, place, out.rng_offset, where);
+  if (t.rng_tracker == nullptr) out.rng_offset = std::max(out.rng_offset, highest_tracker_offset(c, where));
+}
+
 Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool weights_only) {
   NoGradGuard no_grad;
   STRATA_CHECK(t.optimizer == nullptr || t.zero == nullptr,
@@ -224,69 +309,19 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
     out.rng_seed = metadata_u64(out.metadata, "rng.seed", where);
     out.rng_offset = metadata_u64(out.metadata, "rng.offset", where);
   }
-  const detail::Place place = detail::place_of(t);
-  std::map<const void*, std::string> names;
-  const std::map<std::string, Tensor> params = detail::named_parameters_by_data(t.model, t.optimizer != nullptr ? &names : nullptr);
-  const auto keys = optimizer_keys(c);
-  auto keys_of = [&](const std::string& name) {
-    auto it = keys.find(name);
-    return it == keys.end() ? std::vector<std::string>{} : it->second;
-  };
-  const bool has_optimizer = !weights_only && (t.optimizer != nullptr || t.zero != nullptr);
-  const int64_t optimizer_steps = has_optimizer ? metadata_int(out.metadata, "optimizer.step", where) : 0;
+  const ParameterSources sources = parameter_sources(c, t, out.metadata, weights_only, where);
   const RecordedState recorded = recorded_state(c);
   std::vector<std::string> optimized;  // names of the parameters whose optimizer state this rank loads
-
-  if (t.zero != nullptr) {
-    optim::Optimizer& inner = t.zero->optimizer();
-    for (const parallel::ZeroOptimizer::OwnedPiece& own : t.zero->owned_pieces()) {
-      const Tensor& param = params.at(own.name);
-      const LocalLayout layout = detail::layout_of(place, own.name, param.shape());
-      Tensor master = zeros({own.numel}, {.dtype = own.master.dtype()});
-      read_range(c, weight_source(c, own.name, master.dtype()), layout, own.offset, master);
-      out.copies.emplace_back(own.master, master.reshape(own.master.shape()));
-      if (has_optimizer) {
-        optimized.push_back(own.name);
-        read_optimizer_state(c, keys_of(own.name), own.name, layout, own.inner_index, own.offset, own.master,
-                             out.optimizer_state);
-      }
-    }
-    if (has_optimizer) {
-      add_common_state(inner, optimizer_steps, out.optimizer_state);
-      out.has_optimizer_state = true;
-    }
-  } else {
-    for (const auto& [name, param] : params) {
-      const LocalLayout layout = detail::layout_of(place, name, param.shape());
-      out.copies.emplace_back(param, read_local(c, weight_source(c, name, param.dtype()), layout, param.shape(),
-                                                param.dtype()));
-    }
-    if (has_optimizer && t.optimizer != nullptr) {
-      int64_t index = 0;
-      for (const optim::ParamGroup& g : t.optimizer->param_groups())
-        for (const Tensor& p : g.params) {
-          auto name = names.find(p.raw_data());
-          STRATA_CHECK(name != names.end(), "load_training_checkpoint: the optimizer's parameter ", index,
-                       " is not a parameter of the model");
-          const LocalLayout layout = detail::layout_of(place, name->second, p.shape());
-          optimized.push_back(name->second);
-          read_optimizer_state(c, keys_of(name->second), name->second, layout, index++, 0, p, out.optimizer_state);
-        }
-      add_common_state(*t.optimizer, optimizer_steps, out.optimizer_state);
-      out.has_optimizer_state = true;
-    }
-  }
+  if (t.zero != nullptr)
+    read_zero_shards(c, *t.zero, sources, out, optimized);
+  else
+    read_parameters(c, t.optimizer, sources, out, optimized);
   for (auto& [name, buffer] : t.model.named_buffers()) {
-    const LocalLayout layout = detail::layout_of(place, name, buffer.shape());
+    const LocalLayout layout = detail::layout_of(sources.place, name, buffer.shape());
     out.copies.emplace_back(buffer, read_local(c, "model." + name, layout, buffer.shape(), buffer.dtype()));
   }
-  if (has_optimizer) check_recorded_state(c, recorded, optimized, where);
-  if (weights_only) return out;
-  if (t.sampler != nullptr)
-    for (const auto& [key, value] : t.sampler->state_dict())
-      out.sampler_state[key] = from_vector(std::vector<int64_t>{metadata_int(out.metadata, "sampler." + key, where)}, {});
-  if (t.rng_tracker != nullptr) out.tracker_states = tracker_states(c, *t.rng_tracker, place, out.rng_offset, where);
-  if (t.rng_tracker == nullptr) out.rng_offset = std::max(out.rng_offset, highest_tracker_offset(c, where));
+  if (sources.optimizer) check_recorded_state(c, recorded, optimized, where);
+  if (!weights_only) read_run_state(c, t, sources.place, where, out);
   return out;
 }
 

@@ -1,0 +1,46 @@
+#include "model_training.h"
+
+#include <utility>
+
+#include "pipeline_setup.h"
+#include "strata/parallel/tp_factory.h"
+
+namespace strata::examples {
+
+namespace {
+
+// With --pp a stage may hold a copy of a parameter another stage holds too (GPT's tied
+// embedding): gradient norms count it once, and only the other stage saves it.
+std::function<bool(const std::string&)> stage_duplicates(const nn::CausalLM& model, const Layout& layout) {
+  if (layout.pipeline == nullptr) return {};
+  return parallel::duplicate_parameters(model, *layout.pipeline);
+}
+
+}  // namespace
+
+ModelTraining::ModelTraining(nn::CausalLM& model, const Layout& layout, const parallel::PipelinePartition& partition,
+                             const TrainOptions& o, dist::ProcessGroup& world)
+    : model_(model),
+      layout_(layout),
+      o_(o),
+      world_(world),
+      duplicate_(stage_duplicates(model, layout)),
+      trainer_(model, *layout.data, o, layout.tensor, layout.pipeline, duplicate_),
+      step_timeline_(o, world),
+      pipeline_(make_pipeline(model, layout, partition, o, trainer_, step_timeline_.timeline())) {}
+
+StepResult ModelTraining::step(int64_t step, const data::Batch& batch) {
+  return train_step(step, model_, pipeline_.get(), batch, trainer_, step_timeline_);
+}
+
+train::CheckpointTarget ModelTraining::checkpoint_target(data::BatchSampler& sampler, checkpoint::Metadata config) {
+  auto* tp_factory = dynamic_cast<parallel::TensorParallelFactory*>(layout_.factory.get());
+  config.erase("config.param_dtype");
+  return {.model = model_, .world = world_, .zero = trainer_.zero(), .data = layout_.data, .tensor = layout_.tensor,
+          .duplicate = duplicate_, .sampler = &sampler, .scheduler = &trainer_.schedule(),
+          .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr, .config = std::move(config),
+          .layout = {{"pipeline", std::to_string(o_.pp)}, {"schedule", o_.schedule},
+                     {"param_dtype", o_.param_dtype}}};
+}
+
+}  // namespace strata::examples

@@ -1,0 +1,58 @@
+#pragma once
+// How an example trains the model it built, in any layout: the pipeline stage's copies of tied
+// parameters, DDP or ZeRO (DataParallelTrainer), the --timeline, and the pipeline schedule
+// with --pp; one training step over them, and the training state a checkpoint covers. The
+// trainers build their models differently (GPT, LLaMA) and train them the same way.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "data_parallel.h"
+#include "layout.h"
+#include "step_timeline.h"
+#include "strata/data/dataset.h"
+#include "strata/data/loader.h"
+#include "strata/distributed/process_group.h"
+#include "strata/nn/causal_lm.h"
+#include "strata/parallel/pipeline.h"
+#include "strata/train/distributed_checkpoint.h"
+#include "train_options.h"
+#include "train_step.h"
+
+namespace strata::examples {
+
+class ModelTraining {
+ public:
+  // Collective over the layout's groups: the members below are made in their order, each
+  // from the ones before (the trainer broadcasts rank 0's weights; the pipeline reduces
+  // through the trainer). `model` is this rank's part (`partition`'s stage with --pp).
+  ModelTraining(nn::CausalLM& model, const Layout& layout, const parallel::PipelinePartition& partition,
+                const TrainOptions& o, dist::ProcessGroup& world);
+  ModelTraining(const ModelTraining&) = delete;
+  ModelTraining& operator=(const ModelTraining&) = delete;
+
+  // Collective: forward, backward and the optimizer (or the pipeline's schedule) on `batch`.
+  StepResult step(int64_t step, const data::Batch& batch);
+
+  // What --save writes and --resume loads: the model, optimizer, schedule, `sampler`'s
+  // position and the tensor-parallel random streams. `config` is the model's configuration
+  // metadata; its param_dtype is saved with the layout instead, so that a bf16 (fp32 master)
+  // save loads as float32 and back.
+  train::CheckpointTarget checkpoint_target(data::BatchSampler& sampler, checkpoint::Metadata config);
+
+  parallel::Pipeline* pipeline() { return pipeline_.get(); }  // null without --pp
+  parallel::ZeroOptimizer* zero() { return trainer_.zero(); }
+
+ private:
+  nn::CausalLM& model_;
+  const Layout& layout_;
+  const TrainOptions& o_;
+  dist::ProcessGroup& world_;
+  std::function<bool(const std::string&)> duplicate_;  // empty without --pp
+  DataParallelTrainer trainer_;
+  StepTimeline step_timeline_;
+  std::unique_ptr<parallel::Pipeline> pipeline_;
+};
+
+}  // namespace strata::examples
