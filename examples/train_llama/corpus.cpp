@@ -22,7 +22,7 @@ int64_t build_byte_tokens(const std::string& text_path, const std::string& token
     // A device or FIFO (/dev/zero) would be read without end.
     STRATA_CHECK(fs::is_regular_file(text_path), "--text '", text_path,
                  "' is not a regular file or a directory (a device, FIFO or socket): pass a text file");
-    files.push_back(text_path);
+    files.emplace_back(text_path);
   }
   // The text, its int64 tokens and the file's uint16 ones are all in memory at once.
   uintmax_t bytes = 0;

@@ -49,6 +49,7 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
   if (!needs_grad(inputs)) return fn(inputs);
   const RngStates at_forward(generators);
   std::vector<Tensor> saved;
+  saved.reserve(inputs.size());
   for (const Tensor& x : inputs) saved.push_back(x.defined() ? x.detach() : x);
   std::vector<Tensor> outputs;
   {

@@ -43,7 +43,7 @@ std::string save_checkpoint(const std::string& path, const StateDict& tensors, c
   meta[kCheckpointFormatKey] = kCheckpointFormat;
   meta[kCheckpointDataCrcKey] = hex32(detail::data_crc32(entries));
   nlohmann::json header = detail::safetensors_header(entries, meta);
-  const std::string header_crc = hex32(header_crc32(header, path));
+  std::string header_crc = hex32(header_crc32(header, path));
   header["__metadata__"][kCheckpointHeaderCrcKey] = header_crc;
   detail::write_safetensors(path, entries, header);
   return header_crc;

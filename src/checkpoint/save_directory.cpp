@@ -26,7 +26,7 @@ std::string choose_resume(const std::string& dir, std::string* note) {
   if (complete.empty()) return "";
   std::string passed_over;
   for (const SaveEntry& s : complete) {
-    const std::string path = (fs::path(dir) / s.name).string();
+    std::string path = (fs::path(dir) / s.name).string();
     std::string problem;
     try {
       const std::vector<std::string> problems = ShardedCheckpoint::open(path).verify();
@@ -72,6 +72,7 @@ std::vector<SaveEntry> list_saves(const std::string& dir) {
     return a.second.step != b.second.step ? a.second.step > b.second.step : a.first > b.first;
   });
   std::vector<SaveEntry> saves;
+  saves.reserve(found.size());
   for (auto& [time, save] : found) saves.push_back(std::move(save));
   return saves;
 }

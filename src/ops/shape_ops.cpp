@@ -66,6 +66,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   Tensor out = cat_copy(tensors, d, out_shape, "cat");
   if (is_floating(out.dtype()) && autograd::needs_grad(tensors)) {
     std::vector<int64_t> lengths;
+    lengths.reserve(tensors.size());
     for (const Tensor& t : tensors) lengths.push_back(t.shape()[d]);
     autograd::record("CatBackward", tensors, {out}, [lengths, d](autograd::BackwardContext& ctx) {
       std::vector<Tensor> grads(lengths.size());

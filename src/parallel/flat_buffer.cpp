@@ -7,7 +7,7 @@
 
 namespace strata::parallel {
 
-FlatBuffer::FlatBuffer(DType dtype, std::vector<std::pair<std::string, Shape>> entries, int num_shards,
+FlatBuffer::FlatBuffer(DType dtype, const std::vector<std::pair<std::string, Shape>>& entries, int num_shards,
                        int64_t global_offset)
     : dtype_(dtype), num_shards_(num_shards), global_offset_(global_offset) {
   STRATA_CHECK(num_shards >= 1, "FlatBuffer: num_shards must be >= 1, got ", num_shards);

@@ -58,6 +58,7 @@ void check_same_parameters(dist::ProcessGroup& group, const std::vector<std::str
   const int n = group.size();
   if (n == 1) return;
   std::vector<uint64_t> each;
+  each.reserve(descriptions.size());
   for (const std::string& d : descriptions) each.push_back(fnv1a(d));
   const uint64_t h = fnv1a_words(std::span<const uint64_t>(each));
   const std::vector<int64_t> a = gather(group, {static_cast<int64_t>(h), static_cast<int64_t>(each.size())});
@@ -97,6 +98,7 @@ void broadcast_from_rank0(dist::ProcessGroup& group, std::vector<Tensor> tensors
     tensors.push_back(b);
   }
   std::vector<dist::WorkPtr> works;
+  works.reserve(tensors.size());
   for (Tensor& t : tensors) works.push_back(group.broadcast(t, 0));
   for (auto& w : works) w->wait();
 }

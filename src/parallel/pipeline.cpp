@@ -99,6 +99,12 @@ struct Agreement {
   }
 };
 
+// Transfers' tensors kept for the life of the process (see ~StepState), never freed.
+std::vector<std::vector<Tensor>>& abandoned_transfers() {
+  static auto* kept = new std::vector<std::vector<Tensor>>();
+  return *kept;
+}
+
 }  // namespace
 
 struct Pipeline::StepState {
@@ -129,9 +135,8 @@ struct Pipeline::StepState {
   // and MPI writes a receive buffer whenever its message lands: their tensors are kept for
   // the life of the process rather than freed under it (the group is unusable by then).
   ~StepState() {
-    static std::vector<std::vector<Tensor>>* abandoned = new std::vector<std::vector<Tensor>>();
     for (auto& [work, tensors] : posted)
-      if (work && !work->is_completed()) abandoned->push_back(std::move(tensors));
+      if (work && !work->is_completed()) abandoned_transfers().push_back(std::move(tensors));
   }
 };
 

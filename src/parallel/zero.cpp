@@ -128,11 +128,13 @@ std::vector<optim::ParamGroup> outer_groups(nn::Module& module, const InnerOptim
   if (!groups.empty()) {
     // Bad groups fail before any collective or any change to the module.
     std::vector<State::Param> params;
-    for (auto& [name, t] : module.named_parameters())
-      if (t.requires_grad() && std::none_of(params.begin(), params.end(), [&](const State::Param& p) {
-            return p.tensor.impl() == t.impl();
+    for (auto& [name, t] : module.named_parameters()) {
+      const Tensor& tensor = t;  // a structured binding: clang cannot capture it (P1091)
+      if (tensor.requires_grad() && std::none_of(params.begin(), params.end(), [&](const State::Param& p) {
+            return p.tensor.impl() == tensor.impl();
           }))
-        params.push_back({.name = name, .tensor = t});
+        params.push_back({.name = name, .tensor = tensor});
+    }
     assign_groups(params, groups);
     return groups;
   }
@@ -157,8 +159,8 @@ DataParallelOptions zero_path(ZeroOptions options) {
 
 }  // namespace
 
-ZeroOptimizer::ZeroOptimizer(nn::Module& module, InnerOptimizer inner, dist::ProcessGroup& group, ZeroOptions options,
-                             std::vector<optim::ParamGroup> groups)
+ZeroOptimizer::ZeroOptimizer(nn::Module& module, const InnerOptimizer& inner, dist::ProcessGroup& group,
+                             ZeroOptions options, const std::vector<optim::ParamGroup>& groups)
     : optim::Optimizer(outer_groups(module, inner, groups), /*check_parameters=*/false),
       module_(module),
       group_(group),
@@ -329,7 +331,7 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
   double split = optim::multi_tensor::sum_of_squares(split_parts);
   double replicated = optim::multi_tensor::sum_of_squares(replicated_parts);
   // Sums over the groups, made on each group's own device (NCCL takes CUDA tensors only).
-  auto group_sum = [](dist::ProcessGroup& g, std::vector<double> values) {
+  auto group_sum = [](dist::ProcessGroup& g, const std::vector<double>& values) {
     const int64_t n = static_cast<int64_t>(values.size());
     Tensor t = from_vector(values, {n}).to(g.tensor_device());
     g.all_reduce(t, dist::ReduceOp::Sum)->wait();

@@ -22,7 +22,7 @@ namespace {
 // The name of `target` in the tree under `module` ("h.0"), or "" when it is not there.
 std::string module_name(const nn::Module& module, const nn::Module* target, const std::string& prefix = "") {
   for (const auto& [name, child] : module.named_children()) {
-    const std::string path = prefix.empty() ? name : prefix + "." + name;
+    std::string path = prefix.empty() ? name : prefix + "." + name;
     if (child.get() == target) return path;
     if (std::string found = module_name(*child, target, path); !found.empty()) return found;
   }

@@ -16,7 +16,7 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 }
 
 // Generators without a device kernel yet fill a host tensor and move it.
-Tensor moved(Tensor host, const TensorOptions& options) {
+Tensor moved(const Tensor& host, const TensorOptions& options) {
   return finish(host.to(options.device), options);
 }
 

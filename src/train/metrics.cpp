@@ -16,7 +16,8 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path)
 void MetricsWriter::write(const std::map<std::string, Value>& record) {
   if (!out_.is_open()) return;
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [key, value] : record) {
+  for (const auto& [name, value] : record) {
+    const std::string& key = name;  // a structured binding: clang cannot capture it (P1091)
     std::visit(
         [&](const auto& v) {
           using V = std::decay_t<decltype(v)>;

@@ -51,7 +51,7 @@ class TokenFileStream {
  public:
   TokenFileStream(const std::string& path, uint64_t tokens) : file_(path) {
     char header[64] = {};
-    std::memcpy(header, "STRTOK01", 8);
+    std::copy_n("STRTOK01", 8, header);  // the magic, without its NUL
     put_le(header + 8, 1, 4);    // version
     put_le(header + 12, 2, 4);   // token bytes
     put_le(header + 16, tokens, 8);

@@ -43,7 +43,7 @@ struct InitialValue {
   Tensor value;  // allocated, any contents
   ParamRecipe recipe;
 };
-InitialValue initial_value(Shape shape, ParamInit how, const InitOptions& init,
+InitialValue initial_value(const Shape& shape, ParamInit how, const InitOptions& init,
                            std::optional<PartOfWhole> part = std::nullopt);
 
 // Mixed precision: a layer with 16-bit parameters (bfloat16, float16) computes in float32.

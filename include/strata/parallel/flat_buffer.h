@@ -45,7 +45,7 @@ class FlatBuffer {
   };
 
   // Entries are laid out in the order given. `num_shards` >= 1. No memory is allocated.
-  FlatBuffer(DType dtype, std::vector<std::pair<std::string, Shape>> entries, int num_shards,
+  FlatBuffer(DType dtype, const std::vector<std::pair<std::string, Shape>>& entries, int num_shards,
              int64_t global_offset = 0);
 
   DType dtype() const { return dtype_; }

@@ -116,9 +116,9 @@ class ZeroOptimizer : public optim::Optimizer {
   // decay (e.g. optim::weight_decay_groups); empty: one group with every trainable
   // parameter and the lr / weight_decay of the options (a factory's group gets lr 1e-3, no
   // decay). The module must outlive this object.
-  ZeroOptimizer(nn::Module& module, InnerOptimizer inner, dist::ProcessGroup& group, ZeroOptions options = {},
-                std::vector<optim::ParamGroup> groups = {});
-  ~ZeroOptimizer();
+  ZeroOptimizer(nn::Module& module, const InnerOptimizer& inner, dist::ProcessGroup& group, ZeroOptions options = {},
+                const std::vector<optim::ParamGroup>& groups = {});
+  ~ZeroOptimizer() override;
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
 

@@ -78,7 +78,7 @@ class ArrivalBoardMPI final : public detail::ArrivalBoard {
     Engine* e = Engine::get();
     if (e == nullptr) return;  // finalized: MPI_Finalize released the communicator
     auto op = make_op("free", false);
-    op->stages.push_back([e](Op& o) {
+    op->stages.emplace_back([e](Op& o) {
       // Not freed at once: the peers' announcements may still be on the way to it
       // (Engine::retire_watch).
       e->retire_watch(*o.group);
@@ -94,7 +94,7 @@ class ArrivalBoardMPI final : public detail::ArrivalBoard {
     Engine* e = Engine::get();
     if (e == nullptr) return;
     auto op = make_op("announce", true);
-    op->stages.push_back([e, seq](Op& o) { e->announce(*o.group, seq); });
+    op->stages.emplace_back([e, seq](Op& o) { e->announce(*o.group, seq); });
     try {
       e->submit(std::move(op));
     } catch (const std::exception&) {
@@ -110,7 +110,7 @@ class ArrivalBoardMPI final : public detail::ArrivalBoard {
     for (;;) {
       auto op = make_op("read", true);
       op->work = std::make_shared<WorkState>();
-      op->stages.push_back([](Op& o) {
+      op->stages.emplace_back([](Op& o) {
         STRATA_CHECK(Engine::get()->drain(*o.group), "an MPI call failed while reading the announcements");
       });
       Outcome r = run(std::move(op), until);
@@ -165,7 +165,7 @@ class ArrivalBoardMPI final : public detail::ArrivalBoard {
     op->detail = "new board 'arrivals(" + name + ")'";
     op->timeout = timeout_;
     op->work = std::make_shared<WorkState>();
-    op->stages.push_back([](Op& o) { STRATA_MPI(MPI_Ibarrier(o.group->watch, &o.add_request())); });
+    op->stages.emplace_back([](Op& o) { STRATA_MPI(MPI_Ibarrier(o.group->watch, &o.add_request())); });
     op->finish = [color, result, name, globals](Op& o) {
       MPI_Comm comm;
       STRATA_MPI(MPI_Comm_split(o.group->watch, color, o.group->rank, &comm));
@@ -211,7 +211,7 @@ std::unique_ptr<ArrivalBoard> make_mpi_arrival_board(ProcessGroup& bootstrap, co
   op->group = group->state();
   op->timeout = bootstrap.timeout();
   op->work = std::make_shared<WorkState>();
-  op->stages.push_back([comm](Op& o) { STRATA_MPI(MPI_Comm_idup(o.group->comm, comm.get(), &o.add_request())); });
+  op->stages.emplace_back([comm](Op& o) { STRATA_MPI(MPI_Comm_idup(o.group->comm, comm.get(), &o.add_request())); });
   op->finish = [comm, result, name](Op& o) {
     *result = make_board_state(*comm, "arrivals(" + name + ")", o.group->global_ranks);
   };

@@ -231,7 +231,7 @@ ProcessGroupMPI::~ProcessGroupMPI() {
   op->kind = "free";
   op->sequenced = false;
   op->group = state_;
-  op->stages.push_back([e](Op& o) {
+  op->stages.emplace_back([e](Op& o) {
     // MPI lets pending requests on a freed communicator complete normally. `comm` and
     // `ring` carry only matched traffic (collectives, our ring, the user's point-to-point):
     // every message sent to this rank on them is one that its own ops receive. The watch
@@ -290,7 +290,7 @@ WorkPtr ProcessGroupMPI::do_all_reduce(Tensor& tensor, ReduceOp rop, const OpDes
   // Large buffers take shared memory (one node, shm_collectives.h) or our ring (ring.h);
   // the choice depends only on what every rank passes.
   const Path path = choose_path(*state_, "all_reduce", count * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
-  op->stages.push_back([tensor, rop, tmp, count, d, path](Op& o) {
+  op->stages.emplace_back([tensor, rop, tmp, count, d, path](Op& o) {
     void* buf = tensor.raw_data();
     MPI_Datatype type = wire_type(d);
     if (is_16bit(d)) {
@@ -314,7 +314,7 @@ WorkPtr ProcessGroupMPI::do_broadcast(Tensor& tensor, int root, const OpDescript
   const int count = mpi_count(tensor.numel(), desc.name);
   const DType d = tensor.dtype();
   auto op = make_op(desc);
-  op->stages.push_back([tensor, count, d, root](Op& o) {
+  op->stages.emplace_back([tensor, count, d, root](Op& o) {
     STRATA_MPI(MPI_Ibcast(tensor.raw_data(), count, wire_type(d), root, o.group->comm, &o.add_request()));
   });
   return submit(std::move(op), desc);
@@ -339,7 +339,7 @@ WorkPtr ProcessGroupMPI::do_all_gather(Tensor& out, const Tensor& in, const OpDe
   Tensor src = (!in_place && overlap(out, in)) ? in.clone() : in;
   auto op = make_op(desc);
   const Path path = choose_path(*state_, "all_gather", m * static_cast<int64_t>(esize));
-  op->stages.push_back([out, src, counts, displs, d, in_place, mine, m, path](Op& o) {
+  op->stages.emplace_back([out, src, counts, displs, d, in_place, mine, m, path](Op& o) {
     MPI_Datatype t = wire_type(d);
     if (path == Path::Shm) return start_shm(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
     if (path == Path::Ring) return start_ring(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
@@ -365,7 +365,7 @@ WorkPtr ProcessGroupMPI::do_reduce_scatter(Tensor& out, const Tensor& in, Reduce
   const int size = size_;
   auto op = make_op(desc);
   const Path path = choose_path(*state_, "reduce_scatter", m * (is_16bit(d) ? 4 : static_cast<int64_t>(dtype_size(d))));
-  op->stages.push_back([out, src, counts, rop, d, m, mine, tmp_in, tmp_out, path](Op& o) {
+  op->stages.emplace_back([out, src, counts, rop, d, m, mine, tmp_in, tmp_out, path](Op& o) {
     const void* sbuf = src.raw_data();
     void* rbuf = out.raw_data();
     MPI_Datatype t = wire_type(d);
@@ -395,7 +395,7 @@ WorkPtr ProcessGroupMPI::do_all_to_all(Tensor& out, const Tensor& in, const OpDe
   const int k = static_cast<int>(n / size_);
   Tensor src = overlap(out, in) ? in.clone() : in;
   auto op = make_op(desc);
-  op->stages.push_back([out, src, k, d](Op& o) {
+  op->stages.emplace_back([out, src, k, d](Op& o) {
     MPI_Datatype t = wire_type(d);
     STRATA_MPI(MPI_Ialltoall(src.raw_data(), k, t, out.raw_data(), k, t, o.group->comm, &o.add_request()));
   });
@@ -404,7 +404,7 @@ WorkPtr ProcessGroupMPI::do_all_to_all(Tensor& out, const Tensor& in, const OpDe
 
 WorkPtr ProcessGroupMPI::do_barrier(const OpDescription& desc) {
   auto op = make_op(desc);
-  op->stages.push_back([](Op& o) { STRATA_MPI(MPI_Ibarrier(o.group->comm, &o.add_request())); });
+  op->stages.emplace_back([](Op& o) { STRATA_MPI(MPI_Ibarrier(o.group->comm, &o.add_request())); });
   return submit(std::move(op), desc);
 }
 
@@ -418,7 +418,7 @@ WorkPtr ProcessGroupMPI::do_send(const Tensor& tensor, int dst, const OpDescript
   const int count = mpi_count(tensor.numel(), desc.name);
   const DType d = tensor.dtype();
   auto op = make_op(desc);
-  op->stages.push_back([tensor, count, d, dst](Op& o) {
+  op->stages.emplace_back([tensor, count, d, dst](Op& o) {
     STRATA_MPI(MPI_Isend(tensor.raw_data(), count, wire_type(d), dst, kTagP2P, o.group->comm, &o.add_request(dst)));
   });
   return submit(std::move(op), desc);
@@ -428,7 +428,7 @@ WorkPtr ProcessGroupMPI::do_recv(Tensor& tensor, int src, const OpDescription& d
   const int count = mpi_count(tensor.numel(), desc.name);
   const DType d = tensor.dtype();
   auto op = make_op(desc);
-  op->stages.push_back([tensor, count, d, src](Op& o) {
+  op->stages.emplace_back([tensor, count, d, src](Op& o) {
     STRATA_MPI(MPI_Irecv(tensor.raw_data(), count, wire_type(d), src, kTagP2P, o.group->comm, &o.add_request(src)));
   });
   // A longer message fails in MPI (truncation); a shorter one is caught here.
@@ -450,7 +450,7 @@ std::unique_ptr<ProcessGroup> ProcessGroupMPI::do_split(const SplitPlan& plan, c
   auto all = std::make_shared<std::vector<SplitEntry>>(static_cast<size_t>(size_));
   auto result = std::make_shared<std::shared_ptr<GroupState>>();
   auto op = make_op(desc);
-  op->stages.push_back([mine, all](Op& o) {
+  op->stages.emplace_back([mine, all](Op& o) {
     STRATA_MPI(MPI_Iallgather(mine.get(), sizeof(SplitEntry), MPI_BYTE, all->data(), sizeof(SplitEntry), MPI_BYTE,
                               o.group->comm, &o.add_request()));
   });

@@ -383,6 +383,7 @@ void ProcessGroupNCCL::check_signature(const OpDescription& desc) {
   }
   std::vector<int64_t> words = host_all_gather(mine.words(), "debug signature check");
   std::vector<detail::Signature> all;
+  all.reserve(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r)
     all.push_back(detail::Signature::from_words(words.data() + static_cast<size_t>(r) * detail::Signature::kWords));
   std::string mismatch = detail::signature_mismatch(all, name_);
