@@ -272,7 +272,7 @@ std::vector<std::string> ShardedCheckpoint::verify() const {
     try {
       check_header(file);
     } catch (const std::exception& e) {
-      problems.push_back(e.what());
+      problems.emplace_back(e.what());
     }
   }
   // (Coverage was checked when the index was opened.)
@@ -281,7 +281,7 @@ std::vector<std::string> ShardedCheckpoint::verify() const {
       try {
         read_piece(directory_, name, e.dtype, p);
       } catch (const std::exception& ex) {
-        problems.push_back(ex.what());
+        problems.emplace_back(ex.what());
       }
     }
   }

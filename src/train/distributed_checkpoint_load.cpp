@@ -99,7 +99,7 @@ void read_range(const ShardedCheckpoint& c, const std::string& tensor, const Loc
 // Which stored tensor a weight of dtype `dtype` is read from: the parameter in that dtype,
 // else the master weights, else the parameter converted.
 std::string weight_source(const ShardedCheckpoint& c, const std::string& name, DType dtype) {
-  const std::string model = "model." + name, master = "master." + name;
+  std::string model = "model." + name, master = "master." + name;
   if (c.contains(model) && c.tensor(model).dtype == dtype) return model;
   if (c.contains(master)) return master;
   return model;
