@@ -259,7 +259,7 @@ TEST(HfGpt2, PythonReadsExport) {
                         {"tie_word_embeddings", true}}}};
   write_bytes(dir.file("expect.json"), expect.dump());
   std::string output;
-  const int rc = strata::testing::run_python_script("unit/read_safetensors.py", {dir.file("expect.json")}, &output);
+  const int rc = strata::testing::run_python_script("unit/checkpoint/read_safetensors.py", {dir.file("expect.json")}, &output);
   EXPECT_EQ(rc, 0) << output;
   EXPECT_CONTAINS(output, "OK (28 tensors");
 }

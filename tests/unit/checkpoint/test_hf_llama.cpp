@@ -321,7 +321,7 @@ TEST(HfLlama, PythonReadsExport) {
                       {"expect", {{"model_type", "llama"}, {"num_key_value_heads", 2}, {"hidden_act", "silu"}}}};
   write_bytes(e.tmp.file("expect.json"), expect.dump());
   std::string output;
-  const int rc = strata::testing::run_python_script("unit/read_safetensors.py", {e.tmp.file("expect.json")}, &output);
+  const int rc = strata::testing::run_python_script("unit/checkpoint/read_safetensors.py", {e.tmp.file("expect.json")}, &output);
   EXPECT_EQ(rc, 0) << output;
   EXPECT_CONTAINS(output, "OK (21 tensors");
 }

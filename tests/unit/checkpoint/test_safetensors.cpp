@@ -328,7 +328,7 @@ TEST(Safetensors, PythonReadsEveryDtype) {
   }
   write_bytes(dir.file("expect.json"), expect.dump());
   std::string output;
-  const int rc = strata::testing::run_python_script("unit/read_safetensors.py", {dir.file("expect.json")}, &output);
+  const int rc = strata::testing::run_python_script("unit/checkpoint/read_safetensors.py", {dir.file("expect.json")}, &output);
   EXPECT_EQ(rc, 0) << output;
   EXPECT_CONTAINS(output, "OK");
 }

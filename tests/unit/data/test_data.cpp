@@ -355,7 +355,7 @@ TEST_F(TokenFileTest, OpenRejectsBadFiles) {
   std::string short_file = variant("short.bin", [](auto& b) { b.resize(10); });
   expect_error([&] { TokenFile::open(short_file); }, {"short.bin", "too short for the 64-byte header"});
   // A broken magic is an unknown format, except under a *.bin name of even size: raw uint16
-  // tokens (nanoGPT's), which have no magic (tests/unit/test_token_formats.cpp).
+  // tokens (nanoGPT's), which have no magic (tests/unit/data/test_token_formats.cpp).
   std::string magic = variant("magic.tokens", [](auto& b) { b[0] = 'X'; });
   expect_error([&] { TokenFile::open(magic); }, {"magic.tokens", "unknown format", "58 54 52 54 4f 4b 30 31"});
   EXPECT_EQ(TokenFile::open(variant("magic.bin", [](auto& b) { b[0] = 'X'; })).format(), TokenFormat::RawUint16);

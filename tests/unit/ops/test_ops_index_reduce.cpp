@@ -190,7 +190,7 @@ TEST(ReduceAlongDim, Errors) {
   expect_error_mentions([&] { cumsum(scalar_tensor(1.0), 0); }, {"cumsum", "zero-dimensional"});
 }
 
-// cat / stack / split / chunk beyond tests/unit/test_shape_ops.cpp: negative dimensions and
+// cat / stack / split / chunk beyond tests/unit/ops/test_shape_ops.cpp: negative dimensions and
 // uneven pieces as torch gives them.
 TEST(ShapeOps, NegativeDimsAndUnevenPieces) {
   Tensor x = iota({2, 7});
