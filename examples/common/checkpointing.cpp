@@ -1,14 +1,14 @@
-#include "checkpointing.h"
+#include "common/checkpointing.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
 
-#include "preflight.h"
+#include "common/preflight.h"
 #include "strata/checkpoint/save_directory.h"
 #include "strata/core/error.h"
-#include "train_options.h"
+#include "common/train_options.h"
 
 namespace strata::examples {
 

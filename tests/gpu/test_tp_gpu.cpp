@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gpu/gpu_test.h"
-#include "model_equivalence_util.h"
+#include "distributed/model_equivalence_util.h"
 #include "strata/parallel/tp_factory.h"
 #include "strata/parallel/tp_layers.h"
 #include "strata/tensor/cuda.h"

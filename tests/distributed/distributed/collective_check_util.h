@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 
 namespace strata::test {
 

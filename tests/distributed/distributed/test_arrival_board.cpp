@@ -10,7 +10,7 @@
 
 #include "distributed/arrivals.h"
 #include "distributed/backend.h"
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 
 namespace strata {
 namespace {

@@ -1,6 +1,6 @@
 // ProcessGroup::batch_send_recv over MPI (CPU tensors): every rank sends before it receives,
 // which only works because the ops of a batch progress together.
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 
 namespace strata {
 namespace {

@@ -2,7 +2,7 @@
 // Runs with 2, 3 and 4 ranks (and as a plain process: world size 1).
 #include <cstdlib>
 
-#include "collective_check_util.h"
+#include "distributed/distributed/collective_check_util.h"
 
 namespace strata {
 namespace {

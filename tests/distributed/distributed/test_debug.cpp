@@ -1,5 +1,5 @@
 // STRATA_DEBUG_COLLECTIVES=1 (set by CMake for this test): mismatched collectives are named.
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 
 namespace strata {
 namespace {

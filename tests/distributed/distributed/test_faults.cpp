@@ -13,7 +13,7 @@
 
 #include "distributed/mpi/engine.h"
 #include "distributed/mpi/process_group_mpi.h"
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 
 namespace strata {
 namespace {

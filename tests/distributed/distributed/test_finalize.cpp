@@ -1,5 +1,5 @@
 // finalize(): safe twice; every later use raises strata::Error.
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 
 namespace strata {
 namespace {

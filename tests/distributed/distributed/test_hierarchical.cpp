@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <random>
 
-#include "collective_check_util.h"
-#include "path_order.h"
+#include "distributed/distributed/collective_check_util.h"
+#include "distributed/distributed/path_order.h"
 
 namespace strata {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <unistd.h>
 
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 
 namespace strata {
 namespace {

@@ -1,5 +1,5 @@
 // DeviceMesh over 4 ranks: the sub-groups of a 2x2 mesh and the shape check.
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 #include "strata/distributed/device_mesh.h"
 #include "strata/ops/elementwise.h"
 

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "collective_check_util.h"
+#include "distributed/distributed/collective_check_util.h"
 
 namespace strata {
 namespace {

@@ -2,7 +2,7 @@
 // process with batch N*B (each rank computes that reference itself).
 #include <algorithm>
 
-#include "ddp_test_util.h"
+#include "distributed/ddp_test_util.h"
 
 namespace strata::test {
 namespace {

@@ -2,7 +2,7 @@
 // the group stays usable afterwards.
 #include <chrono>
 
-#include "ddp_test_util.h"
+#include "distributed/ddp_test_util.h"
 
 namespace strata::test {
 namespace {

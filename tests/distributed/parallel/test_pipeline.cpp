@@ -18,8 +18,8 @@
 #include <memory>
 #include <tuple>
 
-#include "dist_test_util.h"
-#include "model_equivalence_util.h"
+#include "distributed/dist_test_util.h"
+#include "distributed/model_equivalence_util.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/parallel/tp_factory.h"
 #include "timeline_check.h"

@@ -2,7 +2,7 @@
 // is an error that names the parameter, its unit and where it can be read instead.
 #include <string>
 
-#include "zero_test_util.h"
+#include "distributed/zero_test_util.h"
 
 namespace strata::test {
 namespace {

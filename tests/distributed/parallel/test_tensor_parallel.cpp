@@ -5,7 +5,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 #include "strata/strata.h"
 
 namespace strata {

@@ -13,8 +13,8 @@
 #include <optional>
 #include <tuple>
 
-#include "dist_test_util.h"
-#include "model_equivalence_util.h"
+#include "distributed/dist_test_util.h"
+#include "distributed/model_equivalence_util.h"
 #include "strata/strata.h"
 #include "strata/parallel/tp_factory.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "float32_bound.h"
-#include "zero_test_util.h"
+#include "distributed/zero_test_util.h"
 
 namespace strata::test {
 namespace {

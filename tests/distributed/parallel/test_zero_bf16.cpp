@@ -3,7 +3,7 @@
 // gradient accumulation at every stage.
 #include <cstdio>
 
-#include "zero_test_util.h"
+#include "distributed/zero_test_util.h"
 
 namespace strata::test {
 namespace {

@@ -1,5 +1,5 @@
 // ZeroOptimizer on bad input: clear errors saying what was found and what was expected.
-#include "zero_test_util.h"
+#include "distributed/zero_test_util.h"
 
 namespace strata::test {
 namespace {

@@ -3,7 +3,7 @@
 // together (and back off the scale), then step together once the scale fits.
 #include <gtest/gtest.h>
 
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 #include "strata/strata.h"
 #include "strata/optim/grad_scaler.h"
 #include "strata/parallel/zero.h"

@@ -1,6 +1,6 @@
 // ZeroOptimizer's memory report against the ZeRO paper's formulas, and mixed precision
 // (bfloat16 parameters, float32 master weights) end to end.
-#include "zero_test_util.h"
+#include "distributed/zero_test_util.h"
 
 namespace strata::test {
 namespace {

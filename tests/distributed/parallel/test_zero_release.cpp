@@ -14,7 +14,7 @@
 #include <set>
 #include <string>
 
-#include "zero_test_util.h"
+#include "distributed/zero_test_util.h"
 
 namespace strata::test {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 #include "file_test_util.h"
 #include "strata/profile/timeline.h"
 #include "timeline_check.h"

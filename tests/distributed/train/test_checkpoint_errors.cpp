@@ -23,7 +23,7 @@
 #include "strata/distributed/object_collectives.h"
 #include "strata/train/async_checkpointer.h"
 #include "strata/train/distributed_checkpoint.h"
-#include "zero_test_util.h"
+#include "distributed/zero_test_util.h"
 
 namespace strata::test {
 using namespace strata::checkpoint;

@@ -13,8 +13,8 @@
 #include <memory>
 #include <optional>
 
-#include "dist_test_util.h"
-#include "model_equivalence_util.h"
+#include "distributed/dist_test_util.h"
+#include "distributed/model_equivalence_util.h"
 #include "strata/distributed/object_collectives.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/parallel/tp_factory.h"

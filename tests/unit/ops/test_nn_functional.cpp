@@ -9,7 +9,7 @@
 
 #include "strata_kernels/common/fast_math.h"
 #include "gradcheck.h"
-#include "row_kernel_error_bounds.h"
+#include "unit/ops/row_kernel_error_bounds.h"
 #include "strata/strata.h"
 #include "test_util.h"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gradcheck.h"
-#include "row_kernel_error_bounds.h"
+#include "unit/ops/row_kernel_error_bounds.h"
 #include "strata/strata.h"
 #include "test_util.h"
 

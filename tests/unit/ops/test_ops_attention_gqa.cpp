@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "attention_error_bounds.h"
+#include "unit/ops/attention_error_bounds.h"
 #include "gradcheck.h"
 #include "strata/strata.h"
 #include "test_util.h"
