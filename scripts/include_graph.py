@@ -12,7 +12,7 @@ as a violation unless ALLOWED names it (each with the reason, as docs/architectu
 --strict exits 1 when an unallowed upward edge exists (CI runs it so); --why lists the
 includes behind one edge.
 
-It also checks the one include spelling (docs/architecture.md "Include spelling"): a project
+It also checks the one include spelling (docs/architecture.md "One include spelling"): a project
 header is included in quotes by its path from a root of the including file's tree (ROOTS:
 "strata/<layer>/x.h" from include/, "strata_kernels/..." from kernels/include/, a private
 header of src/ as "ops/nn_common.h", a test helper as "unit/ops/x.h" or "test_util.h" from

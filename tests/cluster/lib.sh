@@ -65,12 +65,12 @@ cluster_host_procs() {
 }
 
 # Whether host FROM reaches host TO (by name, through FROM's /etc/hosts) over the network
-# within TIMEOUT seconds (default 2): a TCP connect to a closed port that is refused proves
+# within TIMEOUT seconds (default STRATA_CLUSTER_REACH_TIMEOUT, else 2): a TCP connect to a closed port that is refused proves
 # the path works (TO's kernel answered); a timeout or "no route" does not (a link down, a
 # firewall dropping bridge traffic through br_netfilter, a name that does not resolve).
 # Prints what the connect said when it fails.
 cluster_reachable() {
-  local from=$1 to=$2 t=${3:-2} out
+  local from=$1 to=$2 t=${3:-${STRATA_CLUSTER_REACH_TIMEOUT:-2}} out
   out=$("$CLUSTER_DIR/host_exec.sh" "$from" timeout "$t" bash -c "exec 3<>/dev/tcp/$to/9" 2>&1) || true
   [[ "$out" == *"refused"* ]] && return 0
   out=${out##*: }                       # bash's "...: /dev/tcp/HOST/9: No route to host"

@@ -192,7 +192,13 @@ if [ "$netem" = 1 ]; then
 else
   log "   NOTICE: no delay tested: this kernel lacks sch_netem (tc netem), and nftables cannot delay packets"
 fi
+# The reachability checks (cluster_mpirun.sh, rsh_agent.sh) connect through the lossy link
+# too: a dropped SYN or RST is resent after 1 s, then 3 s and 7 s from the start, so 2 s
+# gives one resend and a 1-in-600 chance (two of the ~4% losses in a row) of calling
+# strata-h1 unreachable, as one CI run did. 8 s covers three resends (about 1 in 400000).
+export STRATA_CLUSTER_REACH_TIMEOUT=8
 run_to_end lossy
+unset STRATA_CLUSTER_REACH_TIMEOUT
 dropped=$("$here/host_exec.sh" strata-h1 nft list table inet strata_faults | grep -oE 'packets [0-9]+' | awk '{n += $2} END {print n + 0}')
 log "   $dropped packets dropped on strata-h1's link"
 [ "$dropped" -gt 0 ] || fail "no packet was dropped: the loss rules did not act on the ranks' traffic"

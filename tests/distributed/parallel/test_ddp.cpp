@@ -132,14 +132,93 @@ TEST_P(DDPEquivalence, MatchesWithDefaultBuckets) {
   // Default caps (1 MiB first bucket): the whole model in one bucket.
   check_equivalence(GetParam(), DType::Float64, {}, {}, kFloat64Tolerance);
 }
-// Compression rounds each rank's bucket to 16 bits (relative error 2^-9 for bf16, 2^-12 for
-// fp16) and AdamW amplifies it as above: per-tensor L2 bounds 0.1 (bf16) and 5e-2 (fp16),
-// measured ~5e-2 and ~6e-3 on 2 ranks.
-TEST_P(DDPEquivalence, Bf16CompressionIsClose) {
-  check_equivalence(GetParam(), DType::Float32, small_buckets(), ddp_hooks::bf16_compress(), 0.1);
+// A 16-bit format that a comm hook rounds gradients to: its unit roundoff and half the
+// spacing of its subnormals (the absolute error of rounding a value near zero).
+struct Format16 {
+  const char* name;
+  double unit;
+  double eta;
+};
+constexpr Format16 kBf16{"bf16", 0x1p-8, 0x1p-134};
+constexpr Format16 kFp16{"fp16", 0x1p-11, 0x1p-25};
+
+// Gradient compression (bf16_compress, fp16_compress) rounds each rank's float32 bucket to 16
+// bits, sums the 16-bit values over the N ranks and averages in float32. Against the float64
+// average of the same float32 local gradients g_r, an entry errs by at most
+//   (u + gamma_{N-1} (1 + u)) sum_r |g_r| / N + 2 eta + u32 |g|
+// (the N roundings of the terms, then the N-1 additions in any order (Higham's gamma_{N-1} of
+// the rounded terms' magnitudes), an eta per rounding near zero, and float32's rounding of the
+// quotient), plus the float64 reference's own sums, 2^-50 sum_r |g_r|. Derived, so it holds on
+// any machine; a hook that did not average, or reduced only some ranks, is off by ~|g|.
+void check_compressed_gradients(Family family, const CommHook& hook, const Format16& format) {
+  auto& world = dist::world();
+  const int n = world.size();
+  auto model = tiny_model(family, DType::Float32);
+  auto alone = tiny_model(family, DType::Float32);  // the same weights, no DDP: this rank's own g_r
+  DistributedDataParallel ddp(*model, world, small_buckets());
+  ddp.register_comm_hook(hook);
+  Batch mine = rank_slice(global_batch(0, n * kPerRank, *model), world.rank(), kPerRank);
+  model->loss(mine.inputs, mine.targets).backward();
+  alone->loss(mine.inputs, mine.targets).backward();
+  const double gamma = (n - 1) * format.unit / (1 - (n - 1) * format.unit);
+  const auto reduced = model->named_parameters();
+  const auto own = alone->named_parameters();
+  ASSERT_EQ(reduced.size(), own.size());
+  double worst = 0;
+  int64_t over = 0;
+  for (size_t i = 0; i < own.size(); ++i) {
+    Tensor sum = own[i].second.grad().to(DType::Float64);  // exact conversion
+    Tensor magnitude = abs(sum);
+    world.all_reduce(sum, dist::ReduceOp::Sum)->wait();
+    world.all_reduce(magnitude, dist::ReduceOp::Sum)->wait();
+    const auto g = reduced[i].second.grad().to_vector<double>();
+    const auto total = sum.to_vector<double>();
+    const auto mags = magnitude.to_vector<double>();
+    for (size_t j = 0; j < g.size(); ++j) {
+      const double average = total[j] / n;
+      const double bound = (format.unit + gamma * (1 + format.unit) + 0x1p-50) * mags[j] / n + 2 * format.eta +
+                           kUnitRoundoff32 * std::abs(average);
+      const double difference = std::abs(g[j] - average);
+      worst = std::max(worst, difference / bound);
+      if (difference > bound && over++ == 0)
+        ADD_FAILURE() << format.name << " N=" << n << " " << reduced[i].first << "[" << j << "]: reduced " << g[j]
+                      << ", float64 average " << average << ", difference " << difference << " > bound " << bound;
+    }
+  }
+  EXPECT_EQ(over, 0) << format.name << " N=" << n << ": entries beyond the rounding bound";
+  if (world.rank() == 0)
+    std::printf("%s compression N=%d: worst difference / derived bound %.3f\n", format.name, n, worst);
 }
-TEST_P(DDPEquivalence, Fp16CompressionIsClose) {
-  check_equivalence(GetParam(), DType::Float32, small_buckets(), ddp_hooks::fp16_compress(), 5e-2);
+
+// Training with compression keeps the replicas identical: every rank applies the same reduced
+// 16-bit sums, so after several AdamW steps each rank's parameters equal rank 0's bit for bit.
+void check_replicas_stay_identical(Family family, const CommHook& hook) {
+  auto& world = dist::world();
+  const int n = world.size();
+  auto model = tiny_model(family, DType::Float32);
+  DistributedDataParallel ddp(*model, world, small_buckets());
+  ddp.register_comm_hook(hook);
+  auto opt = make_optimizer(Opt::AdamW, *model);
+  for (int s = 0; s < kSteps; ++s) {
+    Batch mine = rank_slice(global_batch(s, n * kPerRank, *model), world.rank(), kPerRank);
+    model->loss(mine.inputs, mine.targets).backward();
+    opt->step();
+    opt->zero_grad();
+  }
+  for (const auto& [name, p] : model->named_parameters()) {
+    Tensor root = p.clone();
+    world.broadcast(root, 0)->wait();
+    EXPECT_EQ(p.to_vector<float>(), root.to_vector<float>()) << name << " on rank " << world.rank();
+  }
+}
+
+TEST_P(DDPEquivalence, Bf16CompressionIsWithinItsRoundingBound) {
+  check_compressed_gradients(GetParam(), ddp_hooks::bf16_compress(), kBf16);
+  check_replicas_stay_identical(GetParam(), ddp_hooks::bf16_compress());
+}
+TEST_P(DDPEquivalence, Fp16CompressionIsWithinItsRoundingBound) {
+  check_compressed_gradients(GetParam(), ddp_hooks::fp16_compress(), kFp16);
+  check_replicas_stay_identical(GetParam(), ddp_hooks::fp16_compress());
 }
 
 TEST(DDP, NoSyncAccumulatesMicroBatches) {
