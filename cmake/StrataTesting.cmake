@@ -28,7 +28,7 @@ function(strata_add_dist_test name)
   if(NOT TARGET ${name})
     add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
     target_link_libraries(${name} PRIVATE strata::strata GTest::gtest)
-    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests ${PROJECT_SOURCE_DIR}/tests/distributed)
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)  # helpers spelled from tests/
     target_compile_options(${name} PRIVATE ${STRATA_WARNINGS})
   endif()
   set(cmd ${MPIEXEC_EXECUTABLE} --oversubscribe ${ARG_MPIEXEC_ARGS} -np ${ARG_NP} $<TARGET_FILE:${name}>)

@@ -1,16 +1,16 @@
-#include "checkpointing.h"
+#include "common/checkpointing.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <limits>
 
-#include "full_weights.h"
-#include "preflight.h"
+#include "common/full_weights.h"
+#include "common/preflight.h"
 #include "strata/checkpoint/save_directory.h"
 #include "strata/core/error.h"
 #include "strata/train/model_registry.h"
-#include "train_options.h"
+#include "common/train_options.h"
 
 namespace strata::examples {
 

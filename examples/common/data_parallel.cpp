@@ -1,4 +1,4 @@
-#include "data_parallel.h"
+#include "common/data_parallel.h"
 
 #include <algorithm>
 

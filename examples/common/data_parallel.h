@@ -11,7 +11,7 @@
 #include "strata/optim/adam.h"
 #include "strata/optim/lr_scheduler.h"
 #include "strata/parallel/zero.h"
-#include "train_options.h"
+#include "common/train_options.h"
 
 namespace strata::examples {
 

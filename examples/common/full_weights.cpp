@@ -1,4 +1,4 @@
-#include "full_weights.h"
+#include "common/full_weights.h"
 
 #include <optional>
 

@@ -1,4 +1,4 @@
-#include "layout.h"
+#include "common/layout.h"
 
 #include "strata/core/error.h"
 #include "strata/parallel/tp_factory.h"

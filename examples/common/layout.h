@@ -7,7 +7,7 @@
 
 #include "strata/distributed/device_mesh.h"
 #include "strata/nn/layer_factory.h"
-#include "train_options.h"
+#include "common/train_options.h"
 
 namespace strata::examples {
 

@@ -1,8 +1,8 @@
-#include "model_training.h"
+#include "common/model_training.h"
 
 #include <utility>
 
-#include "pipeline_setup.h"
+#include "common/pipeline_setup.h"
 #include "strata/parallel/tp_factory.h"
 
 namespace strata::examples {

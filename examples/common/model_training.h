@@ -8,17 +8,17 @@
 #include <memory>
 #include <string>
 
-#include "data_parallel.h"
-#include "layout.h"
-#include "step_timeline.h"
+#include "common/data_parallel.h"
+#include "common/layout.h"
+#include "common/step_timeline.h"
 #include "strata/data/dataset.h"
 #include "strata/data/loader.h"
 #include "strata/distributed/process_group.h"
 #include "strata/nn/causal_lm.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/train/distributed_checkpoint.h"
-#include "train_options.h"
-#include "train_step.h"
+#include "common/train_options.h"
+#include "common/train_step.h"
 
 namespace strata::examples {
 

@@ -1,4 +1,4 @@
-#include "pipeline_setup.h"
+#include "common/pipeline_setup.h"
 
 #include "strata/core/error.h"
 

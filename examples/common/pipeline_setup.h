@@ -4,12 +4,12 @@
 #include <cstdint>
 #include <memory>
 
-#include "data_parallel.h"
-#include "layout.h"
+#include "common/data_parallel.h"
+#include "common/layout.h"
 #include "strata/nn/causal_lm.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/profile/timeline.h"
-#include "train_options.h"
+#include "common/train_options.h"
 
 namespace strata::examples {
 

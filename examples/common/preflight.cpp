@@ -1,4 +1,4 @@
-#include "preflight.h"
+#include "common/preflight.h"
 
 #include <unistd.h>
 

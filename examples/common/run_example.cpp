@@ -1,4 +1,4 @@
-#include "run_example.h"
+#include "common/run_example.h"
 
 #include <cstdio>
 #include <cstdlib>

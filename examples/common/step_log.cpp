@@ -1,4 +1,4 @@
-#include "step_log.h"
+#include "common/step_log.h"
 
 #include <cstdio>
 

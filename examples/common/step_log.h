@@ -3,7 +3,7 @@
 // --log-every steps (and at the last step), and a JSONL record per step.
 #include <cstdint>
 
-#include "data_parallel.h"
+#include "common/data_parallel.h"
 #include "strata/train/metrics.h"
 #include "strata/train/progress.h"
 

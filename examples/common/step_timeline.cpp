@@ -1,4 +1,4 @@
-#include "step_timeline.h"
+#include "common/step_timeline.h"
 
 #include <cstdio>
 

@@ -5,7 +5,7 @@
 
 #include "strata/distributed/process_group.h"
 #include "strata/profile/timeline.h"
-#include "train_options.h"
+#include "common/train_options.h"
 
 namespace strata::examples {
 

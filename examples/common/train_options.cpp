@@ -1,4 +1,4 @@
-#include "train_options.h"
+#include "common/train_options.h"
 
 #include <charconv>
 #include <chrono>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "preflight.h"
+#include "common/preflight.h"
 #include "strata/core/error.h"
 #include "strata/distributed/init.h"
 

@@ -1,4 +1,4 @@
-#include "train_step.h"
+#include "common/train_step.h"
 
 namespace strata::examples {
 

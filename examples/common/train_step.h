@@ -3,8 +3,8 @@
 // the optimizer, or the pipeline's schedule with --pp, each a span of the --timeline.
 #include <cstdint>
 
-#include "data_parallel.h"
-#include "step_timeline.h"
+#include "common/data_parallel.h"
+#include "common/step_timeline.h"
 #include "strata/data/dataset.h"
 #include "strata/nn/causal_lm.h"
 #include "strata/parallel/pipeline.h"

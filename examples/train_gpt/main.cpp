@@ -38,18 +38,18 @@
 #include <cstdlib>
 #include <thread>
 
-#include "checkpointing.h"
-#include "data_parallel.h"
-#include "layout.h"
-#include "model_training.h"
-#include "pipeline_setup.h"
-#include "preflight.h"
-#include "run_example.h"
-#include "step_log.h"
+#include "common/checkpointing.h"
+#include "common/data_parallel.h"
+#include "common/layout.h"
+#include "common/model_training.h"
+#include "common/pipeline_setup.h"
+#include "common/preflight.h"
+#include "common/run_example.h"
+#include "common/step_log.h"
 #include "strata/distributed/init.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/strata.h"
-#include "train_options.h"
+#include "common/train_options.h"
 
 using namespace strata;
 using examples::check_at_least_one;

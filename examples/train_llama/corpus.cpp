@@ -1,9 +1,9 @@
-#include "corpus.h"
+#include "train_llama/corpus.h"
 
 #include <algorithm>
 #include <filesystem>
 
-#include "preflight.h"
+#include "common/preflight.h"
 #include "strata/core/error.h"
 #include "strata/data/byte_text.h"
 

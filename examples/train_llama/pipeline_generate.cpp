@@ -1,4 +1,4 @@
-#include "pipeline_generate.h"
+#include "train_llama/pipeline_generate.h"
 
 #include <vector>
 

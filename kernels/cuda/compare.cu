@@ -1,7 +1,7 @@
 // Comparisons and selections on the GPU: common/compare_ops.h's functors (which the CPU
 // loops instantiate too) run by the elementwise executor (cuda/map_executor.cuh).
 #include "strata_kernels/common/compare_ops.h"
-#include "map_executor.cuh"
+#include "cuda/map_executor.cuh"
 #include "strata_kernels/compare.h"
 #include "strata_kernels/elementwise.h"
 

@@ -4,7 +4,7 @@
 #include <type_traits>
 
 #include "strata_kernels/common/elementwise_ops.h"
-#include "map_executor.cuh"
+#include "cuda/map_executor.cuh"
 #include "strata_kernels/elementwise.h"
 
 namespace {

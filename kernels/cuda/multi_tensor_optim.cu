@@ -1,6 +1,6 @@
 #include "strata_kernels/common/fused_adam.h"
 #include "strata_kernels/common/fused_sgd.h"
-#include "executor.cuh"
+#include "cuda/executor.cuh"
 #include "strata_kernels/multi_tensor_optim.h"
 
 namespace {

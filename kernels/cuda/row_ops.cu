@@ -6,8 +6,8 @@
 #include "strata_kernels/common/column_sum.h"
 #include "strata_kernels/common/row_norms.h"
 #include "strata_kernels/common/row_softmax.h"
-#include "row_executor.cuh"
-#include "float_dispatch.cuh"
+#include "cuda/row_executor.cuh"
+#include "cuda/float_dispatch.cuh"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/row_ops.h"
 

@@ -6,8 +6,8 @@
 
 #include "strata_kernels/common/vocab_parallel_rows.h"
 #include "strata_kernels/common/vocab_shard_index.h"
-#include "row_executor.cuh"
-#include "float_dispatch.cuh"
+#include "cuda/row_executor.cuh"
+#include "cuda/float_dispatch.cuh"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/vocab_parallel.h"
 

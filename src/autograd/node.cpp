@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "accumulate_grad.h"
+#include "autograd/accumulate_grad.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"

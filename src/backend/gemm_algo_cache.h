@@ -11,7 +11,7 @@
 #include <mutex>
 #include <utility>
 
-#include "gemm_cublas_layout.h"
+#include "backend/gemm_cublas_layout.h"
 
 namespace strata::gemm {
 

@@ -1,4 +1,4 @@
-#include "gemm_cublas_layout.h"
+#include "backend/gemm_cublas_layout.h"
 
 #include <algorithm>
 

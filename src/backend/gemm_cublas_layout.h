@@ -13,7 +13,7 @@
 #include <limits>
 #include <vector>
 
-#include "gemm_plan.h"
+#include "backend/gemm_plan.h"
 
 namespace strata::gemm {
 

@@ -1,4 +1,4 @@
-#include "gemm_plan.h"
+#include "backend/gemm_plan.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "checksum.h"
+#include "checkpoint/checksum.h"
 
 #include <array>
 

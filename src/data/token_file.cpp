@@ -12,7 +12,7 @@
 
 #include "strata/checkpoint/atomic_file.h"
 #include "strata/tensor/factory.h"
-#include "token_formats.h"
+#include "data/token_formats.h"
 
 namespace strata::data {
 namespace {

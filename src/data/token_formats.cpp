@@ -1,4 +1,4 @@
-#include "token_formats.h"
+#include "data/token_formats.h"
 
 #include <cstdio>
 #include <cstring>

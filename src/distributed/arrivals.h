@@ -6,7 +6,7 @@
 // timeout message can name the ranks that have not reached the op, as the MPI backend's does.
 //
 // Backend-neutral on purpose: the logic is tested over MPI alone (tests/distributed/
-// test_arrival_board.cpp), on machines without a GPU.
+// distributed/test_arrival_board.cpp), on machines without a GPU.
 #include <chrono>
 #include <cstdint>
 #include <memory>

@@ -4,7 +4,7 @@
 
 #include "backend/dispatch/device_dispatch.h"
 #include "backend/cuda/cuda_ops.h"
-#include "nn_common.h"
+#include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
 

@@ -11,9 +11,9 @@
 
 #include "backend/dispatch/device_dispatch.h"
 #include "backend/gemm_plan.h"
-#include "attention_composite.h"
-#include "attention_fused.h"
-#include "nn_common.h"
+#include "ops/attention_composite.h"
+#include "ops/attention_fused.h"
+#include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/autocast.h"
 #include "strata/tensor/factory.h"

@@ -1,8 +1,8 @@
-#include "attention_composite.h"
+#include "ops/attention_composite.h"
 
 #include "backend/cpu/softmax.h"
 #include "backend/dispatch/device_dispatch.h"
-#include "nn_common.h"
+#include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/elementwise.h"
 #include "strata/ops/linalg.h"

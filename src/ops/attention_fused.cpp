@@ -1,4 +1,4 @@
-#include "attention_fused.h"
+#include "ops/attention_fused.h"
 
 #include "strata/autograd/function.h"
 #include "strata/ops/autocast.h"

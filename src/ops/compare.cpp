@@ -4,7 +4,7 @@
 
 #include "backend/dispatch/device_dispatch.h"
 #include "backend/cuda/cuda_ops.h"
-#include "elementwise_common.h"
+#include "ops/elementwise_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
 #include "strata/ops/reduce.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "backend/dispatch/device_dispatch.h"
-#include "elementwise_common.h"
+#include "ops/elementwise_common.h"
 #include "backend/cuda/cuda_ops.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"

@@ -2,7 +2,7 @@
 #include "backend/cpu/embedding.h"
 
 #include "backend/dispatch/device_dispatch.h"
-#include "nn_common.h"
+#include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
 #include "backend/cuda/cuda_ops.h"

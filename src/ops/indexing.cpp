@@ -6,7 +6,7 @@
 
 #include "backend/cpu/indexing.h"
 #include "backend/dispatch/device_dispatch.h"
-#include "index_grad.h"
+#include "ops/index_grad.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
 

@@ -9,7 +9,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
-#include "nn_common.h"
+#include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/autocast.h"
 #include "strata/tensor/factory.h"

@@ -4,7 +4,7 @@
 
 #include "backend/cpu/reduce.h"
 #include "backend/dispatch/device_dispatch.h"
-#include "index_grad.h"
+#include "ops/index_grad.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
 #include "strata/ops/elementwise.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "backend/dispatch/device_dispatch.h"
-#include "nn_common.h"
+#include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/tensor/factory.h"
 #include "strata/ops/nn_functional.h"

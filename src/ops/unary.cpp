@@ -1,7 +1,7 @@
 // Unary elementwise ops (elementwise.h) and their gradients.
 #include <limits>
 
-#include "elementwise_common.h"
+#include "ops/elementwise_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/elementwise.h"
 

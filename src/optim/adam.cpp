@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "optim/multi_tensor.h"
-#include "state_reader.h"
+#include "optim/state_reader.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"
 

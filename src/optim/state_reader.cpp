@@ -1,4 +1,4 @@
-#include "state_reader.h"
+#include "optim/state_reader.h"
 
 #include <cmath>
 

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "data_parallel_state.h"
+#include "parallel/data_parallel_state.h"
 #include "parallel/parameter_check.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"

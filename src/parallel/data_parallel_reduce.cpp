@@ -4,7 +4,7 @@
 // rank; the end-of-backward callback reduces what is left and waits for all of it.
 #include <sstream>
 
-#include "data_parallel_state.h"
+#include "parallel/data_parallel_state.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"

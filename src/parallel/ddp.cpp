@@ -3,7 +3,7 @@
 // unused-parameter error, the bucket rebuild), and the 16-bit compression hooks.
 #include "strata/parallel/ddp.h"
 
-#include "data_parallel_state.h"
+#include "parallel/data_parallel_state.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"

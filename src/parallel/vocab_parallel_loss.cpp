@@ -8,7 +8,7 @@
 #include "strata/parallel/tp_layers.h"
 #include "strata/tensor/factory.h"
 #include "backend/dispatch/device_dispatch.h"
-#include "vocab_parallel_rows.h"
+#include "parallel/vocab_parallel_rows.h"
 
 namespace strata::parallel {
 namespace {

@@ -1,4 +1,4 @@
-#include "vocab_parallel_rows.h"
+#include "parallel/vocab_parallel_rows.h"
 
 #include "strata_kernels/common/vocab_parallel_rows.h"
 #include "strata_kernels/common/vocab_shard_index.h"

@@ -11,7 +11,7 @@
 #include "strata_kernels/vocab_parallel.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/float_element_type.h"
-#include "vocab_parallel_rows.h"
+#include "parallel/vocab_parallel_rows.h"
 
 namespace strata::parallel::vocab_cuda {
 namespace {

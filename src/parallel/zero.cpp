@@ -8,7 +8,7 @@
 #include <unordered_set>
 #include <variant>
 
-#include "data_parallel_state.h"
+#include "parallel/data_parallel_state.h"
 #include "optim/multi_tensor.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/grad_mode.h"

@@ -4,7 +4,7 @@
 #include <map>
 
 #include "strata/autograd/grad_mode.h"
-#include "data_parallel_state.h"
+#include "parallel/data_parallel_state.h"
 
 namespace strata::parallel {
 

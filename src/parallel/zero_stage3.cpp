@@ -12,7 +12,7 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
-#include "data_parallel_state.h"
+#include "parallel/data_parallel_state.h"
 
 namespace strata::parallel {
 

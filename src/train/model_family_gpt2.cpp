@@ -1,7 +1,7 @@
 // The GPT-2 family ("gpt2"): nn::GPT's config as config.* entries, its builder and its
 // Hugging Face GPT2LMHeadModel layout.
-#include "metadata_fields.h"
-#include "model_families.h"
+#include "train/metadata_fields.h"
+#include "train/model_families.h"
 #include "strata/checkpoint/hf_gpt2.h"
 #include "strata/train/training_state.h"
 

@@ -1,7 +1,7 @@
 // The LLaMA family ("llama"): nn::Llama's config as config.* entries, its builder and its
 // Hugging Face LlamaForCausalLM layout.
-#include "metadata_fields.h"
-#include "model_families.h"
+#include "train/metadata_fields.h"
+#include "train/model_families.h"
 #include "strata/checkpoint/hf_llama.h"
 #include "strata/train/training_state.h"
 

@@ -3,7 +3,7 @@
 #include <map>
 #include <mutex>
 
-#include "model_families.h"
+#include "train/model_families.h"
 
 namespace strata::train {
 namespace {

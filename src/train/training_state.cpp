@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "metadata_fields.h"
+#include "train/metadata_fields.h"
 #include "strata/core/random.h"
 
 namespace strata::train {

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 #include "float32_bound.h"
 #include "strata/strata.h"
 #include "strata/parallel/ddp.h"

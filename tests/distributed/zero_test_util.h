@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ddp_test_util.h"
+#include "distributed/ddp_test_util.h"
 #include "strata/parallel/zero.h"
 
 namespace strata::test {

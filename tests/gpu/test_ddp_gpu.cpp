@@ -6,7 +6,7 @@
 // over an NCCL group.
 #include <gtest/gtest.h>
 
-#include "ddp_test_util.h"
+#include "distributed/ddp_test_util.h"
 #include "strata/tensor/cuda.h"
 
 namespace strata::test {

@@ -2,7 +2,7 @@
 // share one GPU, which NCCL refuses. Skips where no GPU is visible.
 #include <gtest/gtest.h>
 
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 #include "strata/tensor/cuda.h"
 
 namespace strata {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"
 

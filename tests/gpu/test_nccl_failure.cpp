@@ -11,7 +11,7 @@
 #include <chrono>
 #include <thread>
 
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 #include "strata/tensor/cuda.h"
 
 namespace strata {

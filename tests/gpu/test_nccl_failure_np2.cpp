@@ -8,7 +8,7 @@
 
 #include <chrono>
 
-#include "dist_test_util.h"
+#include "distributed/dist_test_util.h"
 #include "strata/tensor/cuda.h"
 
 namespace strata {

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <thread>
 
-#include "gpu_test.h"
+#include "gpu/gpu_test.h"
 #include "tensor/allocator_buckets.h"
 #include "backend/cuda/cuda_backend.h"
 

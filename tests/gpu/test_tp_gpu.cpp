@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gpu/gpu_test.h"
-#include "model_equivalence_util.h"
+#include "distributed/model_equivalence_util.h"
 #include "strata/parallel/tp_factory.h"
 #include "strata/parallel/tp_layers.h"
 #include "strata/tensor/cuda.h"
@@ -118,7 +118,7 @@ TEST_F(TpGpu, VocabParallelEmbeddingMatchesCpu) {
   }
 }
 
-// The TP GPT of tests/distributed/test_tp_models.cpp (padded vocabulary, fused qkv in three
+// The TP GPT of tests/distributed/parallel/test_tp_models.cpp (padded vocabulary, fused qkv in three
 // sections), two AdamW steps on each device from the same weights.
 TEST_F(TpGpu, GptStepMatchesCpu) {
   auto& world = dist::world();

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "strata/tensor/cuda.h"
-#include "zero_test_util.h"
+#include "distributed/zero_test_util.h"
 
 namespace strata::test {
 namespace {

@@ -1,4 +1,4 @@
-"""Prints the PyTorch reference values hard-coded in tests/unit/test_optim.cpp.
+"""Prints the PyTorch reference values hard-coded in tests/unit/optim/test_optim.cpp.
 
 Run with the PyTorch 1.13 interpreter: /usr/bin/python3 tests/reference/optim_reference.py
 Parameters and gradients are fixed small inputs that the C++ test rebuilds bit for bit.

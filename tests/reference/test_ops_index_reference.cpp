@@ -2,7 +2,7 @@
 // same inputs, forward values within 1e-12 (float64) relative to the reference's scale or,
 // in float32, within float32_bound.h's bound of PyTorch's own float32 error (measured against
 // strata's float64 on the same float32 inputs), indices exactly. Gradients are checked by finite differences in
-// tests/unit/test_ops_index_reduce.cpp.
+// tests/unit/ops/test_ops_index_reduce.cpp.
 #include <gtest/gtest.h>
 
 #include <string>

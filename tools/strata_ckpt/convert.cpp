@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "commands.h"
-#include "model_family.h"
+#include "strata_ckpt/commands.h"
+#include "strata_ckpt/model_family.h"
 #include "strata/checkpoint/checkpoint.h"
 #include "strata/checkpoint/directory_lock.h"
 #include "strata/core/error.h"

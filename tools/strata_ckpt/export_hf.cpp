@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <string>
 
-#include "commands.h"
-#include "model_family.h"
+#include "strata_ckpt/commands.h"
+#include "strata_ckpt/model_family.h"
 #include "strata/checkpoint/sharded.h"
 #include "strata/core/error.h"
 

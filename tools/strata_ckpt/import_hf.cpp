@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "commands.h"
-#include "model_family.h"
+#include "strata_ckpt/commands.h"
+#include "strata_ckpt/model_family.h"
 #include "strata/checkpoint/directory_lock.h"
 #include "strata/checkpoint/save_directory.h"
 #include "strata/checkpoint/sharded.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "commands.h"
+#include "strata_ckpt/commands.h"
 #include "strata/checkpoint/sharded.h"
 
 namespace strata::ckpt_tool {

@@ -1,4 +1,4 @@
-#include "integer_option.h"
+#include "strata_ckpt/integer_option.h"
 
 #include <charconv>
 #include <string>

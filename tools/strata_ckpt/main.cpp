@@ -16,9 +16,9 @@
 #include <exception>
 #include <string>
 
-#include "commands.h"
+#include "strata_ckpt/commands.h"
 #include "strata/train/model_registry.h"
-#include "integer_option.h"
+#include "strata_ckpt/integer_option.h"
 
 using namespace strata::ckpt_tool;
 

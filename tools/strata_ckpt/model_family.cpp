@@ -1,4 +1,4 @@
-#include "model_family.h"
+#include "strata_ckpt/model_family.h"
 
 #include "strata/core/error.h"
 

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "commands.h"
+#include "strata_ckpt/commands.h"
 #include "strata/checkpoint/sharded.h"
 
 namespace strata::ckpt_tool {

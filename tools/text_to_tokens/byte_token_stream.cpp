@@ -1,4 +1,4 @@
-#include "byte_token_stream.h"
+#include "text_to_tokens/byte_token_stream.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "byte_token_stream.h"
+#include "text_to_tokens/byte_token_stream.h"
 #include "strata/strata.h"
 
 using namespace strata;

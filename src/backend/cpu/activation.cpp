@@ -1,8 +1,8 @@
-#include "activation.h"
+#include "backend/cpu/activation.h"
 
 #include "strata_kernels/common/activation.h"
 #include "tensor/dtype_dispatch.h"
-#include "multiversion.h"
+#include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {

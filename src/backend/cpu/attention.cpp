@@ -1,4 +1,4 @@
-#include "attention.h"
+#include "backend/cpu/attention.h"
 
 #include <omp.h>
 
@@ -8,8 +8,8 @@
 
 #include "strata_kernels/common/fast_math.h"
 #include "tensor/dtype_dispatch.h"
-#include "gemm_backend.h"
-#include "multiversion.h"
+#include "backend/cpu/gemm_backend.h"
+#include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {

@@ -8,7 +8,7 @@
 #include <tuple>
 #include <utility>
 
-#include "multiversion.h"
+#include "backend/cpu/multiversion.h"
 #include "strata/tensor/tensor.h"
 
 namespace strata::cpu {

@@ -1,9 +1,9 @@
 // Comparisons (to Bool) and selections by a Bool condition: common/compare_ops.h's
 // functors, which the CUDA kernels (kernels/cuda/compare.cu) run too.
-#include "broadcast_map.h"
+#include "backend/cpu/broadcast_map.h"
 #include "strata_kernels/common/compare_ops.h"
 #include "tensor/dtype_dispatch.h"
-#include "elementwise.h"
+#include "backend/cpu/elementwise.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {

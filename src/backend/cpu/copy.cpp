@@ -1,4 +1,4 @@
-#include "copy.h"
+#include "backend/cpu/copy.h"
 
 #include <cstring>
 #include <vector>

@@ -1,10 +1,10 @@
-#include "dropout.h"
+#include "backend/cpu/dropout.h"
 
 #include <algorithm>
 
 #include "strata_kernels/common/dropout.h"
 #include "tensor/dtype_dispatch.h"
-#include "multiversion.h"
+#include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {

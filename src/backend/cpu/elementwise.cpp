@@ -1,9 +1,9 @@
-#include "elementwise.h"
+#include "backend/cpu/elementwise.h"
 
 #include <cmath>
 #include <type_traits>
 
-#include "broadcast_map.h"
+#include "backend/cpu/broadcast_map.h"
 #include "strata_kernels/common/elementwise.h"
 #include "tensor/dtype_dispatch.h"
 #include "strata/tensor/factory.h"

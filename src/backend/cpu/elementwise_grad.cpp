@@ -1,10 +1,10 @@
 // Backward kernels of the elementwise ops: grad times the local derivative in one pass.
 #include <cmath>
 
-#include "broadcast_map.h"
+#include "backend/cpu/broadcast_map.h"
 #include "strata_kernels/common/elementwise.h"
 #include "tensor/dtype_dispatch.h"
-#include "elementwise.h"
+#include "backend/cpu/elementwise.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {

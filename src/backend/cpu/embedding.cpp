@@ -1,4 +1,4 @@
-#include "embedding.h"
+#include "backend/cpu/embedding.h"
 
 #include <omp.h>
 

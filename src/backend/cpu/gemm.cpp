@@ -1,11 +1,11 @@
-#include "gemm.h"
+#include "backend/cpu/gemm.h"
 
 #include <cblas.h>
 
 #include <algorithm>
 #include <limits>
 
-#include "gemm_backend.h"
+#include "backend/cpu/gemm_backend.h"
 #include "strata/core/error.h"
 
 namespace strata::cpu {

@@ -1,4 +1,4 @@
-#include "gemm_backend.h"
+#include "backend/cpu/gemm_backend.h"
 
 #include <cblas.h>
 #include <omp.h>

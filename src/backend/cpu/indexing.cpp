@@ -1,9 +1,9 @@
-#include "indexing.h"
+#include "backend/cpu/indexing.h"
 
 #include <cstring>
 #include <vector>
 
-#include "dim_layout.h"
+#include "backend/cpu/dim_layout.h"
 #include "tensor/dtype_dispatch.h"
 #include "strata/tensor/factory.h"
 

@@ -1,10 +1,10 @@
-#include "matmul.h"
+#include "backend/cpu/matmul.h"
 
 #include <cstring>
 
 #include "backend/gemm_plan.h"
 #include "tensor/dtype_dispatch.h"
-#include "gemm.h"
+#include "backend/cpu/gemm.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {

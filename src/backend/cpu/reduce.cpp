@@ -1,4 +1,4 @@
-#include "reduce.h"
+#include "backend/cpu/reduce.h"
 
 #include <algorithm>
 #include <utility>
@@ -6,9 +6,9 @@
 
 #include "strata_kernels/common/dim_reduce.h"
 #include "strata_kernels/common/line_select.h"
-#include "dim_layout.h"
+#include "backend/cpu/dim_layout.h"
 #include "tensor/dtype_dispatch.h"
-#include "multiversion.h"
+#include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {

@@ -1,12 +1,12 @@
-#include "rms_norm.h"
+#include "backend/cpu/rms_norm.h"
 
 #include <algorithm>
 
-#include "column_totals.h"
+#include "backend/cpu/column_totals.h"
 #include "strata_kernels/common/column_sum.h"
 #include "strata_kernels/common/row_norms.h"
 #include "tensor/dtype_dispatch.h"
-#include "multiversion.h"
+#include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {

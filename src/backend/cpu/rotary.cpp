@@ -1,10 +1,10 @@
-#include "rotary.h"
+#include "backend/cpu/rotary.h"
 
 #include <cmath>
 
 #include "strata_kernels/common/rotary.h"
 #include "tensor/dtype_dispatch.h"
-#include "multiversion.h"
+#include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {

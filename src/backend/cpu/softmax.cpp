@@ -1,4 +1,4 @@
-#include "softmax.h"
+#include "backend/cpu/softmax.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,9 @@
 
 #include "strata_kernels/common/fast_math.h"
 #include "strata_kernels/common/row_softmax.h"
-#include "dim_layout.h"
+#include "backend/cpu/dim_layout.h"
 #include "tensor/dtype_dispatch.h"
-#include "multiversion.h"
+#include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::cpu {

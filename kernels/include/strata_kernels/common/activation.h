@@ -11,8 +11,8 @@
 //   gelu'(x) = s + 2 x s (1 - s) du/dx,      du/dx = sqrt(2/pi) (1 + 3 * 0.044715 x^2)
 #include <math.h>
 
-#include "fast_math.h"
-#include "macros.h"
+#include "strata_kernels/common/fast_math.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

@@ -3,7 +3,7 @@
 // torch.optim.AdamW (decoupled decay), shared by the CPU loop and the CUDA kernels.
 #include <math.h>
 
-#include "macros.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

@@ -12,8 +12,8 @@
 // contribution; it may also store, as the unscale op does) and combine(a, b).
 #include <stdint.h>
 
-#include "macros.h"
-#include "multi_tensor.h"
+#include "strata_kernels/common/macros.h"
+#include "strata_kernels/common/multi_tensor.h"
 
 namespace strata_kernels {
 

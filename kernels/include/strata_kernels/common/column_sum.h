@@ -11,8 +11,8 @@
 // the same additions in the same order.
 #include <stdint.h>
 
-#include "macros.h"
-#include "row_norms.h"
+#include "strata_kernels/common/macros.h"
+#include "strata_kernels/common/row_norms.h"
 
 namespace strata_kernels {
 

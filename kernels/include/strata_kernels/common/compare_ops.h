@@ -5,8 +5,8 @@
 // (no arithmetic, so the CPU and the GPU agree bit for bit, NaN payloads and -0.0 included).
 #include <stdint.h>
 
-#include "elementwise.h"
-#include "macros.h"
+#include "strata_kernels/common/elementwise.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

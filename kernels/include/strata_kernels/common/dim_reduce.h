@@ -12,8 +12,8 @@
 // adding an empty lane is exact: a caller may skip lanes t >= n.
 #include <stdint.h>
 
-#include "macros.h"
-#include "row_reduce.h"
+#include "strata_kernels/common/macros.h"
+#include "strata_kernels/common/row_reduce.h"
 
 namespace strata_kernels {
 

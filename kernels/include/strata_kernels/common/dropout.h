@@ -7,8 +7,8 @@
 // to the 2^-24 resolution of the uniform. Kept elements are scaled by 1 / (1 - p).
 #include <stdint.h>
 
-#include "macros.h"
-#include "philox.h"
+#include "strata_kernels/common/macros.h"
+#include "strata_kernels/common/philox.h"
 
 namespace strata_kernels {
 

@@ -11,8 +11,8 @@
 
 #include <type_traits>
 
-#include "fast_math.h"
-#include "macros.h"
+#include "strata_kernels/common/fast_math.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

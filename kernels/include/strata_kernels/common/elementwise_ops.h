@@ -8,9 +8,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "activation.h"
-#include "elementwise.h"
-#include "macros.h"
+#include "strata_kernels/common/activation.h"
+#include "strata_kernels/common/elementwise.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

@@ -16,8 +16,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "half.h"
-#include "macros.h"
+#include "strata_kernels/common/half.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

@@ -2,10 +2,10 @@
 // Multi-tensor Adam/AdamW: the per-element update of adam.h over a chunk table, writing an
 // optional 16-bit copy of the updated parameter (bf16 or fp16 model weights beside fp32
 // master weights) in the same pass. One functor for the CPU executor and the CUDA kernel.
-#include "adam.h"
-#include "half.h"
-#include "macros.h"
-#include "multi_tensor.h"
+#include "strata_kernels/common/adam.h"
+#include "strata_kernels/common/half.h"
+#include "strata_kernels/common/macros.h"
+#include "strata_kernels/common/multi_tensor.h"
 
 namespace strata_kernels {
 

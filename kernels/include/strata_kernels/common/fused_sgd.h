@@ -1,8 +1,8 @@
 #pragma once
 // Multi-tensor SGD: the per-element update of sgd.h over a chunk table, with an optional
 // 16-bit copy of the updated parameter written in the same pass (see fused_adam.h).
-#include "fused_adam.h"
-#include "sgd.h"
+#include "strata_kernels/common/fused_adam.h"
+#include "strata_kernels/common/sgd.h"
 
 namespace strata_kernels {
 

@@ -2,8 +2,8 @@
 // Multi-tensor operations on gradients: the sum of squares behind the global gradient norm,
 // the in-place scale of clipping, and loss scaling's unscale with its inf/nan check. The
 // reductions follow chunk_reduce.h's order; the scale runs on the for-each executors.
-#include "macros.h"
-#include "multi_tensor.h"
+#include "strata_kernels/common/macros.h"
+#include "strata_kernels/common/multi_tensor.h"
 
 namespace strata_kernels {
 

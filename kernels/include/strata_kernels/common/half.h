@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "macros.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

@@ -6,8 +6,8 @@
 // same values and indices, bit for bit.
 #include <stdint.h>
 
-#include "dim_reduce.h"
-#include "macros.h"
+#include "strata_kernels/common/dim_reduce.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

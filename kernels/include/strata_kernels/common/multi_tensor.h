@@ -5,7 +5,7 @@
 // kernels; the host builds the table (strata::optim::detail::plan_chunks).
 #include <stdint.h>
 
-#include "macros.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "macros.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "macros.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

@@ -7,9 +7,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "macros.h"
-#include "rms_norm.h"
-#include "row_reduce.h"
+#include "strata_kernels/common/macros.h"
+#include "strata_kernels/common/rms_norm.h"
+#include "strata_kernels/common/row_reduce.h"
 
 namespace strata_kernels {
 

@@ -18,7 +18,7 @@
 //   R::leader()        true on the one thread that writes a row's scalars (mean, rstd, ...)
 #include <stdint.h>
 
-#include "macros.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

@@ -8,9 +8,9 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "fast_math.h"
-#include "macros.h"
-#include "row_reduce.h"
+#include "strata_kernels/common/fast_math.h"
+#include "strata_kernels/common/macros.h"
+#include "strata_kernels/common/row_reduce.h"
 
 namespace strata_kernels {
 

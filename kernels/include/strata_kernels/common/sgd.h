@@ -2,7 +2,7 @@
 // The per-element update of torch.optim.SGD (coupled L2 weight decay, momentum with
 // dampening, Nesterov), shared by the CPU loop and the CUDA kernels. Flags are read with
 // ?: rather than if, so that a loop over elements stays branch-free and vectorises.
-#include "macros.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

@@ -4,7 +4,7 @@
 // along. What a CUDA thread computes for its element; the CPU tests check it directly.
 #include <stdint.h>
 
-#include "macros.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 

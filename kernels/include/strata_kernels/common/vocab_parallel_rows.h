@@ -14,8 +14,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "macros.h"
-#include "row_reduce.h"
+#include "strata_kernels/common/macros.h"
+#include "strata_kernels/common/row_reduce.h"
 
 namespace strata_kernels {
 

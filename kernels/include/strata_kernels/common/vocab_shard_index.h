@@ -4,7 +4,7 @@
 // same function.
 #include <stdint.h>
 
-#include "macros.h"
+#include "strata_kernels/common/macros.h"
 
 namespace strata_kernels {
 
