@@ -9,13 +9,14 @@
 namespace strata::examples {
 
 DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& world, const TrainOptions& o,
-                                         dist::ProcessGroup* tensor, dist::ProcessGroup* pipeline,
+                                         nn::ModulePredicate zero3_unit, dist::ProcessGroup* tensor, dist::ProcessGroup* pipeline,
                                          std::function<bool(const std::string&)> duplicate)
     : world_(world), clip_(o.clip) {
   const optim::AdamWOptions adamw{.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay};
   auto groups = optim::weight_decay_groups(model.named_parameters(), o.lr, o.weight_decay);
   parallel::ZeroOptions zo;
   zo.stage = std::max(o.zero, 0);  // without --zero: stage 0, DDP
+  zo.is_unit = std::move(zero3_unit);
   if (tensor != nullptr) zo.tensor_parallel = {.group = tensor, .is_split = parallel::split_parameter_predicate(model)};
   if (pipeline != nullptr) zo.pipeline_parallel = {.group = pipeline, .duplicate = std::move(duplicate)};
   zero_ = std::make_unique<parallel::ZeroOptimizer>(model, adamw, world, zo, std::move(groups));

@@ -26,8 +26,10 @@ class DataParallelTrainer {
   // Collective over `data`: every rank passes the same model (rank 0's weights are
   // broadcast). `tensor` (with --tp) and `pipeline` (with --pp, and `duplicate`: the stage's
   // copies of tied parameters) make clipping count each parameter once.
+  // `zero3_unit`: the modules ZeRO-3 gathers and frees as one (the model family's choice).
   DataParallelTrainer(nn::Module& model, dist::ProcessGroup& data, const TrainOptions& o,
-                      dist::ProcessGroup* tensor = nullptr, dist::ProcessGroup* pipeline = nullptr,
+                      nn::ModulePredicate zero3_unit, dist::ProcessGroup* tensor = nullptr,
+                      dist::ProcessGroup* pipeline = nullptr,
                       std::function<bool(const std::string&)> duplicate = {});
   DataParallelTrainer(const DataParallelTrainer&) = delete;
   DataParallelTrainer& operator=(const DataParallelTrainer&) = delete;

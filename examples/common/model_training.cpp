@@ -18,14 +18,15 @@ std::function<bool(const std::string&)> stage_duplicates(const nn::CausalLM& mod
 
 }  // namespace
 
-ModelTraining::ModelTraining(nn::CausalLM& model, const Layout& layout, const parallel::PipelinePartition& partition,
-                             const TrainOptions& o, dist::ProcessGroup& world)
+ModelTraining::ModelTraining(nn::CausalLM& model, const train::ModelFamily& family, const Layout& layout,
+                             const parallel::PipelinePartition& partition, const TrainOptions& o,
+                             dist::ProcessGroup& world)
     : model_(model),
       layout_(layout),
       o_(o),
       world_(world),
       duplicate_(stage_duplicates(model, layout)),
-      trainer_(model, *layout.data, o, layout.tensor, layout.pipeline, duplicate_),
+      trainer_(model, *layout.data, o, family.zero3_unit, layout.tensor, layout.pipeline, duplicate_),
       step_timeline_(o, world),
       pipeline_(make_pipeline(model, layout, partition, o, trainer_, step_timeline_.timeline())) {}
 

@@ -17,6 +17,7 @@
 #include "strata/nn/causal_lm.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/train/distributed_checkpoint.h"
+#include "strata/train/model_registry.h"
 #include "common/train_options.h"
 #include "common/train_step.h"
 
@@ -27,7 +28,7 @@ class ModelTraining {
   // Collective over the layout's groups: the members below are made in their order, each
   // from the ones before (the trainer broadcasts rank 0's weights; the pipeline reduces
   // through the trainer). `model` is this rank's part (`partition`'s stage with --pp).
-  ModelTraining(nn::CausalLM& model, const Layout& layout, const parallel::PipelinePartition& partition,
+  ModelTraining(nn::CausalLM& model, const train::ModelFamily& family, const Layout& layout, const parallel::PipelinePartition& partition,
                 const TrainOptions& o, dist::ProcessGroup& world);
   ModelTraining(const ModelTraining&) = delete;
   ModelTraining& operator=(const ModelTraining&) = delete;

@@ -205,7 +205,7 @@ int run(const Options& o) {
   const parallel::PipelinePartition partition =
       examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
   nn::GPT model(config, layout.factory, examples::stage_of(layout, partition));
-  examples::ModelTraining training(model, layout, partition, t, world);
+  examples::ModelTraining training(model, train::model_family("gpt2"), layout, partition, t, world);
   parallel::Pipeline* pipeline = training.pipeline();
   manual_seed(t.seed);
   // An index space far larger than any run: every step sees fresh problems.

@@ -310,7 +310,7 @@ int run(Options o) {
   const parallel::PipelinePartition partition =
       examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
   nn::Llama model(config, layout.factory, examples::stage_of(layout, partition));
-  examples::ModelTraining training(model, layout, partition, t, world);
+  examples::ModelTraining training(model, train::model_family("llama"), layout, partition, t, world);
   parallel::Pipeline* pipeline = training.pipeline();
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
   data::BatchSampler sampler({.dataset_size = corpus.train_windows(o.context), .batch_size = t.batch,
