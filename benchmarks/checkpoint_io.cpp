@@ -56,7 +56,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--warmup" && has_value) o.warmup = std::atoi(argv[++i]);
     else if (a == "--no-drop-caches") o.drop_caches = false;
     else {
-      std::fprintf(stderr, "usage: %s [--dir D] [--mb MB] [--tensors K] [--reps R] [--warmup W] [--no-drop-caches]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--dir D] [--mb MB] [--tensors K] [--reps R] [--warmup W] [--no-drop-caches]\n",
+                   argv[0]);
       std::exit(2);
     }
   }
@@ -83,8 +84,8 @@ std::vector<Piece> make_pieces(const Options& o, int rank, int world) {
     const Shape shape{world * per_tensor / kCols, kCols};
     const Region region = Region::flat(shape, rank * per_tensor, (rank + 1) * per_tensor);
     // Random values: zero pages could flatter a filesystem or disk that compresses.
-    pieces.push_back({"layer" + std::to_string(k) + ".weight", shape, region, randn({per_tensor}, {}, &gen),
-                      zeros({per_tensor})});
+    pieces.push_back(
+        {"layer" + std::to_string(k) + ".weight", shape, region, randn({per_tensor}, {}, &gen), zeros({per_tensor})});
   }
   return pieces;
 }

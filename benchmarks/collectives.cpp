@@ -62,9 +62,7 @@ const char* op_name(Op op) {
 }
 
 // nccl-tests' bus bandwidth factor: what each rank's link carries relative to S / time.
-double bus_factor(Op op, int n) {
-  return op == Op::AllReduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
-}
+double bus_factor(Op op, int n) { return op == Op::AllReduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n; }
 
 struct Options {
   int64_t min_bytes = 4 << 10;
@@ -164,7 +162,7 @@ Buffer make_buffer(int64_t n) {
 void fill_input(Op op, float* in, int64_t count, int64_t offset, int r) {
   for (int64_t i = 0; i < count; ++i) {
     const int64_t g = offset + i;
-    in[i] = op == Op::AllReduce ? static_cast<float>(r + 1 + g % 7)
+    in[i] = op == Op::AllReduce   ? static_cast<float>(r + 1 + g % 7)
             : op == Op::AllGather ? static_cast<float>(g % 4096)
                                   : static_cast<float>(r + g % 1024);
   }
@@ -247,8 +245,8 @@ void verify(const char* half, Op op, const float* out, const Layout& s, int n, i
   MPI_Allreduce(&wrong, &all_wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   if (all_wrong != 0) {
     if (r == 0)
-      std::fprintf(stderr, "bench_collectives: %s %s of %lld bytes: %lld wrong output elements over all ranks\n",
-                   half, op_name(op), static_cast<long long>(bytes), all_wrong);
+      std::fprintf(stderr, "bench_collectives: %s %s of %lld bytes: %lld wrong output elements over all ranks\n", half,
+                   op_name(op), static_cast<long long>(bytes), all_wrong);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
 }
@@ -262,7 +260,8 @@ double process_cpu_seconds() {
 std::string human_bytes(int64_t b) {
   char buf[32];
   if (b >= (1 << 20) && b % (1 << 20) == 0) std::snprintf(buf, sizeof buf, "%lldM", static_cast<long long>(b >> 20));
-  else if (b >= (1 << 10) && b % (1 << 10) == 0) std::snprintf(buf, sizeof buf, "%lldK", static_cast<long long>(b >> 10));
+  else if (b >= (1 << 10) && b % (1 << 10) == 0)
+    std::snprintf(buf, sizeof buf, "%lldK", static_cast<long long>(b >> 10));
   else std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(b));
   return buf;
 }
@@ -316,11 +315,14 @@ int main(int argc, char** argv) {
     int thread_level = 0;
     MPI_Query_thread(&thread_level);
     std::printf("# bench_collectives: %d ranks, float32, %s; %s; MPI thread level %d\n", n, version,
-                run_strata ? "strata ProcessGroup vs raw MPI"
-                           : (have_strata ? "raw MPI only (--raw-only)" : "raw MPI only (built without strata's MPI backend)"),
+                run_strata
+                    ? "strata ProcessGroup vs raw MPI"
+                    : (have_strata ? "raw MPI only (--raw-only)" : "raw MPI only (built without strata's MPI backend)"),
                 thread_level);
-    std::printf("# median of N iterations after %d warm-up (barrier before each; slowest rank); GB/s = 1e9 B/s; "
-                "ratio = strata busbw / raw busbw\n", o.warmup);
+    std::printf(
+        "# median of N iterations after %d warm-up (barrier before each; slowest rank); GB/s = 1e9 B/s; "
+        "ratio = strata busbw / raw busbw\n",
+        o.warmup);
     if (o.compare_flat && run_strata)
       std::printf("%-15s %9s %5s | %10s %9s | %10s %9s | %10s %9s | %8s %9s\n", "op", "bytes", "iters", "raw_us",
                   "busbw", "flat_us", "busbw", "hier_us", "busbw", "hier/raw", "hier/flat");
@@ -411,8 +413,8 @@ int main(int argc, char** argv) {
         if (!t_strata.empty()) {
           const double st_s = median(t_strata);
           const double st_alg = static_cast<double>(bytes) / st_s / 1e9;
-          std::snprintf(strata_cols, sizeof strata_cols, "%10.1f %9.3f %9.3f | %7.3f", st_s * 1e6, st_alg,
-                        st_alg * bf, (st_alg * bf) / (raw_alg * bf));
+          std::snprintf(strata_cols, sizeof strata_cols, "%10.1f %9.3f %9.3f | %7.3f", st_s * 1e6, st_alg, st_alg * bf,
+                        (st_alg * bf) / (raw_alg * bf));
         }
         std::printf("%-15s %9s %5d | %10.1f %9.3f %9.3f | %s\n", op_name(op), human_bytes(bytes).c_str(), iters,
                     raw_s * 1e6, raw_alg, raw_alg * bf, strata_cols);
@@ -430,8 +432,10 @@ int main(int argc, char** argv) {
     world.all_reduce(t)->wait();
     const double cpu = process_cpu_seconds() - cpu0, wall = MPI_Wtime() - t0;
     if (r == 0)
-      std::printf("# late peer: rank 0 waited %.1f ms for a 4 MiB all_reduce (last rank %d ms late) and used "
-                  "%.1f ms of CPU (%.1f%% of one core)\n", wall * 1e3, o.late_peer_ms, cpu * 1e3, 100 * cpu / wall);
+      std::printf(
+          "# late peer: rank 0 waited %.1f ms for a 4 MiB all_reduce (last rank %d ms late) and used "
+          "%.1f ms of CPU (%.1f%% of one core)\n",
+          wall * 1e3, o.late_peer_ms, cpu * 1e3, 100 * cpu / wall);
   }
 #endif
 

@@ -24,8 +24,8 @@ std::vector<Shape> gpt2_small_shapes() {
   const int64_t v = 50257, c = 1024, d = 768;
   std::vector<Shape> s{{v, d}, {c, d}};
   for (int l = 0; l < 12; ++l) {
-    for (Shape x : std::vector<Shape>{{d}, {d}, {d, 3 * d}, {3 * d}, {d, d}, {d}, {d}, {d}, {d, 4 * d}, {4 * d},
-                                      {4 * d, d}, {d}})
+    for (Shape x :
+         std::vector<Shape>{{d}, {d}, {d, 3 * d}, {3 * d}, {d, d}, {d}, {d}, {d}, {d, 4 * d}, {4 * d}, {4 * d, d}, {d}})
       s.push_back(x);
   }
   s.push_back({d});
@@ -97,8 +97,8 @@ int main(int argc, char** argv) {
     std::printf("fused AdamW, %lld fp32 parameters in %zu tensors on %s%s, chunks of %lld: %.3f ms/step, %.1f GB/s\n",
                 static_cast<long long>(n), tensors.size(), device.str().c_str(), low_copy ? " (+bf16 copy)" : "",
                 static_cast<long long>(chunk), adam_ms, adam_gbs);
-    std::printf("copy of %lld bytes on %s: %.3f ms, %.1f GB/s\n", static_cast<long long>(16 * n),
-                device.str().c_str(), copy_ms, copy_gbs);
+    std::printf("copy of %lld bytes on %s: %.3f ms, %.1f GB/s\n", static_cast<long long>(16 * n), device.str().c_str(),
+                copy_ms, copy_gbs);
     std::printf("AdamW / copy bandwidth: %.3f\n", adam_gbs / copy_gbs);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_fused_adam: %s\n", e.what());

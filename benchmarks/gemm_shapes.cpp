@@ -170,42 +170,40 @@ std::vector<Library> libraries(int threads) {
                                  p.beta, c, p.n);
                     };
                   }});
-  libs.push_back({"dnnl_matmul", [](const Gemm& g) -> Run {
-                    using namespace dnnl;
-                    using dims = memory::dims;
-                    struct Prepared {
-                      memory::desc a, b, c;
-                      matmul prim;
-                    };
-                    auto eng = std::make_shared<engine>(engine::kind::cpu, 0);
-                    auto prepared = std::make_shared<std::vector<Prepared>>();
-                    for (const Product& p : g.products) {
-                      const memory::desc a({p.m, p.k}, memory::data_type::f32,
-                                           p.ta ? dims{1, p.lda()} : dims{p.lda(), 1});
-                      const memory::desc b({p.k, p.n}, memory::data_type::f32,
-                                           p.tb ? dims{1, p.ldb()} : dims{p.ldb(), 1});
-                      const memory::desc c({p.m, p.n}, memory::data_type::f32, dims{p.n, 1});
-                      primitive_attr attr;
-                      if (p.beta != 0.0f) {
-                        post_ops po;
-                        po.append_sum(p.beta);
-                        attr.set_post_ops(po);
-                      }
+  libs.push_back(
+      {"dnnl_matmul", [](const Gemm& g) -> Run {
+         using namespace dnnl;
+         using dims = memory::dims;
+         struct Prepared {
+           memory::desc a, b, c;
+           matmul prim;
+         };
+         auto eng = std::make_shared<engine>(engine::kind::cpu, 0);
+         auto prepared = std::make_shared<std::vector<Prepared>>();
+         for (const Product& p : g.products) {
+           const memory::desc a({p.m, p.k}, memory::data_type::f32, p.ta ? dims{1, p.lda()} : dims{p.lda(), 1});
+           const memory::desc b({p.k, p.n}, memory::data_type::f32, p.tb ? dims{1, p.ldb()} : dims{p.ldb(), 1});
+           const memory::desc c({p.m, p.n}, memory::data_type::f32, dims{p.n, 1});
+           primitive_attr attr;
+           if (p.beta != 0.0f) {
+             post_ops po;
+             po.append_sum(p.beta);
+             attr.set_post_ops(po);
+           }
 #if DNNL_VERSION_MAJOR >= 3
-                      prepared->push_back({a, b, c, matmul(matmul::primitive_desc(*eng, a, b, c, attr))});
+           prepared->push_back({a, b, c, matmul(matmul::primitive_desc(*eng, a, b, c, attr))});
 #else
                       prepared->push_back({a, b, c, matmul(matmul::primitive_desc(matmul::desc(a, b, c), attr, *eng))});
 #endif
-                    }
-                    return [eng, prepared](size_t i, const float* pa, const float* pb, float* pc) {
-                      const Prepared& p = (*prepared)[i];
-                      stream s(*eng);
-                      memory ma(p.a, *eng, const_cast<float*>(pa)), mb(p.b, *eng, const_cast<float*>(pb)),
-                          mc(p.c, *eng, pc);
-                      p.prim.execute(s, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-                      s.wait();
-                    };
-                  }});
+         }
+         return [eng, prepared](size_t i, const float* pa, const float* pb, float* pc) {
+           const Prepared& p = (*prepared)[i];
+           stream s(*eng);
+           memory ma(p.a, *eng, const_cast<float*>(pa)), mb(p.b, *eng, const_cast<float*>(pb)), mc(p.c, *eng, pc);
+           p.prim.execute(s, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+           s.wait();
+         };
+       }});
 #else
   std::printf("onednn: not found at configure time (apt-get install libdnnl-dev), skipped\n");
 #endif

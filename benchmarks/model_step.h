@@ -68,10 +68,11 @@ inline void run_step_benchmark(nn::CausalLM& model, double flops_per_step, int64
   const double ms = median(times);
   const double gemm = sgemm_rate(1024, 15);
   const AllocatorStats stats = cpu_allocator::stats();
-  std::printf("strata_ms_median=%.2f threads=%d gflop_per_step=%.2f gflops=%.1f sgemm_gflops=%.1f loss=%.4f "
-              "system_allocs=%llu gemm_backend=%s\n",
-              ms, omp_get_max_threads(), flops_per_step / 1e9, flops_per_step / (ms * 1e6), gemm, last_loss,
-              static_cast<unsigned long long>(stats.system_allocs), gemm_backend());
+  std::printf(
+      "strata_ms_median=%.2f threads=%d gflop_per_step=%.2f gflops=%.1f sgemm_gflops=%.1f loss=%.4f "
+      "system_allocs=%llu gemm_backend=%s\n",
+      ms, omp_get_max_threads(), flops_per_step / 1e9, flops_per_step / (ms * 1e6), gemm, last_loss,
+      static_cast<unsigned long long>(stats.system_allocs), gemm_backend());
 }
 
 }  // namespace strata::bench

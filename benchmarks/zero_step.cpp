@@ -96,7 +96,8 @@ struct Runner {
     const optim::AdamWOptions adamw{.lr = 3e-4, .weight_decay = 0.1};
     if (stage < 0) {
       ddp = std::make_unique<parallel::DistributedDataParallel>(
-          model, group, parallel::DDPOptions{.bucket_cap_bytes = bucket_bytes, .first_bucket_cap_bytes = bucket_bytes / 4});
+          model, group,
+          parallel::DDPOptions{.bucket_cap_bytes = bucket_bytes, .first_bucket_cap_bytes = bucket_bytes / 4});
       opt = std::make_unique<optim::AdamW>(model.parameters(), adamw);
     } else {
       parallel::ZeroOptions o;
@@ -116,10 +117,12 @@ struct Runner {
     loss.backward();
     const double b = ms_since(t);
     t = Clock::now();
-    if (opt) opt->step(); else zero->step();
+    if (opt) opt->step();
+    else zero->step();
     const double s = ms_since(t);
     t = Clock::now();
-    if (opt) opt->zero_grad(); else zero->zero_grad();  // DDP: keeps the bucket views
+    if (opt) opt->zero_grad();
+    else zero->zero_grad();  // DDP: keeps the bucket views
     const double z = ms_since(t);
     const double all = ms_since(t0);
     if (record) {
@@ -139,15 +142,15 @@ struct Runner {
 double formula_bytes(int stage, double psi, int n, double p, double m) {
   const double k = 8;
   switch (stage) {
-    case 0: return (2 * p + m + k) * psi;                  // bf16: 16Ψ; float32: 16Ψ
-    case 1: return 2 * p * psi + (m + k) * psi / n;        // bf16: 4Ψ + 12Ψ/N
-    case 2: return p * psi + (p + m + k) * psi / n;        // bf16: 2Ψ + 14Ψ/N
-    default: return (2 * p + m + k) * psi / n;             // 16Ψ/N
+    case 0: return (2 * p + m + k) * psi;            // bf16: 16Ψ; float32: 16Ψ
+    case 1: return 2 * p * psi + (m + k) * psi / n;  // bf16: 4Ψ + 12Ψ/N
+    case 2: return p * psi + (p + m + k) * psi / n;  // bf16: 2Ψ + 14Ψ/N
+    default: return (2 * p + m + k) * psi / n;       // 16Ψ/N
   }
 }
 
-int run_memory(dist::ProcessGroup& world, const std::string& mode, const nn::GPTConfig& config, int64_t B,
-               int64_t T, int steps, bool bf16, int64_t bucket_bytes) {
+int run_memory(dist::ProcessGroup& world, const std::string& mode, const nn::GPTConfig& config, int64_t B, int64_t T,
+               int steps, bool bf16, int64_t bucket_bytes) {
   const int stage = mode == "ddp" ? -1 : std::atoi(mode.c_str());
   Generator gen(1000 + static_cast<uint64_t>(world.rank()));
   Tensor tokens = randint(0, config.vocab_size, {B, T}, {.dtype = DType::Int64}, &gen);
@@ -192,12 +195,13 @@ int run_memory(dist::ProcessGroup& world, const std::string& mode, const nn::GPT
   if (world.rank() == 0) {
     const double p = bf16 ? 2 : 4, m = bf16 ? 4 : 0;
     const double formula = formula_bytes(std::max(stage, 0), psi, world.size(), p, m);
-    std::printf("mode=%s ranks=%d dtype=%s psi=%.0f peak_reset=%d formula_mb=%.1f report_mb=%.1f "
-                "report_params_mb=%.1f report_grads_mb=%.1f report_master_mb=%.1f report_optim_mb=%.1f "
-                "peak_rss_mb=%.1f built_rss_mb=%.1f end_rss_mb=%.1f baseline_rss_mb=%.1f peak_tensor_mb=%.1f\n",
-                mode.c_str(), world.size(), bf16 ? "bfloat16" : "float32", psi, reset ? 1 : 0, formula / 1e6,
-                report.total() / 1e6, report.parameters / 1e6, report.gradients / 1e6, report.master / 1e6,
-                report.optimizer_state / 1e6, v[0] / 1e6, v[1] / 1e6, v[2] / 1e6, v[3] / 1e6, v[4] / 1e6);
+    std::printf(
+        "mode=%s ranks=%d dtype=%s psi=%.0f peak_reset=%d formula_mb=%.1f report_mb=%.1f "
+        "report_params_mb=%.1f report_grads_mb=%.1f report_master_mb=%.1f report_optim_mb=%.1f "
+        "peak_rss_mb=%.1f built_rss_mb=%.1f end_rss_mb=%.1f baseline_rss_mb=%.1f peak_tensor_mb=%.1f\n",
+        mode.c_str(), world.size(), bf16 ? "bfloat16" : "float32", psi, reset ? 1 : 0, formula / 1e6,
+        report.total() / 1e6, report.parameters / 1e6, report.gradients / 1e6, report.master / 1e6,
+        report.optimizer_state / 1e6, v[0] / 1e6, v[1] / 1e6, v[2] / 1e6, v[3] / 1e6, v[4] / 1e6);
   }
   return 0;
 }
@@ -229,8 +233,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (!memory_mode.empty() && memory_mode != "ddp" && memory_mode != "0" && memory_mode != "1" &&
-      memory_mode != "2" && memory_mode != "3") {
+  if (!memory_mode.empty() && memory_mode != "ddp" && memory_mode != "0" && memory_mode != "1" && memory_mode != "2" &&
+      memory_mode != "3") {
     std::fprintf(stderr, "--memory: expected ddp, 0, 1, 2 or 3, got '%s'\n", memory_mode.c_str());
     return 2;
   }
@@ -245,8 +249,8 @@ int main(int argc, char** argv) {
     // Model states dominate: 8 layers of width 512 (25.3M parameters), 32 tokens per rank.
     const int64_t L = layers > 0 ? layers : 8, C = width > 0 ? width : 512;
     const int64_t B = batch > 0 ? batch : 1, T = seq > 0 ? seq : 32;
-    const nn::GPTConfig config{.vocab_size = 256, .context = std::max<int64_t>(T, 64), .n_layer = L,
-                               .n_head = C / 64, .n_embd = C, .seed = 0};
+    const nn::GPTConfig config{
+        .vocab_size = 256, .context = std::max<int64_t>(T, 64), .n_layer = L, .n_head = C / 64, .n_embd = C, .seed = 0};
     if (dtype == "bfloat16" && memory_mode == "ddp") {
       std::fprintf(stderr, "--dtype bfloat16 needs a ZeRO stage (DDP + AdamW has no float32 master)\n");
       return 2;
@@ -256,8 +260,12 @@ int main(int argc, char** argv) {
 
   const int64_t L = layers > 0 ? layers : 4, C = width > 0 ? width : 256;
   const int64_t B = batch > 0 ? batch : 8, T = seq > 0 ? seq : 128;
-  const nn::GPTConfig config{.vocab_size = 256, .context = std::max<int64_t>(T, 128), .n_layer = L,
-                             .n_head = std::max<int64_t>(C / 64, 1), .n_embd = C, .seed = 0};
+  const nn::GPTConfig config{.vocab_size = 256,
+                             .context = std::max<int64_t>(T, 128),
+                             .n_layer = L,
+                             .n_head = std::max<int64_t>(C / 64, 1),
+                             .n_embd = C,
+                             .seed = 0};
   Generator gen(1000 + static_cast<uint64_t>(world.rank()));  // each rank its own batch
   Tensor tokens = randint(0, 256, {B, T}, {.dtype = DType::Int64}, &gen);
   Tensor targets = randint(0, 256, {B, T}, {.dtype = DType::Int64}, &gen);
@@ -265,7 +273,8 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<Runner>> runners;
   runners.push_back(std::make_unique<Runner>("ddp", config, world, -1, bucket_bytes, true, false));
   for (int s = 0; s <= 3; ++s)
-    runners.push_back(std::make_unique<Runner>("stage" + std::to_string(s), config, world, s, bucket_bytes, true, false));
+    runners.push_back(
+        std::make_unique<Runner>("stage" + std::to_string(s), config, world, s, bucket_bytes, true, false));
   runners.push_back(std::make_unique<Runner>("stage3_noprefetch", config, world, 3, bucket_bytes, false, false));
   const size_t M = runners.size();
 
@@ -283,10 +292,9 @@ int main(int argc, char** argv) {
     t = x.to_vector<double>();
   }
   if (world.rank() == 0) {
-    std::printf("ranks=%d psi=%lld layers=%lld width=%lld batch=%lld seq=%lld bucket_mb=%g steps=%d\n",
-                world.size(), static_cast<long long>(runners[0]->model.num_parameters()),
-                static_cast<long long>(L), static_cast<long long>(C), static_cast<long long>(B),
-                static_cast<long long>(T), bucket_mb, steps);
+    std::printf("ranks=%d psi=%lld layers=%lld width=%lld batch=%lld seq=%lld bucket_mb=%g steps=%d\n", world.size(),
+                static_cast<long long>(runners[0]->model.num_parameters()), static_cast<long long>(L),
+                static_cast<long long>(C), static_cast<long long>(B), static_cast<long long>(T), bucket_mb, steps);
     for (size_t m = 0; m < M; ++m) {
       std::vector<double> ratio;
       for (size_t i = 0; i < times[m].size(); ++i) ratio.push_back(times[m][i] / times[0][i]);
@@ -296,8 +304,7 @@ int main(int argc, char** argv) {
       std::printf("%s_ms=%.2f %s_p10=%.2f %s_p90=%.2f %s_ratio=%.3f %s_phases=fwd:%.1f,bwd:%.1f,step:%.1f,zero:%.1f\n",
                   runners[m]->name.c_str(), median(times[m]), runners[m]->name.c_str(), sorted[sorted.size() / 10],
                   runners[m]->name.c_str(), sorted[sorted.size() * 9 / 10], runners[m]->name.c_str(), median(ratio),
-                  runners[m]->name.c_str(), median(p.forward), median(p.backward), median(p.step),
-                  median(p.zero_grad));
+                  runners[m]->name.c_str(), median(p.forward), median(p.backward), median(p.step), median(p.zero_grad));
     }
   }
   return 0;

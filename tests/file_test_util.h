@@ -106,6 +106,6 @@ inline int run_python_script(const std::string& script, const std::vector<std::s
 }  // namespace strata::testing
 
 // EXPECT that `text` contains `part`, printing the whole text when it does not.
-#define EXPECT_CONTAINS(text, part)                                                 \
-  EXPECT_NE(std::string(text).find(part), std::string::npos)                        \
+#define EXPECT_CONTAINS(text, part)                          \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) \
       << "expected to find \"" << (part) << "\" in:\n  " << (text) << "\n"

@@ -42,9 +42,9 @@ inline ::testing::AssertionResult within_float32_bound(double difference, double
     std::printf("float32 bound: %s: difference %.3g, reference error %.3g, ratio %.2f, bound %.3g\n", what.c_str(),
                 difference, reference_error, reference_error > 0 ? difference / reference_error : 0.0, bound);
   if (difference <= bound) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << what << ": float32 difference " << difference << " exceeds "
-                                       << kPathFactor << " x the reference path's own float32 error "
-                                       << reference_error << " + " << kRoundingFloor << " = " << bound;
+  return ::testing::AssertionFailure() << what << ": float32 difference " << difference << " exceeds " << kPathFactor
+                                       << " x the reference path's own float32 error " << reference_error << " + "
+                                       << kRoundingFloor << " = " << bound;
 }
 
 }  // namespace strata::test

@@ -46,8 +46,12 @@ inline Bounded rounded(Bounded a, double unit = kUnitRoundoff32) {
 inline Bounded exact(double v) { return {v, 0}; }
 
 // Arithmetic whose result is rounded to float32 (`unit` for float64 intermediates).
-inline Bounded add(Bounded a, Bounded b, double unit = kUnitRoundoff32) { return rounded({a.v + b.v, a.e + b.e}, unit); }
-inline Bounded sub(Bounded a, Bounded b, double unit = kUnitRoundoff32) { return rounded({a.v - b.v, a.e + b.e}, unit); }
+inline Bounded add(Bounded a, Bounded b, double unit = kUnitRoundoff32) {
+  return rounded({a.v + b.v, a.e + b.e}, unit);
+}
+inline Bounded sub(Bounded a, Bounded b, double unit = kUnitRoundoff32) {
+  return rounded({a.v - b.v, a.e + b.e}, unit);
+}
 inline Bounded mul(Bounded a, Bounded b, double unit = kUnitRoundoff32) {
   return rounded({a.v * b.v, std::fabs(a.v) * b.e + std::fabs(b.v) * a.e + a.e * b.e}, unit);
 }
@@ -119,7 +123,8 @@ inline std::vector<Bounded> exact_values(const std::vector<double>& v) {
 inline ::testing::AssertionResult within_error_bounds(const std::vector<double>& got, const std::vector<Bounded>& want,
                                                       const std::string& what) {
   if (got.size() != want.size())
-    return ::testing::AssertionFailure() << what << ": " << got.size() << " values against " << want.size() << " bounds";
+    return ::testing::AssertionFailure() << what << ": " << got.size() << " values against " << want.size()
+                                         << " bounds";
   double worst = 0, scale = 0, widest = 0;
   size_t at = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -132,8 +137,9 @@ inline ::testing::AssertionResult within_error_bounds(const std::vector<double>&
     scale = std::max(scale, std::fabs(want[i].v));
     widest = std::max(widest, want[i].e);
   }
-  std::printf("float32 error bound: %s: worst difference / bound %.3g (entry %zu); widest bound %.3g of max |value| %.3g\n",
-              what.c_str(), worst, at, widest, scale);
+  std::printf(
+      "float32 error bound: %s: worst difference / bound %.3g (entry %zu); widest bound %.3g of max |value| %.3g\n",
+      what.c_str(), worst, at, widest, scale);
   if (worst <= 1) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << what << ": entry " << at << " is " << got[at] << ", exact " << want[at].v
                                        << ", difference " << std::fabs(got[at] - want[at].v)

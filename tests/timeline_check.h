@@ -20,7 +20,8 @@ inline std::map<int, std::vector<nlohmann::json>> check_chrome_trace(const std::
   std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> spans;
   for (const auto& e : trace["traceEvents"]) {
     if (e.value("ph", "") != "X") continue;
-    for (const char* key : {"name", "cat", "ts", "dur", "pid", "tid"}) EXPECT_TRUE(e.contains(key)) << key << " in " << e.dump();
+    for (const char* key : {"name", "cat", "ts", "dur", "pid", "tid"})
+      EXPECT_TRUE(e.contains(key)) << key << " in " << e.dump();
     EXPECT_GE(e["ts"].get<double>(), 0.0) << e.dump();
     EXPECT_GE(e["dur"].get<double>(), 0.0) << e.dump();
     by_pid[e["pid"].get<int>()].push_back(e);

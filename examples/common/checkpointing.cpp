@@ -7,30 +7,34 @@
 
 #include "common/full_weights.h"
 #include "common/preflight.h"
+#include "common/train_options.h"
 #include "strata/checkpoint/save_directory.h"
 #include "strata/core/error.h"
 #include "strata/train/model_registry.h"
-#include "common/train_options.h"
 
 namespace strata::examples {
 
 void add_checkpoint_options(CLI::App& app, CheckpointOptions& o, const std::string& export_format,
                             const std::string& resume_help) {
   const CLI::Validator& fits = fits_int64();
-  app.add_option("--save", o.save, "checkpoint directory: step-<N>-<id>/ saves (each rank writes its part) and a "
+  app.add_option("--save", o.save,
+                 "checkpoint directory: step-<N>-<id>/ saves (each rank writes its part) and a "
                  "'latest' file naming the newest complete one; loads into any layout; stores the model configuration; "
                  "locked while the run lasts (.save.lock)");
   app.add_option("--save-every", o.save_every, "save every N steps (and at the end)")->check(fits);
-  app.add_flag("--async-save", o.async_save, "write checkpoints in the background: a save costs the step a copy of "
+  app.add_flag("--async-save", o.async_save,
+               "write checkpoints in the background: a save costs the step a copy of "
                "this rank's state; the save is complete once every rank has written (a later step)");
   app.add_option("--keep-last", o.keep_last, "complete saves kept in --save")->capture_default_str()->check(fits);
-  app.add_flag("--resume-latest", o.resume_latest, "resume from --save when it holds a complete checkpoint (without "
+  app.add_flag("--resume-latest", o.resume_latest,
+               "resume from --save when it holds a complete checkpoint (without "
                "'latest': its newest save that verifies), else start fresh (for restarts)");
   app.add_option("--stop-at", o.stop_at,
                  "stop after this step, keeping the schedule of --steps (for jobs in time slices)")
       ->check(fits);
   app.add_option("--resume", o.resume, resume_help);
-  app.add_option("--init-from", o.init_from, "start from the weights of this checkpoint (any layout; e.g. a Hugging "
+  app.add_option("--init-from", o.init_from,
+                 "start from the weights of this checkpoint (any layout; e.g. a Hugging "
                  "Face model imported with `strata-ckpt import`); optimizer, data and schedule start fresh");
   app.add_option("--export-hf", o.export_hf, "directory for model.safetensors + config.json (" + export_format + ")");
 }
@@ -88,8 +92,11 @@ int64_t Checkpointing::resume(int64_t steps) {
   }
   if (path.empty()) return 0;
   STRATA_CHECK(target_.has_value(), "Checkpointing::resume before attach()");
-  STRATA_CHECK(!std::filesystem::is_regular_file(path), "'", path, "' is a single-file training state (an earlier "
-               "strata's format); convert it once with `strata-ckpt convert ", path, " --out DIR` and resume from DIR, "
+  STRATA_CHECK(!std::filesystem::is_regular_file(path), "'", path,
+               "' is a single-file training state (an earlier "
+               "strata's format); convert it once with `strata-ckpt convert ",
+               path,
+               " --out DIR` and resume from DIR, "
                "which loads into any layout");
   const int64_t start = train::load_training_checkpoint(path, *target_);
   // Training from `start` to an earlier end would save weights of step `start` labelled
@@ -111,8 +118,10 @@ void Checkpointing::report(const std::optional<checkpoint::SaveResult>& r) const
   // A run resumed from an older save keeps the newer ones (a save never prunes them): say so.
   const std::string step = std::filesystem::path(r->directory).filename().string();
   for (const std::string& newer : checkpoint::newer_saves(o_.save, checkpoint::save_step(step)))
-    std::printf("note: %s/latest names %s, an older step than %s, which is kept (this run resumed from an older "
-                "save)\n", o_.save.c_str(), step.c_str(), newer.c_str());
+    std::printf(
+        "note: %s/latest names %s, an older step than %s, which is kept (this run resumed from an older "
+        "save)\n",
+        o_.save.c_str(), step.c_str(), newer.c_str());
 }
 
 void Checkpointing::save(int64_t completed) {

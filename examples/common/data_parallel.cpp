@@ -9,7 +9,8 @@
 namespace strata::examples {
 
 DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& world, const TrainOptions& o,
-                                         nn::ModulePredicate zero3_unit, dist::ProcessGroup* tensor, dist::ProcessGroup* pipeline,
+                                         nn::ModulePredicate zero3_unit, dist::ProcessGroup* tensor,
+                                         dist::ProcessGroup* pipeline,
                                          std::function<bool(const std::string&)> duplicate)
     : world_(world), clip_(o.clip) {
   const optim::AdamWOptions adamw{.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay};
@@ -21,8 +22,8 @@ DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& 
   if (pipeline != nullptr) zo.pipeline_parallel = {.group = pipeline, .duplicate = std::move(duplicate)};
   zero_ = std::make_unique<parallel::ZeroOptimizer>(model, adamw, world, zo, std::move(groups));
   schedule_ = std::make_unique<optim::CosineSchedule>(
-      *zero_, optim::CosineScheduleOptions{.warmup_steps = o.warmup, .total_steps = o.steps,
-                                                .min_lr_ratio = o.min_lr_ratio});
+      *zero_,
+      optim::CosineScheduleOptions{.warmup_steps = o.warmup, .total_steps = o.steps, .min_lr_ratio = o.min_lr_ratio});
 }
 
 StepResult DataParallelTrainer::step(const Tensor& loss) { return step(loss.item()); }

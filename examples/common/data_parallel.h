@@ -6,12 +6,12 @@
 #include <memory>
 #include <string>
 
+#include "common/train_options.h"
 #include "strata/distributed/process_group.h"
 #include "strata/nn/module.h"
 #include "strata/optim/adam.h"
 #include "strata/optim/lr_scheduler.h"
 #include "strata/parallel/zero.h"
-#include "common/train_options.h"
 
 namespace strata::examples {
 
@@ -29,8 +29,7 @@ class DataParallelTrainer {
   // `zero3_unit`: the modules ZeRO-3 gathers and frees as one (the model family's choice).
   DataParallelTrainer(nn::Module& model, dist::ProcessGroup& data, const TrainOptions& o,
                       nn::ModulePredicate zero3_unit, dist::ProcessGroup* tensor = nullptr,
-                      dist::ProcessGroup* pipeline = nullptr,
-                      std::function<bool(const std::string&)> duplicate = {});
+                      dist::ProcessGroup* pipeline = nullptr, std::function<bool(const std::string&)> duplicate = {});
   DataParallelTrainer(const DataParallelTrainer&) = delete;
   DataParallelTrainer& operator=(const DataParallelTrainer&) = delete;
 

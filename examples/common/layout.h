@@ -5,19 +5,19 @@
 #include <memory>
 #include <string>
 
+#include "common/train_options.h"
 #include "strata/distributed/device_mesh.h"
 #include "strata/nn/layer_factory.h"
-#include "common/train_options.h"
 
 namespace strata::examples {
 
 struct Layout {
-  std::unique_ptr<dist::DeviceMesh> mesh;        // null without --tp and --pp
-  dist::ProcessGroup* data = nullptr;            // DDP or ZeRO, the data sampler, the loss average
-  dist::ProcessGroup* tensor = nullptr;          // null without --tp
-  dist::ProcessGroup* pipeline = nullptr;        // null without --pp
-  std::shared_ptr<nn::LayerFactory> factory;     // the models' layers (null: one process's)
-  bool lead = true;                              // rank 0 of the world: prints and writes files
+  std::unique_ptr<dist::DeviceMesh> mesh;     // null without --tp and --pp
+  dist::ProcessGroup* data = nullptr;         // DDP or ZeRO, the data sampler, the loss average
+  dist::ProcessGroup* tensor = nullptr;       // null without --tp
+  dist::ProcessGroup* pipeline = nullptr;     // null without --pp
+  std::shared_ptr<nn::LayerFactory> factory;  // the models' layers (null: one process's)
+  bool lead = true;                           // rank 0 of the world: prints and writes files
 };
 
 // Collective over `world` with --tp or --pp > 1 (it builds the mesh). Degrees that do not

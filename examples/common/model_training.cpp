@@ -37,11 +37,17 @@ StepResult ModelTraining::step(int64_t step, const data::Batch& batch) {
 train::CheckpointTarget ModelTraining::checkpoint_target(data::BatchSampler& sampler, checkpoint::Metadata config) {
   auto* tp_factory = dynamic_cast<parallel::TensorParallelFactory*>(layout_.factory.get());
   config.erase("config.param_dtype");
-  return {.model = model_, .world = world_, .zero = trainer_.zero(), .data = layout_.data, .tensor = layout_.tensor,
-          .duplicate = duplicate_, .sampler = &sampler, .scheduler = &trainer_.schedule(),
-          .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr, .config = std::move(config),
-          .layout = {{"pipeline", std::to_string(o_.pp)}, {"schedule", o_.schedule},
-                     {"param_dtype", o_.param_dtype}}};
+  return {.model = model_,
+          .world = world_,
+          .zero = trainer_.zero(),
+          .data = layout_.data,
+          .tensor = layout_.tensor,
+          .duplicate = duplicate_,
+          .sampler = &sampler,
+          .scheduler = &trainer_.schedule(),
+          .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr,
+          .config = std::move(config),
+          .layout = {{"pipeline", std::to_string(o_.pp)}, {"schedule", o_.schedule}, {"param_dtype", o_.param_dtype}}};
 }
 
 }  // namespace strata::examples

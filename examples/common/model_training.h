@@ -11,6 +11,8 @@
 #include "common/data_parallel.h"
 #include "common/layout.h"
 #include "common/step_timeline.h"
+#include "common/train_options.h"
+#include "common/train_step.h"
 #include "strata/data/dataset.h"
 #include "strata/data/loader.h"
 #include "strata/distributed/process_group.h"
@@ -18,8 +20,6 @@
 #include "strata/parallel/pipeline.h"
 #include "strata/train/distributed_checkpoint.h"
 #include "strata/train/model_registry.h"
-#include "common/train_options.h"
-#include "common/train_step.h"
 
 namespace strata::examples {
 
@@ -28,8 +28,8 @@ class ModelTraining {
   // Collective over the layout's groups: the members below are made in their order, each
   // from the ones before (the trainer broadcasts rank 0's weights; the pipeline reduces
   // through the trainer). `model` is this rank's part (`partition`'s stage with --pp).
-  ModelTraining(nn::CausalLM& model, const train::ModelFamily& family, const Layout& layout, const parallel::PipelinePartition& partition,
-                const TrainOptions& o, dist::ProcessGroup& world);
+  ModelTraining(nn::CausalLM& model, const train::ModelFamily& family, const Layout& layout,
+                const parallel::PipelinePartition& partition, const TrainOptions& o, dist::ProcessGroup& world);
   ModelTraining(const ModelTraining&) = delete;
   ModelTraining& operator=(const ModelTraining&) = delete;
 

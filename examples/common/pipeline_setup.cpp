@@ -41,8 +41,10 @@ std::unique_ptr<parallel::Pipeline> make_pipeline(nn::CausalLM& model, const Lay
                                                   : parallel::PipelineScheduleKind::OneFOneB;
   return std::make_unique<parallel::Pipeline>(
       model, *layout.pipeline, partition,
-      parallel::PipelineOptions{.schedule = kind, .micro_batches = static_cast<int>(micro_batches(o)),
-                                .chunks = pipeline_chunks(o), .zero = trainer.zero(),
+      parallel::PipelineOptions{.schedule = kind,
+                                .micro_batches = static_cast<int>(micro_batches(o)),
+                                .chunks = pipeline_chunks(o),
+                                .zero = trainer.zero(),
                                 .timeline = &timeline});
 }
 

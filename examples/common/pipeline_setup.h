@@ -6,10 +6,10 @@
 
 #include "common/data_parallel.h"
 #include "common/layout.h"
+#include "common/train_options.h"
 #include "strata/nn/causal_lm.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/profile/timeline.h"
-#include "common/train_options.h"
 
 namespace strata::examples {
 
@@ -30,8 +30,7 @@ nn::ModelPart stage_of(const Layout& layout, const parallel::PipelinePartition& 
 // One training step's FLOPs over the whole model, which a pipeline rank's model (one stage)
 // cannot count: 6 x `parameters` x tokens (the matmuls, forward and backward) plus 12 x
 // layers x batch x context^2 x width (attention), as GPT::flops_per_step counts them.
-double whole_model_step_flops(int64_t parameters, int64_t layers, int64_t width, int64_t context,
-                              int64_t global_batch);
+double whole_model_step_flops(int64_t parameters, int64_t layers, int64_t width, int64_t context, int64_t global_batch);
 
 // Collective over the pipeline group with --pp (null without): the schedule over this rank's
 // stage, reducing gradients through `trainer`'s DDP or ZeRO, spans into `timeline`.

@@ -43,8 +43,8 @@ void check_step_memory(double rank_bytes, const std::string& what) {
   char avail[64];
   std::snprintf(avail, sizeof avail, "%.0f", have);
   STRATA_FAIL("out of memory: requested ", need, " bytes for one training step's activations (", what, ", ",
-              dist::local_size(), " rank(s) on this node), more than the ",
-              avail, " bytes available (MemAvailable); lower --batch");
+              dist::local_size(), " rank(s) on this node), more than the ", avail,
+              " bytes available (MemAvailable); lower --batch");
 }
 
 }  // namespace strata::examples

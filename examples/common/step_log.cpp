@@ -10,7 +10,10 @@ void log_step(train::Progress& progress, train::MetricsWriter& metrics, int64_t 
     std::printf("%s\n", progress.line(step, r.loss, r.lr).c_str());
     std::fflush(stdout);
   }
-  metrics.write({{"step", step + 1}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
+  metrics.write({{"step", step + 1},
+                 {"loss", r.loss},
+                 {"lr", r.lr},
+                 {"grad_norm", r.grad_norm},
                  {"tokens_per_second", progress.tokens_per_second(step)}});
 }
 

@@ -3,9 +3,9 @@
 // every rank, written to one file by rank 0.
 #include <cstdint>
 
+#include "common/train_options.h"
 #include "strata/distributed/process_group.h"
 #include "strata/profile/timeline.h"
-#include "common/train_options.h"
 
 namespace strata::examples {
 

@@ -29,7 +29,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--steps", o.steps, "training steps")->capture_default_str()->check(fits_int64());
   app.add_option("--batch", o.batch, "sequences per step and rank")->capture_default_str()->check(fits_int64());
-  app.add_option("--global-batch", o.global_batch, "sequences per step over all data-parallel ranks, instead of "
+  app.add_option("--global-batch", o.global_batch,
+                 "sequences per step over all data-parallel ranks, instead of "
                  "--batch (the same run at any world size: for restarts on fewer ranks)")
       ->check(fits_int64());
   app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->capture_default_str();
@@ -41,7 +42,8 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--log-every", o.log_every, "progress line every N steps")->capture_default_str()->check(fits_int64());
   app.add_option("--metrics", o.metrics, "JSONL metrics file ('' to disable)")->capture_default_str();
   app.add_option("--zero", o.zero, "ZeRO stage 0-3 (0: DDP) instead of DDP + AdamW (-1: off)")->capture_default_str();
-  app.add_option("--param-dtype", o.param_dtype, "parameter storage: float32, or bf16 (needs --zero: float32 master "
+  app.add_option("--param-dtype", o.param_dtype,
+                 "parameter storage: float32, or bf16 (needs --zero: float32 master "
                  "weights per shard; compute stays float32)")
       ->check(CLI::IsMember({"float32", "bf16"}))
       ->capture_default_str();
@@ -50,13 +52,15 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     o.collective_timeout = std::strtod(env, &end);
     if (end == env || *end != '\0') o.collective_timeout = std::nan("");  // refused by validate_train_options()
   }
-  app.add_option("--tp", o.tp, "tensor-parallel degree: ranks that split every layer (Megatron-style); the "
+  app.add_option("--tp", o.tp,
+                 "tensor-parallel degree: ranks that split every layer (Megatron-style); the "
                  "data-parallel degree is ranks / --tp")
       ->capture_default_str()
       ->check(fits_int64());
   app.add_flag("--sequence-parallel", o.sequence_parallel,
                "with --tp: norms, residuals and dropout on each rank's piece of the sequence");
-  app.add_option("--pp", o.pp, "pipeline-parallel degree: ranks that each run consecutive blocks; the "
+  app.add_option("--pp", o.pp,
+                 "pipeline-parallel degree: ranks that each run consecutive blocks; the "
                  "data-parallel degree is ranks / (--pp x --tp)")
       ->capture_default_str()
       ->check(fits_int64());
@@ -104,14 +108,15 @@ void validate_train_options(const TrainOptions& o) {
                " micro-batches (--micro-batches)");
   STRATA_CHECK(o.pp > 1 || (o.micro_batches == 0 && o.schedule == "1f1b"),
                "--micro-batches and --schedule take effect with --pp of 2 or more");
-  STRATA_CHECK(o.zero != 3 || o.pp == 1, "--zero 3 cannot run with --pp (ZeRO-3's per-block parameter gathers do not "
+  STRATA_CHECK(o.zero != 3 || o.pp == 1,
+               "--zero 3 cannot run with --pp (ZeRO-3's per-block parameter gathers do not "
                "fit a pipeline's micro-batches); use --zero 1 or 2");
   STRATA_CHECK(std::isfinite(o.clip) && o.clip >= 0, "--clip must be a finite number >= 0 (0: off), got ", o.clip);
   STRATA_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a finite number > 0, got ", o.lr);
   STRATA_CHECK(std::isfinite(o.min_lr_ratio) && o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
                "--min-lr-ratio must be in [0, 1], got ", o.min_lr_ratio);
-  STRATA_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "--weight-decay must be a finite number >= 0, got ",
-               o.weight_decay);
+  STRATA_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
+               "--weight-decay must be a finite number >= 0, got ", o.weight_decay);
   STRATA_CHECK(std::isfinite(o.collective_timeout) && o.collective_timeout > 0 && o.collective_timeout <= 1e6,
                "--collective-timeout (or STRATA_COLLECTIVE_TIMEOUT) must be a number of seconds in (0, 1e6], got ",
                o.collective_timeout);
@@ -122,7 +127,8 @@ void validate_train_options(const TrainOptions& o) {
   STRATA_CHECK(o.batch <= kMaxBatch, "--batch ", o.batch, " is too large (at most ", kMaxBatch, ")");
   if (!o.timeline.empty()) {
     const std::filesystem::path parent = std::filesystem::path(o.timeline).parent_path();
-    STRATA_CHECK(!std::filesystem::is_directory(o.timeline), "--timeline '", o.timeline, "' is a directory, not a file");
+    STRATA_CHECK(!std::filesystem::is_directory(o.timeline), "--timeline '", o.timeline,
+                 "' is a directory, not a file");
     if (!parent.empty()) check_writable_dir(parent, "--timeline");
     STRATA_CHECK(o.timeline_step < o.steps, "--timeline-step ", o.timeline_step, " is past the last step (--steps ",
                  o.steps, ")");
@@ -148,7 +154,8 @@ int64_t micro_batches(const TrainOptions& o) { return o.micro_batches > 0 ? o.mi
 
 std::optional<DType> parameter_dtype(const TrainOptions& o) {
   if (o.param_dtype != "bf16") return std::nullopt;
-  STRATA_CHECK(o.zero >= 0, "--param-dtype bf16 needs --zero STAGE: optimizers update float32 parameters, and "
+  STRATA_CHECK(o.zero >= 0,
+               "--param-dtype bf16 needs --zero STAGE: optimizers update float32 parameters, and "
                "ZeroOptimizer keeps the float32 master weights of bf16 parameters (any stage, 0 included)");
   return DType::BFloat16;
 }

@@ -24,8 +24,8 @@ struct TrainOptions {
   double clip = 1.0;
   uint64_t seed = 1;
   int64_t log_every = 50;
-  std::string metrics;  // JSONL file; empty: none
-  int zero = -1;        // ZeRO stage; -1: DDP (or one process) with a plain AdamW
+  std::string metrics;                  // JSONL file; empty: none
+  int zero = -1;                        // ZeRO stage; -1: DDP (or one process) with a plain AdamW
   std::string param_dtype = "float32";  // or bf16 (with --zero)
   double collective_timeout = 600;      // seconds; --collective-timeout or STRATA_COLLECTIVE_TIMEOUT
   int64_t tp = 1;                       // tensor-parallel degree (divides the world size)

@@ -28,9 +28,9 @@
 // Bad option values are refused before anything starts; a step that cannot fit in memory is
 // refused with the bytes it needs. With --pp P each pipeline rank builds only its stage's
 // blocks (parallel::Pipeline runs the schedule over --micro-batches); the loss comes from
-// the last stage, and evaluation runs the stages one after the other. With several ranks a failure (e.g. a collective that timed
-// out, --collective-timeout) ends the process at once without MPI_Finalize, which would wait
-// for a dead or stuck peer.
+// the last stage, and evaluation runs the stages one after the other. With several ranks a failure (e.g. a collective
+// that timed out, --collective-timeout) ends the process at once without MPI_Finalize, which would wait for a dead or
+// stuck peer.
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
@@ -46,10 +46,10 @@
 #include "common/preflight.h"
 #include "common/run_example.h"
 #include "common/step_log.h"
+#include "common/train_options.h"
 #include "strata/distributed/init.h"
 #include "strata/parallel/pipeline.h"
 #include "strata/strata.h"
-#include "common/train_options.h"
 
 using namespace strata;
 using examples::check_at_least_one;
@@ -86,8 +86,9 @@ bool g_lead = true;  // rank 0: the one that prints and writes files
 // their softmax; doubled for the gradients that backward holds at the same time.
 double step_activation_bytes(int64_t batch, const nn::GPTConfig& c) {
   const double tokens = static_cast<double>(batch) * static_cast<double>(c.context);
-  const double per_token = static_cast<double>(c.n_layer) * (16.0 * c.n_embd + c.n_head * static_cast<double>(c.context)) +
-                           2.0 * c.vocab_size + 4.0 * c.n_embd;
+  const double per_token =
+      static_cast<double>(c.n_layer) * (16.0 * c.n_embd + c.n_head * static_cast<double>(c.context)) +
+      2.0 * c.vocab_size + 4.0 * c.n_embd;
   return 2.0 * 4.0 * tokens * per_token;
 }
 
@@ -100,21 +101,25 @@ double evaluate(nn::GPT& model, parallel::Pipeline* pipeline, const data::Synthe
       examples);
   model.train();
   if (!g_lead) return r.accuracy;
-  std::printf("eval  step %lld | exact-match accuracy %.2f%% on %lld held-out problems (chance %.4f%%) | "
-              "per-token %.2f%%\n",
-              static_cast<long long>(step), 100 * r.accuracy, static_cast<long long>(r.examples), 100 * r.chance,
-              100 * r.token_accuracy);
+  std::printf(
+      "eval  step %lld | exact-match accuracy %.2f%% on %lld held-out problems (chance %.4f%%) | "
+      "per-token %.2f%%\n",
+      static_cast<long long>(step), 100 * r.accuracy, static_cast<long long>(r.examples), 100 * r.chance,
+      100 * r.token_accuracy);
   std::fflush(stdout);
-  metrics.write({{"step", step}, {"eval_accuracy", r.accuracy}, {"eval_token_accuracy", r.token_accuracy},
-                 {"chance", r.chance}});
+  metrics.write(
+      {{"step", step}, {"eval_accuracy", r.accuracy}, {"eval_token_accuracy", r.token_accuracy}, {"chance", r.chance}});
   return r.accuracy;
 }
 
 // Bad option values fail before anything starts, naming the option and the value.
 void validate(const Options& o) {
   examples::validate_train_options(o.train);
-  check_at_least_one({{"--layers", o.layers}, {"--heads", o.heads}, {"--width", o.width},
-                      {"--eval-examples", o.eval_examples}, {"--digits", o.digits}});
+  check_at_least_one({{"--layers", o.layers},
+                      {"--heads", o.heads},
+                      {"--width", o.width},
+                      {"--eval-examples", o.eval_examples},
+                      {"--digits", o.digits}});
   check_not_negative({{"--eval-every", o.eval_every}});
   examples::validate_checkpoint_options(o.ckpt);
   STRATA_CHECK(o.width % o.heads == 0, "--width ", o.width, " must be a multiple of --heads ", o.heads);
@@ -125,8 +130,13 @@ void validate(const Options& o) {
 // The model for the task: --layers blocks of --heads x (--width / --heads), parameters in
 // --param-dtype.
 nn::GPTConfig model_config(const Options& o, const examples::TrainOptions& t, const data::SyntheticTask& task) {
-  nn::GPTConfig config{.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = o.layers,
-                       .n_head = o.heads, .n_embd = o.width, .dropout = o.dropout, .seed = t.seed};
+  nn::GPTConfig config{.vocab_size = task.vocab_size(),
+                       .context = task.sequence_length(),
+                       .n_layer = o.layers,
+                       .n_head = o.heads,
+                       .n_embd = o.width,
+                       .dropout = o.dropout,
+                       .seed = t.seed};
   config.param_dtype = examples::parameter_dtype(t);
   return config;
 }
@@ -147,13 +157,13 @@ double step_flops(const nn::GPT& model, bool pipelined, const nn::GPTConfig& con
 
 void print_banner(const Options& o, const examples::TrainOptions& t, const nn::GPTConfig& config, int data_ranks) {
   if (!g_lead) return;
-  std::printf("GPT: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocab %lld); "
-              "task: %d-digit addition; batch %lld x %d rank(s)%s; parameters %s\n",
-              static_cast<long long>(whole_parameters(config)), static_cast<long long>(o.layers),
-              static_cast<long long>(o.heads), static_cast<long long>(o.width),
-              static_cast<long long>(config.context), static_cast<long long>(config.vocab_size), o.digits,
-              static_cast<long long>(t.batch), data_ranks, examples::tensor_parallel_note(t).c_str(),
-              t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
+  std::printf(
+      "GPT: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocab %lld); "
+      "task: %d-digit addition; batch %lld x %d rank(s)%s; parameters %s\n",
+      static_cast<long long>(whole_parameters(config)), static_cast<long long>(o.layers),
+      static_cast<long long>(o.heads), static_cast<long long>(o.width), static_cast<long long>(config.context),
+      static_cast<long long>(config.vocab_size), o.digits, static_cast<long long>(t.batch), data_ranks,
+      examples::tensor_parallel_note(t).c_str(), t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
 }
 
 // Test hook (tests/faults): rank STRATA_TEST_STALL_RANK stops participating at step
@@ -210,8 +220,11 @@ int run(const Options& o) {
   manual_seed(t.seed);
   // An index space far larger than any run: every step sees fresh problems.
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
-  data::BatchSampler sampler({.dataset_size = int64_t{1} << 40, .batch_size = t.batch, .seed = t.seed,
-                              .rank = data.rank(), .world_size = data.size()});
+  data::BatchSampler sampler({.dataset_size = int64_t{1} << 40,
+                              .batch_size = t.batch,
+                              .seed = t.seed,
+                              .rank = data.rank(),
+                              .world_size = data.size()});
   checkpointing.attach(training.checkpoint_target(sampler, train::config_metadata(config)));
   checkpointing.init_weights();  // pretrained weights (e.g. `strata-ckpt import`), in any layout
   const int64_t start = checkpointing.resume(t.steps);
@@ -253,14 +266,20 @@ int main(int argc, char** argv) {
   app.add_option("--heads", o.heads, "attention heads")->capture_default_str()->check(fits_int64);
   app.add_option("--width", o.width, "embedding width")->capture_default_str()->check(fits_int64);
   app.add_option("--digits", o.digits, "operand digits of the addition task")->capture_default_str();
-  app.add_option("--eval-every", o.eval_every, "evaluate every N steps (0: at the end only)")->capture_default_str()->check(fits_int64);
-  app.add_option("--eval-examples", o.eval_examples, "held-out problems per evaluation")->capture_default_str()->check(fits_int64);
-  app.add_option("--dropout", o.dropout, "dropout probability of the embeddings and of the attention and MLP "
+  app.add_option("--eval-every", o.eval_every, "evaluate every N steps (0: at the end only)")
+      ->capture_default_str()
+      ->check(fits_int64);
+  app.add_option("--eval-examples", o.eval_examples, "held-out problems per evaluation")
+      ->capture_default_str()
+      ->check(fits_int64);
+  app.add_option("--dropout", o.dropout,
+                 "dropout probability of the embeddings and of the attention and MLP "
                  "outputs while training, in [0, 1)")
       ->capture_default_str();
   examples::add_checkpoint_options(app, o.ckpt, "HF GPT-2",
                                    "checkpoint directory to continue from, in any layout (an earlier single-file "
-                                   "training state: convert it with `strata-ckpt convert`); refused when its model configuration or checksums do not "
+                                   "training state: convert it with `strata-ckpt convert`); refused when its model "
+                                   "configuration or checksums do not "
                                    "match, or when it is past --stop-at/--steps");
   CLI11_PARSE(app, argc, argv);
   return examples::run_example("train_gpt", [&] { return run(o); });

@@ -11,7 +11,8 @@ namespace strata::examples {
 
 int64_t build_byte_tokens(const std::string& text_path, const std::string& tokens_path) {
   namespace fs = std::filesystem;
-  STRATA_CHECK(fs::exists(text_path), "--text '", text_path, "' does not exist; pass a UTF-8 text file or a directory "
+  STRATA_CHECK(fs::exists(text_path), "--text '", text_path,
+               "' does not exist; pass a UTF-8 text file or a directory "
                "of them, or --data with a token file");
   std::vector<fs::path> files;
   if (fs::is_directory(text_path)) {
@@ -34,7 +35,8 @@ int64_t build_byte_tokens(const std::string& text_path, const std::string& token
   const double needed = 12.0 * static_cast<double>(bytes), available = available_memory_bytes();
   STRATA_CHECK(available <= 0 || needed <= available, "--text '", text_path, "' holds ", bytes,
                " bytes: building its tokens in memory needs about ", static_cast<uintmax_t>(needed),
-               " bytes, more than the ", static_cast<uintmax_t>(available), " available; convert it with "
+               " bytes, more than the ", static_cast<uintmax_t>(available),
+               " available; convert it with "
                "text_to_tokens (which streams) and pass --data");
   std::string text;
   for (const fs::path& file : files) {

@@ -38,18 +38,18 @@
 #include <vector>
 
 #include "common/checkpointing.h"
-#include "train_llama/corpus.h"
 #include "common/data_parallel.h"
 #include "common/layout.h"
 #include "common/model_training.h"
-#include "train_llama/pipeline_generate.h"
 #include "common/pipeline_setup.h"
 #include "common/preflight.h"
 #include "common/run_example.h"
 #include "common/step_log.h"
+#include "common/train_options.h"
 #include "strata/distributed/init.h"
 #include "strata/strata.h"
-#include "common/train_options.h"
+#include "train_llama/corpus.h"
+#include "train_llama/pipeline_generate.h"
 
 using namespace strata;
 using examples::check_at_least_one;
@@ -58,8 +58,8 @@ using examples::check_not_negative;
 namespace {
 
 struct Options {
-  examples::TrainOptions train{.steps = 800, .batch = 8, .lr = 3e-3, .warmup = 30,
-                               .metrics = "runs/train_llama/metrics.jsonl"};
+  examples::TrainOptions train{
+      .steps = 800, .batch = 8, .lr = 3e-3, .warmup = 30, .metrics = "runs/train_llama/metrics.jsonl"};
   int64_t layers = 4;
   int64_t heads = 4;
   int64_t kv_heads = 2;
@@ -86,8 +86,13 @@ bool g_lead = true;  // rank 0: the one that prints and writes files
 
 void validate(const Options& o) {
   examples::validate_train_options(o.train);
-  check_at_least_one({{"--layers", o.layers}, {"--heads", o.heads}, {"--kv-heads", o.kv_heads}, {"--width", o.width},
-                      {"--intermediate", o.intermediate}, {"--context", o.context}, {"--eval-windows", o.eval_windows},
+  check_at_least_one({{"--layers", o.layers},
+                      {"--heads", o.heads},
+                      {"--kv-heads", o.kv_heads},
+                      {"--width", o.width},
+                      {"--intermediate", o.intermediate},
+                      {"--context", o.context},
+                      {"--eval-windows", o.eval_windows},
                       {"--sample-tokens", o.sample_tokens}});
   check_not_negative({{"--eval-every", o.eval_every}, {"--samples", o.samples}, {"--top-k", o.top_k}});
   STRATA_CHECK(o.width % o.heads == 0 && (o.width / o.heads) % 2 == 0, "--width ", o.width,
@@ -212,7 +217,9 @@ void print_samples(nn::CausalLM& model, parallel::Pipeline* pipeline, const std:
   const int64_t new_tokens = std::min(o.sample_tokens, o.context - static_cast<int64_t>(prompt.size()));
   const Tensor input = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())});
   for (int64_t i = 0; i < o.samples; ++i) {
-    const nn::GenerateOptions g{.temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p,
+    const nn::GenerateOptions g{.temperature = o.temperature,
+                                .top_k = o.top_k,
+                                .top_p = o.top_p,
                                 .seed = o.train.seed + static_cast<uint64_t>(i)};
     const Tensor tokens = pipeline != nullptr ? examples::generate_through(*pipeline, input, new_tokens, g)
                                               : nn::generate(model, input, new_tokens, g);
@@ -245,9 +252,14 @@ void check_corpus_size(const examples::TextCorpus& corpus, const Options& o, int
 
 // The model for the corpus's vocabulary, parameters in --param-dtype.
 nn::LlamaConfig model_config(const Options& o, const examples::TextCorpus& corpus) {
-  nn::LlamaConfig config{.vocab_size = corpus.vocab_size(), .context = o.context, .n_layer = o.layers,
-                         .n_head = o.heads, .n_kv_head = o.kv_heads, .n_embd = o.width,
-                         .intermediate_size = o.intermediate, .seed = o.train.seed};
+  nn::LlamaConfig config{.vocab_size = corpus.vocab_size(),
+                         .context = o.context,
+                         .n_layer = o.layers,
+                         .n_head = o.heads,
+                         .n_kv_head = o.kv_heads,
+                         .n_embd = o.width,
+                         .intermediate_size = o.intermediate,
+                         .seed = o.train.seed};
   config.param_dtype = examples::parameter_dtype(o.train);
   return config;
 }
@@ -276,16 +288,17 @@ void print_banner(const Options& o, const nn::LlamaConfig& config, const example
                   const examples::Layout& layout, int data_ranks) {
   if (!g_lead) return;
   const examples::TrainOptions& t = o.train;
-  std::printf("LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
-              "context %lld, vocab %lld); data: %lld training and %lld validation tokens; batch %lld x %d rank(s)"
-              "%s; %s; parameters %s\n",
-              static_cast<long long>(whole_parameters(config)), static_cast<long long>(o.layers),
-              static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads), static_cast<long long>(o.width),
-              static_cast<long long>(o.intermediate), static_cast<long long>(o.context),
-              static_cast<long long>(config.vocab_size), static_cast<long long>(corpus.train_tokens()),
-              static_cast<long long>(corpus.val_tokens()), static_cast<long long>(t.batch), data_ranks,
-              examples::tensor_parallel_note(t).c_str(), data_parallel_note(t, layout, data_ranks).c_str(),
-              t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
+  std::printf(
+      "LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
+      "context %lld, vocab %lld); data: %lld training and %lld validation tokens; batch %lld x %d rank(s)"
+      "%s; %s; parameters %s\n",
+      static_cast<long long>(whole_parameters(config)), static_cast<long long>(o.layers),
+      static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads), static_cast<long long>(o.width),
+      static_cast<long long>(o.intermediate), static_cast<long long>(o.context),
+      static_cast<long long>(config.vocab_size), static_cast<long long>(corpus.train_tokens()),
+      static_cast<long long>(corpus.val_tokens()), static_cast<long long>(t.batch), data_ranks,
+      examples::tensor_parallel_note(t).c_str(), data_parallel_note(t, layout, data_ranks).c_str(),
+      t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
 }
 
 int run(Options o) {
@@ -303,9 +316,10 @@ int run(Options o) {
   const std::vector<int64_t> prompt = sample_prompt(corpus, o);
 
   const nn::LlamaConfig config = model_config(o, corpus);
-  examples::check_step_memory(step_activation_bytes(t.batch, config),
-                              "--batch " + std::to_string(t.batch) + " x --context " + std::to_string(o.context) +
-                                  " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) + " layers");
+  examples::check_step_memory(step_activation_bytes(t.batch, config), "--batch " + std::to_string(t.batch) +
+                                                                          " x --context " + std::to_string(o.context) +
+                                                                          " x --width " + std::to_string(o.width) +
+                                                                          " x " + std::to_string(o.layers) + " layers");
   // With --pp this rank builds its stage only (embedding on the first, norm and head on the last).
   const parallel::PipelinePartition partition =
       examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
@@ -313,8 +327,11 @@ int run(Options o) {
   examples::ModelTraining training(model, train::model_family("llama"), layout, partition, t, world);
   parallel::Pipeline* pipeline = training.pipeline();
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
-  data::BatchSampler sampler({.dataset_size = corpus.train_windows(o.context), .batch_size = t.batch,
-                              .seed = t.seed, .rank = data.rank(), .world_size = data.size()});
+  data::BatchSampler sampler({.dataset_size = corpus.train_windows(o.context),
+                              .batch_size = t.batch,
+                              .seed = t.seed,
+                              .rank = data.rank(),
+                              .world_size = data.size()});
   checkpointing.attach(training.checkpoint_target(sampler, train::config_metadata(config)));
   checkpointing.init_weights();
   const int64_t start = checkpointing.resume(t.steps);
@@ -361,11 +378,13 @@ int main(int argc, char** argv) {
   app.add_option("--layers", o.layers, "decoder layers")->capture_default_str()->check(fits_int64);
   app.add_option("--heads", o.heads, "attention (query) heads")->capture_default_str()->check(fits_int64);
   app.add_option("--kv-heads", o.kv_heads, "key/value heads (grouped-query attention; divides --heads)")
-      ->capture_default_str()->check(fits_int64);
+      ->capture_default_str()
+      ->check(fits_int64);
   app.add_option("--width", o.width, "hidden size")->capture_default_str()->check(fits_int64);
   app.add_option("--intermediate", o.intermediate, "SwiGLU MLP width")->capture_default_str()->check(fits_int64);
   app.add_option("--context", o.context, "tokens per training window (and the longest sample)")
-      ->capture_default_str()->check(fits_int64);
+      ->capture_default_str()
+      ->check(fits_int64);
   app.add_option("--data", o.data, "token file to train on (default: built from --text)");
   app.add_option("--val-data", o.val_data, "token file to validate on (default: the end of --data)");
   app.add_option("--text", o.text, "UTF-8 text file, or directory of them, to build the tokens from without --data")
@@ -374,15 +393,19 @@ int main(int argc, char** argv) {
   app.add_option("--val-fraction", o.val_fraction, "share of the tokens, from the end, held out for validation")
       ->capture_default_str();
   app.add_option("--eval-every", o.eval_every, "validation loss every N steps (0: at the start and end only)")
-      ->capture_default_str()->check(fits_int64);
+      ->capture_default_str()
+      ->check(fits_int64);
   app.add_option("--eval-windows", o.eval_windows, "held-out windows per validation (at most)")
-      ->capture_default_str()->check(fits_int64);
+      ->capture_default_str()
+      ->check(fits_int64);
   app.add_option("--samples", o.samples, "samples printed at the end")->capture_default_str()->check(fits_int64);
   app.add_option("--sample-tokens", o.sample_tokens, "new tokens per sample (at most what fits in --context)")
-      ->capture_default_str()->check(fits_int64);
+      ->capture_default_str()
+      ->check(fits_int64);
   app.add_option("--temperature", o.temperature, "sampling temperature")->capture_default_str();
   app.add_option("--top-k", o.top_k, "sample among the k most likely tokens (0: all)")
-      ->capture_default_str()->check(fits_int64);
+      ->capture_default_str()
+      ->check(fits_int64);
   app.add_option("--top-p", o.top_p, "nucleus sampling: the most likely tokens up to this probability")
       ->capture_default_str();
   app.add_option("--prompt", o.prompt, "the samples' prompt (default: the start of a held-out line)");

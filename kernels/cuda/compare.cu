@@ -1,7 +1,7 @@
 // Comparisons and selections on the GPU: common/compare_ops.h's functors (which the CPU
 // loops instantiate too) run by the elementwise executor (cuda/map_executor.cuh).
-#include "strata_kernels/common/compare_ops.h"
 #include "cuda/map_executor.cuh"
+#include "strata_kernels/common/compare_ops.h"
 #include "strata_kernels/compare.h"
 #include "strata_kernels/elementwise.h"
 
@@ -23,8 +23,7 @@ cudaError_t for_select_type(int32_t type, F&& f) {
 }
 
 template <class T>
-cudaError_t compare(int32_t op, void* out, const void* a, const void* b, const void* index, int64_t n,
-                    cudaStream_t s) {
+cudaError_t compare(int32_t op, void* out, const void* a, const void* b, const void* index, int64_t n, cudaStream_t s) {
 #define STRATA_COMPARE(C) \
   case CompareCode::C: return launch_map<2, bool, T, T>(CompareFn<T, CompareCode::C>{}, out, index, n, s, a, b)
   switch (static_cast<CompareCode>(op)) {

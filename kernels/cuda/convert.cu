@@ -18,10 +18,18 @@ cudaError_t launch_map(const In* src, Out* dst, size_t n, cudaStream_t stream, F
   return cudaGetLastError();
 }
 
-struct ToBf16 { __device__ uint16_t operator()(float x) const { return strata_kernels::float_to_bf16_bits(x); } };
-struct FromBf16 { __device__ float operator()(uint16_t x) const { return strata_kernels::bf16_bits_to_float(x); } };
-struct ToHalf { __device__ uint16_t operator()(float x) const { return strata_kernels::float_to_half_bits(x); } };
-struct FromHalf { __device__ float operator()(uint16_t x) const { return strata_kernels::half_bits_to_float(x); } };
+struct ToBf16 {
+  __device__ uint16_t operator()(float x) const { return strata_kernels::float_to_bf16_bits(x); }
+};
+struct FromBf16 {
+  __device__ float operator()(uint16_t x) const { return strata_kernels::bf16_bits_to_float(x); }
+};
+struct ToHalf {
+  __device__ uint16_t operator()(float x) const { return strata_kernels::float_to_half_bits(x); }
+};
+struct FromHalf {
+  __device__ float operator()(uint16_t x) const { return strata_kernels::half_bits_to_float(x); }
+};
 
 }  // namespace
 

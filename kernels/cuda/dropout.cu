@@ -33,7 +33,7 @@ cudaError_t launch(void* y, const void* x, int64_t n, float p, double scale, uin
   const int64_t want = (counters + kThreads - 1) / kThreads;
   const unsigned blocks = static_cast<unsigned>(want < kMaxBlocks ? want : kMaxBlocks);
   dropout_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x), n, p,
-                                                      static_cast<T>(scale), seed, offset);
+                                                     static_cast<T>(scale), seed, offset);
   return cudaGetLastError();
 }
 

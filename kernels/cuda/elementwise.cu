@@ -3,8 +3,8 @@
 // loops instantiate too.
 #include <type_traits>
 
-#include "strata_kernels/common/elementwise_ops.h"
 #include "cuda/map_executor.cuh"
+#include "strata_kernels/common/elementwise_ops.h"
 #include "strata_kernels/elementwise.h"
 
 namespace {
@@ -73,8 +73,8 @@ cudaError_t binary(int32_t op, void* out, const void* a, const void* b, const vo
 }
 
 template <class T>
-cudaError_t unary_grad(int32_t op, void* out, const void* g, const void* saved, const void* index, int64_t n,
-                       double p, double q, cudaStream_t s) {
+cudaError_t unary_grad(int32_t op, void* out, const void* g, const void* saved, const void* index, int64_t n, double p,
+                       double q, cudaStream_t s) {
   const T tp = static_cast<T>(p), tq = static_cast<T>(q);
 #define STRATA_UNARY_GRAD(C) \
   case UnaryGradCode::C: return launch<T, 2>(UnaryGradFn<T, UnaryGradCode::C>{tp, tq}, out, index, n, s, g, saved)

@@ -35,8 +35,8 @@ __global__ void gather_kernel(E* out, const E* weight, const I* indices, int64_t
 }
 
 template <class I>
-cudaError_t forward(int32_t element_size, void* out, const void* weight, const void* indices, int64_t n,
-                    int64_t dim, int64_t vocab, int32_t* bad, cudaStream_t stream) {
+cudaError_t forward(int32_t element_size, void* out, const void* weight, const void* indices, int64_t n, int64_t dim,
+                    int64_t vocab, int32_t* bad, cudaStream_t stream) {
   const I* idx = static_cast<const I*>(indices);
   const unsigned blocks = blocks_for(n * dim);
   switch (element_size) {
@@ -58,7 +58,8 @@ cudaError_t forward(int32_t element_size, void* out, const void* weight, const v
 }
 
 __global__ void iota_kernel(int64_t* p, int64_t n) {
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) p[i] = i;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    p[i] = i;
 }
 
 // Thread (j, c): when sorted position j starts a row's run, that row's column c is the sum
@@ -82,8 +83,8 @@ template <class I>
 size_t cub_bytes(int64_t n) {
   size_t bytes = 0;
   if (cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const I*>(nullptr), static_cast<I*>(nullptr),
-                                      static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), n) !=
-      cudaSuccess)
+                                      static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr),
+                                      n) != cudaSuccess)
     return 0;
   return bytes;
 }
@@ -116,16 +117,18 @@ cudaError_t backward(void* dweight, const void* grad, const void* indices, int64
   if (rc != cudaSuccess) return rc;
   const int64_t col_blocks = (dim + kThreads - 1) / kThreads;
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(n < 65535 ? n : 65535));
-  row_sums_kernel<<<grid, kThreads, 0, stream>>>(static_cast<T*>(dweight), static_cast<const T*>(grad), keys,
-                                                 positions, n, dim);
+  row_sums_kernel<<<grid, kThreads, 0, stream>>>(static_cast<T*>(dweight), static_cast<const T*>(grad), keys, positions,
+                                                 n, dim);
   return cudaGetLastError();
 }
 
 template <class T>
 cudaError_t backward_typed(int32_t index_type, void* dweight, const void* grad, const void* indices, int64_t n,
                            int64_t dim, void* ws, size_t ws_bytes, cudaStream_t stream) {
-  if (index_type == STRATA_ELEMENT_I32) return backward<T, int32_t>(dweight, grad, indices, n, dim, ws, ws_bytes, stream);
-  if (index_type == STRATA_ELEMENT_I64) return backward<T, int64_t>(dweight, grad, indices, n, dim, ws, ws_bytes, stream);
+  if (index_type == STRATA_ELEMENT_I32)
+    return backward<T, int32_t>(dweight, grad, indices, n, dim, ws, ws_bytes, stream);
+  if (index_type == STRATA_ELEMENT_I64)
+    return backward<T, int64_t>(dweight, grad, indices, n, dim, ws, ws_bytes, stream);
   return cudaErrorInvalidValue;
 }
 

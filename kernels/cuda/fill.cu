@@ -19,8 +19,7 @@ cudaError_t launch_fill(void* dst, uint64_t bits, size_t n, cudaStream_t stream)
 
 }  // namespace
 
-extern "C" cudaError_t strata_fill_bits(void* dst, size_t element_size, uint64_t bits, size_t n,
-                                        cudaStream_t stream) {
+extern "C" cudaError_t strata_fill_bits(void* dst, size_t element_size, uint64_t bits, size_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   switch (element_size) {
     case 1: return launch_fill<uint8_t>(dst, bits, n, stream);

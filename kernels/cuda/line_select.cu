@@ -21,8 +21,8 @@ unsigned blocks_for(int64_t work_items) {
 }
 
 // Grid-stride loop over the lines of [outer, n, inner]: `line` is o * inner + i.
-#define STRATA_FOR_EACH_LINE(outer, inner)                                                                     \
-  for (int64_t line = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; line < (outer) * (inner);              \
+#define STRATA_FOR_EACH_LINE(outer, inner)                                                      \
+  for (int64_t line = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; line < (outer) * (inner); \
        line += int64_t{gridDim.x} * blockDim.x)
 
 template <class T>
@@ -52,8 +52,8 @@ __global__ void cumsum_kernel(T* out, const T* in, int64_t outer, int64_t n, int
 }
 
 template <class T>
-__global__ void scatter_add_kernel(T* out, const int64_t* index, const T* grad, int64_t outer, int64_t n,
-                                   int64_t inner, int64_t k) {
+__global__ void scatter_add_kernel(T* out, const int64_t* index, const T* grad, int64_t outer, int64_t n, int64_t inner,
+                                   int64_t k) {
   STRATA_FOR_EACH_LINE(outer, inner) {
     const int64_t o = line / inner, i = line % inner;
     line_scatter_add(out + o * n * inner + i, inner, index + o * k * inner + i, grad + o * k * inner + i, k, inner);
@@ -66,25 +66,23 @@ template <class T>
 cudaError_t launch_max(void* values, int64_t* indices, const void* in, int64_t outer, int64_t n, int64_t inner,
                        cudaStream_t stream) {
   max_kernel<T><<<blocks_for(outer * inner), kThreads, 0, stream>>>(static_cast<T*>(values), indices,
-                                                                       static_cast<const T*>(in), outer, n, inner);
+                                                                    static_cast<const T*>(in), outer, n, inner);
   return cudaGetLastError();
 }
 
 template <class T>
 cudaError_t launch_topk(void* values, int64_t* indices, const void* in, int64_t outer, int64_t n, int64_t inner,
                         int64_t k, bool largest, cudaStream_t stream) {
-  topk_kernel<T><<<blocks_for(outer * inner), kThreads, 0, stream>>>(static_cast<T*>(values), indices,
-                                                                        static_cast<const T*>(in), outer, n, inner, k,
-                                                                        largest);
+  topk_kernel<T><<<blocks_for(outer * inner), kThreads, 0, stream>>>(
+      static_cast<T*>(values), indices, static_cast<const T*>(in), outer, n, inner, k, largest);
   return cudaGetLastError();
 }
 
 template <class T>
 cudaError_t launch_cumsum(void* out, const void* in, int64_t outer, int64_t n, int64_t inner, bool reverse,
                           cudaStream_t stream) {
-  cumsum_kernel<T><<<blocks_for(outer * inner), kThreads, 0, stream>>>(static_cast<T*>(out),
-                                                                          static_cast<const T*>(in), outer, n, inner,
-                                                                          reverse);
+  cumsum_kernel<T><<<blocks_for(outer * inner), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(in),
+                                                                       outer, n, inner, reverse);
   return cudaGetLastError();
 }
 
@@ -99,13 +97,13 @@ cudaError_t launch_scatter_add(void* out, const int64_t* index, const void* grad
 }  // namespace
 
 // The element type's instance of launch_<op>(args...); other types are refused.
-#define STRATA_LINE_DISPATCH(type, launch, ...)                        \
-  switch (type) {                                                      \
-    case STRATA_ELEMENT_F32: return launch<float>(__VA_ARGS__);        \
-    case STRATA_ELEMENT_F64: return launch<double>(__VA_ARGS__);       \
-    case STRATA_ELEMENT_I32: return launch<int32_t>(__VA_ARGS__);      \
-    case STRATA_ELEMENT_I64: return launch<int64_t>(__VA_ARGS__);      \
-    default: return cudaErrorInvalidValue;                             \
+#define STRATA_LINE_DISPATCH(type, launch, ...)                   \
+  switch (type) {                                                 \
+    case STRATA_ELEMENT_F32: return launch<float>(__VA_ARGS__);   \
+    case STRATA_ELEMENT_F64: return launch<double>(__VA_ARGS__);  \
+    case STRATA_ELEMENT_I32: return launch<int32_t>(__VA_ARGS__); \
+    case STRATA_ELEMENT_I64: return launch<int64_t>(__VA_ARGS__); \
+    default: return cudaErrorInvalidValue;                        \
   }
 
 extern "C" cudaError_t strata_line_max(int32_t type, void* values, int64_t* indices, const void* in, int64_t outer,

@@ -52,9 +52,9 @@ cudaError_t launch_map(F f, void* out, const void* index, int64_t n, cudaStream_
   const StridedIndex<N> idx = *static_cast<const StridedIndex<N>*>(index);
   const int64_t want = (n + kMapThreads - 1) / kMapThreads;
   const unsigned blocks = static_cast<unsigned>(want < 65535 * 8 ? want : 65535 * 8);
-  map_kernel<N, O, A, B, C, F><<<blocks, kMapThreads, 0, stream>>>(
-      static_cast<O*>(out), idx, n, is_flat(idx), f, static_cast<const A*>(in0), static_cast<const B*>(in1),
-      static_cast<const C*>(in2));
+  map_kernel<N, O, A, B, C, F>
+      <<<blocks, kMapThreads, 0, stream>>>(static_cast<O*>(out), idx, n, is_flat(idx), f, static_cast<const A*>(in0),
+                                           static_cast<const B*>(in1), static_cast<const C*>(in2));
   return cudaGetLastError();
 }
 

@@ -1,5 +1,5 @@
-#include "strata_kernels/common/grad_ops.h"
 #include "cuda/executor.cuh"
+#include "strata_kernels/common/grad_ops.h"
 #include "strata_kernels/multi_tensor_grad.h"
 
 namespace {

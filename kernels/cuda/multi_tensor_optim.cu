@@ -1,6 +1,6 @@
+#include "cuda/executor.cuh"
 #include "strata_kernels/common/fused_adam.h"
 #include "strata_kernels/common/fused_sgd.h"
-#include "cuda/executor.cuh"
 #include "strata_kernels/multi_tensor_optim.h"
 
 namespace {
@@ -9,8 +9,8 @@ using namespace strata_kernels;
 
 template <template <class> class Entry, template <class> class Op, class T>
 cudaError_t launch(const void* tensors, const void* chunks, int64_t n_chunks, cudaStream_t stream) {
-  return launch_for_each_chunk(static_cast<const Entry<T>*>(tensors), static_cast<const TensorChunk*>(chunks),
-                               n_chunks, Op<T>{}, stream);
+  return launch_for_each_chunk(static_cast<const Entry<T>*>(tensors), static_cast<const TensorChunk*>(chunks), n_chunks,
+                               Op<T>{}, stream);
 }
 
 }  // namespace

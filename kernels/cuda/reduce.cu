@@ -85,16 +85,17 @@ cudaError_t launch(void* out, const void* in, int64_t outer, int64_t n, int64_t 
     sum_columns_kernel<T><<<blocks_for(outer * inner, kThreads), kThreads, 0, stream>>>(o, x, outer, n, inner);
   } else {
     const int64_t col_blocks = (inner + kDimReduceLanes - 1) / kDimReduceLanes;
-    sum_column_lanes_kernel<T><<<blocks_for(outer * col_blocks, 1), dim3(kDimReduceLanes, kDimReduceLanes), 0,
-                                 stream>>>(o, x, outer, n, inner);
+    sum_column_lanes_kernel<T>
+        <<<blocks_for(outer * col_blocks, 1), dim3(kDimReduceLanes, kDimReduceLanes), 0, stream>>>(o, x, outer, n,
+                                                                                                   inner);
   }
   return cudaGetLastError();
 }
 
 }  // namespace
 
-extern "C" cudaError_t strata_dim_sum(int32_t type, void* out, const void* in, int64_t outer, int64_t n,
-                                      int64_t inner, cudaStream_t stream) {
+extern "C" cudaError_t strata_dim_sum(int32_t type, void* out, const void* in, int64_t outer, int64_t n, int64_t inner,
+                                      cudaStream_t stream) {
   switch (type) {
     case STRATA_ELEMENT_F32: return launch<float>(out, in, outer, n, inner, stream);
     case STRATA_ELEMENT_F64: return launch<double>(out, in, outer, n, inner, stream);

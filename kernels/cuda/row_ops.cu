@@ -3,11 +3,11 @@
 // (row block, column)), for float32 and float64.
 #include <stdint.h>
 
+#include "cuda/float_dispatch.cuh"
+#include "cuda/row_executor.cuh"
 #include "strata_kernels/common/column_sum.h"
 #include "strata_kernels/common/row_norms.h"
 #include "strata_kernels/common/row_softmax.h"
-#include "cuda/row_executor.cuh"
-#include "cuda/float_dispatch.cuh"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/row_ops.h"
 
@@ -59,8 +59,8 @@ struct AttentionSoftmaxBackwardRows {
   T scale;
   bool causal;
   __device__ void operator()(int64_t r) const {
-    prefix_softmax_backward_row<WarpRow>(g + r * tk, p + r * tk, dx + r * tk, tk, attention_valid_keys(r, tq, tk, causal),
-                                         scale);
+    prefix_softmax_backward_row<WarpRow>(g + r * tk, p + r * tk, dx + r * tk, tk,
+                                         attention_valid_keys(r, tq, tk, causal), scale);
   }
 };
 
@@ -128,7 +128,9 @@ struct LayerNormRows {
   int64_t d;
   double eps;
   T *y, *mean, *rstd;
-  __device__ void operator()(int64_t r) const { layer_norm_row<WarpRow>(x + r * d, w, b, d, eps, y + r * d, mean + r, rstd + r); }
+  __device__ void operator()(int64_t r) const {
+    layer_norm_row<WarpRow>(x + r * d, w, b, d, eps, y + r * d, mean + r, rstd + r);
+  }
 };
 
 template <class T>
@@ -189,7 +191,8 @@ __global__ void rms_norm_partials_kernel(const T* g, const T* x, const T* rstd, 
     const int64_t b = k / d, j = k % d;
     const int64_t end = (b + 1) * kColumnBlockRows < rows ? (b + 1) * kColumnBlockRows : rows;
     T dw = 0;
-    for (int64_t i = b * kColumnBlockRows; i < end; ++i) dw += rms_norm_dweight_term(g[i * d + j], x[i * d + j], rstd[i]);
+    for (int64_t i = b * kColumnBlockRows; i < end; ++i)
+      dw += rms_norm_dweight_term(g[i * d + j], x[i * d + j], rstd[i]);
     partials[b * d + j] = dw;
   }
 }
@@ -259,11 +262,11 @@ extern "C" cudaError_t strata_attention_softmax_backward_rows(int32_t type, cons
                                                               double scale, int32_t causal, cudaStream_t s) {
   return for_float_type(type, [&](auto t) {
     using T = decltype(t);
-    return launch_for_each_row(rows,
-                               AttentionSoftmaxBackwardRows<T>{static_cast<const T*>(grad), static_cast<const T*>(probs),
-                                                               static_cast<T*>(dx), tq, tk, static_cast<T>(scale),
-                                                               causal != 0},
-                               s);
+    return launch_for_each_row(
+        rows,
+        AttentionSoftmaxBackwardRows<T>{static_cast<const T*>(grad), static_cast<const T*>(probs), static_cast<T*>(dx),
+                                        tq, tk, static_cast<T>(scale), causal != 0},
+        s);
   });
 }
 
@@ -276,11 +279,11 @@ extern "C" cudaError_t strata_cross_entropy_rows(int32_t type, int32_t index_typ
     using T = decltype(t);
     return for_index_type(index_type, [&](auto i) {
       using I = decltype(i);
-      return launch_for_each_row(rows,
-                                 CrossEntropyRows<T, I>{static_cast<const T*>(logits), static_cast<const I*>(targets),
-                                                        classes, ignore_index, static_cast<T*>(stats), row_loss,
-                                                        status},
-                                 s);
+      return launch_for_each_row(
+          rows,
+          CrossEntropyRows<T, I>{static_cast<const T*>(logits), static_cast<const I*>(targets), classes, ignore_index,
+                                 static_cast<T*>(stats), row_loss, status},
+          s);
     });
   });
   if (err != cudaSuccess) return err;
@@ -311,18 +314,17 @@ extern "C" cudaError_t strata_layer_norm_rows(int32_t type, const void* x, const
                                               cudaStream_t s) {
   return for_float_type(type, [&](auto t) {
     using T = decltype(t);
-    return launch_for_each_row(rows,
-                               LayerNormRows<T>{static_cast<const T*>(x), static_cast<const T*>(weight),
-                                                static_cast<const T*>(bias), d, eps, static_cast<T*>(y),
-                                                static_cast<T*>(mean), static_cast<T*>(rstd)},
-                               s);
+    return launch_for_each_row(
+        rows,
+        LayerNormRows<T>{static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), d, eps,
+                         static_cast<T*>(y), static_cast<T*>(mean), static_cast<T*>(rstd)},
+        s);
   });
 }
 
 extern "C" cudaError_t strata_layer_norm_backward(int32_t type, const void* grad, const void* x, const void* weight,
-                                                  const void* mean, const void* rstd, int64_t rows, int64_t d,
-                                                  void* dx, void* partials, void* dweight, void* dbias,
-                                                  cudaStream_t s) {
+                                                  const void* mean, const void* rstd, int64_t rows, int64_t d, void* dx,
+                                                  void* partials, void* dweight, void* dbias, cudaStream_t s) {
   return for_float_type(type, [&](auto t) -> cudaError_t {
     using T = decltype(t);
     const T* g = static_cast<const T*>(grad);

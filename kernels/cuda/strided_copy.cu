@@ -24,8 +24,8 @@ template <class Bits>
 cudaError_t launch(void* dst, const void* src, const StridedIndex<2>& index, int64_t n, cudaStream_t stream) {
   const int64_t want = (n + kThreads - 1) / kThreads;
   const unsigned blocks = static_cast<unsigned>(want < 65535 * 8 ? want : 65535 * 8);
-  strided_copy_kernel<Bits><<<blocks, kThreads, 0, stream>>>(static_cast<Bits*>(dst), static_cast<const Bits*>(src),
-                                                             index, n);
+  strided_copy_kernel<Bits>
+      <<<blocks, kThreads, 0, stream>>>(static_cast<Bits*>(dst), static_cast<const Bits*>(src), index, n);
   return cudaGetLastError();
 }
 

@@ -4,10 +4,10 @@
 // per token), for float32 and float64.
 #include <stdint.h>
 
+#include "cuda/float_dispatch.cuh"
+#include "cuda/row_executor.cuh"
 #include "strata_kernels/common/vocab_parallel_rows.h"
 #include "strata_kernels/common/vocab_shard_index.h"
-#include "cuda/row_executor.cuh"
-#include "cuda/float_dispatch.cuh"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/vocab_parallel.h"
 
@@ -120,10 +120,10 @@ extern "C" cudaError_t strata_vocab_parallel_row_sums(int32_t type, const void* 
                                                       double* target_logit, cudaStream_t s) {
   return for_float_type(type, [&](auto t) {
     using T = decltype(t);
-    return launch_for_each_row(rows,
-                               RowSums<T>{static_cast<const T*>(logits), targets, cols, real, start, ignore_index, max,
-                                          sum_exp, target_logit},
-                               s);
+    return launch_for_each_row(
+        rows,
+        RowSums<T>{static_cast<const T*>(logits), targets, cols, real, start, ignore_index, max, sum_exp, target_logit},
+        s);
   });
 }
 

@@ -72,7 +72,8 @@ std::vector<Tensor> finish_function(const std::type_info& type, std::shared_ptr<
   for (size_t i : differentiable) recorded.push_back(outputs[i]);
   const size_t n_inputs = inputs.size();
   record(name, inputs, recorded,
-         [ctx = std::move(ctx), backward = std::move(backward), differentiable, metas, n_inputs, name](BackwardContext& bc) {
+         [ctx = std::move(ctx), backward = std::move(backward), differentiable, metas, n_inputs,
+          name](BackwardContext& bc) {
            std::vector<Tensor> grads(metas.size());
            for (size_t j = 0; j < differentiable.size(); ++j) grads[differentiable[j]] = bc.grad(j);
            for (size_t i = 0; i < grads.size(); ++i)

@@ -78,8 +78,8 @@ class GradientBuffers {
 std::vector<std::shared_ptr<Node>> seed_roots(std::span<const Tensor> roots, std::span<const Tensor> grads,
                                               GradientBuffers& buffers) {
   STRATA_CHECK(!roots.empty(), "backward: no tensors given");
-  STRATA_CHECK(grads.empty() || grads.size() == roots.size(), "backward: ", roots.size(), " tensors but ",
-               grads.size(), " gradients");
+  STRATA_CHECK(grads.empty() || grads.size() == roots.size(), "backward: ", roots.size(), " tensors but ", grads.size(),
+               " gradients");
   std::vector<std::shared_ptr<Node>> root_nodes;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
@@ -94,8 +94,8 @@ std::vector<std::shared_ptr<Node>> seed_roots(std::span<const Tensor> roots, std
     }
     STRATA_CHECK(g.shape() == root.shape(), "backward: gradient of shape ", g.shape(), " given for tensor ", i,
                  " of shape ", root.shape());
-    STRATA_CHECK(g.dtype() == root.dtype(), "backward: ", g.dtype(), " gradient given for ", root.dtype(),
-                 " tensor ", i);
+    STRATA_CHECK(g.dtype() == root.dtype(), "backward: ", g.dtype(), " gradient given for ", root.dtype(), " tensor ",
+                 i);
     Edge edge = gradient_edge(root);
     buffers.add(edge, g);
     root_nodes.push_back(edge.node);
@@ -136,8 +136,8 @@ std::vector<Tensor> run_node(Node& node, std::vector<Tensor> inputs, bool retain
   }
   std::vector<Tensor> outputs = node.apply(std::move(inputs));
   if (!retain_graph) node.release();
-  STRATA_CHECK(outputs.empty() || outputs.size() == node.next_edges().size(), "backward: ", node.name(),
-               " returned ", outputs.size(), " gradients for ", node.next_edges().size(), " inputs");
+  STRATA_CHECK(outputs.empty() || outputs.size() == node.next_edges().size(), "backward: ", node.name(), " returned ",
+               outputs.size(), " gradients for ", node.next_edges().size(), " inputs");
   return outputs;
 }
 

@@ -3,10 +3,10 @@
 #include <atomic>
 
 #include "autograd/accumulate_grad.h"
+#include "backend/dispatch/accumulate.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
-#include "backend/dispatch/accumulate.h"
 
 namespace strata {
 namespace {
@@ -72,8 +72,8 @@ void accumulate_gradient_(Tensor& dst, const Tensor& src) {
     backend::add_into(dst, src, "gradient accumulation");
     return;
   }
-  STRATA_CHECK(src.dtype() == dst.dtype(), "gradient accumulation: a ", src.dtype(), " gradient of shape ",
-               src.shape(), " cannot be added to a ", dst.dtype(), " gradient");
+  STRATA_CHECK(src.dtype() == dst.dtype(), "gradient accumulation: a ", src.dtype(), " gradient of shape ", src.shape(),
+               " cannot be added to a ", dst.dtype(), " gradient");
   // float32 holds the sum of two 16-bit values exactly (or within far less than a 16-bit
   // ulp), so copy_'s rounding is the only one.
   dst.copy_(backend::add_same_shape(dst.to(DType::Float32), src.to(DType::Float32), "gradient accumulation"));
@@ -98,8 +98,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   if (meta.grad_hooks) incoming = meta.grad_hooks->run(std::move(incoming), output_meta_[0], "a leaf");
   if (meta.grad.defined()) {
     accumulate_gradient_(meta.grad, incoming);
-  } else if (incoming.impl_ptr().use_count() == 1 && incoming.storage().use_count() == 1 &&
-             incoming.is_contiguous() && incoming.offset() == 0) {
+  } else if (incoming.impl_ptr().use_count() == 1 && incoming.storage().use_count() == 1 && incoming.is_contiguous() &&
+             incoming.offset() == 0) {
     meta.grad = std::move(incoming);  // nobody else sees it: adopt without a copy
   } else {
     meta.grad = incoming.clone();
@@ -162,8 +162,8 @@ bool Tensor::requires_grad() const {
 }
 
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
-  STRATA_CHECK(is_leaf(), "set_requires_grad: only leaf tensors can be marked (this one comes from ",
-               grad_fn()->name(), "); use detach() first");
+  STRATA_CHECK(is_leaf(), "set_requires_grad: only leaf tensors can be marked (this one comes from ", grad_fn()->name(),
+               "); use detach() first");
   STRATA_CHECK(!requires_grad || is_floating(dtype()), "set_requires_grad: a ", dtype(),
                " tensor cannot require grad (floating dtypes only)");
   ensure_meta(*this).requires_grad = requires_grad;

@@ -40,10 +40,9 @@ struct AlgoAlignments {
 
 inline AlgoKey algo_key(int device, const AlgoTypes& types, const CublasCall& c, const AlgoAlignments& align) {
   AlgoKey k;
-  k.fields = {device,      types.data,  types.scale,  types.compute, c.m,      c.n,      c.k,
-              c.a.trans,   c.a.rows,    c.a.cols,     c.a.ld,        c.b.trans, c.b.rows, c.b.cols,
-              c.b.ld,      c.ldd,       c.batch,      c.stride_a,    c.stride_b, c.stride_d, c.accumulate,
-              align.a,     align.b,     align.d,      align.bias};
+  k.fields = {device,     types.data, types.scale,  types.compute, c.m,      c.n,     c.k,       c.a.trans, c.a.rows,
+              c.a.cols,   c.a.ld,     c.b.trans,    c.b.rows,      c.b.cols, c.b.ld,  c.ldd,     c.batch,   c.stride_a,
+              c.stride_b, c.stride_d, c.accumulate, align.a,       align.b,  align.d, align.bias};
   return k;
 }
 

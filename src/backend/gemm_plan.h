@@ -35,9 +35,9 @@ std::vector<int64_t> batch_offsets(std::span<const int64_t> sizes, std::span<con
 
 // One operand of a planned GEMM.
 struct Operand {
-  Tensor t;       // what to read: the input itself, or a contiguous copy if it cannot be read in place
-  Layout layout;  // how to read each matrix of t
-  std::vector<int64_t> offsets;         // element offset of product i's matrix from t's data; all 0 if shared
+  Tensor t;                      // what to read: the input itself, or a contiguous copy if it cannot be read in place
+  Layout layout;                 // how to read each matrix of t
+  std::vector<int64_t> offsets;  // element offset of product i's matrix from t's data; all 0 if shared
   std::optional<int64_t> batch_stride;  // offsets[i] = i * batch_stride when they step uniformly (0 if shared)
 };
 

@@ -4,9 +4,9 @@
 // backend/cuda both speak these, so neither backend's interface names the other.
 #include <cstdint>
 
+#include "strata/tensor/tensor.h"
 #include "strata_kernels/common/compare_ops.h"
 #include "strata_kernels/common/elementwise_ops.h"
-#include "strata/tensor/tensor.h"
 
 namespace strata::backend {
 

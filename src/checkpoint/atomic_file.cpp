@@ -33,7 +33,8 @@ std::string temp_name_for(const std::string& path) {
   const uint64_t n = counter.fetch_add(1);
   char suffix[64];
   std::snprintf(suffix, sizeof suffix, ".tmp.%d.%llu.%08llx", static_cast<int>(::getpid()),
-                static_cast<unsigned long long>(n), static_cast<unsigned long long>((salt + n * 0x9e3779b97f4a7c15ull) >> 32));
+                static_cast<unsigned long long>(n),
+                static_cast<unsigned long long>((salt + n * 0x9e3779b97f4a7c15ull) >> 32));
   std::string name = ".";  // hidden, so directory listings and globs skip it
   name += p.filename().string();
   name += suffix;
@@ -51,8 +52,8 @@ AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ < 0 && errno != EEXIST && errno != EINTR) break;
   }
-  STRATA_CHECK(fd_ >= 0, "cannot write '", path_, "': creating temporary '", temp_path_, "' failed: ",
-               detail::os_error(errno));
+  STRATA_CHECK(fd_ >= 0, "cannot write '", path_, "': creating temporary '", temp_path_,
+               "' failed: ", detail::os_error(errno));
 }
 
 AtomicFileWriter::~AtomicFileWriter() {

@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "checkpoint/safetensors_detail.h"
 #include "checkpoint/checksum.h"
+#include "checkpoint/safetensors_detail.h"
 
 namespace strata::checkpoint {
 namespace {
@@ -58,8 +58,8 @@ Checkpoint load_checkpoint(const std::string& path) {
                kCheckpointFormat, "\"");
   const std::string& header_crc = required(meta, kCheckpointHeaderCrcKey, path);
   const std::string header_found = hex32(header_crc32(read.header, path));
-  STRATA_CHECK(header_crc == header_found, "checkpoint '", path, "': header checksum mismatch: expected ",
-               header_crc, " (stored), found ", header_found, " (a name, shape or metadata value is corrupted)");
+  STRATA_CHECK(header_crc == header_found, "checkpoint '", path, "': header checksum mismatch: expected ", header_crc,
+               " (stored), found ", header_found, " (a name, shape or metadata value is corrupted)");
   const std::string& data_crc = required(meta, kCheckpointDataCrcKey, path);
   const std::string data_found = hex32(read.file.data_crc32);
   STRATA_CHECK(data_crc == data_found, "checkpoint '", path, "': data checksum mismatch: expected ", data_crc,

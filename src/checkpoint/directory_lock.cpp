@@ -48,8 +48,8 @@ DirectoryLock::DirectoryLock(const std::string& dir) {
   do {
     fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   } while (fd < 0 && errno == EINTR);
-  STRATA_CHECK(fd >= 0, "cannot lock checkpoint directory '", dir, "': opening '", path, "' failed: ",
-               detail::os_error(errno), " (saving needs a writable directory)");
+  STRATA_CHECK(fd >= 0, "cannot lock checkpoint directory '", dir, "': opening '", path,
+               "' failed: ", detail::os_error(errno), " (saving needs a writable directory)");
   int rc;
   do {
     rc = ::flock(fd, LOCK_EX | LOCK_NB);
@@ -58,12 +58,11 @@ DirectoryLock::DirectoryLock(const std::string& dir) {
     const int err = errno;
     const std::string holder = holder_of(fd);
     ::close(fd);
-    STRATA_CHECK(err != EWOULDBLOCK, "checkpoint directory '", dir, "' is in use: ",
-                 holder.empty() ? std::string("another process") : holder, " holds its lock '", path,
+    STRATA_CHECK(err != EWOULDBLOCK, "checkpoint directory '", dir,
+                 "' is in use: ", holder.empty() ? std::string("another process") : holder, " holds its lock '", path,
                  "' (two runs saving into one directory would remove each other's saves); wait until it ends or "
                  "save somewhere else");
-    STRATA_FAIL("cannot lock checkpoint directory '", dir, "': flock on '", path, "' failed: ",
-                detail::os_error(err));
+    STRATA_FAIL("cannot lock checkpoint directory '", dir, "': flock on '", path, "' failed: ", detail::os_error(err));
   }
   // Best effort: the lock works without the note, which only serves the message above.
   const std::string note = this_process();

@@ -87,9 +87,9 @@ json config_json(const Gpt2Config& c) {
 
 struct ReadConfig {
   Gpt2Config config;
-  bool tied = true;                                // tie_word_embeddings
-  const char* positions_field = "n_positions";     // or "n_ctx", in older files
-  std::string where;                               // "GPT-2 config '<path>'"
+  bool tied = true;                             // tie_word_embeddings
+  const char* positions_field = "n_positions";  // or "n_ctx", in older files
+  std::string where;                            // "GPT-2 config '<path>'"
 };
 
 ReadConfig read_config(const std::string& path) {
@@ -163,8 +163,9 @@ void resolve_head(StateDict& tensors, const ReadConfig& r, const std::string& so
     return;  // untied without wte: tensors_from_import names the missing tensor
   }
   if (same_values(lm_head, wte->second)) return;
-  STRATA_FAIL(r.where, r.tied ? ": tie_word_embeddings is true, but 'lm_head.weight' differs from 'wte.weight' in '"
-                              : ": tie_word_embeddings is false and 'lm_head.weight' differs from 'wte.weight' in '",
+  STRATA_FAIL(r.where,
+              r.tied ? ": tie_word_embeddings is true, but 'lm_head.weight' differs from 'wte.weight' in '"
+                     : ": tie_word_embeddings is false and 'lm_head.weight' differs from 'wte.weight' in '",
               source, r.tied ? "' (transformers 5 then uses it as a separate head)" : "'",
               ": strata's GPT ties its output head to the token embedding (wte), so it cannot represent this model");
 }

@@ -21,8 +21,7 @@ StateDict tensors_for_export(const StateDict& state, const std::vector<TensorSpe
   size_t taken = 0;
   for (const TensorSpec& p : specs) {
     auto it = state.find(p.name);
-    STRATA_CHECK(it != state.end(), where, ": model_state has no tensor '", p.name, "' (expected shape ", p.shape,
-                 ")");
+    STRATA_CHECK(it != state.end(), where, ": model_state has no tensor '", p.name, "' (expected shape ", p.shape, ")");
     const Tensor& t = it->second;
     STRATA_CHECK(t.defined(), where, ": tensor '", p.name, "' is undefined");
     STRATA_CHECK(t.shape() == p.shape, where, ": tensor '", p.name, "' has shape ", t.shape(), ", expected ", p.shape,
@@ -55,9 +54,7 @@ json common_config(const char* model_type, const char* architecture, int64_t voc
           {"torch_dtype", "float32"}};
 }
 
-std::string file_in(const std::string& dir, const char* name) {
-  return (std::filesystem::path(dir) / name).string();
-}
+std::string file_in(const std::string& dir, const char* name) { return (std::filesystem::path(dir) / name).string(); }
 
 void write_model_dir(const std::string& dir, const StateDict& tensors, const json& config, const std::string& where) {
   std::error_code ec;
@@ -139,9 +136,7 @@ int64_t ConfigJson::integer(const char* key) const {
   return it->get<int64_t>();
 }
 
-int64_t ConfigJson::integer_or(const char* key, int64_t fallback) const {
-  return has(key) ? integer(key) : fallback;
-}
+int64_t ConfigJson::integer_or(const char* key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
 
 double ConfigJson::number_or(const char* key, double fallback) const {
   if (!has(key)) return fallback;

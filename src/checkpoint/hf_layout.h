@@ -13,10 +13,10 @@ namespace strata::checkpoint::hf {
 
 // One parameter of a model family.
 struct TensorSpec {
-  std::string name;          // strata's
-  std::string file_name;     // in model.safetensors
-  Shape shape;               // strata's layout
-  bool transposed = false;   // HF stores it [in, out] (GPT-2's Conv1D)
+  std::string name;         // strata's
+  std::string file_name;    // in model.safetensors
+  Shape shape;              // strata's layout
+  bool transposed = false;  // HF stores it [in, out] (GPT-2's Conv1D)
   Shape file_shape() const { return transposed ? Shape{shape[1], shape[0]} : shape; }
 };
 
@@ -65,7 +65,7 @@ class ConfigJson {
   ConfigJson(const std::string& path, const std::string& family);
   const std::string& where() const { return where_; }
   const nlohmann::json& json() const { return j_; }
-  bool has(const char* key) const;  // present and not null
+  bool has(const char* key) const;         // present and not null
   int64_t integer(const char* key) const;  // required
   int64_t integer_or(const char* key, int64_t fallback) const;
   double number_or(const char* key, double fallback) const;

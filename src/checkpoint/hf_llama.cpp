@@ -36,20 +36,18 @@ std::vector<hf::TensorSpec> llama_params(const HfLlamaConfig& c) {
   return p;
 }
 
-std::string what_params(const HfLlamaConfig& c) {
-  return "LLaMA parameter for n_layer=" + std::to_string(c.n_layer);
-}
+std::string what_params(const HfLlamaConfig& c) { return "LLaMA parameter for n_layer=" + std::to_string(c.n_layer); }
 
 // Messages give the config.json key and, in parentheses, HfLlamaConfig's field.
 void check_config(const HfLlamaConfig& c, const std::string& where) {
-  STRATA_CHECK(c.vocab_size > 0 && c.context > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_kv_head > 0 &&
-                   c.n_embd > 0 && c.intermediate_size > 0,
+  STRATA_CHECK(c.vocab_size > 0 && c.context > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_kv_head > 0 && c.n_embd > 0 &&
+                   c.intermediate_size > 0,
                where, ": LLaMA config needs positive sizes, got vocab_size ", c.vocab_size,
                ", max_position_embeddings (context) ", c.context, ", num_hidden_layers (n_layer) ", c.n_layer,
                ", num_attention_heads (n_head) ", c.n_head, ", num_key_value_heads (n_kv_head) ", c.n_kv_head,
                ", hidden_size (n_embd) ", c.n_embd, ", intermediate_size ", c.intermediate_size);
-  STRATA_CHECK(c.n_embd % c.n_head == 0 && (c.n_embd / c.n_head) % 2 == 0, where, ": hidden_size (n_embd) ",
-               c.n_embd, " must be num_attention_heads (n_head) ", c.n_head, " times an even head_dim (rotary pairs)");
+  STRATA_CHECK(c.n_embd % c.n_head == 0 && (c.n_embd / c.n_head) % 2 == 0, where, ": hidden_size (n_embd) ", c.n_embd,
+               " must be num_attention_heads (n_head) ", c.n_head, " times an even head_dim (rotary pairs)");
   STRATA_CHECK(c.n_head % c.n_kv_head == 0, where, ": num_attention_heads (n_head) ", c.n_head,
                " is not divisible by num_key_value_heads (n_kv_head) ", c.n_kv_head);
   STRATA_CHECK(c.rope_theta > 0.0 && c.rms_norm_eps > 0.0, where, ": rope_theta (", c.rope_theta,
@@ -101,8 +99,7 @@ double read_rope_theta(const hf::ConfigJson& j, double fallback) {
       STRATA_CHECK(value == "default", j.where(), ": rope_parameters.rope_type ", value.dump(),
                    " is not supported (strata's Llama applies plain rotary embeddings: \"default\")");
     } else if (key == "rope_theta") {
-      STRATA_CHECK(value.is_number(), j.where(), ": rope_parameters.rope_theta must be a number, found ",
-                   value.dump());
+      STRATA_CHECK(value.is_number(), j.where(), ": rope_parameters.rope_theta must be a number, found ", value.dump());
       STRATA_CHECK(!j.has("rope_theta") || value.get<double>() == theta, j.where(), ": rope_parameters.rope_theta ",
                    value.dump(), " differs from rope_theta ", theta);
       theta = value.get<double>();
@@ -164,10 +161,10 @@ void check_sizes_against_file(const StateDict& tensors, const HfLlamaConfig& c, 
                               "vocab_size " + std::to_string(c.vocab_size) + " and " + hidden, where);
   hf::check_shape_from_fields(tensors, "model.layers.0.mlp.up_proj.weight", {c.intermediate_size, c.n_embd},
                               "intermediate_size " + std::to_string(c.intermediate_size) + " and " + hidden, where);
-  hf::check_shape_from_fields(tensors, "model.layers.0.self_attn.k_proj.weight", {c.n_kv_head * D, c.n_embd},
-                              "num_key_value_heads " + std::to_string(c.n_kv_head) + ", head_dim " +
-                                  std::to_string(D) + " and " + hidden,
-                              where);
+  hf::check_shape_from_fields(
+      tensors, "model.layers.0.self_attn.k_proj.weight", {c.n_kv_head * D, c.n_embd},
+      "num_key_value_heads " + std::to_string(c.n_kv_head) + ", head_dim " + std::to_string(D) + " and " + hidden,
+      where);
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 namespace strata::checkpoint {
 
 Region Region::whole(const Shape& global) {
-  return {.offsets = Shape(std::vector<int64_t>(global.size(), 0)), .extents = global, .begin = 0,
-          .end = global.numel()};
+  return {
+      .offsets = Shape(std::vector<int64_t>(global.size(), 0)), .extents = global, .begin = 0, .end = global.numel()};
 }
 
 Region Region::box(Shape offsets, Shape extents) {

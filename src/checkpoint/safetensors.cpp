@@ -4,11 +4,11 @@
 #include <bit>
 #include <optional>
 
+#include "checkpoint/checksum.h"
 #include "checkpoint/posix_file.h"
 #include "checkpoint/safetensors_detail.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/checkpoint/atomic_file.h"
-#include "checkpoint/checksum.h"
 #include "strata/tensor/factory.h"
 
 // The data section is the tensors' bytes as they lie in memory; the format says little-endian.
@@ -97,8 +97,8 @@ Metadata parse_metadata(const std::string& path, const json& meta) {
   STRATA_CHECK(meta.is_object(), "safetensors '", path, "': __metadata__ must be an object of strings, found ",
                meta.dump());
   for (const auto& [key, value] : meta.items()) {
-    STRATA_CHECK(value.is_string(), "safetensors '", path, "': __metadata__[\"", key,
-                 "\"] must be a string, found ", value.dump());
+    STRATA_CHECK(value.is_string(), "safetensors '", path, "': __metadata__[\"", key, "\"] must be a string, found ",
+                 value.dump());
     out.emplace(key, value.get<std::string>());
   }
   return out;
@@ -113,14 +113,14 @@ void check_layout(const std::string& path, std::vector<HeaderEntry>& entries, ui
   uint64_t expected = 0;
   const HeaderEntry* previous = nullptr;
   for (const HeaderEntry& e : entries) {
-    STRATA_CHECK(e.end <= data_bytes, "safetensors '", path, "': tensor '", e.name, "': data_offsets [", e.begin,
-                 ", ", e.end, "] lie beyond the data section, which is ", data_bytes, " bytes (file truncated?)");
+    STRATA_CHECK(e.end <= data_bytes, "safetensors '", path, "': tensor '", e.name, "': data_offsets [", e.begin, ", ",
+                 e.end, "] lie beyond the data section, which is ", data_bytes, " bytes (file truncated?)");
     if (e.begin < expected) {
       STRATA_FAIL("safetensors '", path, "': tensor '", e.name, "': data_offsets [", e.begin, ", ", e.end,
                   "] overlap tensor '", previous->name, "' at [", previous->begin, ", ", previous->end, "]");
     }
-    STRATA_CHECK(e.begin == expected, "safetensors '", path, "': tensor '", e.name, "': data_offsets [", e.begin,
-                 ", ", e.end, "] leave a gap: the previous tensor ends at byte ", expected);
+    STRATA_CHECK(e.begin == expected, "safetensors '", path, "': tensor '", e.name, "': data_offsets [", e.begin, ", ",
+                 e.end, "] leave a gap: the previous tensor ends at byte ", expected);
     expected = e.end;
     previous = &e;
   }
@@ -154,7 +154,8 @@ std::string_view safetensors_dtype_name(DType dtype) {
 
 DType parse_safetensors_dtype(std::string_view name) {
   std::optional<DType> dt = dtype_from_name(name);
-  STRATA_CHECK(dt.has_value(), "unknown safetensors dtype \"", name, "\" (strata reads F32, F64, BF16, F16, I32, I64, BOOL)");
+  STRATA_CHECK(dt.has_value(), "unknown safetensors dtype \"", name,
+               "\" (strata reads F32, F64, BF16, F16, I32, I64, BOOL)");
   return *dt;
 }
 
@@ -230,8 +231,8 @@ SafetensorsRead read_safetensors(const std::string& path) {
                " bytes, shorter than the 8-byte header length (truncated or not a safetensors file)");
   uint64_t n = 0;
   file.read_at(0, &n, sizeof n);
-  STRATA_CHECK(n <= size - 8, "safetensors '", path, "': header length ", n, " (first 8 bytes) exceeds the ",
-               size - 8, " bytes after it (truncated or not a safetensors file)");
+  STRATA_CHECK(n <= size - 8, "safetensors '", path, "': header length ", n, " (first 8 bytes) exceeds the ", size - 8,
+               " bytes after it (truncated or not a safetensors file)");
   STRATA_CHECK(n <= kMaxHeaderBytes, "safetensors '", path, "': header length ", n, " exceeds the limit of ",
                kMaxHeaderBytes, " bytes");
   std::string text(n, '\0');

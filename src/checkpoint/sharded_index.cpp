@@ -49,8 +49,8 @@ namespace {
 
 int64_t json_int(const json& j, const char* key, const std::string& where) {
   auto it = j.find(key);
-  STRATA_CHECK(it != j.end() && it->is_number_integer(), where, ": field \"", key,
-               "\" must be an integer, found ", it == j.end() ? std::string("nothing") : it->dump());
+  STRATA_CHECK(it != j.end() && it->is_number_integer(), where, ": field \"", key, "\" must be an integer, found ",
+               it == j.end() ? std::string("nothing") : it->dump());
   return it->get<int64_t>();
 }
 

@@ -49,9 +49,8 @@ void read_piece_into(const std::string& dir, const std::string& name, DType dtyp
     throw Error(where + ": " + e.what());
   }
   const uint32_t crc = detail::crc32(dst, expected);
-  STRATA_CHECK(crc == p.crc32, where, ": checksum mismatch at bytes [", p.byte_begin, ", ", p.byte_end,
-               "): expected ", detail::hex32(p.crc32), " (index.json), found ", detail::hex32(crc),
-               " (the shard is corrupted)");
+  STRATA_CHECK(crc == p.crc32, where, ": checksum mismatch at bytes [", p.byte_begin, ", ", p.byte_end, "): expected ",
+               detail::hex32(p.crc32), " (index.json), found ", detail::hex32(crc), " (the shard is corrupted)");
 }
 
 // A piece's bytes in a tensor of their own.
@@ -183,8 +182,8 @@ void ShardedCheckpoint::check_header(const std::string& file) const {
     f.read_at(8, text.data(), n);
     const uint32_t crc = detail::crc32(text.data(), text.size());
     const uint32_t expected = file_header_crc_.at(file);
-    STRATA_CHECK(crc == expected, "header checksum mismatch: expected ", detail::hex32(expected), " (index.json), found ",
-                 detail::hex32(crc), " (a shard of another save, or a replaced file)");
+    STRATA_CHECK(crc == expected, "header checksum mismatch: expected ", detail::hex32(expected),
+                 " (index.json), found ", detail::hex32(crc), " (a shard of another save, or a replaced file)");
   } catch (const std::exception& e) {
     throw Error("sharded checkpoint '" + directory_ + "': '" + path + "': " + e.what());
   }
@@ -192,8 +191,8 @@ void ShardedCheckpoint::check_header(const std::string& file) const {
 }
 
 const Metadata& ShardedCheckpoint::rank_metadata(int rank) const {
-  STRATA_CHECK(rank >= 0 && rank < world_size(), "sharded checkpoint '", directory_, "': no rank ", rank,
-               " (saved by ", world_size(), " ranks)");
+  STRATA_CHECK(rank >= 0 && rank < world_size(), "sharded checkpoint '", directory_, "': no rank ", rank, " (saved by ",
+               world_size(), " ranks)");
   return rank_metadata_[static_cast<size_t>(rank)];
 }
 

@@ -25,9 +25,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 std::string draw_save_id() {
   std::random_device device;
@@ -66,7 +64,9 @@ json write_shard_file(const std::string& temp_dir, int rank, const SaveSnapshot&
     tensors.emplace(key, stored_form(p));
   }
   std::vector<detail::SafetensorsEntry> entries = detail::plan_safetensors(tensors, path);
-  const Metadata meta{{"format", kShardedFormat}, {"step", std::to_string(snapshot.step)}, {"save_id", save_id},
+  const Metadata meta{{"format", kShardedFormat},
+                      {"step", std::to_string(snapshot.step)},
+                      {"save_id", save_id},
                       {"rank", std::to_string(rank)}};
   const detail::SafetensorsWritten written =
       detail::write_safetensors(path, entries, detail::safetensors_header(entries, meta));

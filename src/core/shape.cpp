@@ -37,8 +37,7 @@ Strides contiguous_strides(const Shape& shape) {
 
 int64_t normalize_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t d = dim < 0 ? dim + ndim : dim;
-  STRATA_CHECK(d >= 0 && d < ndim, op, ": dimension ", dim, " out of range for a tensor of ", ndim,
-               " dimensions");
+  STRATA_CHECK(d >= 0 && d < ndim, op, ": dimension ", dim, " out of range for a tensor of ", ndim, " dimensions");
   return d;
 }
 

@@ -2,9 +2,9 @@
 
 #include <bit>
 
-#include "strata_kernels/common/philox.h"
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
+#include "strata_kernels/common/philox.h"
 
 namespace strata::data {
 namespace {

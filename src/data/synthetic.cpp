@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "strata_kernels/common/philox.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"
+#include "strata_kernels/common/philox.h"
 
 namespace strata::data {
 namespace {
@@ -53,8 +53,8 @@ SyntheticTask::SyntheticTask(SyntheticOptions options) : options_(options) {
     for (uint64_t a = 0; a < modulus_; ++a)
       for (uint64_t b = 0; b < modulus_; ++b) eval += is_eval_problem(a, b) ? 1 : 0;
     uint64_t total = modulus_ * modulus_;
-    STRATA_CHECK(eval > 0 && eval < total, "SyntheticTask: with digits=", options_.digits, " and eval_fraction=",
-                 options_.eval_fraction, " the eval split holds ", eval, " of ", total,
+    STRATA_CHECK(eval > 0 && eval < total, "SyntheticTask: with digits=", options_.digits,
+                 " and eval_fraction=", options_.eval_fraction, " the eval split holds ", eval, " of ", total,
                  " problems; choose an eval_fraction that leaves both splits non-empty");
   }
 }
@@ -73,14 +73,16 @@ Example SyntheticTask::make_example(uint64_t a, uint64_t b) const {
   ex.prompt_length = prompt_length();
   ex.tokens.resize(static_cast<size_t>(example_length()));
   auto put_forward = [&](size_t at, uint64_t value) {  // most significant digit first
-    for (int i = d - 1; i >= 0; --i, value /= 10) ex.tokens[at + static_cast<size_t>(i)] = static_cast<int64_t>(value % 10);
+    for (int i = d - 1; i >= 0; --i, value /= 10)
+      ex.tokens[at + static_cast<size_t>(i)] = static_cast<int64_t>(value % 10);
   };
   put_forward(0, a);
   ex.tokens[static_cast<size_t>(d)] = kPlus;
   put_forward(static_cast<size_t>(d) + 1, b);
   ex.tokens[static_cast<size_t>(2 * d + 1)] = kEquals;
   uint64_t sum = a + b;  // < 2 * 10^18 < 2^63
-  for (int i = 0; i <= d; ++i, sum /= 10) ex.tokens[static_cast<size_t>(2 * d + 2 + i)] = static_cast<int64_t>(sum % 10);
+  for (int i = 0; i <= d; ++i, sum /= 10)
+    ex.tokens[static_cast<size_t>(2 * d + 2 + i)] = static_cast<int64_t>(sum % 10);
   ex.tokens.back() = kEnd;
   return ex;
 }
@@ -106,8 +108,9 @@ std::vector<int64_t> SyntheticTask::encode(std::string_view text) const {
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
     int64_t t = char_to_token(text[i]);
-    STRATA_CHECK(t >= 0, "SyntheticTask::encode: character code ", static_cast<int>(static_cast<unsigned char>(text[i])),
-                 " at position ", i, " is not in the vocabulary (digits, '+', '=', '\\n', '_')");
+    STRATA_CHECK(t >= 0, "SyntheticTask::encode: character code ",
+                 static_cast<int>(static_cast<unsigned char>(text[i])), " at position ", i,
+                 " is not in the vocabulary (digits, '+', '=', '\\n', '_')");
     out.push_back(t);
   }
   return out;

@@ -10,9 +10,9 @@
 #include <cstring>
 #include <utility>
 
+#include "data/token_formats.h"
 #include "strata/checkpoint/atomic_file.h"
 #include "strata/tensor/factory.h"
-#include "data/token_formats.h"
 
 namespace strata::data {
 namespace {
@@ -40,8 +40,8 @@ void read_head(int fd, const std::string& path, unsigned char* head, size_t want
   while (got < want) {
     ssize_t n = ::pread(fd, head + got, want - got, static_cast<off_t>(got));
     if (n < 0 && errno == EINTR) continue;
-    STRATA_CHECK(n > 0, "token file '", path, "': reading the header failed: ",
-                 n == 0 ? "unexpected end of file" : std::strerror(errno));
+    STRATA_CHECK(n > 0, "token file '", path,
+                 "': reading the header failed: ", n == 0 ? "unexpected end of file" : std::strerror(errno));
     got += static_cast<size_t>(n);
   }
 }
@@ -50,8 +50,8 @@ void read_head(int fd, const std::string& path, unsigned char* head, size_t want
 int64_t choose_vocab(const std::string& path, const detail::TokenLayout& layout, int64_t requested) {
   const uint64_t limit = max_vocab(layout.token_bytes);
   STRATA_CHECK(requested >= 0 && static_cast<uint64_t>(requested) <= limit, "token file '", path,
-               "': TokenFileOptions::vocab_size ", requested, " must be in [1, ", limit, "] for ",
-               layout.token_bytes, "-byte tokens (or 0: take it from the file)");
+               "': TokenFileOptions::vocab_size ", requested, " must be in [1, ", limit, "] for ", layout.token_bytes,
+               "-byte tokens (or 0: take it from the file)");
   if (layout.vocab_size == 0) return requested;
   STRATA_CHECK(requested == 0 || requested >= layout.vocab_size, "token file '", path, "': the file's vocab_size ",
                layout.vocab_size, " is larger than TokenFileOptions::vocab_size ", requested,
@@ -86,8 +86,8 @@ TokenFile TokenFile::open(const std::string& path, const TokenFileOptions& optio
   const int64_t vocab = choose_vocab(path, layout, options.vocab_size);
 
   void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, fd, 0);
-  STRATA_CHECK(map != MAP_FAILED, "token file '", path, "': mmap of ", file_bytes, " bytes failed: ",
-               std::strerror(errno));
+  STRATA_CHECK(map != MAP_FAILED, "token file '", path, "': mmap of ", file_bytes,
+               " bytes failed: ", std::strerror(errno));
   TokenFile tf;
   tf.path_ = path;
   tf.map_ = map;
@@ -139,7 +139,8 @@ std::vector<int64_t> TokenFile::tokens(int64_t offset, int64_t count) const {
                " tokens");
   std::vector<int64_t> out(static_cast<size_t>(count));
   const unsigned char* p = data_ + offset * token_bytes_;
-  for (int64_t i = 0; i < count; ++i) out[static_cast<size_t>(i)] = static_cast<int64_t>(load_le(p + i * token_bytes_, token_bytes_));
+  for (int64_t i = 0; i < count; ++i)
+    out[static_cast<size_t>(i)] = static_cast<int64_t>(load_le(p + i * token_bytes_, token_bytes_));
   return out;
 }
 
@@ -161,10 +162,8 @@ uint64_t TokenFile::token_limit() const {
 // compiler turns the byte loop of load_le into one load.
 template <class F>
 static void with_width(int token_bytes, F&& f) {
-  if (token_bytes == 2)
-    f.template operator()<2>();
-  else
-    f.template operator()<4>();
+  if (token_bytes == 2) f.template operator()<2>();
+  else f.template operator()<4>();
 }
 
 int64_t TokenFile::scan_vocab() const {
@@ -253,7 +252,8 @@ void write_token_file(const std::string& path, std::span<const int64_t> tokens, 
   for (size_t first = 0; first < tokens.size(); first += kChunk) {
     const size_t n = std::min(kChunk, tokens.size() - first);
     for (size_t i = 0; i < n; ++i)
-      store_le(buf.data() + i * static_cast<size_t>(token_bytes), static_cast<uint64_t>(tokens[first + i]), token_bytes);
+      store_le(buf.data() + i * static_cast<size_t>(token_bytes), static_cast<uint64_t>(tokens[first + i]),
+               token_bytes);
     out.write(buf.data(), n * static_cast<size_t>(token_bytes));
   }
   out.commit();

@@ -103,12 +103,11 @@ TokenLayout detect_token_layout(const std::string& path, const unsigned char* he
                ", e.g. HellaSwag), not a token shard; ", kAccepted);
   // Raw uint16 has no magic, so it is the fallback, and only where nanoGPT's naming says so.
   const bool named_bin = ends_with(path, ".bin");
-  if (named_bin && file_bytes % 2 == 0)
-    return {TokenFormat::RawUint16, 0, 2, static_cast<int64_t>(file_bytes / 2), 0};
+  if (named_bin && file_bytes % 2 == 0) return {TokenFormat::RawUint16, 0, 2, static_cast<int64_t>(file_bytes / 2), 0};
   STRATA_FAIL("token file '", path, "': unknown format: ", file_bytes, " bytes starting with ",
               hex_prefix(head, file_bytes), " match no known magic",
-              named_bin ? ", and an odd size cannot be raw uint16 tokens" : ", and the name does not end in .bin",
-              "; ", kAccepted);
+              named_bin ? ", and an odd size cannot be raw uint16 tokens" : ", and the name does not end in .bin", "; ",
+              kAccepted);
 }
 
 }  // namespace strata::data::detail

@@ -21,7 +21,8 @@ class ArrivalBoard;
 std::unique_ptr<ArrivalBoard> make_mpi_arrival_board(ProcessGroup& bootstrap, const std::string& name);
 #endif
 #ifdef STRATA_HAS_NCCL
-std::unique_ptr<ProcessGroup> make_nccl_group(ProcessGroup& bootstrap, const std::string& name);  // src/distributed/nccl
+std::unique_ptr<ProcessGroup> make_nccl_group(ProcessGroup& bootstrap,
+                                              const std::string& name);  // src/distributed/nccl
 #endif
 // A world of one process without MPI (src/distributed/local/process_group_local.cpp).
 std::unique_ptr<ProcessGroup> make_local_world();

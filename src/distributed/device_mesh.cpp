@@ -37,7 +37,8 @@ DeviceMesh::DeviceMesh(ProcessGroup& world, MeshShape shape) : world_(world), sh
     }
     std::ostringstream name;
     name << dim_name(static_cast<MeshDim>(d)) << "(ranks ";
-    for (size_t i = 0; i < members.size(); ++i) name << (i ? "," : "") << world.global_ranks()[static_cast<size_t>(members[i])];
+    for (size_t i = 0; i < members.size(); ++i)
+      name << (i ? "," : "") << world.global_ranks()[static_cast<size_t>(members[i])];
     name << ")";
     groups_[static_cast<size_t>(d)] = world.split(members, name.str());
   }

@@ -53,8 +53,6 @@ std::string startup_board_base_dir() {
   return v != nullptr ? v : "";
 }
 
-int test_stop_rank_at_init() {
-  return static_cast<int>(env_count("STRATA_TEST_STOP_RANK_AT_INIT", -1, "rank number"));
-}
+int test_stop_rank_at_init() { return static_cast<int>(env_count("STRATA_TEST_STOP_RANK_AT_INIT", -1, "rank number")); }
 
 }  // namespace strata::dist::detail

@@ -12,8 +12,8 @@ namespace strata::dist::detail {
 
 void check_average_dtype(const char* op, ReduceOp reduce, DType dtype) {
   STRATA_CHECK(dtype != DType::Bool, op, ": bool tensors cannot be reduced (sums would leave 0/1; convert with .to())");
-  STRATA_CHECK(reduce != ReduceOp::Avg || is_floating(dtype), op, ": ReduceOp::Avg needs a floating dtype, got ",
-               dtype, " (integer averages would truncate; reduce with Sum and divide yourself)");
+  STRATA_CHECK(reduce != ReduceOp::Avg || is_floating(dtype), op, ": ReduceOp::Avg needs a floating dtype, got ", dtype,
+               " (integer averages would truncate; reduce with Sum and divide yourself)");
 }
 
 void check_same_dtype(const char* op, const Tensor& out, const Tensor& in) {
@@ -88,11 +88,11 @@ void check_partition(std::string_view group, std::span<const SplitEntry> all) {
     const int64_t members =
         std::count_if(all.begin(), all.end(), [&](const SplitEntry& x) { return x.lowest == a.lowest; });
     STRATA_CHECK(lead.lowest == a.lowest && lead.hash == a.hash, "split of group '", group,
-                 "': the rank lists do not form a partition: rank ", r, " lists ", a.count,
-                 " ranks starting at rank ", a.lowest, " but rank ", a.lowest, " lists a different set (",
-                 lead.count, " ranks starting at ", lead.lowest, "); every member must pass the same list");
-    STRATA_CHECK(members == a.count, "split of group '", group, "': the rank lists do not form a partition: rank ",
-                 r, " lists ", a.count, " ranks starting at rank ", a.lowest, " but ", members,
+                 "': the rank lists do not form a partition: rank ", r, " lists ", a.count, " ranks starting at rank ",
+                 a.lowest, " but rank ", a.lowest, " lists a different set (", lead.count, " ranks starting at ",
+                 lead.lowest, "); every member must pass the same list");
+    STRATA_CHECK(members == a.count, "split of group '", group, "': the rank lists do not form a partition: rank ", r,
+                 " lists ", a.count, " ranks starting at rank ", a.lowest, " but ", members,
                  " ranks passed a list starting there; every member must pass the same list");
   }
 }
@@ -147,8 +147,12 @@ namespace strata::dist {
 std::vector<int64_t> OpSignature::words() const { return {kind, reduce, dtype, root, numel, seq}; }
 
 OpSignature OpSignature::from_words(const int64_t* w) {
-  return {static_cast<int32_t>(w[0]), static_cast<int32_t>(w[1]), static_cast<int32_t>(w[2]),
-          static_cast<int32_t>(w[3]), w[4], w[5]};
+  return {static_cast<int32_t>(w[0]),
+          static_cast<int32_t>(w[1]),
+          static_cast<int32_t>(w[2]),
+          static_cast<int32_t>(w[3]),
+          w[4],
+          w[5]};
 }
 
 }  // namespace strata::dist

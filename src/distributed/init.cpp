@@ -53,8 +53,9 @@ void finalize_at_exit() {
 
 ProcessGroup& init(const InitOptions& options) {
   std::lock_guard<std::recursive_mutex> lk(g_mu);
-  STRATA_CHECK(g_state != State::Finalized, "dist::init: the distributed runtime was finalized; it cannot be "
-                                            "started again in the same process (MPI allows one init per process)");
+  STRATA_CHECK(g_state != State::Finalized,
+               "dist::init: the distributed runtime was finalized; it cannot be "
+               "started again in the same process (MPI allows one init per process)");
   if (g_state == State::Running) return *g_world;
   detail::Backend b;
 #ifdef STRATA_HAS_MPI
@@ -84,8 +85,8 @@ ProcessGroup& init(const InitOptions& options) {
   g_world = std::move(b.world);
   g_world->set_timeout(options.timeout);
   // The launcher's view of the node wins; the shared-memory split is the fallback.
-  g_local_rank = detail::env_nonnegative("OMPI_COMM_WORLD_LOCAL_RANK",
-                                         detail::env_nonnegative("SLURM_LOCALID", b.local_rank));
+  g_local_rank =
+      detail::env_nonnegative("OMPI_COMM_WORLD_LOCAL_RANK", detail::env_nonnegative("SLURM_LOCALID", b.local_rank));
   g_local_size = detail::env_nonnegative("OMPI_COMM_WORLD_LOCAL_SIZE", b.local_size);
   g_state = State::Running;
   set_error_rank(g_world->rank());
@@ -127,7 +128,8 @@ std::unique_ptr<ProcessGroup> new_nccl_group(ProcessGroup& bootstrap, const std:
   return detail::make_nccl_group(bootstrap, name);
 #else
   (void)name;
-  STRATA_FAIL("new_nccl_group over group '", bootstrap.name(), "': strata was built without NCCL (configure with "
+  STRATA_FAIL("new_nccl_group over group '", bootstrap.name(),
+              "': strata was built without NCCL (configure with "
               "-DSTRATA_WITH_CUDA=ON -DSTRATA_WITH_NCCL=ON where CUDA and NCCL are installed); the MPI group takes "
               "CUDA tensors by staging them through the host");
 #endif

@@ -22,8 +22,8 @@ int first_of(std::initializer_list<const char*> names, int fallback) {
 std::string sanitized(const std::string& s) {
   std::string out = s;
   for (char& c : out) {
-    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                      c == '-' || c == '_';
+    const bool keep =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
     if (!keep) c = '_';
   }
   return out;

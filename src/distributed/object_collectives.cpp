@@ -21,7 +21,8 @@ std::vector<std::string> all_gather_strings(ProcessGroup& group, const std::stri
   Tensor my_length = full({1}, static_cast<double>(text.size()), {.dtype = DType::Int64});
   group.all_gather(lengths, my_length)->wait();
   const std::vector<int64_t> sizes = lengths.to_vector<int64_t>();
-  const int64_t words = std::max<int64_t>(words_for(static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()))), 1);
+  const int64_t words =
+      std::max<int64_t>(words_for(static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()))), 1);
   Tensor payload = zeros({words}, {.dtype = DType::Int64});
   std::memcpy(payload.data<int64_t>(), text.data(), text.size());
   Tensor all = zeros({n * words}, {.dtype = DType::Int64});

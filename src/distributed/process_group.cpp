@@ -25,10 +25,10 @@ bool is_send(const P2POp& op) { return op.kind == P2POp::Kind::Send; }
 // "float32, 12 elements to rank 3".
 OpDescription p2p_description(const P2POp& op) {
   const bool send = is_send(op);
-  return {send ? "send" : "recv",
-          describe(op.tensor.dtype(), op.tensor.numel()) + (send ? " to rank " : " from rank ") +
-              std::to_string(op.peer),
-          std::nullopt};
+  return {
+      send ? "send" : "recv",
+      describe(op.tensor.dtype(), op.tensor.numel()) + (send ? " to rank " : " from rank ") + std::to_string(op.peer),
+      std::nullopt};
 }
 
 // One op stands for itself; a larger batch is "2 sends, 1 recvs".
@@ -83,8 +83,8 @@ WorkPtr ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) {
   const int64_t n = tensor.numel();
   HostStage stage(stages(tensor));
   Tensor t = stage.in_out(tensor);
-  WorkPtr w = do_all_reduce(t, op, {"all_reduce", describe(d, n, reduce_op_name(op)),
-                                    detail::reduce_signature(OpType::AllReduce, op, d, n)});
+  WorkPtr w = do_all_reduce(
+      t, op, {"all_reduce", describe(d, n, reduce_op_name(op)), detail::reduce_signature(OpType::AllReduce, op, d, n)});
   count(OpType::AllReduce, tensor.nbytes());
   return stage.finish(std::move(w));
 }
@@ -96,8 +96,9 @@ WorkPtr ProcessGroup::broadcast(Tensor& tensor, int root) {
   const int64_t n = tensor.numel();
   HostStage stage(stages(tensor));
   Tensor t = stage.in_out(tensor);
-  WorkPtr w = do_broadcast(t, root, {"broadcast", describe(d, n) + ", root " + std::to_string(root),
-                                     detail::broadcast_signature(d, n, root)});
+  WorkPtr w = do_broadcast(
+      t, root,
+      {"broadcast", describe(d, n) + ", root " + std::to_string(root), detail::broadcast_signature(d, n, root)});
   count(OpType::Broadcast, tensor.nbytes());
   return stage.finish(std::move(w));
 }
@@ -112,8 +113,8 @@ WorkPtr ProcessGroup::all_gather(Tensor& out, const Tensor& in) {
   HostStage stage(stages(out, in));
   const Tensor hin = stage.input(in);  // taken first: `in` may be a view of `out`
   Tensor hout = stage.output(out);
-  WorkPtr w = do_all_gather(hout, hin, {"all_gather", describe(d, m, "total"),
-                                        detail::op_signature(OpType::AllGather, d, m)});
+  WorkPtr w =
+      do_all_gather(hout, hin, {"all_gather", describe(d, m, "total"), detail::op_signature(OpType::AllGather, d, m)});
   count(OpType::AllGather, in.nbytes());
   return stage.finish(std::move(w));
 }

@@ -165,7 +165,7 @@ std::string StartupBoard::describe_peers() const {
     } else if (e.phase == StartupPhase::Done) {
       fate = Finished;
     } else if (e.phase == StartupPhase::TimedOut) {
-      fate = TimedOut;  // its process may be gone already: that is not what stopped startup
+      fate = TimedOut;             // its process may be gone already: that is not what stopped startup
     } else if (e.host == host_) {  // its pid means something here
       const char state = process_state(e.pid);
       if (state == 0 || state == 'Z' || state == 'X') fate = Exited;

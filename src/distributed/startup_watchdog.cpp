@@ -54,9 +54,11 @@ constexpr std::chrono::milliseconds kLateWake{1000};
     // A watchdog that wakes long after its deadline was not running: this process itself
     // was stopped (and resumed, e.g. by the launcher tearing the job down) or starved.
     if (late > kLateWake)
-      msg += "this rank's watchdog ran " + std::to_string(late.count()) + " ms late (this process was stopped or "
+      msg += "this rank's watchdog ran " + std::to_string(late.count()) +
+             " ms late (this process was stopped or "
              "not scheduled); ";
-    msg += describe_others(v) + "; exiting with status 1 without MPI_Finalize (MPI cannot be finalised while it "
+    msg += describe_others(v) +
+           "; exiting with status 1 without MPI_Finalize (MPI cannot be finalised while it "
            "is starting)\n";
     // Peers that time out later read that this rank gave up, rather than that it exited.
     if (g_board) g_board->post(StartupPhase::TimedOut);

@@ -110,7 +110,8 @@ Tensor CausalLM::run_blocks(std::span<const int64_t> indices, Tensor x, Position
 }
 
 Tensor CausalLM::local_logits(const Tensor& tokens, KVCache* cache) {
-  STRATA_CHECK(is_whole(), family(), ": this model holds part of the layers (a pipeline stage); run it through "
+  STRATA_CHECK(is_whole(), family(),
+               ": this model holds part of the layers (a pipeline stage); run it through "
                "parallel::Pipeline");
   auto hooks = forward_hooks();
   const int64_t offset = check_tokens(tokens, cache);

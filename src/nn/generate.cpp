@@ -9,8 +9,8 @@
 
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/random.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::nn {
 namespace {

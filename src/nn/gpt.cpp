@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "strata/tensor/factory.h"
 #include "strata/ops.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::nn {
 namespace {
@@ -80,10 +80,10 @@ ParameterCounts parameter_counts(const GPTConfig& c) {
 
 namespace {
 void check_gpt_config(const GPTConfig& config, int64_t tp) {
-  STRATA_CHECK(config.vocab_size > 0 && config.context > 0 && config.n_layer > 0 && config.n_head > 0 &&
-                   config.n_embd > 0,
-               "GPT: every size in the config must be positive (vocab ", config.vocab_size, ", context ",
-               config.context, ", layers ", config.n_layer, ", heads ", config.n_head, ", width ", config.n_embd, ")");
+  STRATA_CHECK(
+      config.vocab_size > 0 && config.context > 0 && config.n_layer > 0 && config.n_head > 0 && config.n_embd > 0,
+      "GPT: every size in the config must be positive (vocab ", config.vocab_size, ", context ", config.context,
+      ", layers ", config.n_layer, ", heads ", config.n_head, ", width ", config.n_embd, ")");
   check_model_dtypes("GPT", config.dtype, config.parameter_dtype());
   STRATA_CHECK(config.n_embd % config.n_head == 0, "GPT: n_embd ", config.n_embd, " is not divisible by n_head ",
                config.n_head);
@@ -108,8 +108,11 @@ CausalLM::Pieces gpt_pieces(const GPTConfig& config, const ModelPart& part, Laye
 
 GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
     : CausalLM(std::move(factory), std::move(part),
-               {.vocab_size = config.vocab_size, .context = config.context, .num_layers = config.n_layer,
-                .hidden_size = config.n_embd, .dtype = config.dtype},
+               {.vocab_size = config.vocab_size,
+                .context = config.context,
+                .num_layers = config.n_layer,
+                .hidden_size = config.n_embd,
+                .dtype = config.dtype},
                config.seed, [&config](const ModelPart& p, LayerFactory& f) { return gpt_pieces(config, p, f); }),
       config_(config) {
   wte = piece<Embedding>("wte");

@@ -14,8 +14,8 @@ std::pair<Tensor, Tensor> KVCache::append(int64_t layer, const Tensor& k, const 
   STRATA_CHECK(!grad_enabled(), "KVCache::append: grad mode is on; run cached forwards under NoGradGuard");
   STRATA_CHECK(layer >= 0 && layer < num_layers(), "KVCache::append: layer ", layer, " is out of range [0, ",
                num_layers(), ")");
-  STRATA_CHECK(k.dim() == 4 && k.shape() == v.shape(), "KVCache::append: keys ", k.shape(), " and values ",
-               v.shape(), " must both be [batch, kv_heads, time, head_dim]");
+  STRATA_CHECK(k.dim() == 4 && k.shape() == v.shape(), "KVCache::append: keys ", k.shape(), " and values ", v.shape(),
+               " must both be [batch, kv_heads, time, head_dim]");
   const int64_t T = k.size(2);
   STRATA_CHECK(length_ + T <= capacity_, "KVCache::append: ", length_, " cached + ", T,
                " new positions exceed the capacity of ", capacity_);
@@ -27,8 +27,9 @@ std::pair<Tensor, Tensor> KVCache::append(int64_t layer, const Tensor& k, const 
     l.k = empty(full, {.dtype = k.dtype(), .device = k.device()});
     l.v = empty(full, {.dtype = v.dtype(), .device = v.device()});
   }
-  STRATA_CHECK(l.k.shape() == full, "KVCache::append: layer ", layer, " caches [batch, kv_heads, capacity, head_dim] = ",
-               l.k.shape(), " but got keys ", k.shape(), "; reset() or a new cache for a new batch shape");
+  STRATA_CHECK(l.k.shape() == full, "KVCache::append: layer ", layer,
+               " caches [batch, kv_heads, capacity, head_dim] = ", l.k.shape(), " but got keys ", k.shape(),
+               "; reset() or a new cache for a new batch shape");
   l.k.narrow(2, length_, T).copy_(k);
   l.v.narrow(2, length_, T).copy_(v);
   return {l.k.narrow(2, 0, length_ + T), l.v.narrow(2, 0, length_ + T)};

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <utility>
 
-#include "strata/tensor/factory.h"
 #include "strata/ops.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::nn {
 namespace {
@@ -29,7 +29,8 @@ ParamInit linear_bias_init(int64_t in_features, const InitOptions& init) {
   return linear_weight_init(in_features, init);
 }
 
-InitialValue initial_value(const Shape& shape, ParamInit how, const InitOptions& init, std::optional<PartOfWhole> part) {
+InitialValue initial_value(const Shape& shape, ParamInit how, const InitOptions& init,
+                           std::optional<PartOfWhole> part) {
   InitialValue out{.value = zeros(shape, {.dtype = init.dtype}), .recipe = {.init = how, .part = std::move(part)}};
   // Constants take no subsequence (as zeros() and ones() never did); draws take one each.
   if (!init.by_name && how.kind != ParamInit::Kind::Constant) {

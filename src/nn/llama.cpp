@@ -3,33 +3,33 @@
 #include <tuple>
 #include <utility>
 
-#include "strata/tensor/factory.h"
 #include "strata/ops.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::nn {
 namespace {
 // Every Linear and the embedding: normal(0, init_std), drawn by name.
 InitOptions llama_init(const LlamaConfig& config) {
-  return {.std = config.init_std, .dtype = config.parameter_dtype(), .linear_init = LinearInit::Normal, .by_name = true};
+  return {
+      .std = config.init_std, .dtype = config.parameter_dtype(), .linear_init = LinearInit::Normal, .by_name = true};
 }
 }  // namespace
 
 void check_llama_config(const LlamaConfig& c, int64_t tp) {
-  STRATA_CHECK(c.vocab_size > 0 && c.context > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_kv_head > 0 &&
-                   c.n_embd > 0 && c.intermediate_size > 0,
+  STRATA_CHECK(c.vocab_size > 0 && c.context > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_kv_head > 0 && c.n_embd > 0 &&
+                   c.intermediate_size > 0,
                "Llama: every size in the config must be positive (vocab_size ", c.vocab_size, ", context ", c.context,
                ", n_layer ", c.n_layer, ", n_head ", c.n_head, ", n_kv_head ", c.n_kv_head, ", n_embd ", c.n_embd,
                ", intermediate_size ", c.intermediate_size, ")");
   STRATA_CHECK(c.n_embd % c.n_head == 0, "Llama: n_embd ", c.n_embd, " is not divisible by n_head ", c.n_head);
   STRATA_CHECK(c.head_dim() % 2 == 0, "Llama: head_dim ", c.head_dim(), " (n_embd / n_head) must be even for rotary");
-  STRATA_CHECK(c.n_head % c.n_kv_head == 0, "Llama: n_head ", c.n_head, " is not divisible by n_kv_head ",
-               c.n_kv_head);
+  STRATA_CHECK(c.n_head % c.n_kv_head == 0, "Llama: n_head ", c.n_head, " is not divisible by n_kv_head ", c.n_kv_head);
   STRATA_CHECK(c.rope_theta > 0.0 && c.rms_norm_eps > 0.0 && c.init_std > 0.0,
                "Llama: rope_theta, rms_norm_eps and init_std must be positive (got ", c.rope_theta, ", ",
                c.rms_norm_eps, ", ", c.init_std, ")");
   STRATA_CHECK(tp >= 1 && c.n_head % tp == 0 && c.n_kv_head % tp == 0 && c.intermediate_size % tp == 0,
-               "Llama: the tensor-parallel degree ", tp, " must divide n_head ", c.n_head, ", n_kv_head ",
-               c.n_kv_head, " and intermediate_size ", c.intermediate_size);
+               "Llama: the tensor-parallel degree ", tp, " must divide n_head ", c.n_head, ", n_kv_head ", c.n_kv_head,
+               " and intermediate_size ", c.intermediate_size);
   check_model_dtypes("Llama", c.dtype, c.parameter_dtype());
 }
 
@@ -73,7 +73,8 @@ Tensor LlamaMLP::forward(const Tensor& x) {
 
 LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, int64_t layer_index, LayerFactory& factory) {
   const DType pd = config.parameter_dtype();
-  input_layernorm = register_module("input_layernorm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, pd));
+  input_layernorm =
+      register_module("input_layernorm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, pd));
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(config, layer_index, factory));
   post_attention_layernorm =
       register_module("post_attention_layernorm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, pd));
@@ -88,7 +89,8 @@ Tensor LlamaDecoderLayer::forward_block(const Tensor& x, const BlockInputs& in) 
 ParameterCounts parameter_counts(const LlamaConfig& c) {
   const int64_t C = c.n_embd, D = c.head_dim();
   const int64_t attention = C * c.n_head * D + 2 * C * c.n_kv_head * D + c.n_head * D * C;
-  return {.embedding = c.vocab_size * C, .block = 2 * C + attention + 3 * C * c.intermediate_size,
+  return {.embedding = c.vocab_size * C,
+          .block = 2 * C + attention + 3 * C * c.intermediate_size,
           .head = C + c.vocab_size * C};
 }
 
@@ -110,8 +112,11 @@ CausalLM::Pieces llama_pieces(const LlamaConfig& config, const ModelPart& part, 
 
 Llama::Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
     : CausalLM(std::move(factory), std::move(part),
-               {.vocab_size = config.vocab_size, .context = config.context, .num_layers = config.n_layer,
-                .hidden_size = config.n_embd, .dtype = config.dtype},
+               {.vocab_size = config.vocab_size,
+                .context = config.context,
+                .num_layers = config.n_layer,
+                .hidden_size = config.n_embd,
+                .dtype = config.dtype},
                config.seed, [&config](const ModelPart& p, LayerFactory& f) { return llama_pieces(config, p, f); }),
       config_(config) {
   embed_tokens = piece<Embedding>("embed_tokens");
@@ -147,7 +152,8 @@ Tensor Llama::head(const Tensor& hidden) {
 
 double Llama::flops_per_step(int64_t batch, int64_t seq_len) const {
   const double tokens = static_cast<double>(batch * seq_len);
-  const double matmul_params = static_cast<double>(num_parameters() - (embed_tokens ? embed_tokens->weight.numel() : 0));
+  const double matmul_params =
+      static_cast<double>(num_parameters() - (embed_tokens ? embed_tokens->weight.numel() : 0));
   const double attention = 12.0 * static_cast<double>(config_.n_layer) * static_cast<double>(batch) *
                            static_cast<double>(seq_len * seq_len) * static_cast<double>(config_.n_embd);
   return 6.0 * matmul_params * tokens + attention;

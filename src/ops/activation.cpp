@@ -2,8 +2,8 @@
 // CUDA the elementwise kernels with the same functors, strata_kernels/common/elementwise_ops.h).
 #include "backend/cpu/activation.h"
 
-#include "backend/dispatch/device_dispatch.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/dispatch/device_dispatch.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"

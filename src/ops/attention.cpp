@@ -16,9 +16,9 @@
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/autocast.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops/compare.h"
 #include "strata/ops/nn_functional.h"
+#include "strata/tensor/factory.h"
 
 namespace strata {
 namespace {
@@ -75,11 +75,11 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op
     detail::check_nn_input(*inputs[i], op, names[i]);
     STRATA_CHECK(inputs[i]->dim() == 4, op, ": ", names[i], " must be [B, heads, T, D], got shape ",
                  inputs[i]->shape());
-    STRATA_CHECK(inputs[i]->dtype() == q.dtype(), op, ": ", names[i], " has dtype ", inputs[i]->dtype(),
-                 " but q has ", q.dtype());
+    STRATA_CHECK(inputs[i]->dtype() == q.dtype(), op, ": ", names[i], " has dtype ", inputs[i]->dtype(), " but q has ",
+                 q.dtype());
     const Tensor& t = *inputs[i];
-    STRATA_CHECK(t.size(2) < INT_MAX && t.size(3) < INT_MAX && t.stride(2) < INT_MAX, op, ": ", names[i],
-                 " of shape ", t.shape(), " and strides ", Shape(t.strides()), " exceeds BLAS's 32-bit sizes");
+    STRATA_CHECK(t.size(2) < INT_MAX && t.size(3) < INT_MAX && t.stride(2) < INT_MAX, op, ": ", names[i], " of shape ",
+                 t.shape(), " and strides ", Shape(t.strides()), " exceeds BLAS's 32-bit sizes");
   }
 }
 
@@ -146,7 +146,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   Tensor mask = options.mask.defined() ? additive_mask(options.mask, scores, q.dtype()) : Tensor();
   if (under_autocast(q) && !device.is_cuda()) return detail::composite_attention(q, k, v, options.causal, scale, mask);
   return detail::on_device(
-      "attention", device, [&] { return cpu_attention(q, k, v, {.causal = options.causal, .scale = scale, .mask = mask}); },
+      "attention", device,
+      [&] { return cpu_attention(q, k, v, {.causal = options.causal, .scale = scale, .mask = mask}); },
       [&] { return cuda_attention(q, k, v, options.causal, scale, mask); });
 }
 
@@ -157,7 +158,8 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
                  q.shape(), " (all three must be [B, H, T, D])");
   }
   const Device device = detail::common_device("causal_attention", {{"q", q}, {"k", k}, {"v", v}});
-  if (under_autocast(q) && !device.is_cuda()) return detail::composite_attention(q, k, v, true, default_scale(q), Tensor());
+  if (under_autocast(q) && !device.is_cuda())
+    return detail::composite_attention(q, k, v, true, default_scale(q), Tensor());
   return detail::on_device(
       "causal_attention", device,
       [&] { return cpu_attention(q, k, v, {.causal = true, .scale = default_scale(q), .mask = Tensor()}); },

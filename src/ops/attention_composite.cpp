@@ -1,12 +1,12 @@
 #include "ops/attention_composite.h"
 
 #include "backend/cpu/softmax.h"
+#include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/elementwise.h"
 #include "strata/ops/linalg.h"
-#include "backend/cuda/cuda_ops.h"
 
 namespace strata::detail {
 

@@ -1,9 +1,9 @@
 #include "ops/attention_fused.h"
 
+#include "backend/cuda/cuda_ops.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/autocast.h"
 #include "strata/tensor/cuda.h"
-#include "backend/cuda/cuda_ops.h"
 
 namespace strata::detail {
 namespace {

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
-#include "backend/dispatch/device_dispatch.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/dispatch/device_dispatch.h"
 #include "ops/elementwise_common.h"
 #include "strata/autograd/function.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops/reduce.h"
+#include "strata/tensor/factory.h"
 
 namespace strata {
 
@@ -98,7 +98,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   if (autograd::needs_grad({x})) {
     autograd::record("MaskedFillBackward", {x}, {out}, [mask, sx = x.shape()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
-      return std::vector<Tensor>{sum_to(where(mask, scalar_tensor(0.0, {.dtype = g.dtype(), .device = g.device()}), g), sx)};
+      return std::vector<Tensor>{
+          sum_to(where(mask, scalar_tensor(0.0, {.dtype = g.dtype(), .device = g.device()}), g), sx)};
     });
   }
   return out;

@@ -3,11 +3,11 @@
 
 #include <cmath>
 
+#include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
-#include "backend/cuda/cuda_ops.h"
 
 namespace strata {
 namespace {

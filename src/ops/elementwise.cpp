@@ -2,13 +2,13 @@
 
 #include <cmath>
 
+#include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
 #include "ops/elementwise_common.h"
-#include "backend/cuda/cuda_ops.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops/reduce.h"
+#include "strata/tensor/factory.h"
 
 namespace strata {
 
@@ -155,7 +155,8 @@ Tensor pow(double base, const Tensor& exponent) {
 Tensor add(const Tensor& a, double b) {
   Tensor out = detail::unary_op(UnaryOp::AddScalar, a, "add", b);
   if (autograd::needs_grad({a})) {
-    autograd::record("AddScalarBackward", {a}, {out}, [](BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad()}; });
+    autograd::record("AddScalarBackward", {a}, {out},
+                     [](BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad()}; });
   }
   return out;
 }
@@ -163,9 +164,8 @@ Tensor add(const Tensor& a, double b) {
 Tensor mul(const Tensor& a, double b) {
   Tensor out = detail::unary_op(UnaryOp::MulScalar, a, "mul", b);
   if (autograd::needs_grad({a})) {
-    autograd::record("MulScalarBackward", {a}, {out}, [b](BackwardContext& ctx) {
-      return std::vector<Tensor>{mul(ctx.grad(), b)};
-    });
+    autograd::record("MulScalarBackward", {a}, {out},
+                     [b](BackwardContext& ctx) { return std::vector<Tensor>{mul(ctx.grad(), b)}; });
   }
   return out;
 }

@@ -1,11 +1,11 @@
 // embedding lookup (kernels in src/backend/cpu/embedding, src/backend/cuda/embedding).
 #include "backend/cpu/embedding.h"
 
+#include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
-#include "backend/cuda/cuda_ops.h"
 
 namespace strata {
 

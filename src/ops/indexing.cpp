@@ -20,8 +20,8 @@ Tensor index_data(const Tensor& index) { return index.detach().to(DType::Int64).
 int64_t check_operands(const char* op, const Tensor& x, int64_t dim, const Tensor& index, const Tensor* src) {
   STRATA_CHECK(x.defined(), op, ": input is undefined");
   STRATA_CHECK(index.defined(), op, ": index is undefined");
-  STRATA_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op, ": index has dtype ",
-               index.dtype(), " (shape ", index.shape(), "); int64 or int32 expected");
+  STRATA_CHECK(index.dtype() == DType::Int64 || index.dtype() == DType::Int32, op, ": index has dtype ", index.dtype(),
+               " (shape ", index.shape(), "); int64 or int32 expected");
   if (src) {
     STRATA_CHECK(src->defined(), op, ": src is undefined");
     STRATA_CHECK(src->dtype() == x.dtype(), op, ": src has dtype ", src->dtype(), " but input has ", x.dtype());
@@ -33,8 +33,8 @@ int64_t check_operands(const char* op, const Tensor& x, int64_t dim, const Tenso
 
 // index.size(d) <= bound.size(d) for every d but `skip` (-1: none), with equal ranks.
 void check_fits(const char* op, const Tensor& index, const Tensor& bound, const char* bound_name, int64_t skip) {
-  STRATA_CHECK(index.dim() == bound.dim(), op, ": index has shape ", index.shape(), " but ", bound_name,
-               " has shape ", bound.shape(), "; they need the same number of dimensions");
+  STRATA_CHECK(index.dim() == bound.dim(), op, ": index has shape ", index.shape(), " but ", bound_name, " has shape ",
+               bound.shape(), "; they need the same number of dimensions");
   for (int64_t d = 0; d < index.dim(); ++d) {
     STRATA_CHECK(d == skip || index.size(d) <= bound.size(d), op, ": index of shape ", index.shape(),
                  " is larger than ", bound_name, " of shape ", bound.shape(), " in dimension ", d,

@@ -27,32 +27,27 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   // 16-bit parameters: float32 copies for this forward only; backward converts the weight again.
   Tensor wc = detail::param_data(weight);
   Tensor bc = detail::param_data(bias);
-  backend::LayerNormResult r =
-      detail::on_device(
-          "layer_norm", device, [&] { return cpu::layer_norm_forward(xc, wc, bc, eps); },
-          [&] { return cuda_ops::layer_norm_forward(xc, wc, bc, eps); });
+  backend::LayerNormResult r = detail::on_device(
+      "layer_norm", device, [&] { return cpu::layer_norm_forward(xc, wc, bc, eps); },
+      [&] { return cuda_ops::layer_norm_forward(xc, wc, bc, eps); });
   if (autograd::needs_grad({x, weight, bias})) {
     const bool w16 = weight.defined() && detail::is_16bit(weight.dtype());
     Tensor w_saved = w16 ? weight.detach() : wc;
     const DType wdt = weight.defined() ? weight.dtype() : x.dtype();
     const DType bdt = bias.defined() ? bias.dtype() : x.dtype();
-    autograd::record("LayerNormBackward", {x, weight, bias}, {r.out},
-                     [xc, w_saved, w16, wdt, bdt, mean = r.mean, rstd = r.rstd](autograd::BackwardContext& ctx) {
-                       Tensor w = w16 ? detail::param_data(w_saved) : w_saved;
-                       Tensor go = detail::contiguous_data(ctx.grad());
-                       backend::LayerNormGrads g = detail::on_device(
-                           "layer_norm backward", xc.device(),
-                           [&] {
-                             return cpu::layer_norm_backward(go, xc, w, mean, rstd, ctx.needs(0), ctx.needs(1),
-                                                             ctx.needs(2));
-                           },
-                           [&] {
-                             return cuda_ops::layer_norm_backward(go, xc, w, mean, rstd, ctx.needs(0), ctx.needs(1),
-                                                                  ctx.needs(2));
-                           });
-                       return std::vector<Tensor>{g.dx, detail::param_grad(g.dweight, wdt),
-                                                  detail::param_grad(g.dbias, bdt)};
-                     });
+    autograd::record(
+        "LayerNormBackward", {x, weight, bias}, {r.out},
+        [xc, w_saved, w16, wdt, bdt, mean = r.mean, rstd = r.rstd](autograd::BackwardContext& ctx) {
+          Tensor w = w16 ? detail::param_data(w_saved) : w_saved;
+          Tensor go = detail::contiguous_data(ctx.grad());
+          backend::LayerNormGrads g = detail::on_device(
+              "layer_norm backward", xc.device(),
+              [&] { return cpu::layer_norm_backward(go, xc, w, mean, rstd, ctx.needs(0), ctx.needs(1), ctx.needs(2)); },
+              [&] {
+                return cuda_ops::layer_norm_backward(go, xc, w, mean, rstd, ctx.needs(0), ctx.needs(1), ctx.needs(2));
+              });
+          return std::vector<Tensor>{g.dx, detail::param_grad(g.dweight, wdt), detail::param_grad(g.dbias, bdt)};
+        });
   }
   return r.out;
 }

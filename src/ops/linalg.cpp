@@ -12,8 +12,8 @@
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/autocast.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops/reduce.h"
+#include "strata/tensor/factory.h"
 
 namespace strata {
 namespace {
@@ -51,9 +51,8 @@ Tensor bmm(const char* op, const Tensor& a, const Tensor& b, const Shape& batch,
     return detail::on_device(
         op, a.device(),
         [&] {
-          return rounded(cpu::matmul(rounded(a.detach(), *cast), rounded(b.detach(), *cast), batch,
-                                     rounded(bias, *cast)),
-                         *cast);
+          return rounded(
+              cpu::matmul(rounded(a.detach(), *cast), rounded(b.detach(), *cast), batch, rounded(bias, *cast)), *cast);
         },
         [&] {
           return cuda_ops::matmul(converted(a.detach(), *cast), converted(b.detach(), *cast), batch,
@@ -147,22 +146,22 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const Cast cast = autocast_for(a);
   Tensor out = bmm("matmul", a, b, batch, {}, cast);
   if (autograd::needs_grad({a, b})) {
-    autograd::record("MatmulBackward", {a, b}, {out},
-                     [a = a.detach(), b = b.detach(), batch, cast](autograd::BackwardContext& ctx) {
-      const Tensor& g = ctx.grad();
-      Tensor ga, gb;
-      // dA = dC B^T, dB = A^T dC; the transposes are views BLAS reads with a flag. An operand
-      // shared across the batch gets the sum over the batch.
-      if (ctx.needs(0)) {
-        Tensor bt = b.transpose(-1, -2);
-        ga = (a.dim() == 2 && b.dim() > 2) ? bmm_sum("matmul", g, bt, cast) : bmm("matmul", g, bt, batch, {}, cast);
-      }
-      if (ctx.needs(1)) {
-        Tensor at = a.transpose(-1, -2);
-        gb = (b.dim() == 2 && a.dim() > 2) ? bmm_sum("matmul", at, g, cast) : bmm("matmul", at, g, batch, {}, cast);
-      }
-      return std::vector<Tensor>{ga, gb};
-    });
+    autograd::record(
+        "MatmulBackward", {a, b}, {out}, [a = a.detach(), b = b.detach(), batch, cast](autograd::BackwardContext& ctx) {
+          const Tensor& g = ctx.grad();
+          Tensor ga, gb;
+          // dA = dC B^T, dB = A^T dC; the transposes are views BLAS reads with a flag. An operand
+          // shared across the batch gets the sum over the batch.
+          if (ctx.needs(0)) {
+            Tensor bt = b.transpose(-1, -2);
+            ga = (a.dim() == 2 && b.dim() > 2) ? bmm_sum("matmul", g, bt, cast) : bmm("matmul", g, bt, batch, {}, cast);
+          }
+          if (ctx.needs(1)) {
+            Tensor at = a.transpose(-1, -2);
+            gb = (b.dim() == 2 && a.dim() > 2) ? bmm_sum("matmul", at, g, cast) : bmm("matmul", at, g, batch, {}, cast);
+          }
+          return std::vector<Tensor>{ga, gb};
+        });
   }
   return out;
 }
@@ -173,8 +172,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::common_device("linear", {{"input", x}, {"weight", weight}, {"bias", bias}});
   STRATA_CHECK(x.dim() >= 1, "linear: input must have at least one dimension, got ", x.shape());
   STRATA_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", weight.shape());
-  STRATA_CHECK(x.size(-1) == weight.size(1), "linear: input ", x.shape(), " has ", x.size(-1),
-               " features but weight ", weight.shape(), " expects ", weight.size(1));
+  STRATA_CHECK(x.size(-1) == weight.size(1), "linear: input ", x.shape(), " has ", x.size(-1), " features but weight ",
+               weight.shape(), " expects ", weight.size(1));
   if (bias.defined()) {
     detail::check_param(bias, x.dtype(), "linear", "bias");
     STRATA_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias ", bias.shape(),

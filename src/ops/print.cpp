@@ -3,17 +3,17 @@
 #include <ostream>
 #include <sstream>
 
-#include "tensor/dtype_dispatch.h"
 #include "strata/autograd/node.h"
 #include "strata/tensor/tensor.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata {
 namespace {
 
 constexpr int64_t kEdge = 3;
 
-void print_dim(std::ostream& os, const Tensor& t, const std::vector<double>& values, const Strides& strides,
-               size_t d, int64_t base, int indent) {
+void print_dim(std::ostream& os, const Tensor& t, const std::vector<double>& values, const Strides& strides, size_t d,
+               int64_t base, int indent) {
   const int64_t n = t.shape()[d];
   os << '[';
   for (int64_t i = 0; i < n; ++i) {

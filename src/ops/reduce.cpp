@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include "backend/cpu/reduce.h"
+#include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
 #include "ops/index_grad.h"
 #include "strata/autograd/function.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops/elementwise.h"
-#include "backend/cuda/cuda_ops.h"
+#include "strata/tensor/factory.h"
 
 namespace strata {
 namespace {
@@ -33,18 +33,18 @@ int64_t check_along(const char* op, const Tensor& x, int64_t dim) {
 
 // Values picked along `d` (kept as a dimension) and their positions, with a node that routes
 // the gradient back to those positions.
-ValuesIndices indexed_result(const char* node, const Tensor& x, int64_t d, const Tensor& values,
-                             const Tensor& indices, bool keepdim) {
+ValuesIndices indexed_result(const char* node, const Tensor& x, int64_t d, const Tensor& values, const Tensor& indices,
+                             bool keepdim) {
   ValuesIndices r{keepdim ? values : values.squeeze(d), keepdim ? indices : indices.squeeze(d)};
   if (autograd::needs_grad({x})) {
-    autograd::record(node, {x}, {r.values},
-                     [node, in_shape = x.shape(), kept = values.shape(), indices, d](autograd::BackwardContext& ctx) {
-                       const Tensor g = ctx.grad().reshape(kept);
-                       return std::vector<Tensor>{detail::on_device(
-                           node, g.device(),
-                           [&] { return detail::scatter_add_into_zeros(node, in_shape, d, indices, g); },
-                           [&] { return cuda_ops::scatter_add_lines(node, in_shape, d, indices, g); })};
-                     });
+    autograd::record(
+        node, {x}, {r.values},
+        [node, in_shape = x.shape(), kept = values.shape(), indices, d](autograd::BackwardContext& ctx) {
+          const Tensor g = ctx.grad().reshape(kept);
+          return std::vector<Tensor>{detail::on_device(
+              node, g.device(), [&] { return detail::scatter_add_into_zeros(node, in_shape, d, indices, g); },
+              [&] { return cuda_ops::scatter_add_lines(node, in_shape, d, indices, g); })};
+        });
   }
   return r;
 }
@@ -61,9 +61,10 @@ Tensor sum_mask(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
       "sum", x.device(), [&] { return cpu::sum_keepdim(x, mask); }, [&] { return cuda_ops::sum_keepdim(x, mask); });
   Tensor out = keepdim ? kept : kept.detach().view(drop_reduced(kept.shape(), mask));
   if (autograd::needs_grad({x})) {
-    autograd::record("SumBackward", {x}, {out}, [in_shape = x.shape(), kept_shape = kept.shape()](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{ctx.grad().reshape(kept_shape).expand(in_shape).contiguous()};
-    });
+    autograd::record("SumBackward", {x}, {out},
+                     [in_shape = x.shape(), kept_shape = kept.shape()](autograd::BackwardContext& ctx) {
+                       return std::vector<Tensor>{ctx.grad().reshape(kept_shape).expand(in_shape).contiguous()};
+                     });
   }
   return out;
 }
@@ -171,10 +172,9 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
     // Each input feeds every later output: the gradient is the suffix sum of grad.
     autograd::record("CumsumBackward", {x}, {out}, [d](autograd::BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
-      return std::vector<Tensor>{
-          detail::on_device(
-              "cumsum backward", g.device(), [&] { return cpu::cumsum(g, d, true); },
-              [&] { return cuda_ops::cumsum(g, d, true); })};
+      return std::vector<Tensor>{detail::on_device(
+          "cumsum backward", g.device(), [&] { return cpu::cumsum(g, d, true); },
+          [&] { return cuda_ops::cumsum(g, d, true); })};
     });
   }
   return out;

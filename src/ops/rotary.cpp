@@ -3,12 +3,12 @@
 
 #include <cmath>
 
+#include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops/nn_functional.h"
-#include "backend/cuda/cuda_ops.h"
+#include "strata/tensor/factory.h"
 
 namespace strata {
 
@@ -17,8 +17,8 @@ RotaryTables rotary_tables(int64_t length, int64_t head_dim, double theta, int64
                " and offset ", offset);
   STRATA_CHECK(head_dim > 0 && head_dim % 2 == 0, "rotary_tables: head_dim must be even and > 0, got ", head_dim);
   STRATA_CHECK(theta > 0 && std::isfinite(theta), "rotary_tables: theta must be finite and > 0, got ", theta);
-  STRATA_CHECK(dtype == DType::Float32 || dtype == DType::Float64, "rotary_tables: dtype must be float32 or float64, got ",
-               dtype);
+  STRATA_CHECK(dtype == DType::Float32 || dtype == DType::Float64,
+               "rotary_tables: dtype must be float32 or float64, got ", dtype);
   RotaryTables r{empty({length, head_dim}, {.dtype = dtype}), empty({length, head_dim}, {.dtype = dtype})};
   cpu::rotary_fill_tables(r.cos, r.sin, offset, theta);
   return r;

@@ -118,8 +118,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
     STRATA_CHECK(s >= 0, "split: negative size ", s, " in ", Shape(sizes));
     total += s;
   }
-  STRATA_CHECK(total == extent, "split: sizes ", Shape(sizes), " sum to ", total, " but dimension ", dim,
-               " of shape ", x.shape(), " has size ", extent);
+  STRATA_CHECK(total == extent, "split: sizes ", Shape(sizes), " sum to ", total, " but dimension ", dim, " of shape ",
+               x.shape(), " has size ", extent);
   std::vector<Tensor> pieces;
   pieces.reserve(sizes.size());
   Tensor base = x.detach();
@@ -142,8 +142,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   STRATA_CHECK(x.dim() >= 1, "split: cannot split a zero-dimensional tensor");
   const int64_t extent = x.size(normalize_dim(dim, x.dim(), "split"));
   STRATA_CHECK(split_size > 0 || (split_size == 0 && extent == 0), "split: split_size ", split_size,
-               " is invalid for dimension ", dim, " of size ", extent, " (shape ", x.shape(),
-               "); it must be positive");
+               " is invalid for dimension ", dim, " of size ", extent, " (shape ", x.shape(), "); it must be positive");
   return split(x, even_sizes(extent, split_size), dim);
 }
 

@@ -50,20 +50,18 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                " have no classes");
   Tensor x = detail::contiguous_data(logits);
   Tensor t = targets.contiguous();
-  backend::CrossEntropyResult r =
-      detail::on_device(
-          "cross_entropy", device, [&] { return cpu::cross_entropy_forward(x, t, ignore_index); },
-          [&] { return cuda_ops::cross_entropy_forward(x, t, ignore_index); });
+  backend::CrossEntropyResult r = detail::on_device(
+      "cross_entropy", device, [&] { return cpu::cross_entropy_forward(x, t, ignore_index); },
+      [&] { return cuda_ops::cross_entropy_forward(x, t, ignore_index); });
   if (autograd::needs_grad({logits})) {
-    autograd::record("CrossEntropyBackward", {logits}, {r.loss},
-                     [x, t, stats = r.stats, ignore_index, count = r.count](autograd::BackwardContext& ctx) {
-                       return std::vector<Tensor>{detail::on_device(
-                           "cross_entropy backward", x.device(),
-                           [&] { return cpu::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count); },
-                           [&] {
-                             return cuda_ops::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count);
-                           })};
-                     });
+    autograd::record(
+        "CrossEntropyBackward", {logits}, {r.loss},
+        [x, t, stats = r.stats, ignore_index, count = r.count](autograd::BackwardContext& ctx) {
+          return std::vector<Tensor>{detail::on_device(
+              "cross_entropy backward", x.device(),
+              [&] { return cpu::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count); },
+              [&] { return cuda_ops::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count); })};
+        });
   }
   return r.loss;
 }

@@ -18,9 +18,8 @@ Tensor Tensor::clone() const {
   Tensor out = empty(shape(), {.dtype = dtype(), .device = device()});
   detail::copy_any(out, *this);
   if (autograd::needs_grad({*this})) {
-    autograd::record("CloneBackward", {*this}, {out}, [](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{ctx.grad(0)};
-    });
+    autograd::record("CloneBackward", {*this}, {out},
+                     [](autograd::BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad(0)}; });
   }
   return out;
 }
@@ -31,9 +30,8 @@ Tensor Tensor::to(DType target) const {
   detail::copy_any(out, *this);
   if (is_floating(target) && autograd::needs_grad({*this})) {
     DType source = dtype();
-    autograd::record("ToDTypeBackward", {*this}, {out}, [source](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{ctx.grad(0).to(source)};
-    });
+    autograd::record("ToDTypeBackward", {*this}, {out},
+                     [source](autograd::BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad(0).to(source)}; });
   }
   return out;
 }
@@ -44,9 +42,8 @@ Tensor Tensor::to(Device target) const {
   detail::copy_any(out, *this);
   if (autograd::needs_grad({*this})) {
     Device source = device();
-    autograd::record("ToDeviceBackward", {*this}, {out}, [source](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{ctx.grad(0).to(source)};
-    });
+    autograd::record("ToDeviceBackward", {*this}, {out},
+                     [source](autograd::BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad(0).to(source)}; });
   }
   return out;
 }

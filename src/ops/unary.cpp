@@ -32,7 +32,8 @@ Tensor unary_with_grad(UnaryOp op, UnaryGradOp grad_op, const Tensor& a, const c
 Tensor neg(const Tensor& a) {
   Tensor out = detail::unary_op(UnaryOp::Neg, a, "neg");
   if (autograd::needs_grad({a})) {
-    autograd::record("NegBackward", {a}, {out}, [](BackwardContext& ctx) { return std::vector<Tensor>{neg(ctx.grad())}; });
+    autograd::record("NegBackward", {a}, {out},
+                     [](BackwardContext& ctx) { return std::vector<Tensor>{neg(ctx.grad())}; });
   }
   return out;
 }
@@ -43,7 +44,9 @@ Tensor sigmoid(const Tensor& a) {
   return unary_with_grad(UnaryOp::Sigmoid, UnaryGradOp::Sigmoid, a, "sigmoid", "SigmoidBackward", true);
 }
 
-Tensor silu(const Tensor& a) { return unary_with_grad(UnaryOp::Silu, UnaryGradOp::Silu, a, "silu", "SiluBackward", false); }
+Tensor silu(const Tensor& a) {
+  return unary_with_grad(UnaryOp::Silu, UnaryGradOp::Silu, a, "silu", "SiluBackward", false);
+}
 
 Tensor rsqrt(const Tensor& a) {
   return unary_with_grad(UnaryOp::Rsqrt, UnaryGradOp::Rsqrt, a, "rsqrt", "RsqrtBackward", true);
@@ -62,7 +65,9 @@ Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> m
 
 Tensor exp(const Tensor& a) { return unary_with_grad(UnaryOp::Exp, UnaryGradOp::Exp, a, "exp", "ExpBackward", true); }
 Tensor log(const Tensor& a) { return unary_with_grad(UnaryOp::Log, UnaryGradOp::Log, a, "log", "LogBackward", false); }
-Tensor tanh(const Tensor& a) { return unary_with_grad(UnaryOp::Tanh, UnaryGradOp::Tanh, a, "tanh", "TanhBackward", true); }
+Tensor tanh(const Tensor& a) {
+  return unary_with_grad(UnaryOp::Tanh, UnaryGradOp::Tanh, a, "tanh", "TanhBackward", true);
+}
 
 Tensor sqrt(const Tensor& a) {
   return unary_with_grad(UnaryOp::Sqrt, UnaryGradOp::Sqrt, a, "sqrt", "SqrtBackward", true);

@@ -4,8 +4,8 @@
 #include <numeric>
 
 #include "strata/autograd/function.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops/reduce.h"
+#include "strata/tensor/factory.h"
 #include "strata/tensor/tensor.h"
 
 namespace strata {
@@ -40,17 +40,16 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op, const S
                  " elements (input shape ", from, ")");
     shape[static_cast<size_t>(infer)] = numel / known;
   }
-  STRATA_CHECK(shape.numel() == numel, op, ": shape ", requested, " is invalid for input of shape ", from, " (",
-               numel, " elements)");
+  STRATA_CHECK(shape.numel() == numel, op, ": shape ", requested, " is invalid for input of shape ", from, " (", numel,
+               " elements)");
   return shape;
 }
 
 template <class Fn>
 void record_view(const char* name, const Tensor& in, const Tensor& out, Fn backward) {
   if (autograd::needs_grad({in})) {
-    autograd::record(name, {in}, {out}, [backward](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{backward(ctx.grad(0))};
-    });
+    autograd::record(name, {in}, {out},
+                     [backward](autograd::BackwardContext& ctx) { return std::vector<Tensor>{backward(ctx.grad(0))}; });
   }
 }
 
@@ -106,9 +105,8 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   std::swap(shape[a], shape[b]);
   std::swap(strides[a], strides[b]);
   Tensor out = make_view(*this, offset(), shape, strides);
-  record_view("TransposeBackward", *this, out, [a, b](const Tensor& g) {
-    return g.transpose(static_cast<int64_t>(a), static_cast<int64_t>(b));
-  });
+  record_view("TransposeBackward", *this, out,
+              [a, b](const Tensor& g) { return g.transpose(static_cast<int64_t>(a), static_cast<int64_t>(b)); });
   return out;
 }
 

@@ -19,7 +19,11 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params, double lr, doub
 }
 
 AdamOptions to_adam(const AdamWOptions& o) {
-  return {.lr = o.lr, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
+  return {.lr = o.lr,
+          .beta1 = o.beta1,
+          .beta2 = o.beta2,
+          .eps = o.eps,
+          .weight_decay = o.weight_decay,
           .decoupled_weight_decay = true};
 }
 
@@ -51,10 +55,17 @@ void Adam::step() {
       st.exp_avg = zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()});
       st.exp_avg_sq = zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()});
     }
-    work.push_back({.param = param, .exp_avg = st.exp_avg, .exp_avg_sq = st.exp_avg_sq, .grad = grad.contiguous(),
-                    .lr = group.lr, .weight_decay = group.weight_decay, .step = st.step + 1});
+    work.push_back({.param = param,
+                    .exp_avg = st.exp_avg,
+                    .exp_avg_sq = st.exp_avg_sq,
+                    .grad = grad.contiguous(),
+                    .lr = group.lr,
+                    .weight_decay = group.weight_decay,
+                    .step = st.step + 1});
   });
-  multi_tensor::fused_adam_step(work, {.beta1 = options_.beta1, .beta2 = options_.beta2, .eps = options_.eps,
+  multi_tensor::fused_adam_step(work, {.beta1 = options_.beta1,
+                                       .beta2 = options_.beta2,
+                                       .eps = options_.eps,
                                        .decoupled_weight_decay = options_.decoupled_weight_decay});
   // Counted only once the update ran: a refused step leaves the optimizer as it was.
   for_each_param([&](int64_t index, const ParamGroup&, const Tensor& param) {

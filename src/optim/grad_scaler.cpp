@@ -5,8 +5,8 @@
 
 #include "optim/multi_tensor.h"
 #include "strata/autograd/grad_mode.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops/elementwise.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::optim {
 
@@ -17,8 +17,7 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
                options_.growth_factor, " must be > 1");
   STRATA_CHECK(options_.backoff_factor > 0 && options_.backoff_factor < 1, "GradScaler: backoff_factor ",
                options_.backoff_factor, " must be in (0, 1)");
-  STRATA_CHECK(options_.growth_interval > 0, "GradScaler: growth_interval ", options_.growth_interval,
-               " must be > 0");
+  STRATA_CHECK(options_.growth_interval > 0, "GradScaler: growth_interval ", options_.growth_interval, " must be > 0");
 }
 
 Tensor GradScaler::scale(const Tensor& loss) const {
@@ -27,8 +26,9 @@ Tensor GradScaler::scale(const Tensor& loss) const {
 }
 
 void GradScaler::begin_unscale() {
-  STRATA_CHECK(stage_ == Stage::Ready, "GradScaler.unscale: already called since the last update() (the "
-                                       "gradients would be unscaled twice)");
+  STRATA_CHECK(stage_ == Stage::Ready,
+               "GradScaler.unscale: already called since the last update() (the "
+               "gradients would be unscaled twice)");
 }
 
 void GradScaler::check_can_step() {

@@ -4,14 +4,14 @@
 #include <string>
 #include <utility>
 
+#include "backend/cpu/multiversion.h"
+#include "backend/cuda/cuda_backend.h"
+#include "strata/core/error.h"
+#include "strata_kernels/common/chunk_reduce.h"
 #include "strata_kernels/common/cpu_executor.h"
 #include "strata_kernels/common/fused_adam.h"
 #include "strata_kernels/common/fused_sgd.h"
-#include "strata_kernels/common/chunk_reduce.h"
 #include "strata_kernels/common/grad_ops.h"
-#include "strata/core/error.h"
-#include "backend/cpu/multiversion.h"
-#include "backend/cuda/cuda_backend.h"
 
 namespace strata::optim::multi_tensor {
 namespace {
@@ -22,9 +22,7 @@ using strata_kernels::TensorChunk;
 // Chunks go to threads only when there is enough work to share.
 constexpr int64_t kParallelThreshold = 32768;
 
-std::string who(const char* step, size_t index) {
-  return std::string(step) + ": parameter " + std::to_string(index);
-}
+std::string who(const char* step, size_t index) { return std::string(step) + ": parameter " + std::to_string(index); }
 
 void check_param(const std::string& who, const Tensor& param) {
   STRATA_CHECK(param.defined(), who, " is not given");
@@ -37,8 +35,8 @@ void check_param(const std::string& who, const Tensor& param) {
 void check_like(const std::string& who, const Tensor& param, const char* name, const Tensor& t) {
   STRATA_CHECK(t.defined(), who, ": its ", name, " is not given");
   STRATA_CHECK(t.dtype() == param.dtype() && t.shape() == param.shape() && t.device() == param.device(), who, ": ",
-               name, " is ", t.dtype(), t.shape(), " on ", t.device(), ", the parameter ", param.dtype(),
-               param.shape(), " on ", param.device());
+               name, " is ", t.dtype(), t.shape(), " on ", t.device(), ", the parameter ", param.dtype(), param.shape(),
+               " on ", param.device());
   STRATA_CHECK(t.is_contiguous(), who, ": its ", name, " is not contiguous");
 }
 

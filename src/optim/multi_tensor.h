@@ -7,8 +7,8 @@
 #include <span>
 #include <vector>
 
-#include "strata_kernels/common/multi_tensor.h"
 #include "strata/tensor/tensor.h"
+#include "strata_kernels/common/multi_tensor.h"
 
 namespace strata::optim::multi_tensor {
 
@@ -59,8 +59,7 @@ void fused_sgd_step(std::span<const SgdTensorArgs> tensors, const SgdHyper& hype
 // strata_kernels/common/chunk_reduce.h's fixed order, then the chunks' partials in order: the same
 // bits on the CPU and a GPU, and for any number of CPU threads.
 // The sum of the squares of every element, accumulated in double.
-double sum_of_squares(std::span<const Tensor> tensors,
-                      int64_t chunk_elements = strata_kernels::kDefaultChunkElements);
+double sum_of_squares(std::span<const Tensor> tensors, int64_t chunk_elements = strata_kernels::kDefaultChunkElements);
 // t *= factor for every element, in place.
 void scale(std::span<const Tensor> tensors, double factor,
            int64_t chunk_elements = strata_kernels::kDefaultChunkElements);

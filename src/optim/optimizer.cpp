@@ -23,8 +23,8 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, bool check_parameters) : gr
     for (size_t i = 0; check_parameters && i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
       STRATA_CHECK(p.defined(), "Optimizer: parameter ", i, " of group ", g, " is an undefined tensor");
-      STRATA_CHECK(p.dtype() == DType::Float32 || p.dtype() == DType::Float64, "Optimizer: parameter ", i,
-                   " of group ", g, " (shape ", p.shape(), ") has dtype ", p.dtype(),
+      STRATA_CHECK(p.dtype() == DType::Float32 || p.dtype() == DType::Float64, "Optimizer: parameter ", i, " of group ",
+                   g, " (shape ", p.shape(), ") has dtype ", p.dtype(),
                    "; optimizers update float32 or float64 parameters (for bfloat16/float16 parameters keep float32 "
                    "master weights: ZeroOptimizer with ZeroOptions::master_dtype, any stage)");
       // The step is one pass over the parameter's buffer, so it must be contiguous.

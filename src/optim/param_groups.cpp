@@ -4,8 +4,8 @@
 
 namespace strata::optim {
 
-std::vector<ParamGroup> weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params,
-                                            double lr, double weight_decay) {
+std::vector<ParamGroup> weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params, double lr,
+                                            double weight_decay) {
   std::vector<ParamGroup> groups(2);
   groups[0].lr = groups[1].lr = lr;
   groups[0].weight_decay = weight_decay;

@@ -23,8 +23,7 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params, const SGDOption
 SGD::SGD(std::vector<Tensor> params, SGDOptions options) : SGD(single_group(std::move(params), options), options) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options) : Optimizer(std::move(groups)), options_(options) {
-  STRATA_CHECK(std::isfinite(options_.momentum) && options_.momentum >= 0, "SGD: invalid momentum ",
-               options_.momentum);
+  STRATA_CHECK(std::isfinite(options_.momentum) && options_.momentum >= 0, "SGD: invalid momentum ", options_.momentum);
   STRATA_CHECK(std::isfinite(options_.dampening), "SGD: invalid dampening ", options_.dampening);
   STRATA_CHECK(!options_.nesterov || (options_.momentum > 0 && options_.dampening == 0),
                "SGD: nesterov needs momentum > 0 and dampening == 0 (momentum ", options_.momentum, ", dampening ",
@@ -49,8 +48,12 @@ void SGD::step() {
       buffer = zeros(param.shape(), {.dtype = param.dtype(), .device = param.device()});
       new_buffers.emplace_back(static_cast<size_t>(index), buffer);
     }
-    work.push_back({.param = param, .grad = grad.contiguous(), .momentum_buffer = buffer, .lr = group.lr,
-                    .weight_decay = group.weight_decay, .init_buffer = init_buffer});
+    work.push_back({.param = param,
+                    .grad = grad.contiguous(),
+                    .momentum_buffer = buffer,
+                    .lr = group.lr,
+                    .weight_decay = group.weight_decay,
+                    .init_buffer = init_buffer});
   });
   multi_tensor::fused_sgd_step(
       work, {.momentum = options_.momentum, .dampening = options_.dampening, .nesterov = options_.nesterov});

@@ -29,9 +29,8 @@ void collect_parameters(State& s, nn::Module& module) {
       STRATA_CHECK(t.device() == s.device, owner, ": parameter '", name, "' is on ", t.device(), " but '",
                    s.params.front().name, "' is on ", s.device,
                    "; the parameters must share one device (move the module with module.to(device))");
-      STRATA_CHECK(!s.dp.has_optimizer || t.dtype() == s.param_dtype, owner, ": parameter '", name, "' is ",
-                   t.dtype(), " but '", s.params.front().name, "' is ", s.param_dtype,
-                   "; all parameters must share one dtype");
+      STRATA_CHECK(!s.dp.has_optimizer || t.dtype() == s.param_dtype, owner, ": parameter '", name, "' is ", t.dtype(),
+                   " but '", s.params.front().name, "' is ", s.param_dtype, "; all parameters must share one dtype");
     } else {
       s.param_dtype = t.dtype();
       s.device = t.device();
@@ -52,8 +51,8 @@ void check_same_parameters(State& s) {
 struct BucketPlan {
   std::vector<std::vector<int>> members;  // parameter indices, per bucket
   std::vector<DType> dtypes;
-  std::vector<const nn::Module*> units;   // stage 3: each bucket's unit (null: the root unit)
-  int root_bucket = -1;                   // stage 3: the bucket of the parameters in no unit
+  std::vector<const nn::Module*> units;  // stage 3: each bucket's unit (null: the root unit)
+  int root_bucket = -1;                  // stage 3: the bucket of the parameters in no unit
 };
 
 // Stages 0-2: size-capped buckets over `order` (reverse registration order: the order
@@ -260,8 +259,8 @@ std::shared_ptr<DataParallelState> make_data_parallel_state(nn::Module& module, 
   s.master_dtype = s.options.master_dtype.value_or(
       s.param_dtype == DType::BFloat16 || s.param_dtype == DType::Float16 ? DType::Float32 : s.param_dtype);
   check_same_parameters(s);
-  BucketPlan plan = s.options.stage == 3 ? plan_unit_buckets(s, module)
-                                         : plan_size_buckets(s, reverse_registration_order(s));
+  BucketPlan plan =
+      s.options.stage == 3 ? plan_unit_buckets(s, module) : plan_size_buckets(s, reverse_registration_order(s));
   NoGradGuard no_grad;
   pack_buckets(s, std::move(plan));
   broadcast_buckets(s, module);
@@ -277,8 +276,8 @@ void DataParallelState::rebuild() {
   NoGradGuard no_grad;
   const int64_t n = static_cast<int64_t>(params.size());
   std::vector<int64_t> mine(ready_order.begin(), ready_order.end());
-  STRATA_CHECK(static_cast<int64_t>(mine.size()) == n, dp.owner, ": rebuild saw ", mine.size(),
-               " ready parameters of ", n);
+  STRATA_CHECK(static_cast<int64_t>(mine.size()) == n, dp.owner, ": rebuild saw ", mine.size(), " ready parameters of ",
+               n);
   Tensor order = from_vector(mine, {n}).to(group->tensor_device());
   if (group->size() > 1) group->broadcast(order, 0)->wait();
   const std::vector<int64_t> rank0 = order.to_vector<int64_t>();

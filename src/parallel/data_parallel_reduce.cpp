@@ -8,8 +8,8 @@
 #include "strata/autograd/engine.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops/elementwise.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::parallel {
 namespace {
@@ -23,7 +23,8 @@ std::string unused_message(const DataParallelState& s, const std::vector<int>& u
      << "' received no gradient in this backward pass on rank " << s.rank;
   if (unused.size() > 1) {
     os << " (" << unused.size() << " parameters had none:";
-    for (size_t k = 0; k < unused.size() && k < 8; ++k) os << " '" << s.params[static_cast<size_t>(unused[k])].name << "'";
+    for (size_t k = 0; k < unused.size() && k < 8; ++k)
+      os << " '" << s.params[static_cast<size_t>(unused[k])].name << "'";
     if (unused.size() > 8) os << " ...";
     os << ")";
   }
@@ -74,7 +75,8 @@ void DataParallelState::on_ready(int index) {
   NoGradGuard no_grad;
   Param& p = params[static_cast<size_t>(index)];
   Bucket& b = buckets[static_cast<size_t>(p.bucket)];
-  STRATA_CHECK(!(options.stage == 1 && reduced_in_place), dp.owner, ": a second backward pass without zero_grad() "
+  STRATA_CHECK(!(options.stage == 1 && reduced_in_place), dp.owner,
+               ": a second backward pass without zero_grad() "
                "at stage 1 (the gradient buckets were reduced in place by the first; stages 0, 2 and 3 accumulate)");
   if (no_sync && !pass_active) {
     accumulate_locally(p, b);

@@ -57,16 +57,16 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
     Tensor grad_shard;   // [own] compute dtype (stages 2-3: its own memory, else a view of `grad`)
     Tensor master;       // [own] master dtype; the parameter shard itself when the dtypes agree
     bool master_separate = false;
-    Tensor master_grad;  // [own] master dtype: grad_shard, or a transient converted copy
+    Tensor master_grad;                // [own] master dtype: grad_shard, or a transient converted copy
     std::vector<Tensor> pieces;        // what the inner optimizer updates: views of `master`
     std::vector<int64_t> piece_begin;  // their offsets within `own`
     // Per backward pass.
     int pending = 0;
     bool launched = false;
     dist::WorkPtr work;
-    Tensor reduce_out;            // stages 1-3: where the reduce_scatter writes
-    bool shard_clean = true;      // stages 2-3: grad_shard is zero (write it directly)
-    bool local_sums = false;      // stages 2-3: `grad` holds no_sync() sums (add, not copy)
+    Tensor reduce_out;        // stages 1-3: where the reduce_scatter writes
+    bool shard_clean = true;  // stages 2-3: grad_shard is zero (write it directly)
+    bool local_sums = false;  // stages 2-3: `grad` holds no_sync() sums (add, not copy)
     // Stage 3.
     const nn::Module* unit = nullptr;  // null for the root unit
     bool gathered = false;
@@ -80,8 +80,8 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
   CommHook hook;                   // stage 0: replaces the all_reduce of a bucket
   int rank = 0;
   int world = 1;
-  DType param_dtype = DType::Float32;  // the first parameter's (ZeRO: every parameter's)
-  Device device = Device::cpu();  // the parameters' (one device)
+  DType param_dtype = DType::Float32;   // the first parameter's (ZeRO: every parameter's)
+  Device device = Device::cpu();        // the parameters' (one device)
   DType master_dtype = DType::Float32;  // options.master_dtype, resolved against param_dtype
   std::vector<Param> params;
   std::vector<Bucket> buckets;
@@ -95,18 +95,18 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
   bool grads_prepared = false;    // master_grad and the pieces' gradients are set
   // no_sync(): backward passes only accumulate locally until the next synchronised one.
   bool no_sync = false;
-  bool unsynced = false;          // local sums await a synchronised backward
-  bool local_pass_active = false; // a no_sync pass's end-of-backward callback is queued
-  std::string reclaim_error;      // a reduction that failed in reclaim_completed()
+  bool unsynced = false;           // local sums await a synchronised backward
+  bool local_pass_active = false;  // a no_sync pass's end-of-backward callback is queued
+  std::string reclaim_error;       // a reduction that failed in reclaim_completed()
   // Bucket rebuild (DistributedDataParallel): the order rank 0's gradients became ready.
   bool rebuilt = true;
   std::vector<int> ready_order;
 
   // Stage 3.
   int root_bucket = -1;
-  std::vector<int> forward_order;       // units (bucket indices) in the last forward's order
-  std::vector<int> recording;           // the forward being run now
-  bool pinned = false;                  // GatheredParameters is alive: nothing is freed
+  std::vector<int> forward_order;  // units (bucket indices) in the last forward's order
+  std::vector<int> recording;      // the forward being run now
+  bool pinned = false;             // GatheredParameters is alive: nothing is freed
 
   DataParallelState() = default;
   DataParallelState(const DataParallelState&) = delete;

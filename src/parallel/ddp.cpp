@@ -7,8 +7,8 @@
 #include "strata/autograd/engine.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops/elementwise.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::parallel {
 
@@ -67,13 +67,13 @@ DataParallelOptions ddp_path(const DDPOptions& o) {
                "DistributedDataParallel: bucket caps must be positive (got ", o.bucket_cap_bytes, " and ",
                o.first_bucket_cap_bytes, ")");
   DataParallelOptions dp{.zero = {},
-                                 .owner = "DistributedDataParallel",
-                                 .first_bucket_cap_bytes = o.first_bucket_cap_bytes,
-                                 .average = o.average,
-                                 .overlap = o.overlap,
-                                 .unused_is_error = !o.find_unused_parameters,
-                                 .rebuild_buckets = o.rebuild_buckets,
-                                 .has_optimizer = false};
+                         .owner = "DistributedDataParallel",
+                         .first_bucket_cap_bytes = o.first_bucket_cap_bytes,
+                         .average = o.average,
+                         .overlap = o.overlap,
+                         .unused_is_error = !o.find_unused_parameters,
+                         .rebuild_buckets = o.rebuild_buckets,
+                         .has_optimizer = false};
   dp.zero.stage = 0;
   dp.zero.bucket_cap_bytes = o.bucket_cap_bytes;
   return dp;

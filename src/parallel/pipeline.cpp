@@ -9,9 +9,9 @@
 
 #include "strata/autograd/engine.h"
 #include "strata/autograd/grad_mode.h"
+#include "strata/ops.h"
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/factory.h"
-#include "strata/ops.h"
 
 namespace strata::parallel {
 namespace {
@@ -61,9 +61,11 @@ PipelineSchedule forward_chain(int ranks, int chunks) {
   for (int s = 0; s < S; ++s) {
     const int r = s % ranks, c = s / ranks;
     auto& a = out.actions[static_cast<size_t>(r)];
-    if (s > 0) a.push_back({.kind = PipelineActionKind::RecvActivation, .micro_batch = 0, .chunk = c, .peer = (s - 1) % ranks});
+    if (s > 0)
+      a.push_back({.kind = PipelineActionKind::RecvActivation, .micro_batch = 0, .chunk = c, .peer = (s - 1) % ranks});
     a.push_back({.kind = PipelineActionKind::Forward, .micro_batch = 0, .chunk = c});
-    if (s + 1 < S) a.push_back({.kind = PipelineActionKind::SendActivation, .micro_batch = 0, .chunk = c, .peer = (s + 1) % ranks});
+    if (s + 1 < S)
+      a.push_back({.kind = PipelineActionKind::SendActivation, .micro_batch = 0, .chunk = c, .peer = (s + 1) % ranks});
   }
   return out;
 }
@@ -110,14 +112,14 @@ std::vector<std::vector<Tensor>>& abandoned_transfers() {
 struct Pipeline::StepState {
   bool training = true;
   int64_t rows = 0, seq_len = 0, local_seq_len = 0;
-  std::vector<Tensor> tokens, targets;  // per micro-batch
-  std::vector<double> weights;          // each micro-batch's share of the batch's loss
-  struct Slot {                         // one (micro-batch, chunk)
-    Tensor input;                       // received activation (the leaf whose gradient goes back)
-    Tensor output;                      // the chunk's output, graph attached (not the last stage)
-    Tensor loss;                        // the weighted loss (last stage)
-    Tensor grad_out;                    // received gradient of output
-    Tensor grad_in;                     // input's gradient, to send
+  std::vector<Tensor> tokens, targets;                        // per micro-batch
+  std::vector<double> weights;                                // each micro-batch's share of the batch's loss
+  struct Slot {                                               // one (micro-batch, chunk)
+    Tensor input;                                             // received activation (the leaf whose gradient goes back)
+    Tensor output;                                            // the chunk's output, graph attached (not the last stage)
+    Tensor loss;                                              // the weighted loss (last stage)
+    Tensor grad_out;                                          // received gradient of output
+    Tensor grad_in;                                           // input's gradient, to send
     std::shared_ptr<dist::Work> input_arrival, grad_arrival;  // the batch that brings input, grad_out
   };
   std::map<std::pair<int, int>, Slot> slots;
@@ -140,8 +142,7 @@ struct Pipeline::StepState {
   }
 };
 
-Pipeline::Pipeline(nn::CausalLM& model, dist::ProcessGroup& group, PipelinePartition partition,
-                   PipelineOptions options)
+Pipeline::Pipeline(nn::CausalLM& model, dist::ProcessGroup& group, PipelinePartition partition, PipelineOptions options)
     : model_(model), group_(group), partition_(std::move(partition)), options_(options) {
   const int p = group.size(), v = options.chunks;
   STRATA_CHECK(options.ddp == nullptr || options.zero == nullptr,
@@ -151,7 +152,8 @@ Pipeline::Pipeline(nn::CausalLM& model, dist::ProcessGroup& group, PipelineParti
                " cannot run under pipeline parallelism (its per-unit parameter gathers would interleave with the "
                "schedule's micro-batches); use stage 1 or 2 over the data group");
   STRATA_CHECK(options.micro_batches >= 1, "Pipeline: micro_batches must be at least 1, got ", options.micro_batches);
-  schedule_ = make_pipeline_schedule(options.schedule, {.ranks = p, .micro_batches = options.micro_batches, .chunks = v});
+  schedule_ =
+      make_pipeline_schedule(options.schedule, {.ranks = p, .micro_batches = options.micro_batches, .chunks = v});
   forward_schedule_ = forwards_only(schedule_);
   chain_schedule_ = forward_chain(p, v);
   check_partition(partition_, model.num_layers(), p, v);
@@ -206,9 +208,13 @@ void Pipeline::agree_shapes(int64_t batch, int64_t seq_len) {
   if (agreed_shape_ == std::pair{batch, seq_len}) return;
   const int p = group_.size(), r = group_.rank(), v = options_.chunks;
   model_.layer_factory().begin_forward(seq_len);
-  const Agreement mine{static_cast<int64_t>(options_.schedule), options_.micro_batches, v,
-                       batch / options_.micro_batches, model_.layer_factory().local_sequence_length(seq_len),
-                       model_.hidden_size(), static_cast<int64_t>(model_.compute_dtype())};
+  const Agreement mine{static_cast<int64_t>(options_.schedule),
+                       options_.micro_batches,
+                       v,
+                       batch / options_.micro_batches,
+                       model_.layer_factory().local_sequence_length(seq_len),
+                       model_.hidden_size(),
+                       static_cast<int64_t>(model_.compute_dtype())};
   if (p > 1) {
     // Activations go r -> r+1, and p-1 -> 0 between chunks when v > 1.
     const bool sends = r + 1 < p || v > 1;
@@ -235,8 +241,8 @@ Tensor Pipeline::run(const Tensor& tokens, const Tensor& targets, Mode mode) {
   const bool training = mode == Mode::Train;
   auto step_span = profile::Timeline::span(options_.timeline, training ? "pipeline step" : "pipeline forward", "step");
   const int m = mode == Mode::Logits ? 1 : options_.micro_batches;
-  STRATA_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::Int64, "Pipeline: tokens must be int64 [batch, time], got ",
-               tokens.dtype(), " ", tokens.shape());
+  STRATA_CHECK(tokens.dim() == 2 && tokens.dtype() == DType::Int64,
+               "Pipeline: tokens must be int64 [batch, time], got ", tokens.dtype(), " ", tokens.shape());
   STRATA_CHECK(targets.shape() == tokens.shape() && targets.dtype() == DType::Int64, "Pipeline: targets ",
                targets.dtype(), " ", targets.shape(), " must be int64 of the tokens' shape ", tokens.shape());
   const int64_t B = tokens.size(0), T = tokens.size(1);
@@ -265,7 +271,8 @@ Tensor Pipeline::run(const Tensor& tokens, const Tensor& targets, Mode mode) {
   }
   // Mean over the batch's counted targets = sum over micro-batches of (their mean x their share).
   for (int i = 0; i < m; ++i)
-    st.weights.push_back(counted > 0 ? static_cast<double>(per_micro_batch[static_cast<size_t>(i)]) / counted : 1.0 / m);
+    st.weights.push_back(counted > 0 ? static_cast<double>(per_micro_batch[static_cast<size_t>(i)]) / counted
+                                     : 1.0 / m);
 
   {
     // Data parallelism accumulates locally until finish_gradients().
@@ -311,7 +318,8 @@ void Pipeline::forward(StepState& st, int micro_batch, int chunk) {
     x = st.tokens[static_cast<size_t>(micro_batch)];
   } else {
     if (slot.input_arrival) {
-      auto wait = profile::Timeline::span(options_.timeline, "recv wait (activation)", "comm", {{"micro_batch", micro_batch}});
+      auto wait =
+          profile::Timeline::span(options_.timeline, "recv wait (activation)", "comm", {{"micro_batch", micro_batch}});
       slot.input_arrival->wait();
     }
     STRATA_CHECK(slot.input.defined(), "Pipeline: internal error: forward(micro-batch ", micro_batch, ", chunk ", chunk,
@@ -322,7 +330,7 @@ void Pipeline::forward(StepState& st, int micro_batch, int chunk) {
   const auto start = Clock::now();
   {
     auto span = profile::Timeline::span(options_.timeline, "forward", "compute",
-                                      {{"micro_batch", micro_batch}, {"chunk", chunk}});
+                                        {{"micro_batch", micro_batch}, {"chunk", chunk}});
     const nn::CausalLM::Positions positions{0, st.seq_len};
     model_.layer_factory().begin_forward(st.seq_len);
     if (stage == 0) x = model_.embed(x, positions);
@@ -333,9 +341,9 @@ void Pipeline::forward(StepState& st, int micro_batch, int chunk) {
     } else if (stage == last) {
       Tensor logits = model_.head(y);
       const int64_t N = logits.numel() / logits.size(-1);
-      Tensor loss = model_.layer_factory().cross_entropy(
-          logits.reshape({N, logits.size(-1)}), st.targets[static_cast<size_t>(micro_batch)].reshape({N}),
-          model_.vocab_size());
+      Tensor loss = model_.layer_factory().cross_entropy(logits.reshape({N, logits.size(-1)}),
+                                                         st.targets[static_cast<size_t>(micro_batch)].reshape({N}),
+                                                         model_.vocab_size());
       const double weight = st.weights[static_cast<size_t>(micro_batch)];
       st.loss += loss.item() * weight;
       if (st.training) slot.loss = mul(loss, weight);
@@ -356,19 +364,21 @@ void Pipeline::backward(StepState& st, int micro_batch, int chunk) {
   const int stage = schedule_.stage(group_.rank(), chunk);
   StepState::Slot& slot = st.slot(micro_batch, chunk);
   if (slot.grad_arrival) {
-    auto wait = profile::Timeline::span(options_.timeline, "recv wait (gradient)", "comm", {{"micro_batch", micro_batch}});
+    auto wait =
+        profile::Timeline::span(options_.timeline, "recv wait (gradient)", "comm", {{"micro_batch", micro_batch}});
     slot.grad_arrival->wait();
   }
   const auto start = Clock::now();
   {
     auto span = profile::Timeline::span(options_.timeline, "backward", "compute",
-                                      {{"micro_batch", micro_batch}, {"chunk", chunk}});
+                                        {{"micro_batch", micro_batch}, {"chunk", chunk}});
     model_.layer_factory().begin_forward(st.seq_len);
     if (slot.loss.defined()) {
       autograd::backward(std::vector<Tensor>{slot.loss});
     } else {
       STRATA_CHECK(slot.output.defined() && slot.grad_out.defined(), "Pipeline: internal error: backward(micro-batch ",
-                   micro_batch, ", chunk ", chunk, ") on pipeline rank ", group_.rank(), " before its forward or gradient");
+                   micro_batch, ", chunk ", chunk, ") on pipeline rank ", group_.rank(),
+                   " before its forward or gradient");
       autograd::backward(std::vector<Tensor>{slot.output}, std::vector<Tensor>{slot.grad_out});
     }
   }
@@ -441,8 +451,7 @@ void Pipeline::post_transfers(StepState& st, const PipelineAction& action) {
         }
         break;
       }
-      default:
-        STRATA_CHECK(false, "Pipeline: internal error: ", to_string(*t), " is not a transfer");
+      default: STRATA_CHECK(false, "Pipeline: internal error: ", to_string(*t), " is not a transfer");
     }
   }
   if (ops.empty()) return;
@@ -453,8 +462,9 @@ void Pipeline::post_transfers(StepState& st, const PipelineAction& action) {
       sends += op.kind == dist::P2POp::Kind::Send;
     }
     span.end();
-    span = options_.timeline->span("send/recv (post)", "comm",
-                                   {{"sends", sends}, {"recvs", static_cast<int64_t>(ops.size()) - sends}, {"bytes", bytes}});
+    span = options_.timeline->span(
+        "send/recv (post)", "comm",
+        {{"sends", sends}, {"recvs", static_cast<int64_t>(ops.size()) - sends}, {"bytes", bytes}});
   }
   std::shared_ptr<dist::Work> work = group_.batch_send_recv(ops);
   for (auto* arrival : arrivals) *arrival = work;

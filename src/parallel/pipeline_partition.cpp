@@ -91,8 +91,8 @@ void check_partition(const PipelinePartition& partition, int64_t num_blocks, int
       ++next;
     }
   }
-  STRATA_CHECK(next == num_blocks, "pipeline partition: blocks ", next, " to ", num_blocks - 1,
-               " are in no stage (", partition.to_string(), ")");
+  STRATA_CHECK(next == num_blocks, "pipeline partition: blocks ", next, " to ", num_blocks - 1, " are in no stage (",
+               partition.to_string(), ")");
 }
 
 nn::ModelPart stage_part(const PipelinePartition& partition, int ranks, int rank) {

@@ -166,13 +166,13 @@ std::vector<PipelineAction> rank_actions(int rank, const Steps& steps, const std
 
 void check_shape(PipelineScheduleKind kind, const PipelineShape& s) {
   STRATA_CHECK(s.ranks >= 1, "pipeline schedule: needs at least 1 rank (got ranks = ", s.ranks, ")");
-  STRATA_CHECK(s.micro_batches >= 1, "pipeline schedule: needs at least 1 micro-batch (got micro_batches = ",
-               s.micro_batches, ")");
+  STRATA_CHECK(s.micro_batches >= 1,
+               "pipeline schedule: needs at least 1 micro-batch (got micro_batches = ", s.micro_batches, ")");
   STRATA_CHECK(s.chunks >= 1, "pipeline schedule: needs at least 1 model chunk per rank (got chunks = ", s.chunks, ")");
   STRATA_CHECK(s.chunks == 1 || kind == PipelineScheduleKind::Interleaved1F1B, "pipeline schedule: ", to_string(kind),
                " runs one model chunk per rank (got chunks = ", s.chunks, "); use Interleaved1F1B for virtual stages");
-  STRATA_CHECK(s.chunks == 1 || s.micro_batches % s.ranks == 0,
-               "pipeline schedule: interleaved 1F1B with ", s.chunks, " chunks per rank needs the number of "
+  STRATA_CHECK(s.chunks == 1 || s.micro_batches % s.ranks == 0, "pipeline schedule: interleaved 1F1B with ", s.chunks,
+               " chunks per rank needs the number of "
                "micro-batches to be a multiple of the number of ranks, as in Megatron-LM (got micro_batches = ",
                s.micro_batches, ", ranks = ", s.ranks, "); micro-batches advance through the chunks in groups of ",
                s.ranks);

@@ -121,9 +121,9 @@ class Simulator {
       for (const PipelineAction& op : a.batch) check_fields(r, op);
       return;
     }
-    STRATA_CHECK(a.micro_batch >= 0 && a.micro_batch < s_.shape.micro_batches && a.chunk >= 0 &&
-                     a.chunk < s_.shape.chunks,
-                 label(), ": ", at(r, ranks_[r].pc), " names a micro-batch or chunk out of range");
+    STRATA_CHECK(
+        a.micro_batch >= 0 && a.micro_batch < s_.shape.micro_batches && a.chunk >= 0 && a.chunk < s_.shape.chunks,
+        label(), ": ", at(r, ranks_[r].pc), " names a micro-batch or chunk out of range");
     if (a.is_compute()) return;
     const int stage = s_.stage(r, a.chunk), last = s_.num_stages() - 1;
     const bool to_next = a.kind == Kind::SendActivation || a.kind == Kind::RecvGrad;
@@ -200,9 +200,9 @@ class Simulator {
     const bool same = (r.kind == (activation ? Kind::RecvActivation : Kind::RecvGrad)) &&
                       r.micro_batch == s.micro_batch &&
                       s_.stage(rcv.rank, r.chunk) == s_.stage(snd.rank, s.chunk) + (activation ? 1 : -1);
-    STRATA_CHECK(same, label(), ": rank ", snd.rank, "'s send #", snd.number, " to rank ", rcv.rank, ", ",
-                 to_string(s), " (action #", snd.action, "), meets rank ", rcv.rank, "'s receive #", rcv.number,
-                 " from rank ", snd.rank, ", ", to_string(r), " (action #", rcv.action,
+    STRATA_CHECK(same, label(), ": rank ", snd.rank, "'s send #", snd.number, " to rank ", rcv.rank, ", ", to_string(s),
+                 " (action #", snd.action, "), meets rank ", rcv.rank, "'s receive #", rcv.number, " from rank ",
+                 snd.rank, ", ", to_string(r), " (action #", rcv.action,
                  "): transfers between two ranks meet in issue order, so both ranks must list them in the same order");
     snd.met = rcv.met = std::max(snd.posted, rcv.posted);
   }

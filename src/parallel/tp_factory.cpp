@@ -1,9 +1,9 @@
 #include "strata/parallel/tp_factory.h"
 
 #include "strata/autograd/grad_mode.h"
+#include "strata/ops.h"
 #include "strata/parallel/tp_layers.h"
 #include "strata/parallel/tp_mappings.h"
-#include "strata/ops.h"
 
 namespace strata::parallel {
 

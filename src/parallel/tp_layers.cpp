@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <utility>
 
-#include "strata/autograd/grad_mode.h"
-#include "strata/parallel/tp_mappings.h"
-#include "strata/tensor/factory.h"
-#include "strata/ops.h"
 #include "backend/dispatch/device_dispatch.h"
 #include "parallel/vocab_parallel_rows.h"
+#include "strata/autograd/grad_mode.h"
+#include "strata/ops.h"
+#include "strata/parallel/tp_mappings.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::parallel {
 namespace {
@@ -48,8 +48,10 @@ nn::InitialValue part_value(const Shape& whole, const ShardLayout& l, nn::ParamI
 
 Parts column_parts(int64_t in, int64_t out, bool bias, const nn::InitOptions& init, dist::ProcessGroup& g,
                    const ColumnParallelOptions& o) {
-  STRATA_CHECK(!(o.gather_output && (o.pad || o.sections > 1)), "ColumnParallelLinear: gather_output needs an "
-               "unpadded output of one section (got pad ", o.pad, ", sections ", o.sections, ")");
+  STRATA_CHECK(!(o.gather_output && (o.pad || o.sections > 1)),
+               "ColumnParallelLinear: gather_output needs an "
+               "unpadded output of one section (got pad ",
+               o.pad, ", sections ", o.sections, ")");
   STRATA_CHECK(in > 0 && out > 0, "ColumnParallelLinear: invalid sizes in=", in, " out=", out);
   const ShardLayout l = column_layout(out, o);
   nn::InitialValue w = part_value({out, in}, l, nn::linear_weight_init(in, init), init, g);
@@ -85,7 +87,7 @@ ColumnParallelLinear::ColumnParallelLinear(Parts parts, bool by_name, dist::Proc
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
   auto hooks = forward_hooks();
-  Tensor in = !options_.enter_region        ? x
+  Tensor in = !options_.enter_region       ? x
               : options_.sequence_parallel ? gather_from_sequence_region(x, 1, group_)
                                            : copy_to_tp_region(x, group_);
   Tensor y = linear(in, weight, bias);
@@ -113,7 +115,8 @@ Tensor RowParallelLinear::forward(const Tensor& x) {
   auto hooks = forward_hooks();
   Tensor in = options_.input_is_parallel ? x : scatter_to_tp_region(x, -1, group_);
   Tensor partial = linear(in, weight);  // this rank's share of x W^T
-  const bool sp = options_.sequence_parallel_now != nullptr ? *options_.sequence_parallel_now : options_.sequence_parallel;
+  const bool sp =
+      options_.sequence_parallel_now != nullptr ? *options_.sequence_parallel_now : options_.sequence_parallel;
   Tensor y = sp ? reduce_scatter_to_sequence_region(partial, 1, group_) : reduce_from_tp_region(partial, group_);
   return bias.defined() ? add(y, nn::compute_param(bias)) : y;  // once, after the sum
 }
@@ -134,8 +137,7 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t num_embeddings, int64_t d
 
 Tensor VocabParallelEmbedding::forward(const Tensor& indices) {
   auto hooks = forward_hooks();
-  STRATA_CHECK(indices.dtype() == DType::Int64, "VocabParallelEmbedding: indices must be int64, got ",
-               indices.dtype());
+  STRATA_CHECK(indices.dtype() == DType::Int64, "VocabParallelEmbedding: indices must be int64, got ", indices.dtype());
   // Tokens outside this rank's rows look up row 0 and are replaced by 0 (masked_fill, not a
   // product with a 0/1 mask, which would leak a NaN or inf of row 0 into them); the sum over
   // ranks then holds each token's row exactly once.
@@ -143,7 +145,8 @@ Tensor VocabParallelEmbedding::forward(const Tensor& indices) {
   const Device device = detail::common_device("VocabParallelEmbedding", {{"indices", indices}, {"weight", weight}});
   Tensor src = indices.contiguous();
   VocabShardIndices idx = detail::on_device(
-      "VocabParallelEmbedding", device, [&] { return vocab_cpu::vocab_shard_indices(src, vocab_size_, vocab_start_, part); },
+      "VocabParallelEmbedding", device,
+      [&] { return vocab_cpu::vocab_shard_indices(src, vocab_size_, vocab_start_, part); },
       [&] { return vocab_cuda::vocab_shard_indices(src, vocab_size_, vocab_start_, part); });
   Tensor e = masked_fill(embedding(idx.local, weight), idx.outside.unsqueeze(-1), 0.0);
   const bool sp = sequence_parallel_now_ != nullptr ? *sequence_parallel_now_ : sequence_parallel_;

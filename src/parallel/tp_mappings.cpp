@@ -126,10 +126,9 @@ Tensor reduce_scatter_to_sequence_region(const Tensor& x, int64_t dim, dist::Pro
   const int64_t d = checked_dim(x, dim, "reduce_scatter_to_sequence_region");
   Tensor out = reduce_scatter_along(x, d, group);
   if (autograd::needs_grad({x}))
-    autograd::record("ReduceScatterToSequenceParallelRegion", {x}, {out},
-                     [d, &group](autograd::BackwardContext& ctx) {
-                       return std::vector<Tensor>{all_gather_along(ctx.grad(), d, group)};
-                     });
+    autograd::record("ReduceScatterToSequenceParallelRegion", {x}, {out}, [d, &group](autograd::BackwardContext& ctx) {
+      return std::vector<Tensor>{all_gather_along(ctx.grad(), d, group)};
+    });
   return out;
 }
 

@@ -2,10 +2,10 @@
 #include <map>
 
 #include "strata/autograd/grad_mode.h"
+#include "strata/ops.h"
 #include "strata/parallel/tp_layers.h"
 #include "strata/parallel/tp_mappings.h"
 #include "strata/tensor/factory.h"
-#include "strata/ops.h"
 
 namespace strata::parallel {
 namespace {

@@ -4,11 +4,11 @@
 // on the group (which takes CUDA tensors: MPI's host staging or CUDA-aware path, NCCL).
 #include <algorithm>
 
+#include "backend/dispatch/device_dispatch.h"
+#include "parallel/vocab_parallel_rows.h"
 #include "strata/autograd/function.h"
 #include "strata/parallel/tp_layers.h"
 #include "strata/tensor/factory.h"
-#include "backend/dispatch/device_dispatch.h"
-#include "parallel/vocab_parallel_rows.h"
 
 namespace strata::parallel {
 namespace {
@@ -43,8 +43,8 @@ RowStats row_stats(const Tensor& l, const Tensor& t, int64_t start, int64_t real
 
 }  // namespace
 
-Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab_start, int64_t vocab_size,
-                                    dist::ProcessGroup& group, int64_t ignore_index) {
+Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab_start,
+                                    int64_t vocab_size, dist::ProcessGroup& group, int64_t ignore_index) {
   STRATA_CHECK(logits.defined() && targets.defined(), kOp, ": ", logits.defined() ? "targets" : "logits",
                " are undefined");
   STRATA_CHECK(logits.dim() == 2 && targets.dim() == 1 && targets.size(0) == logits.size(0),
@@ -54,8 +54,8 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
                "vocab_parallel_cross_entropy: logits must be float32 or float64, got ", logits.dtype());
   STRATA_CHECK(targets.dtype() == DType::Int64, "vocab_parallel_cross_entropy: targets must be int64, got ",
                targets.dtype());
-  STRATA_CHECK(vocab_start >= 0 && vocab_start <= vocab_size, "vocab_parallel_cross_entropy: vocab_start ",
-               vocab_start, " is outside the vocabulary of ", vocab_size);
+  STRATA_CHECK(vocab_start >= 0 && vocab_start <= vocab_size, "vocab_parallel_cross_entropy: vocab_start ", vocab_start,
+               " is outside the vocabulary of ", vocab_size);
   const Device device = detail::common_device(kOp, {{"logits", logits}, {"targets", targets}});
   Tensor l = logits.contiguous().detach();
   Tensor t = targets.contiguous();
@@ -70,30 +70,32 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
   Tensor loss = detail::on_device(
       kOp, device,
       [&] {
-        return vocab_cpu::vocab_parallel_loss(t, vocab_size, ignore_index, s.max, s.sum_exp, s.target, counted, l.dtype());
+        return vocab_cpu::vocab_parallel_loss(t, vocab_size, ignore_index, s.max, s.sum_exp, s.target, counted,
+                                              l.dtype());
       },
       [&] {
         return vocab_cuda::vocab_parallel_loss(t, vocab_size, ignore_index, s.max, s.sum_exp, s.target, counted,
-                                             l.dtype());
+                                               l.dtype());
       });
   if (autograd::needs_grad({logits}))
-    autograd::record("VocabParallelCrossEntropyBackward", {logits}, {loss},
-                     [l, t, s, vocab_start, vocab_size, real_cols, ignore_index, counted](autograd::BackwardContext& ctx) {
-                       // item() reads the incoming gradient back (one scalar) on a GPU.
-                       const double scale = counted > 0 ? ctx.grad().item() / static_cast<double>(counted) : 0.0;
-                       const char* op = "vocab_parallel_cross_entropy backward";
-                       Tensor g = detail::on_device(
-                           op, l.device(),
-                           [&] {
-                             return vocab_cpu::vocab_parallel_grad(l, t, real_cols, vocab_start, vocab_size, ignore_index,
-                                                             s.max, s.sum_exp, scale);
-                           },
-                           [&] {
-                             return vocab_cuda::vocab_parallel_grad(l, t, real_cols, vocab_start, vocab_size,
-                                                                  ignore_index, s.max, s.sum_exp, scale);
-                           });
-                       return std::vector<Tensor>{g};
-                     });
+    autograd::record(
+        "VocabParallelCrossEntropyBackward", {logits}, {loss},
+        [l, t, s, vocab_start, vocab_size, real_cols, ignore_index, counted](autograd::BackwardContext& ctx) {
+          // item() reads the incoming gradient back (one scalar) on a GPU.
+          const double scale = counted > 0 ? ctx.grad().item() / static_cast<double>(counted) : 0.0;
+          const char* op = "vocab_parallel_cross_entropy backward";
+          Tensor g = detail::on_device(
+              op, l.device(),
+              [&] {
+                return vocab_cpu::vocab_parallel_grad(l, t, real_cols, vocab_start, vocab_size, ignore_index, s.max,
+                                                      s.sum_exp, scale);
+              },
+              [&] {
+                return vocab_cuda::vocab_parallel_grad(l, t, real_cols, vocab_start, vocab_size, ignore_index, s.max,
+                                                       s.sum_exp, scale);
+              });
+          return std::vector<Tensor>{g};
+        });
   return loss;
 }
 

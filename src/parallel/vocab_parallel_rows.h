@@ -63,10 +63,16 @@ namespace vocab_cuda {
 STRATA_CUDA_ENTRIES_BEGIN
 STRATA_CUDA_ENTRY(int64_t vocab_parallel_check_targets(const Tensor& targets, int64_t vocab, int64_t ignore_index))
 STRATA_CUDA_ENTRY(Tensor vocab_parallel_row_max(const Tensor& logits, int64_t real))
-STRATA_CUDA_ENTRY(VocabRowSums vocab_parallel_row_sums(const Tensor& logits, const Tensor& targets, int64_t real, int64_t start, int64_t ignore_index, const Tensor& max))
-STRATA_CUDA_ENTRY(Tensor vocab_parallel_loss(const Tensor& targets, int64_t vocab, int64_t ignore_index, const Tensor& max, const Tensor& sum_exp, const Tensor& target_logit, int64_t counted, DType dtype))
-STRATA_CUDA_ENTRY(Tensor vocab_parallel_grad(const Tensor& logits, const Tensor& targets, int64_t real, int64_t start, int64_t vocab, int64_t ignore_index, const Tensor& max, const Tensor& sum_exp, double scale))
-STRATA_CUDA_ENTRY(VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64_t start, int64_t part))
+STRATA_CUDA_ENTRY(VocabRowSums vocab_parallel_row_sums(const Tensor& logits, const Tensor& targets, int64_t real,
+                                                       int64_t start, int64_t ignore_index, const Tensor& max))
+STRATA_CUDA_ENTRY(Tensor vocab_parallel_loss(const Tensor& targets, int64_t vocab, int64_t ignore_index,
+                                             const Tensor& max, const Tensor& sum_exp, const Tensor& target_logit,
+                                             int64_t counted, DType dtype))
+STRATA_CUDA_ENTRY(Tensor vocab_parallel_grad(const Tensor& logits, const Tensor& targets, int64_t real, int64_t start,
+                                             int64_t vocab, int64_t ignore_index, const Tensor& max,
+                                             const Tensor& sum_exp, double scale))
+STRATA_CUDA_ENTRY(VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64_t start,
+                                                        int64_t part))
 STRATA_CUDA_ENTRIES_END
 }  // namespace vocab_cuda
 

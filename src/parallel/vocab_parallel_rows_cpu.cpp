@@ -1,9 +1,9 @@
 #include "parallel/vocab_parallel_rows.h"
 
+#include "strata/tensor/factory.h"
 #include "strata_kernels/common/vocab_parallel_rows.h"
 #include "strata_kernels/common/vocab_shard_index.h"
 #include "tensor/dtype_dispatch.h"
-#include "strata/tensor/factory.h"
 
 namespace strata::parallel::vocab_cpu {
 namespace {
@@ -63,9 +63,9 @@ VocabRowSums vocab_parallel_row_sums(const Tensor& logits, const Tensor& targets
 
 Tensor vocab_parallel_loss(const Tensor& targets, int64_t vocab, int64_t ignore_index, const Tensor& max,
                            const Tensor& sum_exp, const Tensor& target_logit, int64_t counted, DType dtype) {
-  const double total = strata_kernels::vp_loss_total<CpuRow>(targets.data<int64_t>(), targets.numel(), vocab,
-                                                             ignore_index, max.data<double>(),
-                                                             sum_exp.data<double>(), target_logit.data<double>());
+  const double total =
+      strata_kernels::vp_loss_total<CpuRow>(targets.data<int64_t>(), targets.numel(), vocab, ignore_index,
+                                            max.data<double>(), sum_exp.data<double>(), target_logit.data<double>());
   // One rounding of the double quotient to dtype, as the GPU's kernel.
   return scalar_tensor(counted > 0 ? total / static_cast<double>(counted) : 0.0, {.dtype = dtype});
 }
@@ -82,8 +82,8 @@ Tensor vocab_parallel_grad(const Tensor& logits, const Tensor& targets, int64_t 
     T* d = dx.data<T>();
 #pragma omp parallel for if (rows * cols > kParallelThreshold) schedule(static)
     for (int64_t i = 0; i < rows; ++i) {
-      const bool counted = strata_kernels::vp_target_state(t[i], vocab, ignore_index) ==
-                           strata_kernels::kVocabTargetCounted;
+      const bool counted =
+          strata_kernels::vp_target_state(t[i], vocab, ignore_index) == strata_kernels::kVocabTargetCounted;
       strata_kernels::vp_grad_row<CpuRow>(x + i * cols, cols, real,
                                           strata_kernels::vp_local_target(t[i], start, real, ignore_index), counted,
                                           mx[i], se[i], scale, d + i * cols);

@@ -6,12 +6,12 @@
 #include <limits>
 #include <vector>
 
-#include "strata/tensor/factory.h"
-#include "strata_kernels/elementwise.h"
-#include "strata_kernels/vocab_parallel.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/float_element_type.h"
 #include "parallel/vocab_parallel_rows.h"
+#include "strata/tensor/factory.h"
+#include "strata_kernels/elementwise.h"
+#include "strata_kernels/vocab_parallel.h"
 
 namespace strata::parallel::vocab_cuda {
 namespace {
@@ -34,8 +34,7 @@ int64_t vocab_parallel_check_targets(const Tensor& targets, int64_t vocab, int64
   static_assert(sizeof(StrataVocabTargetStatus) == 2 * sizeof(int64_t));
   Tensor status = empty({2}, {.dtype = DType::Int64, .device = targets.device()});
   STRATA_CUDA(strata_vocab_parallel_check_targets(index_ptr(targets), targets.numel(), vocab, ignore_index,
-                                                  static_cast<StrataVocabTargetStatus*>(status.data_ptr()),
-                                                  l.stream));
+                                                  static_cast<StrataVocabTargetStatus*>(status.data_ptr()), l.stream));
   // The count is the host's (the loss and its gradient divide by it): this waits.
   const std::vector<int64_t> words = status.to_vector<int64_t>();
   StrataVocabTargetStatus s;
@@ -55,7 +54,7 @@ Tensor vocab_parallel_row_max(const Tensor& logits, int64_t real) {
 }
 
 VocabRowSums vocab_parallel_row_sums(const Tensor& logits, const Tensor& targets, int64_t real, int64_t start,
-                                          int64_t ignore_index, const Tensor& max) {
+                                     int64_t ignore_index, const Tensor& max) {
   Launch l(logits, kLoss);
   const int64_t rows = logits.size(0), cols = logits.size(1);
   VocabRowSums s{empty({rows}, float64_on(logits)), empty({rows}, float64_on(logits))};
@@ -92,7 +91,7 @@ VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64
   const char* op = "VocabParallelEmbedding";
   Launch l(tokens, op);
   VocabShardIndices r{empty(tokens.shape(), {.dtype = DType::Int64, .device = tokens.device()}),
-                           empty(tokens.shape(), {.dtype = DType::Bool, .device = tokens.device()})};
+                      empty(tokens.shape(), {.dtype = DType::Bool, .device = tokens.device()})};
   if (tokens.numel() == 0) return r;
   Tensor bad = zeros({1}, {.dtype = DType::Int32, .device = tokens.device()});
   STRATA_CUDA(strata_vocab_shard_indices(index_ptr(tokens), tokens.numel(), vocab, start, part,

@@ -3,24 +3,23 @@
 // Stage 3's gather / free / prefetch of units lives in zero_stage3.cpp.
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
 #include <type_traits>
+#include <unordered_map>
 #include <unordered_set>
 #include <variant>
 
-#include "parallel/data_parallel_state.h"
 #include "optim/multi_tensor.h"
+#include "parallel/data_parallel_state.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
-#include "strata/tensor/factory.h"
 #include "strata/ops/elementwise.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::parallel {
 namespace {
 
 using State = DataParallelState;
-
 
 // The groups the caller gave, mapped to parameter indices; or one group of everything.
 std::vector<int> assign_groups(const std::vector<DataParallelState::Param>& params,
@@ -75,17 +74,15 @@ std::unique_ptr<optim::Optimizer> make_inner(const InnerOptimizer& inner, std::v
   return out;
 }
 
-
 void check_options(const ZeroOptions& options) {
   STRATA_CHECK(options.stage >= 0 && options.stage <= 3, "ZeroOptimizer: stage ", options.stage,
                " is not a ZeRO stage; expected 0 (DDP), 1 (optimizer state), 2 (+ gradients) or 3 (+ parameters)");
-  STRATA_CHECK(!options.master_dtype || *options.master_dtype == DType::Float32 ||
-                   *options.master_dtype == DType::Float64,
-               "ZeroOptimizer: master_dtype ", options.master_dtype.value_or(DType::Float32), " is not float32 or float64");
+  STRATA_CHECK(
+      !options.master_dtype || *options.master_dtype == DType::Float32 || *options.master_dtype == DType::Float64,
+      "ZeroOptimizer: master_dtype ", options.master_dtype.value_or(DType::Float32), " is not float32 or float64");
   STRATA_CHECK(options.bucket_cap_bytes > 0, "ZeroOptimizer: bucket_cap_bytes must be positive, got ",
                options.bucket_cap_bytes);
 }
-
 
 // What the inner optimizer updates in bucket b, added to the parameter's group: at stage 0
 // whole parameters in their shapes, otherwise the 1-D overlaps of parameters with the shard.
@@ -218,7 +215,8 @@ void ZeroOptimizer::sync_gradients() {
   State& s = *state_;
   STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::sync_gradients: called during backward");
   STRATA_CHECK(!s.no_sync, "ZeroOptimizer::sync_gradients: called inside no_sync()");
-  STRATA_CHECK(!(s.options.stage == 1 && s.reduced_in_place), "ZeroOptimizer::sync_gradients: the gradients were "
+  STRATA_CHECK(!(s.options.stage == 1 && s.reduced_in_place),
+               "ZeroOptimizer::sync_gradients: the gradients were "
                "reduced already since the last zero_grad() (stage 1 reduces the buckets in place)");
   s.finalize();
 }
@@ -260,7 +258,8 @@ void ZeroOptimizer::step() {
   NoGradGuard no_grad;
   State& s = *state_;
   STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::step: called during backward");
-  STRATA_CHECK(!s.unsynced, "ZeroOptimizer::step: the gradients of backward passes under no_sync() are not reduced "
+  STRATA_CHECK(!s.unsynced,
+               "ZeroOptimizer::step: the gradients of backward passes under no_sync() are not reduced "
                "yet; run one synchronised backward (outside no_sync()) before step()");
   if (!s.grads_prepared) s.prepare_master_grads();
   push_hyperparameters();
@@ -282,15 +281,16 @@ void ZeroOptimizer::step() {
 
 bool ZeroOptimizer::unscale_gradients(double factor) {
   State& s = *state_;
-  STRATA_CHECK(!s.unsynced, "ZeroOptimizer::unscale_gradients: the gradients of backward passes under no_sync() are "
+  STRATA_CHECK(!s.unsynced,
+               "ZeroOptimizer::unscale_gradients: the gradients of backward passes under no_sync() are "
                "not reduced yet; run one synchronised backward (outside no_sync()) first");
   if (!s.grads_prepared) s.prepare_master_grads();
   std::vector<Tensor> shards;
   for (State::Bucket& b : s.buckets) shards.push_back(b.master_grad);
   double found = optim::multi_tensor::unscale_and_check(shards, factor) ? 1.0 : 0.0;
   // A shard is one rank's: only its owner may see the inf. Agree on it (max of 0/1).
-  for (dist::ProcessGroup* g : {s.options.stage >= 1 ? s.group : nullptr, s.options.tensor_parallel.group,
-                                s.options.pipeline_parallel.group}) {
+  for (dist::ProcessGroup* g :
+       {s.options.stage >= 1 ? s.group : nullptr, s.options.tensor_parallel.group, s.options.pipeline_parallel.group}) {
     if (g == nullptr || g->size() == 1) continue;
     Tensor t = full({1}, found, {.dtype = DType::Float64, .device = g->tensor_device()});
     g->all_reduce(t, dist::ReduceOp::Max)->wait();
@@ -302,7 +302,8 @@ bool ZeroOptimizer::unscale_gradients(double factor) {
 double ZeroOptimizer::clip_grad_norm(double max_norm) {
   NoGradGuard no_grad;
   State& s = *state_;
-  STRATA_CHECK(!s.unsynced, "ZeroOptimizer::clip_grad_norm: the gradients of backward passes under no_sync() are "
+  STRATA_CHECK(!s.unsynced,
+               "ZeroOptimizer::clip_grad_norm: the gradients of backward passes under no_sync() are "
                "not reduced yet; run one synchronised backward (outside no_sync()) first");
   STRATA_CHECK(std::isfinite(max_norm) && max_norm > 0, "ZeroOptimizer::clip_grad_norm: max_norm ", max_norm,
                " must be finite and > 0");

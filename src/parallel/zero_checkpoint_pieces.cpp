@@ -3,8 +3,8 @@
 // parameters after their master weights were loaded.
 #include <map>
 
-#include "strata/autograd/grad_mode.h"
 #include "parallel/data_parallel_state.h"
+#include "strata/autograd/grad_mode.h"
 
 namespace strata::parallel {
 
@@ -32,7 +32,10 @@ std::vector<ZeroOptimizer::OwnedPiece> ZeroOptimizer::owned_pieces() const {
         // Stage 0: piece k is entry k, whole.
         entry = &b.param->entries()[k];
       }
-      out.push_back({.name = entry->name, .offset = offset, .numel = master.numel(), .master = master,
+      out.push_back({.name = entry->name,
+                     .offset = offset,
+                     .numel = master.numel(),
+                     .master = master,
                      .inner_index = inner_index.at(master.data_ptr())});
     }
   }

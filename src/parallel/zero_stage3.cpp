@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "parallel/data_parallel_state.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
 #include "strata/tensor/factory.h"
-#include "parallel/data_parallel_state.h"
 
 namespace strata::parallel {
 
@@ -189,8 +189,8 @@ void DataParallelState::before_backward(int b) {
   wait_gather(b);
   if (options.prefetch) {
     // Backward runs the units in reverse forward order, after the root's head.
-    const int prev = b == root_bucket ? (forward_order.empty() ? -1 : forward_order.back())
-                                      : neighbour_in_forward(b, -1);
+    const int prev =
+        b == root_bucket ? (forward_order.empty() ? -1 : forward_order.back()) : neighbour_in_forward(b, -1);
     if (prev >= 0) issue_gather(prev);
   }
 }

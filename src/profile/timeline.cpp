@@ -44,15 +44,23 @@ std::string chrome_trace(const std::vector<std::pair<int, nlohmann::json>>& rank
     for (const auto& row : rows) origin = std::min(origin, row[2].get<int64_t>());
   nlohmann::json events = nlohmann::json::array();
   for (const auto& [pid, rows] : ranks) {
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0},
+    events.push_back({{"ph", "M"},
+                      {"name", "process_name"},
+                      {"pid", pid},
+                      {"tid", 0},
                       {"args", {{"name", "rank " + std::to_string(pid)}}}});
-    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0},
-                      {"args", {{"sort_index", pid}}}});
+    events.push_back(
+        {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
     for (const auto& row : rows) {
       const int64_t begin = row[2].get<int64_t>(), end = row[3].get<int64_t>();
-      events.push_back({{"ph", "X"}, {"name", row[0]}, {"cat", row[1]}, {"pid", pid}, {"tid", 0},
+      events.push_back({{"ph", "X"},
+                        {"name", row[0]},
+                        {"cat", row[1]},
+                        {"pid", pid},
+                        {"tid", 0},
                         {"ts", static_cast<double>(begin - origin) / 1e3},
-                        {"dur", static_cast<double>(std::max<int64_t>(end - begin, 0)) / 1e3}, {"args", row[4]}});
+                        {"dur", static_cast<double>(std::max<int64_t>(end - begin, 0)) / 1e3},
+                        {"args", row[4]}});
     }
   }
   return dump(nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}});

@@ -80,10 +80,10 @@ class CachingAllocator {
   using Event = AllocatorBackend::Event;
   struct Block {
     size_t size = 0;
-    Stream stream = nullptr;        // allocated for
-    std::vector<Stream> uses;       // other streams (record_stream)
-    std::vector<Event> events;      // of retired streams, or recorded at free
-    bool failed = false;            // an event could not be made or recorded: never reuse
+    Stream stream = nullptr;    // allocated for
+    std::vector<Stream> uses;   // other streams (record_stream)
+    std::vector<Event> events;  // of retired streams, or recorded at free
+    bool failed = false;        // an event could not be made or recorded: never reuse
   };
   struct Pending {
     void* ptr = nullptr;
@@ -98,8 +98,8 @@ class CachingAllocator {
   void poll_pending();
   // Under mu_: takes every free-listed block out of the cache (freed after unlocking).
   std::vector<void*> take_cached();
-  Event pooled_event();                                          // under mu_; null on failure
-  void push_free(void* ptr, const Block& b);                     // under mu_
+  Event pooled_event();                       // under mu_; null on failure
+  void push_free(void* ptr, const Block& b);  // under mu_
 
   AllocatorBackend& backend_;
   const std::string device_name_;

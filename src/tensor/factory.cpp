@@ -16,9 +16,7 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 }
 
 // Generators without a device kernel yet fill a host tensor and move it.
-Tensor moved(const Tensor& host, const TensorOptions& options) {
-  return finish(host.to(options.device), options);
-}
+Tensor moved(const Tensor& host, const TensorOptions& options) { return finish(host.to(options.device), options); }
 
 }  // namespace
 
@@ -119,7 +117,8 @@ Tensor ones_like(const Tensor& t) { return ones(t.shape(), {.dtype = t.dtype(), 
 Tensor from_blob(void* data, const Shape& shape, DType dtype, Storage::Deleter deleter, Device device) {
   STRATA_CHECK(data != nullptr || shape.numel() == 0, "from_blob: null data pointer for shape ", shape);
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::wrap(data, static_cast<size_t>(shape.numel()) * dtype_size(dtype), device, std::move(deleter));
+  impl->storage =
+      Storage::wrap(data, static_cast<size_t>(shape.numel()) * dtype_size(dtype), device, std::move(deleter));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

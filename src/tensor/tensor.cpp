@@ -54,7 +54,8 @@ void* Tensor::raw_data() const {
 double Tensor::item() const {
   STRATA_CHECK(numel() == 1, "item(): tensor of shape ", shape(), " has ", numel(), " elements, expected 1");
   if (!device().is_cpu()) return to(Device::cpu()).item();
-  return detail::dispatch_all(dtype(), [&]<class T>() { return detail::convert<double>(*static_cast<T*>(raw_data())); });
+  return detail::dispatch_all(dtype(),
+                              [&]<class T>() { return detail::convert<double>(*static_cast<T*>(raw_data())); });
 }
 
 template <class T>

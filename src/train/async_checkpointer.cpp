@@ -49,7 +49,8 @@ void AsyncCheckpointer::save(const CheckpointTarget& target, int64_t step, const
 std::optional<checkpoint::SaveResult> AsyncCheckpointer::poll() {
   if (!pending_) return std::nullopt;
   // The save commits when the slowest rank has written: every rank must agree on when.
-  Tensor all_written = full({1}, pending_->written.load(std::memory_order_acquire) ? 1.0 : 0.0, {.dtype = DType::Int64});
+  Tensor all_written =
+      full({1}, pending_->written.load(std::memory_order_acquire) ? 1.0 : 0.0, {.dtype = DType::Int64});
   if (world_.size() > 1) world_.all_reduce(all_written, dist::ReduceOp::Min)->wait();
   if (all_written.to_vector<int64_t>()[0] == 0) return std::nullopt;
   return commit();

@@ -48,7 +48,6 @@ Place place_of(const CheckpointTarget& target);
 // The layout of local tensor `name` (split when tensor parallelism splits it).
 LocalLayout layout_of(const Place& place, const std::string& name, const Shape& local);
 
-
 // Rank metadata of a save with an optimizer: the per-parameter state keys the rank wrote
 // (comma-separated, sorted) and the parameters it wrote without state.
 inline constexpr const char* kStateKeysKey = "optimizer.state_keys";

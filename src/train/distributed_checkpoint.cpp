@@ -22,11 +22,11 @@ using checkpoint::Metadata;
 using checkpoint::Region;
 using checkpoint::SavePiece;
 using checkpoint::ShardedCheckpoint;
-using detail::LocalLayout;
-using detail::Place;
 using detail::layout_of;
-using detail::place_of;
+using detail::LocalLayout;
 using detail::named_parameters_by_data;
+using detail::Place;
+using detail::place_of;
 using detail::state_by_index;
 
 // Whether this rank writes any of parameter/buffer `name`: not a pipeline stage's duplicate
@@ -48,7 +48,8 @@ std::pair<int64_t, int64_t> replica_chunk(const CheckpointTarget& t, int64_t num
 void add_pieces(std::vector<SavePiece>& out, const std::string& key, const LocalLayout& layout, const Tensor& flat,
                 int64_t flat_offset, int64_t begin, int64_t end) {
   for (const detail::RangePiece& rp : detail::pieces_in_range(layout, begin, end))
-    out.push_back({key, layout.global_shape, rp.region, flat.narrow(0, rp.local_offset - flat_offset, rp.region.numel())});
+    out.push_back(
+        {key, layout.global_shape, rp.region, flat.narrow(0, rp.local_offset - flat_offset, rp.region.numel())});
 }
 
 // Which optimizer state this rank wrote: the loader refuses an index that lacks some of it
@@ -130,15 +131,16 @@ Metadata save_rank_metadata(const CheckpointTarget& t, const Place& place, const
 
 }  // namespace
 
-checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& target, int64_t step,
-                                                 const Metadata& extra, bool own_copies) {
+checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& target, int64_t step, const Metadata& extra,
+                                                 bool own_copies) {
   NoGradGuard no_grad;
   const CheckpointTarget t = detail::with_zero_resolved(target);
   STRATA_CHECK(t.optimizer == nullptr || t.zero == nullptr,
                "save_training_checkpoint: pass either a plain optimizer or a ZeroOptimizer, not both");
   const Place place = place_of(t);
   std::map<const void*, std::string> names;
-  const std::map<std::string, Tensor> params = named_parameters_by_data(t.model, t.optimizer != nullptr ? &names : nullptr);
+  const std::map<std::string, Tensor> params =
+      named_parameters_by_data(t.model, t.optimizer != nullptr ? &names : nullptr);
   std::vector<SavePiece> pieces;
   StateRecord record;
 
@@ -154,7 +156,8 @@ checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& target,
       auto [begin, end] = stage == 0 ? replica_chunk(t, own.numel) : std::pair{own.offset, own.offset + own.numel};
       const Tensor master = own.master.reshape({own.numel});
       add_pieces(pieces, "model." + own.name, layout, master.to(param.dtype()), own.offset, begin, end);
-      if (master.dtype() != param.dtype()) add_pieces(pieces, "master." + own.name, layout, master, own.offset, begin, end);
+      if (master.dtype() != param.dtype())
+        add_pieces(pieces, "master." + own.name, layout, master, own.offset, begin, end);
       auto st = inner.find(own.inner_index);
       record.add(own.name, st != inner.end() ? &st->second : nullptr);
       if (st != inner.end()) add_optimizer_state(pieces, own.name, layout, st->second, own.offset, begin, end);

@@ -81,7 +81,8 @@ void check_recorded_state(const ShardedCheckpoint& c, const RecordedState& recor
   const std::string more =
       missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more optimizer tensors)" : "";
   STRATA_FAIL(where, ": the save recorded optimizer state (", keys, ") for its parameters, but the index has no '",
-              missing.front(), "'", more, ": the index was edited or damaged, and resuming would restart the "
+              missing.front(), "'", more,
+              ": the index was edited or damaged, and resuming would restart the "
               "optimizer. To start a new optimizer from these weights on purpose, load the weights only "
               "(LoadOptions::weights_only; train_gpt --init-from)");
 }
@@ -115,8 +116,7 @@ Tensor read_local(const ShardedCheckpoint& c, const std::string& tensor, const L
 
 // Optimizer state of one parameter range: "state.<index>.<key>" entries shaped `shape`.
 void read_optimizer_state(const ShardedCheckpoint& c, const std::vector<std::string>& keys, const std::string& name,
-                          const LocalLayout& layout, int64_t index, int64_t begin, const Tensor& like,
-                          StateDict& out) {
+                          const LocalLayout& layout, int64_t index, int64_t begin, const Tensor& like, StateDict& out) {
   for (const std::string& key : keys) {
     const std::string tensor = "optim." + name + "." + key;
     const std::string entry = optim::param_state_key(index, key);
@@ -238,8 +238,8 @@ ParameterSources parameter_sources(const ShardedCheckpoint& c, const CheckpointT
 
 // With ZeRO this rank updates float32 master shards: each read from its range of the saved
 // parameter, with the optimizer state of that range. `optimized` collects their names.
-void read_zero_shards(const ShardedCheckpoint& c, parallel::ZeroOptimizer& zero, const ParameterSources& s,
-                      Loaded& out, std::vector<std::string>& optimized) {
+void read_zero_shards(const ShardedCheckpoint& c, parallel::ZeroOptimizer& zero, const ParameterSources& s, Loaded& out,
+                      std::vector<std::string>& optimized) {
   for (const parallel::ZeroOptimizer::OwnedPiece& own : zero.owned_pieces()) {
     const Tensor& param = s.params.at(own.name);
     const LocalLayout layout = detail::layout_of(s.place, own.name, param.shape());
@@ -261,12 +261,12 @@ void read_zero_shards(const ShardedCheckpoint& c, parallel::ZeroOptimizer& zero,
 // Without ZeRO this rank holds every parameter whole (or its tensor-parallel part) and, with a
 // plain optimizer (null: none), that optimizer's state for each of its parameters. `optimized`
 // collects their names.
-void read_parameters(const ShardedCheckpoint& c, optim::Optimizer* optimizer, const ParameterSources& s,
-                     Loaded& out, std::vector<std::string>& optimized) {
+void read_parameters(const ShardedCheckpoint& c, optim::Optimizer* optimizer, const ParameterSources& s, Loaded& out,
+                     std::vector<std::string>& optimized) {
   for (const auto& [name, param] : s.params) {
     const LocalLayout layout = detail::layout_of(s.place, name, param.shape());
-    out.copies.emplace_back(param, read_local(c, weight_source(c, name, param.dtype()), layout, param.shape(),
-                                              param.dtype()));
+    out.copies.emplace_back(param,
+                            read_local(c, weight_source(c, name, param.dtype()), layout, param.shape(), param.dtype()));
   }
   if (!s.optimizer || optimizer == nullptr) return;
   int64_t index = 0;
@@ -289,7 +289,8 @@ void read_run_state(const ShardedCheckpoint& c, const CheckpointTarget& t, const
                     const std::string& where, Loaded& out) {
   if (t.sampler != nullptr)
     for (const auto& [key, value] : t.sampler->state_dict())
-      out.sampler_state[key] = from_vector(std::vector<int64_t>{metadata_int(out.metadata, "sampler." + key, where)}, {});
+      out.sampler_state[key] =
+          from_vector(std::vector<int64_t>{metadata_int(out.metadata, "sampler." + key, where)}, {});
   if (t.rng_tracker != nullptr) out.tracker_states = tracker_states(c, *t.rng_tracker, place, out.rng_offset, where);
   if (t.rng_tracker == nullptr) out.rng_offset = std::max(out.rng_offset, highest_tracker_offset(c, where));
 }
@@ -312,10 +313,8 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
   const ParameterSources sources = parameter_sources(c, t, out.metadata, weights_only, where);
   const RecordedState recorded = recorded_state(c);
   std::vector<std::string> optimized;  // names of the parameters whose optimizer state this rank loads
-  if (t.zero != nullptr)
-    read_zero_shards(c, *t.zero, sources, out, optimized);
-  else
-    read_parameters(c, t.optimizer, sources, out, optimized);
+  if (t.zero != nullptr) read_zero_shards(c, *t.zero, sources, out, optimized);
+  else read_parameters(c, t.optimizer, sources, out, optimized);
   for (auto& [name, buffer] : t.model.named_buffers()) {
     const LocalLayout layout = detail::layout_of(sources.place, name, buffer.shape());
     out.copies.emplace_back(buffer, read_local(c, "model." + name, layout, buffer.shape(), buffer.dtype()));

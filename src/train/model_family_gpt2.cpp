@@ -1,9 +1,9 @@
 // The GPT-2 family ("gpt2"): nn::GPT's config as config.* entries, its builder and its
 // Hugging Face GPT2LMHeadModel layout.
-#include "train/metadata_fields.h"
-#include "train/model_families.h"
 #include "strata/checkpoint/hf_gpt2.h"
 #include "strata/train/training_state.h"
+#include "train/metadata_fields.h"
+#include "train/model_families.h"
 
 namespace strata::train {
 
@@ -36,14 +36,22 @@ nn::GPTConfig gpt_config_from_metadata(const checkpoint::Metadata& m, const std:
 namespace {
 
 checkpoint::Gpt2Config to_hf(const nn::GPTConfig& c) {
-  return {.vocab_size = c.vocab_size, .n_positions = c.context, .n_embd = c.n_embd, .n_layer = c.n_layer,
-          .n_head = c.n_head, .dropout = c.dropout};
+  return {.vocab_size = c.vocab_size,
+          .n_positions = c.context,
+          .n_embd = c.n_embd,
+          .n_layer = c.n_layer,
+          .n_head = c.n_head,
+          .dropout = c.dropout};
 }
 
 // Imported weights are float32: so is the configuration (a run may load them into any dtype).
 nn::GPTConfig from_hf(const checkpoint::Gpt2Config& c) {
-  return {.vocab_size = c.vocab_size, .context = c.n_positions, .n_layer = c.n_layer, .n_head = c.n_head,
-          .n_embd = c.n_embd, .dropout = c.dropout};
+  return {.vocab_size = c.vocab_size,
+          .context = c.n_positions,
+          .n_layer = c.n_layer,
+          .n_head = c.n_head,
+          .n_embd = c.n_embd,
+          .dropout = c.dropout};
 }
 
 }  // namespace
@@ -54,7 +62,8 @@ ModelFamily gpt2_family() {
   return {
       .name = "gpt2",
       .hf_model_type = "gpt2",
-      .check_config = [](const checkpoint::Metadata& config, const std::string& where) { (void)gpt_config_from_metadata(config, where); },
+      .check_config = [](const checkpoint::Metadata& config,
+                         const std::string& where) { (void)gpt_config_from_metadata(config, where); },
       .build = [](const checkpoint::Metadata& config, std::shared_ptr<nn::LayerFactory> factory, nn::ModelPart part,
                   const std::string& where) -> std::unique_ptr<nn::CausalLM> {
         return std::make_unique<nn::GPT>(gpt_config_from_metadata(config, where), std::move(factory), std::move(part));

@@ -1,9 +1,9 @@
 // The LLaMA family ("llama"): nn::Llama's config as config.* entries, its builder and its
 // Hugging Face LlamaForCausalLM layout.
-#include "train/metadata_fields.h"
-#include "train/model_families.h"
 #include "strata/checkpoint/hf_llama.h"
 #include "strata/train/training_state.h"
+#include "train/metadata_fields.h"
+#include "train/model_families.h"
 
 namespace strata::train {
 
@@ -42,16 +42,30 @@ nn::LlamaConfig llama_config_from_metadata(const checkpoint::Metadata& m, const 
 namespace {
 
 checkpoint::HfLlamaConfig to_hf(const nn::LlamaConfig& c) {
-  return {.vocab_size = c.vocab_size, .context = c.context, .n_layer = c.n_layer, .n_head = c.n_head,
-          .n_kv_head = c.n_kv_head, .n_embd = c.n_embd, .intermediate_size = c.intermediate_size,
-          .rope_theta = c.rope_theta, .rms_norm_eps = c.rms_norm_eps, .init_std = c.init_std};
+  return {.vocab_size = c.vocab_size,
+          .context = c.context,
+          .n_layer = c.n_layer,
+          .n_head = c.n_head,
+          .n_kv_head = c.n_kv_head,
+          .n_embd = c.n_embd,
+          .intermediate_size = c.intermediate_size,
+          .rope_theta = c.rope_theta,
+          .rms_norm_eps = c.rms_norm_eps,
+          .init_std = c.init_std};
 }
 
 // Imported weights are float32: so is the configuration (a run may load them into any dtype).
 nn::LlamaConfig from_hf(const checkpoint::HfLlamaConfig& c) {
-  return {.vocab_size = c.vocab_size, .context = c.context, .n_layer = c.n_layer, .n_head = c.n_head,
-          .n_kv_head = c.n_kv_head, .n_embd = c.n_embd, .intermediate_size = c.intermediate_size,
-          .rope_theta = c.rope_theta, .rms_norm_eps = c.rms_norm_eps, .init_std = c.init_std};
+  return {.vocab_size = c.vocab_size,
+          .context = c.context,
+          .n_layer = c.n_layer,
+          .n_head = c.n_head,
+          .n_kv_head = c.n_kv_head,
+          .n_embd = c.n_embd,
+          .intermediate_size = c.intermediate_size,
+          .rope_theta = c.rope_theta,
+          .rms_norm_eps = c.rms_norm_eps,
+          .init_std = c.init_std};
 }
 
 }  // namespace
@@ -62,7 +76,8 @@ ModelFamily llama_family() {
   return {
       .name = "llama",
       .hf_model_type = "llama",
-      .check_config = [](const checkpoint::Metadata& config, const std::string& where) { (void)llama_config_from_metadata(config, where); },
+      .check_config = [](const checkpoint::Metadata& config,
+                         const std::string& where) { (void)llama_config_from_metadata(config, where); },
       .build = [](const checkpoint::Metadata& config, std::shared_ptr<nn::LayerFactory> factory, nn::ModelPart part,
                   const std::string& where) -> std::unique_ptr<nn::CausalLM> {
         return std::make_unique<nn::Llama>(llama_config_from_metadata(config, where), std::move(factory),

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <optional>
 
-#include "train/metadata_fields.h"
 #include "strata/core/random.h"
+#include "train/metadata_fields.h"
 
 namespace strata::train {
 namespace {
@@ -68,7 +68,8 @@ DType metadata_dtype(const checkpoint::Metadata& metadata, const std::string& ke
 
 }  // namespace detail
 
-void save_training_state(const std::string& path, const TrainingStateRefs& refs, int64_t step, const checkpoint::Metadata& extra) {
+void save_training_state(const std::string& path, const TrainingStateRefs& refs, int64_t step,
+                         const checkpoint::Metadata& extra) {
   StateDict tensors;
   put(tensors, "model.", refs.model.state_dict());
   put(tensors, "optim.", refs.optimizer.state_dict());

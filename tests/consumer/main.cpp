@@ -22,8 +22,7 @@ bool gradient_matches_by_hand() {
   Tensor dy = ones_like(y) - y.detach() * y.detach();
   Tensor expected = matmul(dy, b.transpose(0, 1));
   if (!allclose(a.grad(), expected, 1e-5, 1e-6)) {
-    std::printf("gradient mismatch:\n%s\nexpected:\n%s\n", a.grad().to_string().c_str(),
-                expected.to_string().c_str());
+    std::printf("gradient mismatch:\n%s\nexpected:\n%s\n", a.grad().to_string().c_str(), expected.to_string().c_str());
     return false;
   }
   std::printf("loss %.4f; gradient matches (1 - y^2) @ b^T\n", loss.item());
@@ -33,12 +32,12 @@ bool gradient_matches_by_hand() {
 bool zero_training_lowers_the_loss() {
   dist::ProcessGroup& world = dist::init();
   data::SyntheticTask task({.digits = 2, .seed = 3});
-  nn::GPT model({.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = 1, .n_head = 2,
-                 .n_embd = 32});
+  nn::GPT model(
+      {.vocab_size = task.vocab_size(), .context = task.sequence_length(), .n_layer = 1, .n_head = 2, .n_embd = 32});
   parallel::ZeroOptimizer zero(model, optim::AdamWOptions{.lr = 3e-3}, world,
                                parallel::ZeroOptions{.stage = 2, .bucket_cap_bytes = 1 << 16});
-  data::BatchSampler sampler({.dataset_size = 1 << 20, .batch_size = 16, .seed = 5, .rank = world.rank(),
-                              .world_size = world.size()});
+  data::BatchSampler sampler(
+      {.dataset_size = 1 << 20, .batch_size = 16, .seed = 5, .rank = world.rank(), .world_size = world.size()});
   double first = 0, last = 0;
   for (int step = 0; step < 30; ++step) {
     data::Batch batch = task.make_batch(sampler.next());

@@ -13,8 +13,8 @@
 
 #include "distributed/dist_test_util.h"
 #include "float32_bound.h"
-#include "strata/strata.h"
 #include "strata/parallel/ddp.h"
+#include "strata/strata.h"
 
 namespace strata::test {
 using namespace strata::parallel;
@@ -33,14 +33,27 @@ inline double relative_l2(const std::vector<double>& x, const std::vector<double
 }
 
 inline nn::GPTConfig tiny_gpt(DType dtype) {
-  return {.vocab_size = 14, .context = 8, .n_layer = 2, .n_head = 2, .n_embd = 32, .dropout = 0.0, .seed = 7,
+  return {.vocab_size = 14,
+          .context = 8,
+          .n_layer = 2,
+          .n_head = 2,
+          .n_embd = 32,
+          .dropout = 0.0,
+          .seed = 7,
           .dtype = dtype};
 }
 
 // The same sizes as tiny_gpt, with grouped-query attention (2 query heads per kv head).
 inline nn::LlamaConfig tiny_llama(DType dtype) {
-  return {.vocab_size = 14, .context = 8, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .n_embd = 32,
-          .intermediate_size = 64, .seed = 7, .dtype = dtype};
+  return {.vocab_size = 14,
+          .context = 8,
+          .n_layer = 2,
+          .n_head = 4,
+          .n_kv_head = 2,
+          .n_embd = 32,
+          .intermediate_size = 64,
+          .seed = 7,
+          .dtype = dtype};
 }
 
 // The model families the equivalence tests run on (through nn::CausalLM).

@@ -24,11 +24,19 @@ inline constexpr int64_t kLayers = 2;
 inline constexpr int kSteps = 5;
 
 inline nn::GPTConfig gpt_config(DType dtype, int64_t layers = kLayers) {
-  return {.vocab_size = kVocab, .context = kSeq, .n_layer = layers, .n_head = 4, .n_embd = 16, .seed = 3, .dtype = dtype};
+  return {
+      .vocab_size = kVocab, .context = kSeq, .n_layer = layers, .n_head = 4, .n_embd = 16, .seed = 3, .dtype = dtype};
 }
 inline nn::LlamaConfig llama_config(DType dtype, int64_t layers = kLayers) {
-  return {.vocab_size = kVocab, .context = kSeq, .n_layer = layers, .n_head = 8, .n_kv_head = 4, .n_embd = 32,
-          .intermediate_size = 24, .seed = 3, .dtype = dtype};
+  return {.vocab_size = kVocab,
+          .context = kSeq,
+          .n_layer = layers,
+          .n_head = 8,
+          .n_kv_head = 4,
+          .n_embd = 32,
+          .intermediate_size = 24,
+          .seed = 3,
+          .dtype = dtype};
 }
 inline nn::ParameterCounts counts_of(Family f, int64_t layers = kLayers) {
   return f == Family::Gpt ? nn::parameter_counts(gpt_config(DType::Float32, layers))
@@ -156,7 +164,8 @@ inline double tolerance(DType dtype, Family f, int64_t rows, int64_t layers = kL
   return dtype == DType::Float64 ? 1e-11 : test::float32_bound(float32_training_error(f, rows, layers).weights);
 }
 inline double tolerance(DType dtype) {
-  STRATA_CHECK(dtype == DType::Float64, "tolerance: a float32 bound derives from the float64 run "
+  STRATA_CHECK(dtype == DType::Float64,
+               "tolerance: a float32 bound derives from the float64 run "
                "(tolerance(dtype, family, rows))");
   return 1e-11;
 }

@@ -26,7 +26,7 @@ inline ZeroOptions zero_options(int stage) {
 
 struct ZeroRun {
   StateDict params;
-  std::vector<double> norms;  // clip_grad_norm's result per step (empty without clipping)
+  std::vector<double> norms;                      // clip_grad_norm's result per step (empty without clipping)
   std::vector<std::vector<std::string>> buckets;  // parameter names per bucket (stage 3: unit)
 };
 
@@ -57,7 +57,8 @@ inline ZeroRun train_one_process(Family family, DType dtype, const InnerOptimize
                                  int steps = kZeroSteps) {
   auto model = tiny_model(family, dtype);
   std::unique_ptr<optim::Optimizer> opt;
-  if (const auto* o = std::get_if<optim::SGDOptions>(&inner)) opt = std::make_unique<optim::SGD>(model->parameters(), *o);
+  if (const auto* o = std::get_if<optim::SGDOptions>(&inner))
+    opt = std::make_unique<optim::SGD>(model->parameters(), *o);
   if (const auto* o = std::get_if<optim::AdamWOptions>(&inner))
     opt = std::make_unique<optim::AdamW>(model->parameters(), *o);
   EXPECT_TRUE(opt) << "train_one_process takes SGD or AdamW options";

@@ -44,8 +44,7 @@ TEST_F(AttentionGpu, EqualsTheCpuWithGradients) {
       Tensor qc = leaf(q), kc = leaf(k), vc = leaf(v);
       Tensor qg = leaf(q.to(gpu)), kg = leaf(k.to(gpu)), vg = leaf(v.to(gpu));
       const Tensor want = attention(qc, kc, vc, {.causal = c.causal, .mask = mask});
-      const Tensor got =
-          attention(qg, kg, vg, {.causal = c.causal, .mask = mask.defined() ? mask.to(gpu) : Tensor()});
+      const Tensor got = attention(qg, kg, vg, {.causal = c.causal, .mask = mask.defined() ? mask.to(gpu) : Tensor()});
       ASSERT_TRUE(got.device().is_cuda()) << c.name;
       EXPECT_LT(max_abs_diff(got.to(Device::cpu()), want), tol) << c.name << " " << dtype;
       want.backward(g);

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "gpu/gpu_test.h"
-#include "strata/strata.h"
 #include "ops/elementwise_common.h"
+#include "strata/strata.h"
 
 namespace strata {
 namespace {
@@ -46,18 +46,24 @@ TEST_F(ElementwiseGpu, UnaryOpsEqualTheCpu) {
     bool library_math;
     bool positive_input;
   };
-  const std::vector<Case> cases{
-      {UnaryOp::Neg, "neg", 0, 0, false, false},         {UnaryOp::Abs, "abs", 0, 0, false, false},
-      {UnaryOp::AddScalar, "add", 0.3, 0, false, false}, {UnaryOp::MulScalar, "mul", -1.7, 0, false, false},
-      {UnaryOp::Clamp, "clamp", -0.5, 0.5, false, false}, {UnaryOp::Exp, "exp", 0, 0, true, false},
-      {UnaryOp::Log, "log", 0, 0, true, true},           {UnaryOp::Sqrt, "sqrt", 0, 0, false, true},
-      {UnaryOp::Rsqrt, "rsqrt", 0, 0, false, true},      {UnaryOp::Tanh, "tanh", 0, 0, true, false},
-      {UnaryOp::Sigmoid, "sigmoid", 0, 0, false, false}, {UnaryOp::Silu, "silu", 0, 0, false, false},
-      {UnaryOp::Pow, "pow", 1.5, 0, true, true}};
+  const std::vector<Case> cases{{UnaryOp::Neg, "neg", 0, 0, false, false},
+                                {UnaryOp::Abs, "abs", 0, 0, false, false},
+                                {UnaryOp::AddScalar, "add", 0.3, 0, false, false},
+                                {UnaryOp::MulScalar, "mul", -1.7, 0, false, false},
+                                {UnaryOp::Clamp, "clamp", -0.5, 0.5, false, false},
+                                {UnaryOp::Exp, "exp", 0, 0, true, false},
+                                {UnaryOp::Log, "log", 0, 0, true, true},
+                                {UnaryOp::Sqrt, "sqrt", 0, 0, false, true},
+                                {UnaryOp::Rsqrt, "rsqrt", 0, 0, false, true},
+                                {UnaryOp::Tanh, "tanh", 0, 0, true, false},
+                                {UnaryOp::Sigmoid, "sigmoid", 0, 0, false, false},
+                                {UnaryOp::Silu, "silu", 0, 0, false, false},
+                                {UnaryOp::Pow, "pow", 1.5, 0, true, true}};
   for (DType dtype : {DType::Float32, DType::Float64}) {
     Generator gen(3);
     for (const Case& c : cases) {
-      const Tensor base = c.positive_input ? positive({37, 129}, dtype, &gen) : randn({37, 129}, {.dtype = dtype}, &gen);
+      const Tensor base =
+          c.positive_input ? positive({37, 129}, dtype, &gen) : randn({37, 129}, {.dtype = dtype}, &gen);
       for (const Tensor& x : {base, base.transpose(0, 1)}) {  // contiguous, then strided
         poison(x.numel(), dtype);
         const Tensor got = detail::unary_op(c.op, x.to(gpu), c.name, c.p, c.q);
@@ -70,7 +76,8 @@ TEST_F(ElementwiseGpu, UnaryOpsEqualTheCpu) {
       const Tensor dev_view = base.to(gpu).transpose(0, 1);
       const Tensor got = detail::unary_op(c.op, dev_view, c.name, c.p, c.q);
       const Tensor want = detail::unary_op(c.op, base.transpose(0, 1), c.name, c.p, c.q);
-      EXPECT_LE(max_ulps(got.to(Device::cpu()), want), ulp_bound(c.library_math || uses_library_exp(c.op, dtype), dtype))
+      EXPECT_LE(max_ulps(got.to(Device::cpu()), want),
+                ulp_bound(c.library_math || uses_library_exp(c.op, dtype), dtype))
           << c.name << " strided " << dtype;
     }
   }
@@ -118,11 +125,10 @@ TEST_F(ElementwiseGpu, BinaryOpsBroadcastAndEqualTheCpu) {
 
 TEST_F(ElementwiseGpu, GradientKernelsEqualTheCpu) {
   Generator gen(5);
-  const Tensor g = randn({6, 50}, {}, &gen), x = positive({6, 50}, DType::Float32, &gen),
-               y = randn({50}, {}, &gen);
-  for (UnaryGradOp op : {UnaryGradOp::Abs, UnaryGradOp::Exp, UnaryGradOp::Log, UnaryGradOp::Sqrt, UnaryGradOp::Rsqrt,
-                         UnaryGradOp::Tanh, UnaryGradOp::Sigmoid, UnaryGradOp::Silu, UnaryGradOp::Clamp,
-                         UnaryGradOp::Pow}) {
+  const Tensor g = randn({6, 50}, {}, &gen), x = positive({6, 50}, DType::Float32, &gen), y = randn({50}, {}, &gen);
+  for (UnaryGradOp op :
+       {UnaryGradOp::Abs, UnaryGradOp::Exp, UnaryGradOp::Log, UnaryGradOp::Sqrt, UnaryGradOp::Rsqrt, UnaryGradOp::Tanh,
+        UnaryGradOp::Sigmoid, UnaryGradOp::Silu, UnaryGradOp::Clamp, UnaryGradOp::Pow}) {
     const Tensor want = detail::unary_grad_op(op, g, x, "grad", 1.3, 2.0);
     const Tensor got = detail::unary_grad_op(op, g.to(gpu), x.to(gpu), "grad", 1.3, 2.0);
     EXPECT_LE(max_ulps(got.to(Device::cpu()), want), op == UnaryGradOp::Pow ? 4 : 0) << static_cast<int>(op);
@@ -169,7 +175,8 @@ TEST_F(ElementwiseGpu, GeluAndReluEqualTheCpu) {
           << (is_gelu ? "gelu " : "relu ") << dtype;
       want.backward(g);
       got.backward(g.to(gpu));
-      EXPECT_LE(max_ulps(xg.grad().to(Device::cpu()), xc.grad()), is_gelu ? ulp_bound(dtype == DType::Float64, dtype) : 0)
+      EXPECT_LE(max_ulps(xg.grad().to(Device::cpu()), xc.grad()),
+                is_gelu ? ulp_bound(dtype == DType::Float64, dtype) : 0)
           << (is_gelu ? "gelu backward " : "relu backward ") << dtype;
     }
   }

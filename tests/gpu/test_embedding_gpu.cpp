@@ -27,8 +27,8 @@ struct Case {
 
 TEST_F(EmbeddingGpu, ForwardAndBackwardEqualTheCpuBitForBit) {
   // Few rows (many repeats per row), sizes off the block size, a row wider than a block.
-  const std::vector<Case> cases = {{{4, 33}, 7, 5}, {{8, 128}, 256, 96}, {{3, 50}, 1000, 300}, {{1}, 3, 1},
-                                   {{2, 257}, 2, 513}};
+  const std::vector<Case> cases = {
+      {{4, 33}, 7, 5}, {{8, 128}, 256, 96}, {{3, 50}, 1000, 300}, {{1}, 3, 1}, {{2, 257}, 2, 513}};
   for (DType dtype : {DType::Float32, DType::Float64}) {
     for (DType idx_type : {DType::Int32, DType::Int64}) {
       for (const Case& c : cases) {

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "gpu/gpu_test.h"
-#include "strata/strata.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/cuda_ops.h"
+#include "gpu/gpu_test.h"
+#include "strata/strata.h"
 #include "test_util.h"
 
 namespace strata {
@@ -109,8 +109,8 @@ TEST_F(MatmulGpu, LargeProduct) {
     const Tensor a = rnd({512, 1024}, dtype, 100), b = rnd({1024, 768}, dtype, 101);
     const Tensor want = matmul(a, b);
     poison(want.numel(), dtype);
-    expect_close(matmul(a.to(gpu), b.to(gpu)), want, exact_bound(dtype), std::string("large ") +
-                 std::string(dtype_name(dtype)));
+    expect_close(matmul(a.to(gpu), b.to(gpu)), want, exact_bound(dtype),
+                 std::string("large ") + std::string(dtype_name(dtype)));
   }
 }
 
@@ -121,8 +121,8 @@ TEST_F(MatmulGpu, SummedBatchMatchesTheCpu) {
     const Tensor g = rnd({4, 37, 53}, dtype, 200), x = rnd({4, 37, 29}, dtype, 201);
     const Tensor folded_a = g.transpose(-1, -2);
     poison(53 * 29, dtype);
-    expect_close(cuda_ops::matmul_sum(g.to(gpu).transpose(-1, -2), x.to(gpu), "matmul"),
-                 cpu::matmul_sum(folded_a, x), exact_bound(dtype), "folded sum");
+    expect_close(cuda_ops::matmul_sum(g.to(gpu).transpose(-1, -2), x.to(gpu), "matmul"), cpu::matmul_sum(folded_a, x),
+                 exact_bound(dtype), "folded sum");
     const Tensor a = rnd({3, 37, 29}, dtype, 202), b = rnd({3, 29, 53}, dtype, 203);
     poison(37 * 53, dtype);
     expect_close(cuda_ops::matmul_sum(a.to(gpu), b.to(gpu), "matmul"), cpu::matmul_sum(a, b), exact_bound(dtype),
@@ -235,8 +235,11 @@ TEST_F(MatmulGpu, BadInputsNameTheOpAndTensor) {
   using testing::expect_error_mentions;
   const Tensor a = ones({2, 3}), g = ones({3, 4}).to(gpu);
   expect_error_mentions([&] { (void)matmul(a, g); }, {"matmul", "a", "on cpu", "b", "on cuda:0"});
-  expect_error_mentions([&] { (void)linear(ones({2, 4}).to(gpu), ones({5, 4}), Tensor()); },
-                        {"linear", "input", "weight", "cuda:0", "cpu"});
+  expect_error_mentions(
+      [&] {
+        (void)linear(ones({2, 4}).to(gpu), ones({5, 4}), Tensor());
+      },
+      {"linear", "input", "weight", "cuda:0", "cpu"});
   const Tensor i = zeros({2, 3}, {.dtype = DType::Int32}).to(gpu);
   expect_error_mentions([&] { (void)matmul(i, i.transpose(0, 1)); }, {"matmul", "a", "int32", "cuda:0"});
   expect_error_mentions([&] { (void)cuda_ops::matmul(i, i.transpose(0, 1), Shape{}, Tensor(), "matmul"); },
@@ -245,9 +248,11 @@ TEST_F(MatmulGpu, BadInputsNameTheOpAndTensor) {
   const Tensor h = ones({2, 3}, {.dtype = DType::BFloat16});
   expect_error_mentions([&] { (void)matmul(h, h.transpose(0, 1)); }, {"matmul", "bfloat16", "CUDA"});
   // Mixed 16-bit dtypes on CUDA.
-  expect_error_mentions([&] {
-    (void)linear(ones({2, 4}, {.dtype = DType::BFloat16}).to(gpu), ones({5, 4}, {.dtype = DType::Float16}).to(gpu));
-  }, {"linear", "weight", "float16"});
+  expect_error_mentions(
+      [&] {
+        (void)linear(ones({2, 4}, {.dtype = DType::BFloat16}).to(gpu), ones({5, 4}, {.dtype = DType::Float16}).to(gpu));
+      },
+      {"linear", "weight", "float16"});
 }
 
 }  // namespace

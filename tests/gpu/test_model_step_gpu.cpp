@@ -68,20 +68,24 @@ void expect_gpu_step_equals_cpu(Config config, const char* name) {
     EXPECT_NEAR(gpu.loss, cpu.loss, tol * std::abs(cpu.loss)) << name << " " << dtype;
     std::string where;
     EXPECT_LT(worst_relative(gpu.grads, cpu.grads, where), tol) << name << " " << dtype << " gradient of " << where;
-    EXPECT_LT(worst_relative(gpu.params, cpu.params, where), tol) << name << " " << dtype << " " << where
-                                                                   << " after the AdamW step";
+    EXPECT_LT(worst_relative(gpu.params, cpu.params, where), tol)
+        << name << " " << dtype << " " << where << " after the AdamW step";
   }
 }
 
 TEST_F(ModelStepGpu, GptStepEqualsTheCpu) {
-  expect_gpu_step_equals_cpu<nn::GPT>(nn::GPTConfig{.vocab_size = 97, .context = 32, .n_layer = 2, .n_head = 4,
-                                                    .n_embd = 64},
-                                      "GPT");
+  expect_gpu_step_equals_cpu<nn::GPT>(
+      nn::GPTConfig{.vocab_size = 97, .context = 32, .n_layer = 2, .n_head = 4, .n_embd = 64}, "GPT");
 }
 
 TEST_F(ModelStepGpu, LlamaStepEqualsTheCpu) {
-  expect_gpu_step_equals_cpu<nn::Llama>(nn::LlamaConfig{.vocab_size = 97, .context = 32, .n_layer = 2, .n_head = 4,
-                                                        .n_kv_head = 2, .n_embd = 64, .intermediate_size = 96},
+  expect_gpu_step_equals_cpu<nn::Llama>(nn::LlamaConfig{.vocab_size = 97,
+                                                        .context = 32,
+                                                        .n_layer = 2,
+                                                        .n_head = 4,
+                                                        .n_kv_head = 2,
+                                                        .n_embd = 64,
+                                                        .intermediate_size = 96},
                                         "Llama");
 }
 

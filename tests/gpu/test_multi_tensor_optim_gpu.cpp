@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "optim/multi_tensor.h"
 #include "gpu/gpu_test.h"
+#include "optim/multi_tensor.h"
 #include "strata/strata.h"
 
 namespace strata {
@@ -49,8 +49,7 @@ TEST_F(MultiTensorOptimGpu, EqualsTheCpuExecutorBitForBitWithSixteenBitCopies) {
       a.exp_avg_sq = zeros(shape, {.dtype = dtype});
       a.lr = i % 2 == 0 ? 1e-3 : 2e-2;
       a.weight_decay = i % 3 == 0 ? 0.0 : 0.1;
-      if (dtype == DType::Float32)
-        a.low_copy = zeros(shape, {.dtype = i % 2 == 0 ? DType::BFloat16 : DType::Float16});
+      if (dtype == DType::Float32) a.low_copy = zeros(shape, {.dtype = i % 2 == 0 ? DType::BFloat16 : DType::Float16});
       AdamTensorArgs d = a;
       // Every fifth tensor on the device is a view one element into its buffer (as ZeRO's
       // shards of a flat buffer are): not 16-byte aligned, so the kernel's scalar path.
@@ -115,9 +114,9 @@ TEST_F(MultiTensorOptimGpu, AdamWOnCudaParametersEqualsTheCpu) {
 
 // optim::SGD (momentum with dampening, then Nesterov) on CUDA parameters, bit for bit.
 TEST_F(MultiTensorOptimGpu, SgdOnCudaParametersEqualsTheCpu) {
-  for (const optim::SGDOptions o : {optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.1,
-                                                      .weight_decay = 1e-3},
-                                    optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true}}) {
+  for (const optim::SGDOptions o :
+       {optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 1e-3},
+        optim::SGDOptions{.lr = 0.05, .momentum = 0.9, .nesterov = true}}) {
     Generator gen(8);
     Tensor cpu_w = randn({777, 65}, {}, &gen);
     Tensor gpu_w = cpu_w.to(gpu);

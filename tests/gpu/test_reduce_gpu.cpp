@@ -35,10 +35,11 @@ struct Case {
 
 TEST_F(ReduceGpu, SumEqualsTheCpuBitForBit) {
   const std::vector<Case> cases = {
-      {{1000, 96}, {0}},       {{1024, 768}, {0}},     {{7, 133}, {1}},    {{3, 77, 5}, {1}},
-      {{4, 6, 5, 3}, {1, 2}},  {{4, 6, 5}, {0, 2}},    {{2, 1, 9, 1}, {1, 2, 3}}, {{5, 3}, {0}},
-      {{40000}, {0}},          {{257, 259}, {0, 1}},   {{2, 3}, {}},       {{0, 4}, {0}},
-      {{70, 10, 1000}, {1}},   {{3, 45, 33}, {1}},  // columns: a thread per output; 32 lanes per column
+      {{1000, 96}, {0}},         {{1024, 768}, {0}},     {{7, 133}, {1}},
+      {{3, 77, 5}, {1}},         {{4, 6, 5, 3}, {1, 2}}, {{4, 6, 5}, {0, 2}},
+      {{2, 1, 9, 1}, {1, 2, 3}}, {{5, 3}, {0}},          {{40000}, {0}},
+      {{257, 259}, {0, 1}},      {{2, 3}, {}},           {{0, 4}, {0}},
+      {{70, 10, 1000}, {1}},     {{3, 45, 33}, {1}},  // columns: a thread per output; 32 lanes per column
   };
   for (DType dtype : {DType::Float32, DType::Float64}) {
     for (const Case& c : cases) {
@@ -52,7 +53,8 @@ TEST_F(ReduceGpu, SumEqualsTheCpuBitForBit) {
   }
   const Tensor ints = arange(0, 3 * 70 * 4, 1, {.dtype = DType::Int64}).view({3, 70, 4});
   EXPECT_TRUE(same_bits(sum(ints.to(gpu), {1}).to(Device::cpu()), sum(ints, {1})));
-  EXPECT_TRUE(same_bits(sum(ints.to(DType::Int32).to(gpu), {0, 2}).to(Device::cpu()), sum(ints.to(DType::Int32), {0, 2})));
+  EXPECT_TRUE(
+      same_bits(sum(ints.to(DType::Int32).to(gpu), {0, 2}).to(Device::cpu()), sum(ints.to(DType::Int32), {0, 2})));
 }
 
 TEST_F(ReduceGpu, TransposedInputAndAbove2To24Elements) {

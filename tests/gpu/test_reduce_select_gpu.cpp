@@ -151,8 +151,8 @@ TEST_F(ReduceSelectGpu, GradientsEqualTheCpu) {
 // generate() with the model on CUDA: the logits come from the GPU (a GEMM order of its own,
 // float64 here so the margins dwarf that), the tokens are the CPU's.
 TEST_F(ReduceSelectGpu, GenerateOnCudaPicksTheCpuTokens) {
-  nn::GPT model(nn::GPTConfig{.vocab_size = 31, .context = 16, .n_layer = 2, .n_head = 2, .n_embd = 16,
-                              .dtype = DType::Float64});
+  nn::GPT model(
+      nn::GPTConfig{.vocab_size = 31, .context = 16, .n_layer = 2, .n_head = 2, .n_embd = 16, .dtype = DType::Float64});
   const Tensor prompt = from_vector(std::vector<int64_t>{3, 1, 4, 1, 5, 9}, {2, 3});
   const std::vector<nn::GenerateOptions> options = {
       {.greedy = true},

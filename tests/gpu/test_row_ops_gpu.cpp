@@ -81,7 +81,8 @@ TEST_F(RowOpsGpu, CrossEntropyEqualsTheCpu) {
         poison(s.rows * s.n, dtype);
         const Tensor got = cross_entropy(lg, targets.to(gpu), -100);
         ASSERT_TRUE(got.device().is_cuda());
-        EXPECT_LE(max_ulps(got.to(Device::cpu()), want), log_bound(dtype)) << dtype << " [" << s.rows << ", " << s.n << "]";
+        EXPECT_LE(max_ulps(got.to(Device::cpu()), want), log_bound(dtype))
+            << dtype << " [" << s.rows << ", " << s.n << "]";
         want.backward();
         got.backward();
         EXPECT_LE(max_ulps(lg.grad().to(Device::cpu()), lc.grad()), 2 * log_bound(dtype) + exp_bound(dtype))

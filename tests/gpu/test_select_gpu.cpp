@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
-#include <sstream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,8 +51,9 @@ const std::vector<DType> kDtypes{DType::Float32, DType::Float64, DType::Int32, D
 
 // Shapes that broadcast: equal, one side broadcast, both sides, a scalar, empty, and one of
 // 37 * 129 elements (no multiple of the block).
-const std::vector<std::pair<Shape, Shape>> kShapes{{{5, 7, 3}, {5, 7, 3}}, {{5, 7, 3}, {7, 1}}, {{1, 7, 1}, {5, 1, 3}},
-                                                   {{4}, {}},              {{0, 3}, {3}},       {{37, 129}, {37, 129}}};
+const std::vector<std::pair<Shape, Shape>> kShapes{{{5, 7, 3}, {5, 7, 3}}, {{5, 7, 3}, {7, 1}},
+                                                   {{1, 7, 1}, {5, 1, 3}}, {{4}, {}},
+                                                   {{0, 3}, {3}},          {{37, 129}, {37, 129}}};
 
 using BinaryFn = std::function<Tensor(const Tensor&, const Tensor&)>;
 const std::vector<std::pair<const char*, BinaryFn>> kCompares{
@@ -114,9 +115,12 @@ TEST_F(SelectGpu, ScalarComparisonsEqualTheCpu) {
 
 TEST_F(SelectGpu, WhereEqualsTheCpu) {
   // {cond, a, b}: broadcast in every combination, a scalar, empty.
-  const std::vector<std::vector<Shape>> shapes{{{5, 7, 3}, {5, 7, 3}, {5, 7, 3}}, {{5, 1, 3}, {7, 1}, {5, 7, 3}},
-                                               {{7, 1}, {5, 1, 3}, {}},           {{}, {4, 5}, {5}},
-                                               {{0, 3}, {3}, {1, 3}},             {{37, 129}, {37, 129}, {129}}};
+  const std::vector<std::vector<Shape>> shapes{{{5, 7, 3}, {5, 7, 3}, {5, 7, 3}},
+                                               {{5, 1, 3}, {7, 1}, {5, 7, 3}},
+                                               {{7, 1}, {5, 1, 3}, {}},
+                                               {{}, {4, 5}, {5}},
+                                               {{0, 3}, {3}, {1, 3}},
+                                               {{37, 129}, {37, 129}, {129}}};
   for (DType dtype : kDtypes) {
     Generator gen(13);
     for (const auto& s : shapes) {

@@ -8,9 +8,9 @@
 #include <chrono>
 #include <thread>
 
+#include "backend/cuda/cuda_backend.h"
 #include "gpu/gpu_test.h"
 #include "tensor/allocator_buckets.h"
-#include "backend/cuda/cuda_backend.h"
 
 namespace strata {
 namespace {

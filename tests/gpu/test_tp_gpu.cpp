@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
-#include "gpu/gpu_test.h"
 #include "distributed/model_equivalence_util.h"
+#include "gpu/gpu_test.h"
 #include "strata/parallel/tp_factory.h"
 #include "strata/parallel/tp_layers.h"
 #include "strata/tensor/cuda.h"
@@ -113,7 +113,9 @@ TEST_F(TpGpu, VocabParallelEmbeddingMatchesCpu) {
     EXPECT_EQ(max_ulps(y_gpu.to(Device::cpu()), y_cpu), 0);
     EXPECT_EQ(max_ulps(on_gpu.weight.grad().to(Device::cpu()), on_cpu.weight.grad()), 0);
     strata::testing::expect_error_mentions(
-        [&] { (void)on_gpu.forward(from_vector(std::vector<int64_t>{3, 15}, {2}).to(here())); },
+        [&] {
+          (void)on_gpu.forward(from_vector(std::vector<int64_t>{3, 15}, {2}).to(here()));
+        },
         {"VocabParallelEmbedding: index 15 at position 1 is out of range for a vocabulary of 15"});
   }
 }
@@ -126,8 +128,8 @@ TEST_F(TpGpu, GptStepMatchesCpu) {
   for (bool sequence_parallel : {false, true}) {
     SCOPED_TRACE(sequence_parallel ? "sequence parallel" : "tensor parallel");
     auto run = [&](Device device, std::vector<double>& losses) {
-      auto tp = std::make_shared<parallel::TensorParallelFactory>(world,
-                                                                  parallel::TensorParallelOptions{sequence_parallel});
+      auto tp =
+          std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{sequence_parallel});
       auto model = build(Family::Gpt, DType::Float64, tp);
       model->to(device);
       optim::AdamW opt(model->parameters(), adamw());

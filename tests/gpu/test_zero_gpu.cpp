@@ -4,8 +4,8 @@
 // Llama as one CPU process does on the global batch (float64, float64 masters).
 #include <gtest/gtest.h>
 
-#include "strata/tensor/cuda.h"
 #include "distributed/zero_test_util.h"
+#include "strata/tensor/cuda.h"
 
 namespace strata::test {
 namespace {

@@ -37,22 +37,37 @@ Tensor fixed_tokens(int64_t vocab, int64_t T) {
 
 std::unique_ptr<nn::CausalLM> exported(const std::string& family, const std::string& dir) {
   if (family == "gpt2") {
-    const checkpoint::Gpt2Config c{.vocab_size = 50, .n_positions = 16, .n_embd = 32, .n_layer = 2, .n_head = 4,
-                                   .dropout = 0.0};
-    auto model = std::make_unique<nn::GPT>(nn::GPTConfig{.vocab_size = c.vocab_size, .context = c.n_positions,
-                                                         .n_layer = c.n_layer, .n_head = c.n_head,
-                                                         .n_embd = c.n_embd, .seed = 5});
+    const checkpoint::Gpt2Config c{
+        .vocab_size = 50, .n_positions = 16, .n_embd = 32, .n_layer = 2, .n_head = 4, .dropout = 0.0};
+    auto model = std::make_unique<nn::GPT>(nn::GPTConfig{.vocab_size = c.vocab_size,
+                                                         .context = c.n_positions,
+                                                         .n_layer = c.n_layer,
+                                                         .n_head = c.n_head,
+                                                         .n_embd = c.n_embd,
+                                                         .seed = 5});
     perturb(*model);
     checkpoint::export_gpt2_safetensors(dir, model->state_dict(), c);
     return model;
   }
-  const checkpoint::HfLlamaConfig c{.vocab_size = 50, .context = 16, .n_layer = 2, .n_head = 4, .n_kv_head = 2,
-                                    .n_embd = 32, .intermediate_size = 48, .rope_theta = 1000.0,
+  const checkpoint::HfLlamaConfig c{.vocab_size = 50,
+                                    .context = 16,
+                                    .n_layer = 2,
+                                    .n_head = 4,
+                                    .n_kv_head = 2,
+                                    .n_embd = 32,
+                                    .intermediate_size = 48,
+                                    .rope_theta = 1000.0,
                                     .rms_norm_eps = 1e-5};
-  auto model = std::make_unique<nn::Llama>(nn::LlamaConfig{
-      .vocab_size = c.vocab_size, .context = c.context, .n_layer = c.n_layer, .n_head = c.n_head,
-      .n_kv_head = c.n_kv_head, .n_embd = c.n_embd, .intermediate_size = c.intermediate_size,
-      .rope_theta = c.rope_theta, .rms_norm_eps = c.rms_norm_eps, .seed = 5});
+  auto model = std::make_unique<nn::Llama>(nn::LlamaConfig{.vocab_size = c.vocab_size,
+                                                           .context = c.context,
+                                                           .n_layer = c.n_layer,
+                                                           .n_head = c.n_head,
+                                                           .n_kv_head = c.n_kv_head,
+                                                           .n_embd = c.n_embd,
+                                                           .intermediate_size = c.intermediate_size,
+                                                           .rope_theta = c.rope_theta,
+                                                           .rms_norm_eps = c.rms_norm_eps,
+                                                           .seed = 5});
   perturb(*model);
   checkpoint::export_llama_safetensors(dir, model->state_dict(), c);
   return model;
@@ -62,18 +77,26 @@ std::unique_ptr<nn::CausalLM> imported(const std::string& family, const std::str
   if (family == "gpt2") {
     checkpoint::Gpt2Config c;
     StateDict state = checkpoint::import_gpt2_safetensors(dir, &c);
-    auto model = std::make_unique<nn::GPT>(nn::GPTConfig{
-        .vocab_size = c.vocab_size, .context = c.n_positions, .n_layer = c.n_layer, .n_head = c.n_head,
-        .n_embd = c.n_embd});
+    auto model = std::make_unique<nn::GPT>(nn::GPTConfig{.vocab_size = c.vocab_size,
+                                                         .context = c.n_positions,
+                                                         .n_layer = c.n_layer,
+                                                         .n_head = c.n_head,
+                                                         .n_embd = c.n_embd});
     model->load_state_dict(state);
     return model;
   }
   checkpoint::HfLlamaConfig c;
   StateDict state = checkpoint::import_llama_safetensors(dir, &c);
-  auto model = std::make_unique<nn::Llama>(nn::LlamaConfig{
-      .vocab_size = c.vocab_size, .context = c.context, .n_layer = c.n_layer, .n_head = c.n_head,
-      .n_kv_head = c.n_kv_head, .n_embd = c.n_embd, .intermediate_size = c.intermediate_size,
-      .rope_theta = c.rope_theta, .rms_norm_eps = c.rms_norm_eps, .init_std = c.init_std});
+  auto model = std::make_unique<nn::Llama>(nn::LlamaConfig{.vocab_size = c.vocab_size,
+                                                           .context = c.context,
+                                                           .n_layer = c.n_layer,
+                                                           .n_head = c.n_head,
+                                                           .n_kv_head = c.n_kv_head,
+                                                           .n_embd = c.n_embd,
+                                                           .intermediate_size = c.intermediate_size,
+                                                           .rope_theta = c.rope_theta,
+                                                           .rms_norm_eps = c.rms_norm_eps,
+                                                           .init_std = c.init_std});
   model->load_state_dict(state);
   return model;
 }

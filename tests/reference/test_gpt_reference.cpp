@@ -9,8 +9,8 @@
 
 #include "file_test_util.h"
 #include "float32_bound.h"
-#include "test_util.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 using namespace strata;
 using namespace strata::checkpoint;
@@ -43,7 +43,8 @@ std::pair<double, int64_t> relative_error_where_gradient(const Tensor& a, const 
 }  // namespace
 
 TEST(Reference, GptMatchesPyTorch) {
-  if (!strata::testing::python_has_module("torch")) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
+  if (!strata::testing::python_has_module("torch"))
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
   strata::testing::TempDir dir;
   const int64_t B = 3, T = 16, steps = 3;
   const double lr = 1e-2, wd = 0.1;
@@ -59,11 +60,15 @@ TEST(Reference, GptMatchesPyTorch) {
   input["tokens"] = tokens;
   input["targets"] = targets;
   save_safetensors(dir.file("input.safetensors"), input,
-                   {{"n_layer", "2"}, {"n_head", "4"}, {"n_embd", "32"}, {"steps", std::to_string(steps)},
-                    {"lr", std::to_string(lr)}, {"weight_decay", std::to_string(wd)}});
+                   {{"n_layer", "2"},
+                    {"n_head", "4"},
+                    {"n_embd", "32"},
+                    {"steps", std::to_string(steps)},
+                    {"lr", std::to_string(lr)},
+                    {"weight_decay", std::to_string(wd)}});
   std::string output;
-  int rc = strata::testing::run_python_script(
-      "reference/gpt_reference.py", {dir.file("input.safetensors"), dir.file("output.safetensors")}, &output);
+  int rc = strata::testing::run_python_script("reference/gpt_reference.py",
+                                              {dir.file("input.safetensors"), dir.file("output.safetensors")}, &output);
   ASSERT_EQ(rc, 0) << output;
   StateDict ref = load_safetensors(dir.file("output.safetensors")).tensors;
 

@@ -49,12 +49,16 @@ StateDict pytorch_reference(const nn::LlamaConfig& c, StateDict input, const Ten
     std::snprintf(buf, sizeof buf, "%.17g", v);
     return std::string(buf);
   };
-  checkpoint::save_safetensors(
-      dir.file("input.safetensors"), input,
-      {{"n_layer", std::to_string(c.n_layer)}, {"n_head", std::to_string(c.n_head)},
-       {"n_kv_head", std::to_string(c.n_kv_head)}, {"n_embd", std::to_string(c.n_embd)},
-       {"steps", std::to_string(kSteps)}, {"rope_theta", text(c.rope_theta)},
-       {"rms_norm_eps", text(c.rms_norm_eps)}, {"lr", text(kLr)}, {"weight_decay", text(kWeightDecay)}});
+  checkpoint::save_safetensors(dir.file("input.safetensors"), input,
+                               {{"n_layer", std::to_string(c.n_layer)},
+                                {"n_head", std::to_string(c.n_head)},
+                                {"n_kv_head", std::to_string(c.n_kv_head)},
+                                {"n_embd", std::to_string(c.n_embd)},
+                                {"steps", std::to_string(kSteps)},
+                                {"rope_theta", text(c.rope_theta)},
+                                {"rms_norm_eps", text(c.rms_norm_eps)},
+                                {"lr", text(kLr)},
+                                {"weight_decay", text(kWeightDecay)}});
   std::string output;
   const int rc = strata::testing::run_python_script(
       "reference/llama_reference.py", {dir.file("input.safetensors"), dir.file("output.safetensors")}, &output);
@@ -66,10 +70,19 @@ StateDict pytorch_reference(const nn::LlamaConfig& c, StateDict input, const Ten
 }  // namespace
 
 TEST(Reference, LlamaMatchesPyTorch) {
-  if (!strata::testing::python_has_module("torch")) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
+  if (!strata::testing::python_has_module("torch"))
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
   // rope_theta and rms_norm_eps away from their defaults, so that both are seen to be used.
-  nn::LlamaConfig config{.vocab_size = 40, .context = 16, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .n_embd = 32,
-                         .intermediate_size = 48, .rope_theta = 500.0, .rms_norm_eps = 1e-4, .seed = 21};
+  nn::LlamaConfig config{.vocab_size = 40,
+                         .context = 16,
+                         .n_layer = 2,
+                         .n_head = 4,
+                         .n_kv_head = 2,
+                         .n_embd = 32,
+                         .intermediate_size = 48,
+                         .rope_theta = 500.0,
+                         .rms_norm_eps = 1e-4,
+                         .seed = 21};
   nn::Llama model32(config);
   Generator gen(5);
   Tensor tokens = randint(0, config.vocab_size, {3, 12}, {.dtype = DType::Int64}, &gen);

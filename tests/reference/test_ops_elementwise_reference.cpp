@@ -85,7 +85,8 @@ bool differentiable(const std::string& arg) { return arg != "cond"; }
 }  // namespace
 
 TEST(Reference, ElementwiseOpsMatchPyTorch) {
-  if (!strata::testing::python_has_module("torch")) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
+  if (!strata::testing::python_has_module("torch"))
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
   strata::testing::TempDir dir;
   StateDict inputs = make_inputs(DType::Float32, "f32");
   inputs.merge(make_inputs(DType::Float64, "f64"));

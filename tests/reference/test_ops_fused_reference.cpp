@@ -17,14 +17,14 @@ using strata::testing::rand64;
 using strata::testing::rel_err;
 
 TEST(Reference, FusedNnOpsMatchPyTorch) {
-  if (!strata::testing::python_has_module("torch")) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
+  if (!strata::testing::python_has_module("torch"))
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
   strata::testing::TempDir dir;
   const double eps = 1e-6, theta = 10000.0;
   const int64_t offset = 3;
   // x doubles as the rms_norm input ([..., D]) and the rotary input ([B, H, T, D]).
-  StateDict f64 = {{"x", rand64({2, 3, 6, 8}, 1)},      {"w", rand64({8}, 2)},
-                   {"q", rand64({2, 4, 6, 8}, 3)},      {"k", rand64({2, 2, 9, 8}, 4)},
-                   {"v", rand64({2, 2, 9, 8}, 5)},      {"mask", rand64({2, 1, 1, 9}, 6)}};
+  StateDict f64 = {{"x", rand64({2, 3, 6, 8}, 1)}, {"w", rand64({8}, 2)},          {"q", rand64({2, 4, 6, 8}, 3)},
+                   {"k", rand64({2, 2, 9, 8}, 4)}, {"v", rand64({2, 2, 9, 8}, 5)}, {"mask", rand64({2, 1, 1, 9}, 6)}};
   StateDict input;
   for (const auto& [name, t] : f64) {
     input[name + ".f64"] = t;
@@ -56,12 +56,14 @@ TEST(Reference, FusedNnOpsMatchPyTorch) {
         {"attn", attention(in("q"), in("k"), in("v"), {.mask = in("mask")})},
         {"attn_causal", attention(in("q"), in("k"), in("v"), {.causal = true, .mask = in("mask")})}};
   };
-  for (const auto& [name, got] : results(".f64", DType::Float64)) EXPECT_LT(rel_err(got, ref.at(name + ".f64")), 1e-12) << name;
+  for (const auto& [name, got] : results(".f64", DType::Float64))
+    EXPECT_LT(rel_err(got, ref.at(name + ".f64")), 1e-12) << name;
   const auto exact = results(".f32", DType::Float64);
   const auto ours = results(".f32", DType::Float32);
   for (size_t i = 0; i < ours.size(); ++i) {
     const std::string& name = ours[i].first;
     const Tensor& want = ref.at(name + ".f32");
-    EXPECT_TRUE(strata::test::within_float32_bound(rel_err(ours[i].second, want), rel_err(want, exact[i].second), name));
+    EXPECT_TRUE(
+        strata::test::within_float32_bound(rel_err(ours[i].second, want), rel_err(want, exact[i].second), name));
   }
 }

@@ -9,8 +9,8 @@
 
 #include "file_test_util.h"
 #include "float32_bound.h"
-#include "test_util.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 using namespace strata;
 using namespace strata::checkpoint;
@@ -92,7 +92,8 @@ bool is_index_result(const std::string& name) {
 }  // namespace
 
 TEST(Reference, IndexAndReduceOpsMatchPyTorch) {
-  if (!strata::testing::python_has_module("torch")) GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
+  if (!strata::testing::python_has_module("torch"))
+    GTEST_SKIP() << "/usr/bin/python3 has no torch (apt install python3-torch)";
   strata::testing::TempDir dir;
   StateDict in = make_indices();
   add_inputs(&in, DType::Float32, "_f32");

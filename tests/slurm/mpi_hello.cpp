@@ -4,10 +4,10 @@
 // Prints one line per rank ending in "OK" and exits 0 only when every check passed.
 #include <mpi.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <unistd.h>
 
 namespace {
 
@@ -68,8 +68,8 @@ int main(int argc, char** argv) {
       "mpi_hello: rank %d of %d on %s: sum %lld; SLURM_PROCID=%s SLURM_LOCALID=%s "
       "OMPI_COMM_WORLD_LOCAL_RANK=%s PMIX_NAMESPACE=%s PMIX_RANK=%s %s\n",
       rank, size, host, sum, slurm_procid.c_str(), env_or("SLURM_LOCALID").c_str(),
-      env_or("OMPI_COMM_WORLD_LOCAL_RANK").c_str(), env_or("PMIX_NAMESPACE").c_str(),
-      env_or("PMIX_RANK").c_str(), all_ok ? "OK" : "FAILED");
+      env_or("OMPI_COMM_WORLD_LOCAL_RANK").c_str(), env_or("PMIX_NAMESPACE").c_str(), env_or("PMIX_RANK").c_str(),
+      all_ok ? "OK" : "FAILED");
   std::fflush(stdout);
   MPI_Finalize();
   return all_ok ? 0 : 1;

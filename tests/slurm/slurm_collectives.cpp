@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
     rank = world.rank();
     const int n = world.size();
     const int expected = argc > 1 ? std::atoi(argv[1]) : env_int("SLURM_NTASKS");
-    if (expected > 0) check(n == expected, rank, "world size " + std::to_string(n) + ", expected " + std::to_string(expected));
+    if (expected > 0)
+      check(n == expected, rank, "world size " + std::to_string(n) + ", expected " + std::to_string(expected));
 
     // Under srun the ranks and local ranks come from Slurm (Open MPI's
     // OMPI_COMM_WORLD_LOCAL_RANK is only set by mpirun).
@@ -102,7 +103,8 @@ int main(int argc, char** argv) {
       check(dist::local_rank() == slurm_local, rank,
             "local_rank() " + std::to_string(dist::local_rank()) + ", SLURM_LOCALID " + std::to_string(slurm_local));
     if (env_int("SLURM_STEP_NUM_NODES") == 1 || env_int("SLURM_NNODES") == 1)
-      check(dist::local_size() == n, rank, "local_size() " + std::to_string(dist::local_size()) + " on one node of " + std::to_string(n) + " ranks");
+      check(dist::local_size() == n, rank,
+            "local_size() " + std::to_string(dist::local_size()) + " on one node of " + std::to_string(n) + " ranks");
 
     check_all_reduce(world);
     check_all_gather(world);

@@ -6,8 +6,6 @@
 #include <memory>
 #include <string>
 
-#include "strata_ckpt/commands.h"
-#include "strata_ckpt/model_family.h"
 #include "strata/checkpoint/checkpoint.h"
 #include "strata/checkpoint/directory_lock.h"
 #include "strata/core/error.h"
@@ -16,6 +14,8 @@
 #include "strata/optim/param_groups.h"
 #include "strata/train/distributed_checkpoint.h"
 #include "strata/train/training_state.h"
+#include "strata_ckpt/commands.h"
+#include "strata_ckpt/model_family.h"
 
 namespace strata::ckpt_tool {
 namespace {
@@ -24,8 +24,8 @@ namespace {
 // record it.
 std::unique_ptr<nn::Module> model_of(const checkpoint::Metadata& meta, const train::ModelFamily& family,
                                      const std::string& where, checkpoint::Metadata& config) {
-  STRATA_CHECK(family.name == "gpt2" || family.name == "llama", where, ": convert reads GPT-2 and LLaMA states; family '",
-               family.name, "' had no single-file state");
+  STRATA_CHECK(family.name == "gpt2" || family.name == "llama", where,
+               ": convert reads GPT-2 and LLaMA states; family '", family.name, "' had no single-file state");
   if (family.name == "gpt2") {
     const nn::GPTConfig c = train::gpt_config_from_metadata(meta, where);
     config = train::gpt_config_metadata(c);
@@ -45,7 +45,8 @@ data::BatchSampler sampler_of(const StateDict& tensors, const std::string& where
                  "' is missing or not a scalar");
     return it->second.to_vector<int64_t>()[0];
   };
-  return data::BatchSampler({.dataset_size = field("dataset_size"), .batch_size = field("global_batch_size"),
+  return data::BatchSampler({.dataset_size = field("dataset_size"),
+                             .batch_size = field("global_batch_size"),
                              .seed = static_cast<uint64_t>(field("seed"))});
 }
 
@@ -56,7 +57,8 @@ int convert(const ConvertOptions& o) {
   const std::string where = "single-file training state '" + o.file + "'";
   const checkpoint::Checkpoint old = checkpoint::load_checkpoint(o.file);
   checkpoint::Metadata config;
-  const std::unique_ptr<nn::Module> model = model_of(old.metadata, family_of(old.metadata, o.format, where), where, config);
+  const std::unique_ptr<nn::Module> model =
+      model_of(old.metadata, family_of(old.metadata, o.format, where), where, config);
   // The trainers' optimizer: AdamW over the weight-decay groups (the decay value is not
   // state: only the grouping numbers the parameters).
   optim::AdamW adamw(optim::weight_decay_groups(model->named_parameters(), 1e-3, 0.1), optim::AdamWOptions{});
@@ -70,8 +72,8 @@ int convert(const ConvertOptions& o) {
   const checkpoint::DirectoryLock lock(o.out);
   refuse_existing_saves(o.out, "convert");
   config.erase("config.param_dtype");  // the trainers record it as part of the layout
-  const train::CheckpointTarget target{.model = *model, .world = world, .optimizer = &adamw, .sampler = &sampler,
-                                       .config = config};
+  const train::CheckpointTarget target{
+      .model = *model, .world = world, .optimizer = &adamw, .sampler = &sampler, .config = config};
   const checkpoint::SaveResult r = train::save_training_checkpoint(
       o.out, target, step, {{"converted_from", std::filesystem::absolute(o.file).string()}});
   std::printf("converted %s (step %lld) to %s (%llu bytes)\n", o.file.c_str(), static_cast<long long>(step),

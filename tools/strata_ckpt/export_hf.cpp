@@ -3,10 +3,10 @@
 #include <cstdio>
 #include <string>
 
-#include "strata_ckpt/commands.h"
-#include "strata_ckpt/model_family.h"
 #include "strata/checkpoint/sharded.h"
 #include "strata/core/error.h"
+#include "strata_ckpt/commands.h"
+#include "strata_ckpt/model_family.h"
 
 namespace strata::ckpt_tool {
 
@@ -31,9 +31,10 @@ int export_hf(const ExportOptions& o) {
   }
   STRATA_CHECK(!state.empty(), where, ": holds no model.* tensors to export");
   if (o.dtype == "f32" && from_master == 0)
-    std::printf("note: %s has no master.* weights (only ZeRO runs with 16-bit parameters save them): "
-                "exporting model.*\n",
-                where.c_str());
+    std::printf(
+        "note: %s has no master.* weights (only ZeRO runs with 16-bit parameters save them): "
+        "exporting model.*\n",
+        where.c_str());
 
   family.export_hf(o.out, state, c.metadata(), where);
   std::printf("exported %zu tensors of step %lld (%s, %zu from master.*) to %s/model.safetensors and config.json\n",

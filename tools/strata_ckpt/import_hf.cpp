@@ -7,14 +7,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "strata_ckpt/commands.h"
-#include "strata_ckpt/model_family.h"
 #include "strata/checkpoint/directory_lock.h"
 #include "strata/checkpoint/save_directory.h"
 #include "strata/checkpoint/sharded.h"
 #include "strata/core/error.h"
 #include "strata/distributed/init.h"
 #include "strata/train/training_state.h"
+#include "strata_ckpt/commands.h"
+#include "strata_ckpt/model_family.h"
 
 namespace strata::ckpt_tool {
 namespace {
@@ -56,8 +56,8 @@ checkpoint::Metadata import_metadata(const ImportOptions& o, const train::ModelF
 }  // namespace
 
 void refuse_existing_saves(const std::string& out, const std::string& command) {
-  STRATA_CHECK(!checkpoint::ShardedCheckpoint::is_sharded(out), "'", out, "' already holds a sharded checkpoint: ",
-               command, " into a new or empty directory");
+  STRATA_CHECK(!checkpoint::ShardedCheckpoint::is_sharded(out), "'", out,
+               "' already holds a sharded checkpoint: ", command, " into a new or empty directory");
   std::string names;
   for (const checkpoint::SaveEntry& s : checkpoint::list_saves(out)) names += (names.empty() ? "" : ", ") + s.name;
   STRATA_CHECK(names.empty(), "'", out, "' holds saves (", names, ") although it has no 'latest' file: ", command,
@@ -83,8 +83,8 @@ int import_hf(const ImportOptions& o) {
   const checkpoint::SaveResult r = checkpoint::save_sharded(
       o.out, world,
       checkpoint::take_snapshot(o.step, pieces, import_metadata(o, family, config), {{"tensor_rank", "0"}}));
-  std::printf("imported %zu tensors (%s) from %s as step %lld: %s (%llu bytes)\n", pieces.size(),
-              family.name.c_str(), o.hf_dir.c_str(), static_cast<long long>(o.step), r.directory.c_str(),
+  std::printf("imported %zu tensors (%s) from %s as step %lld: %s (%llu bytes)\n", pieces.size(), family.name.c_str(),
+              o.hf_dir.c_str(), static_cast<long long>(o.step), r.directory.c_str(),
               static_cast<unsigned long long>(r.bytes_written));
   return kExitOk;
 }

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "strata_ckpt/commands.h"
 #include "strata/checkpoint/sharded.h"
+#include "strata_ckpt/commands.h"
 
 namespace strata::ckpt_tool {
 namespace {
@@ -112,8 +112,8 @@ int print_text(const ShardedCheckpoint& c) {
   std::printf("tensors: %zu, pieces: %zu, bytes: %llu\n", rows.size(), pieces, static_cast<unsigned long long>(total));
   std::printf("  %-*s  %-8s  %-*s  %6s  %12s\n", nw, "name", "dtype", sw, "shape", "pieces", "bytes");
   for (const TensorRow& r : rows)
-    std::printf("  %-*s  %-8s  %-*s  %6zu  %12llu\n", nw, r.name.c_str(), r.dtype.c_str(), sw, r.shape.c_str(), r.pieces,
-                static_cast<unsigned long long>(r.bytes));
+    std::printf("  %-*s  %-8s  %-*s  %6zu  %12llu\n", nw, r.name.c_str(), r.dtype.c_str(), sw, r.shape.c_str(),
+                r.pieces, static_cast<unsigned long long>(r.bytes));
   std::printf("files:\n");
   for (const FileRow& f : file_rows(c)) {
     if (f.bytes) std::printf("  %s  %llu bytes\n", f.name.c_str(), static_cast<unsigned long long>(*f.bytes));

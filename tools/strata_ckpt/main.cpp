@@ -16,8 +16,8 @@
 #include <exception>
 #include <string>
 
-#include "strata_ckpt/commands.h"
 #include "strata/train/model_registry.h"
+#include "strata_ckpt/commands.h"
 #include "strata_ckpt/integer_option.h"
 
 using namespace strata::ckpt_tool;
@@ -38,8 +38,7 @@ int main(int argc, char** argv) {
 
   ExportOptions export_o;
   auto* export_cmd = app.add_subcommand("export", "write the model weights as a Hugging Face model directory");
-  export_cmd->add_option("path", export_o.path, "checkpoint directory (with 'latest') or a step directory")
-      ->required();
+  export_cmd->add_option("path", export_o.path, "checkpoint directory (with 'latest') or a step directory")->required();
   export_cmd->add_option("--out", export_o.out, "Hugging Face model directory to write")->required();
   export_cmd->add_option("--format", export_o.format, "model family (default: the checkpoint's config.family)")
       ->check(CLI::IsMember(strata::train::model_family_names()));

@@ -34,14 +34,27 @@ nn::GPTConfig tiny_gpt(uint64_t seed = 3) {
   return {.vocab_size = 15, .context = 8, .n_layer = 2, .n_head = 4, .n_embd = 16, .seed = seed};
 }
 nn::LlamaConfig tiny_llama(uint64_t seed = 3) {
-  return {.vocab_size = 15, .context = 8, .n_layer = 2, .n_head = 8, .n_kv_head = 4, .n_embd = 32,
-          .intermediate_size = 24, .seed = seed};
+  return {.vocab_size = 15,
+          .context = 8,
+          .n_layer = 2,
+          .n_head = 8,
+          .n_kv_head = 4,
+          .n_embd = 32,
+          .intermediate_size = 24,
+          .seed = seed};
 }
 
 checkpoint::HfLlamaConfig hf_llama_config(const nn::LlamaConfig& c) {
-  return {.vocab_size = c.vocab_size, .context = c.context, .n_layer = c.n_layer, .n_head = c.n_head,
-          .n_kv_head = c.n_kv_head, .n_embd = c.n_embd, .intermediate_size = c.intermediate_size,
-          .rope_theta = c.rope_theta, .rms_norm_eps = c.rms_norm_eps, .init_std = c.init_std};
+  return {.vocab_size = c.vocab_size,
+          .context = c.context,
+          .n_layer = c.n_layer,
+          .n_head = c.n_head,
+          .n_kv_head = c.n_kv_head,
+          .n_embd = c.n_embd,
+          .intermediate_size = c.intermediate_size,
+          .rope_theta = c.rope_theta,
+          .rms_norm_eps = c.rms_norm_eps,
+          .init_std = c.init_std};
 }
 
 // Same dtype, shape and bytes.
@@ -78,8 +91,8 @@ class StrataCkpt : public ::testing::Test {
     model.loss(tokens, targets).backward();
     optimizer.step();
     optimizer.zero_grad();
-    train::save_training_checkpoint(dir, {.model = model, .world = world(), .optimizer = &optimizer,
-                                          .config = config}, 7);
+    train::save_training_checkpoint(dir, {.model = model, .world = world(), .optimizer = &optimizer, .config = config},
+                                    7);
   }
 
   // export, then import, then load into a fresh model of `config` (another initialisation):
@@ -137,9 +150,9 @@ TEST_F(StrataCkpt, InspectListsTensorsAndVerifyPasses) {
   train_and_save(model, path("ckpt"), train::gpt_config_metadata(tiny_gpt()));
 
   ASSERT_EQ(cli("inspect " + quoted("ckpt")), 0) << log();
-  for (const char* part : {"step        7", "world size  1", "layout.world_size = 1", "config.n_embd = 16",
-                           "model.wte.weight", "model.h.1.mlp.c_fc.weight", "optim.h.0.ln_1.bias.exp_avg_sq",
-                           "[64, 16]", "shard_0.safetensors"})
+  for (const char* part :
+       {"step        7", "world size  1", "layout.world_size = 1", "config.n_embd = 16", "model.wte.weight",
+        "model.h.1.mlp.c_fc.weight", "optim.h.0.ln_1.bias.exp_avg_sq", "[64, 16]", "shard_0.safetensors"})
     EXPECT_CONTAINS(log(), part);
 
   ASSERT_EQ(cli("inspect --json " + quoted("ckpt")), 0) << log();
@@ -241,8 +254,9 @@ TEST_F(StrataCkpt, ImportRefusesADirectoryWithSavesButNoLatest) {
   ASSERT_EQ(cli("export " + quoted("ckpt") + " --out " + quoted("hf")), 0) << log();
   optim::AdamW optimizer{model.parameters(), {.lr = 1e-2}};
   for (int64_t step : {8, 9})
-    train::save_training_checkpoint(path("ckpt"), {.model = model, .world = world(), .optimizer = &optimizer,
-                                                   .config = config}, step, {}, {.keep_last = 3});
+    train::save_training_checkpoint(path("ckpt"),
+                                    {.model = model, .world = world(), .optimizer = &optimizer, .config = config}, step,
+                                    {}, {.keep_last = 3});
   fs::remove(fs::path(path("ckpt")) / "latest");
   const std::vector<checkpoint::SaveEntry> before = checkpoint::list_saves(path("ckpt"));
   ASSERT_EQ(before.size(), 3u);
@@ -269,7 +283,8 @@ TEST_F(StrataCkpt, ImportRefusesADirectoryWithSavesButNoLatest) {
 TEST_F(StrataCkpt, ConvertTurnsASingleFileTrainingStateIntoACheckpoint) {
   const nn::GPTConfig config = tiny_gpt();
   nn::GPT model(config);
-  optim::AdamW adamw(optim::weight_decay_groups(model.named_parameters(), 1e-2, 0.1), {.lr = 1e-2, .weight_decay = 0.1});
+  optim::AdamW adamw(optim::weight_decay_groups(model.named_parameters(), 1e-2, 0.1),
+                     {.lr = 1e-2, .weight_decay = 0.1});
   const data::SamplerOptions sampling{.dataset_size = 1000, .batch_size = 4, .seed = 9};
   data::BatchSampler sampler(sampling);
   Generator gen(5);
@@ -295,8 +310,8 @@ TEST_F(StrataCkpt, ConvertTurnsASingleFileTrainingStateIntoACheckpoint) {
   Metadata sharded_config = train::gpt_config_metadata(config);
   sharded_config.erase("config.param_dtype");
   const int64_t step = train::load_training_checkpoint(
-      path("new"), {.model = fresh, .world = world(), .optimizer = &resumed, .sampler = &fresh_sampler,
-                    .config = sharded_config});
+      path("new"),
+      {.model = fresh, .world = world(), .optimizer = &resumed, .sampler = &fresh_sampler, .config = sharded_config});
   EXPECT_EQ(step, 2);
   for (const auto& [name, t] : model.state_dict()) EXPECT_TRUE(same_bits(fresh.state_dict().at(name), t)) << name;
   const StateDict before = adamw.state_dict(), after = resumed.state_dict();
@@ -365,8 +380,8 @@ TEST_F(StrataCkpt, ExportJoinsPiecesAndTakesMasterWeightsWithDtypeF32) {
 // decimal integers that fit: never clamped or wrapped.
 TEST_F(StrataCkpt, ImportRefusesStepAndSeedThatDoNotFit) {
   nn::GPT model(tiny_gpt());
-  checkpoint::export_gpt2_safetensors(path("hf"), model.state_dict(), {.vocab_size = 15, .n_positions = 8,
-                                                                       .n_embd = 16, .n_layer = 2, .n_head = 4});
+  checkpoint::export_gpt2_safetensors(path("hf"), model.state_dict(),
+                                      {.vocab_size = 15, .n_positions = 8, .n_embd = 16, .n_layer = 2, .n_head = 4});
   const std::string import = "import " + quoted("hf") + " --out " + quoted("out");
   for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
            {" --step 99999999999999999999",
@@ -390,8 +405,8 @@ TEST_F(StrataCkpt, ImportRefusesStepAndSeedThatDoNotFit) {
 // allocated for it (it used to reserve memory per layer and die of std::bad_alloc).
 TEST_F(StrataCkpt, ImportChecksTheConfigAgainstTheFilesBeforeAllocating) {
   nn::GPT model(tiny_gpt());
-  checkpoint::export_gpt2_safetensors(path("hf"), model.state_dict(), {.vocab_size = 15, .n_positions = 8,
-                                                                       .n_embd = 16, .n_layer = 2, .n_head = 4});
+  checkpoint::export_gpt2_safetensors(path("hf"), model.state_dict(),
+                                      {.vocab_size = 15, .n_positions = 8, .n_embd = 16, .n_layer = 2, .n_head = 4});
   nlohmann::json cfg = nlohmann::json::parse(st::read_bytes(path("hf/config.json")));
   cfg["n_layer"] = 1000000000;
   st::write_bytes(path("hf/config.json"), cfg.dump());
@@ -431,20 +446,20 @@ TEST_F(StrataCkpt, ImportReadsShardedHuggingFaceDirectories) {
 // what they compute: a default Hugging Face GPT-2 (dropout 0.1) starts a run without dropout.
 TEST_F(StrataCkpt, WeightsOnlyLoadComparesOnlyWhatDecidesTheWeights) {
   nn::GPT source(tiny_gpt());
-  checkpoint::export_gpt2_safetensors(path("hf"), source.state_dict(), {.vocab_size = 15, .n_positions = 8,
-                                                                        .n_embd = 16, .n_layer = 2, .n_head = 4,
-                                                                        .dropout = 0.1});
+  checkpoint::export_gpt2_safetensors(
+      path("hf"), source.state_dict(),
+      {.vocab_size = 15, .n_positions = 8, .n_embd = 16, .n_layer = 2, .n_head = 4, .dropout = 0.1});
   ASSERT_EQ(cli("import " + quoted("hf") + " --out " + quoted("gpt")), 0) << log();
   nn::GPTConfig run = tiny_gpt(9);  // dropout 0, another initialisation
   nn::GPT fresh(run);
-  train::load_training_checkpoint(path("gpt"), {.model = fresh, .world = world(),
-                                                .config = train::gpt_config_metadata(run)}, nullptr,
-                                  {.weights_only = true});
+  train::load_training_checkpoint(path("gpt"),
+                                  {.model = fresh, .world = world(), .config = train::gpt_config_metadata(run)},
+                                  nullptr, {.weights_only = true});
   for (const auto& [name, t] : source.state_dict()) EXPECT_TRUE(same_bits(fresh.state_dict().at(name), t)) << name;
   // A resume restores a run, so there every field still counts.
   try {
-    train::load_training_checkpoint(path("gpt"), {.model = fresh, .world = world(),
-                                                  .config = train::gpt_config_metadata(run)});
+    train::load_training_checkpoint(path("gpt"),
+                                    {.model = fresh, .world = world(), .config = train::gpt_config_metadata(run)});
     ADD_FAILURE() << "a resume with another dropout was accepted";
   } catch (const Error& e) {
     EXPECT_CONTAINS(e.what(), "'config.dropout' is 0.10000000000000001 in the checkpoint, 0 in this run");
@@ -453,9 +468,9 @@ TEST_F(StrataCkpt, WeightsOnlyLoadComparesOnlyWhatDecidesTheWeights) {
   heads.n_head = 2;  // the same shapes, other attention
   nn::GPT other(heads);
   try {
-    train::load_training_checkpoint(path("gpt"), {.model = other, .world = world(),
-                                                  .config = train::gpt_config_metadata(heads)}, nullptr,
-                                    {.weights_only = true});
+    train::load_training_checkpoint(path("gpt"),
+                                    {.model = other, .world = world(), .config = train::gpt_config_metadata(heads)},
+                                    nullptr, {.weights_only = true});
     ADD_FAILURE() << "another n_head was accepted";
   } catch (const Error& e) {
     EXPECT_CONTAINS(e.what(), "'config.n_head' is 4 in the checkpoint, 2 in this run");
@@ -468,17 +483,17 @@ TEST_F(StrataCkpt, WeightsOnlyLoadComparesOnlyWhatDecidesTheWeights) {
   nn::LlamaConfig longer = tiny_llama(9);
   longer.context = 32;
   nn::Llama target(longer);
-  train::load_training_checkpoint(path("llama"), {.model = target, .world = world(),
-                                                  .config = train::llama_config_metadata(longer)}, nullptr,
-                                  {.weights_only = true});
+  train::load_training_checkpoint(path("llama"),
+                                  {.model = target, .world = world(), .config = train::llama_config_metadata(longer)},
+                                  nullptr, {.weights_only = true});
   for (const auto& [name, t] : llama.state_dict()) EXPECT_TRUE(same_bits(target.state_dict().at(name), t)) << name;
   nn::LlamaConfig theta = longer;
   theta.rope_theta = 500000.0;
   nn::Llama rotated(theta);
   try {
-    train::load_training_checkpoint(path("llama"), {.model = rotated, .world = world(),
-                                                    .config = train::llama_config_metadata(theta)}, nullptr,
-                                    {.weights_only = true});
+    train::load_training_checkpoint(path("llama"),
+                                    {.model = rotated, .world = world(), .config = train::llama_config_metadata(theta)},
+                                    nullptr, {.weights_only = true});
     ADD_FAILURE() << "another rope_theta was accepted";
   } catch (const Error& e) {
     EXPECT_CONTAINS(e.what(), "'config.rope_theta' is 10000 in the checkpoint, 500000 in this run");

@@ -11,8 +11,8 @@
 #include <sstream>
 #include <string>
 
-#include "strata_ckpt/commands.h"
 #include "strata/checkpoint/sharded.h"
+#include "strata_ckpt/commands.h"
 
 namespace strata::ckpt_tool {
 namespace {

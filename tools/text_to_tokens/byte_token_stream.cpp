@@ -52,8 +52,8 @@ class TokenFileStream {
   TokenFileStream(const std::string& path, uint64_t tokens) : file_(path) {
     char header[64] = {};
     std::copy_n("STRTOK01", 8, header);  // the magic, without its NUL
-    put_le(header + 8, 1, 4);    // version
-    put_le(header + 12, 2, 4);   // token bytes
+    put_le(header + 8, 1, 4);            // version
+    put_le(header + 12, 2, 4);           // token bytes
     put_le(header + 16, tokens, 8);
     put_le(header + 24, data::kByteVocabSize, 8);
     file_.write(header, sizeof header);
@@ -112,8 +112,8 @@ StreamResult stream_byte_tokens(const StreamRequest& r) {
   STRATA_CHECK(size > 0, "text_to_tokens: '", r.input, "' is empty");
   const bool split = !r.val_output.empty();
   const uint64_t train_end = split ? split_point(in.fd, size, r.val_fraction, r.input) : size;
-  STRATA_CHECK(!split || (train_end > 0 && train_end < size), "text_to_tokens: --val-fraction ", r.val_fraction,
-               " of ", size, " bytes leaves an empty training or validation part");
+  STRATA_CHECK(!split || (train_end > 0 && train_end < size), "text_to_tokens: --val-fraction ", r.val_fraction, " of ",
+               size, " bytes leaves an empty training or validation part");
 
   TokenFileStream train(r.output, train_end);
   std::unique_ptr<TokenFileStream> val;

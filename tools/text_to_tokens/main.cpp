@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <string>
 
-#include "text_to_tokens/byte_token_stream.h"
 #include "strata/strata.h"
+#include "text_to_tokens/byte_token_stream.h"
 
 using namespace strata;
 
@@ -51,8 +51,9 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"Turn a UTF-8 text file into strata token files of byte-level tokens (each byte is a token, "
-               "vocab_size 256)"};
+  CLI::App app{
+      "Turn a UTF-8 text file into strata token files of byte-level tokens (each byte is a token, "
+      "vocab_size 256)"};
   app.add_option("input", o.input, "UTF-8 text file")->required()->check(CLI::ExistingFile);
   app.add_option("output", o.output, "token file for the training part (written atomically)")->required();
   auto* fraction = app.add_option("--val-fraction", o.val_fraction, "share of the text, from its end, for validation")

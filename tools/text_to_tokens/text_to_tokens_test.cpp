@@ -70,7 +70,8 @@ TEST_F(TextToTokens, SplitsTheEndOffForValidationAtACharacterBoundary) {
   const std::string text = "abcdefghijklm\xe2\x9c\x93xyzw";
   ASSERT_EQ(text.size(), 20u);
   const std::string in = write_text("in.txt", text);
-  const std::string args = in + " " + quoted("train.tokens") + " --val-fraction 0.25 --val-output " + quoted("val.tokens");
+  const std::string args =
+      in + " " + quoted("train.tokens") + " --val-fraction 0.25 --val-output " + quoted("val.tokens");
   ASSERT_EQ(cli(args), 0) << log();
   TokenFile train = TokenFile::open(path("train.tokens")), val = TokenFile::open(path("val.tokens"));
   EXPECT_EQ(train.tokens(0, train.token_count()), bytes_of(text.substr(0, 16)));
@@ -114,13 +115,14 @@ TEST_F(TextToTokens, StreamsTheTextInsteadOfLoadingIt) {
   const std::string line = "All work and no play makes Jack a dull boy. \xe2\x9c\x93\n";
   const size_t size = size_t{128} << 20;
   ASSERT_EQ(std::system(("printf '" + line + "' | (yes \"$(cat)\" || true) | head -c " + std::to_string(size) + " > " +
-                         quoted("big.txt")).c_str()),
+                         quoted("big.txt"))
+                            .c_str()),
             0);
   ASSERT_EQ(std::filesystem::file_size(path("big.txt")), size);
   ASSERT_EQ(cli(write_text("small.txt", line) + " " + quoted("small.tokens")), 0) << log();
   const int64_t before = peak_child_rss_bytes();
-  const std::string args = quoted("big.txt") + " " + quoted("t.tokens") + " --val-fraction 0.001 --val-output " +
-                           quoted("v.tokens");
+  const std::string args =
+      quoted("big.txt") + " " + quoted("t.tokens") + " --val-fraction 0.001 --val-output " + quoted("v.tokens");
   ASSERT_EQ(cli(args), 0) << log();
   EXPECT_LT(peak_child_rss_bytes() - before, static_cast<int64_t>(size / 4)) << "the peak grew with the text";
 
@@ -160,7 +162,8 @@ TEST_F(TextToTokens, RefusesAValidationOutputThatIsTheOutput) {
   }
   // Neither file exists yet: the same path spelt two ways.
   EXPECT_EQ(cli(in + " " + quoted("new.tokens") + " --val-fraction 0.5 --val-output " +
-                st::shell_quote(path("sub") + "/../new.tokens")), 1);
+                st::shell_quote(path("sub") + "/../new.tokens")),
+            1);
   EXPECT_CONTAINS(log(), "is the output file");
   EXPECT_FALSE(std::filesystem::exists(path("new.tokens")));
 }

@@ -104,8 +104,7 @@ struct Function {
         outputs = Derived::forward(ctx.get(), std::forward<Args>(args)...);
       }
     }
-    outputs = detail::finish_function(typeid(Derived), std::move(ctx), inputs, std::move(outputs),
-                                      &Derived::backward);
+    outputs = detail::finish_function(typeid(Derived), std::move(ctx), inputs, std::move(outputs), &Derived::backward);
     if constexpr (std::is_same_v<Out, Tensor>) {
       return outputs[0];
     } else {

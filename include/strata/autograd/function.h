@@ -20,7 +20,7 @@
 namespace strata::autograd {
 
 struct BackwardContext {
-  std::vector<Tensor> grads;            // one per forward output (zeros where none arrived)
+  std::vector<Tensor> grads;           // one per forward output (zeros where none arrived)
   std::vector<bool> needs_input_grad;  // one per forward input
   const Tensor& grad(size_t i = 0) const { return grads[i]; }
   bool needs(size_t i) const { return needs_input_grad[i]; }

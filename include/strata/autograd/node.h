@@ -70,9 +70,9 @@ class Node {
 // Per-tensor autograd state.
 struct AutogradMeta {
   bool requires_grad = false;
-  std::shared_ptr<Node> grad_fn;  // null for leaves
-  uint32_t output_nr = 0;         // which output of grad_fn this tensor is
-  Tensor grad;                    // accumulated gradient (leaves)
+  std::shared_ptr<Node> grad_fn;         // null for leaves
+  uint32_t output_nr = 0;                // which output of grad_fn this tensor is
+  Tensor grad;                           // accumulated gradient (leaves)
   std::weak_ptr<Node> grad_accumulator;  // the AccumulateGrad node of a leaf
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
   std::shared_ptr<GradHookList> grad_hooks;  // a leaf's Tensor::register_hook hooks

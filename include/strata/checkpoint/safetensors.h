@@ -16,8 +16,8 @@ namespace strata::checkpoint {
 using Metadata = std::map<std::string, std::string>;
 
 struct SafetensorsFile {
-  StateDict tensors;  // each owns its memory (contiguous, CPU)
-  Metadata metadata;  // the header's "__metadata__" (empty when absent)
+  StateDict tensors;        // each owns its memory (contiguous, CPU)
+  Metadata metadata;        // the header's "__metadata__" (empty when absent)
   uint32_t data_crc32 = 0;  // CRC-32 of the whole data section, computed while reading
 };
 

@@ -12,7 +12,7 @@ class ProcessGroup;
 namespace strata::checkpoint {
 
 struct SaveEntry {
-  std::string name;       // "step-<step>-<id>"
+  std::string name;  // "step-<step>-<id>"
   int64_t step = 0;
   bool complete = false;  // holds index.json (save_sharded renames a save into place only then)
 };

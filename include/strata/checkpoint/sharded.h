@@ -52,10 +52,10 @@ struct SaveOptions {
 
 // What one save wrote, as this rank sees it.
 struct SaveResult {
-  std::string directory;     // the step directory, "<dir>/step-<step>-<id>"
+  std::string directory;       // the step directory, "<dir>/step-<step>-<id>"
   uint64_t bytes_written = 0;  // by this rank
-  double write_seconds = 0;  // this rank's shard file, from snapshot to fsync
-  double total_seconds = 0;  // the whole collective save
+  double write_seconds = 0;    // this rank's shard file, from snapshot to fsync
+  double total_seconds = 0;    // the whole collective save
 };
 
 // A save's pieces as contiguous CPU tensors, taken at a step boundary.
@@ -98,7 +98,7 @@ struct ShardWrite {
   std::string description;  // the shard's pieces, for the index (JSON)
   uint64_t bytes = 0;
   double seconds = 0;
-  std::string error;        // empty: written and fsynced
+  std::string error;  // empty: written and fsynced
 };
 // Collective: steps 1 (the save id and the temporary directory).
 SaveTicket begin_save(const std::string& dir, dist::ProcessGroup& group, int64_t step, const SaveOptions& options = {});
@@ -111,11 +111,11 @@ SaveResult finish_save(const SaveTicket& ticket, dist::ProcessGroup& group, cons
 
 // Where a piece's bytes are.
 struct PieceLocation {
-  std::string file;         // in the step directory
+  std::string file;  // in the step directory
   Region region;
   uint64_t byte_begin = 0;  // absolute offsets in the file
   uint64_t byte_end = 0;
-  uint32_t crc32 = 0;       // of those bytes
+  uint32_t crc32 = 0;  // of those bytes
 };
 
 struct TensorEntry {
@@ -167,7 +167,7 @@ class ShardedCheckpoint {
   std::vector<Metadata> rank_metadata_;
   std::map<std::string, TensorEntry> tensors_;
   std::map<std::string, uint32_t> file_header_crc_;
-  std::map<std::string, uint64_t> file_bytes_;  // each shard file's size at the save, where recorded
+  std::map<std::string, uint64_t> file_bytes_;     // each shard file's size at the save, where recorded
   mutable std::set<std::string> headers_checked_;  // files whose header matched the index
   // The piece read last (file, first byte) and its checked bytes: the sections of a fused
   // tensor-parallel projection ask for parts of one piece in turn.

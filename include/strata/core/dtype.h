@@ -12,7 +12,7 @@ enum class DType : uint8_t { Float32, Float64, BFloat16, Float16, Int32, Int64, 
 
 size_t dtype_size(DType dtype);
 std::string_view dtype_name(DType dtype);  // "float32", "bfloat16", ...
-bool is_floating(DType dtype);  // false for int32, int64 and bool
+bool is_floating(DType dtype);             // false for int32, int64 and bool
 std::ostream& operator<<(std::ostream& os, DType dtype);
 
 // 16-bit float storage types. Conversions from float round to nearest even (inf/nan kept);
@@ -43,13 +43,34 @@ struct float16 {
 
 template <class T>
 struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::Float32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::Float64; };
-template <> struct dtype_of<bfloat16> { static constexpr DType value = DType::BFloat16; };
-template <> struct dtype_of<float16> { static constexpr DType value = DType::Float16; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::Int32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::Int64; };
-template <> struct dtype_of<bool> { static constexpr DType value = DType::Bool; };
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::Float32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::Float64;
+};
+template <>
+struct dtype_of<bfloat16> {
+  static constexpr DType value = DType::BFloat16;
+};
+template <>
+struct dtype_of<float16> {
+  static constexpr DType value = DType::Float16;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::Int32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::Int64;
+};
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::Bool;
+};
 template <class T>
 inline constexpr DType dtype_v = dtype_of<T>::value;
 

@@ -27,9 +27,9 @@ std::string concat(const Args&... args) {
 }  // namespace detail
 }  // namespace strata
 
-#define STRATA_CHECK(cond, ...)                                                            \
-  do {                                                                                     \
-    if (!(cond)) [[unlikely]]                                                              \
+#define STRATA_CHECK(cond, ...)                                                                 \
+  do {                                                                                          \
+    if (!(cond)) [[unlikely]]                                                                   \
       ::strata::detail::throw_error(__FILE__, __LINE__, ::strata::detail::concat(__VA_ARGS__)); \
   } while (0)
 

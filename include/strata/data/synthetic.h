@@ -10,8 +10,8 @@
 // reversing the answer lets a causal model emit each digit from the two operand digits at
 // that place plus the carry it can read from the digits before, so a small GPT (2 layers,
 // width 128, context 12) reaches 100% on held-out 3-digit problems in about 750 steps of
-// batch 64 (measured with an equivalent PyTorch model; see docs/data-format.md). Fixed width keeps every example the same length, so a batch has no
-// padding and positions line up across examples.
+// batch 64 (measured with an equivalent PyTorch model; see docs/data-format.md). Fixed width keeps every example the
+// same length, so a batch has no padding and positions line up across examples.
 //
 // Train/eval split: a problem (a, b) is held out for evaluation iff a keyed hash of (a, b)
 // falls below eval_fraction (the key is fixed, so the held-out set does not depend on the
@@ -80,8 +80,8 @@ class SyntheticTask {
   Example make_example(uint64_t a, uint64_t b) const;  // a, b < 10^digits
   bool is_eval_problem(uint64_t a, uint64_t b) const;
 
-  std::vector<int64_t> encode(std::string_view text) const;  // throws on a character not in the vocabulary
-  std::string decode(std::span<const int64_t> tokens) const;   // throws on an id outside [0, vocab_size)
+  std::vector<int64_t> encode(std::string_view text) const;   // throws on a character not in the vocabulary
+  std::string decode(std::span<const int64_t> tokens) const;  // throws on an id outside [0, vocab_size)
 
   // One example per row: inputs = tokens[0..L-2], targets = tokens[1..L-1] with kIgnoreIndex
   // where the target is a prompt token, so loss and accuracy see only the answer. Rows are
@@ -95,8 +95,8 @@ class SyntheticTask {
 
  private:
   SyntheticOptions options_;
-  uint64_t modulus_;              // 10^digits
-  uint32_t eval_threshold_;       // hash < threshold: eval problem
+  uint64_t modulus_;         // 10^digits
+  uint32_t eval_threshold_;  // hash < threshold: eval problem
 };
 
 }  // namespace strata::data

@@ -28,7 +28,7 @@ struct P2POp {
 // What every rank must issue alike for one collective, compared across the group under
 // STRATA_DEBUG_COLLECTIVES=1 (distributed/group_checks.h makes and compares them).
 struct OpSignature {
-  int32_t kind = 0;  // an OpType, or a split (detail::kSplitKind)
+  int32_t kind = 0;     // an OpType, or a split (detail::kSplitKind)
   int32_t reduce = -1;  // -1 where a field does not apply
   int32_t dtype = -1;
   int32_t root = -1;

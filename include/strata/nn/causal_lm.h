@@ -41,7 +41,7 @@ class TransformerBlock : public Module {
 class BlockList : public Module {
  public:
   void add(int64_t index, std::shared_ptr<TransformerBlock> block);
-  size_t size() const { return count_; }        // blocks held
+  size_t size() const { return count_; }       // blocks held
   TransformerBlock& operator[](size_t index);  // by index in the whole model; checked
   template <class B>
   B& at(size_t index) {
@@ -91,9 +91,9 @@ class CausalLM : public Module {
   // The sizes every family has (from its config).
   struct Sizes {
     int64_t vocab_size = 0;
-    int64_t context = 0;     // the longest sequence forward accepts
-    int64_t num_layers = 0;  // of the whole model, also for a part
-    int64_t hidden_size = 0;  // the width of the hidden states blocks exchange
+    int64_t context = 0;           // the longest sequence forward accepts
+    int64_t num_layers = 0;        // of the whole model, also for a part
+    int64_t hidden_size = 0;       // the width of the hidden states blocks exchange
     DType dtype = DType::Float32;  // of activations
   };
   int64_t vocab_size() const { return sizes_.vocab_size; }
@@ -158,7 +158,8 @@ class CausalLM : public Module {
 
  protected:
   // `part` is resolved against `num_layers` (checked: ascending, existing blocks).
-  CausalLM(std::shared_ptr<LayerFactory> factory, ModelPart part, Sizes sizes, uint64_t seed, const PieceBuilder& build);
+  CausalLM(std::shared_ptr<LayerFactory> factory, ModelPart part, Sizes sizes, uint64_t seed,
+           const PieceBuilder& build);
   virtual const char* family() const = 0;  // "GPT", for messages
   // Generators that blocks draw from besides the default one (restored when recompute runs a
   // block again).

@@ -20,7 +20,7 @@ struct GPTConfig {
   int64_t n_head = 4;
   int64_t n_embd = 256;
   double dropout = 0.0;
-  uint64_t seed = 1337;  // parameter initialisation
+  uint64_t seed = 1337;          // parameter initialisation
   DType dtype = DType::Float32;  // activations (float32 or float64), and parameters by default
   // Mixed precision: parameters (and their gradients) stored in bfloat16 or float16 while
   // the model computes in float32 (dtype must then be float32). Each layer casts its
@@ -36,8 +36,8 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(const GPTConfig& config, int64_t layer_index, LayerFactory& factory);
   // [B, T, C] -> [B, T, C]; with a cache, x continues the cached positions (see CausalLM).
   Tensor forward(const Tensor& x, KVCache* cache = nullptr);
-  std::shared_ptr<Linear> c_attn;   // C -> 3C (q, k, v; column-parallel by head)
-  std::shared_ptr<Linear> c_proj;   // C -> C (row-parallel)
+  std::shared_ptr<Linear> c_attn;  // C -> 3C (q, k, v; column-parallel by head)
+  std::shared_ptr<Linear> c_proj;  // C -> C (row-parallel)
   std::shared_ptr<Dropout> resid_dropout;
   int64_t n_head;       // this rank's heads (all of them without tensor parallelism)
   int64_t layer_index;  // this layer's slot in a KVCache
@@ -58,7 +58,9 @@ class Block : public TransformerBlock {
  public:
   Block(const GPTConfig& config, int64_t layer_index, LayerFactory& factory);
   // Runs the block with its hooks (TransformerBlock::operator()).
-  Tensor forward(const Tensor& x, KVCache* cache = nullptr) { return (*this)(x, {.cos = {}, .sin = {}, .cache = cache}); }
+  Tensor forward(const Tensor& x, KVCache* cache = nullptr) {
+    return (*this)(x, {.cos = {}, .sin = {}, .cache = cache});
+  }
   std::shared_ptr<LayerNorm> ln_1;
   std::shared_ptr<CausalSelfAttention> attn;
   std::shared_ptr<LayerNorm> ln_2;

@@ -25,7 +25,7 @@ enum class LinearInit {
 struct InitOptions {
   double std = 0.02;
   DType dtype = DType::Float32;
-  Generator* gen = nullptr;  // default generator when null
+  Generator* gen = nullptr;                             // default generator when null
   LinearInit linear_init = LinearInit::KaimingUniform;  // Linear only
   // Draw from the parameter's full name instead of `gen`: the layer allocates zeros and
   // records how to draw, and Module::init_parameters(seed) on the model draws every such

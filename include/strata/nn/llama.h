@@ -18,16 +18,16 @@ namespace strata::nn {
 
 struct LlamaConfig {
   int64_t vocab_size = 256;
-  int64_t context = 128;  // max_position_embeddings
-  int64_t n_layer = 4;    // num_hidden_layers
-  int64_t n_head = 4;     // num_attention_heads
-  int64_t n_kv_head = 2;  // num_key_value_heads; divides n_head (== n_head: multi-head attention)
-  int64_t n_embd = 256;   // hidden_size; head_dim = n_embd / n_head, even
+  int64_t context = 128;            // max_position_embeddings
+  int64_t n_layer = 4;              // num_hidden_layers
+  int64_t n_head = 4;               // num_attention_heads
+  int64_t n_kv_head = 2;            // num_key_value_heads; divides n_head (== n_head: multi-head attention)
+  int64_t n_embd = 256;             // hidden_size; head_dim = n_embd / n_head, even
   int64_t intermediate_size = 688;  // SwiGLU width (LLaMA: about 8/3 n_embd)
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-5;
-  double init_std = 0.02;  // initializer_range: every Linear and the embedding draw normal(0, init_std)
-  uint64_t seed = 1337;    // parameter initialisation
+  double init_std = 0.02;        // initializer_range: every Linear and the embedding draw normal(0, init_std)
+  uint64_t seed = 1337;          // parameter initialisation
   DType dtype = DType::Float32;  // activations (float32 or float64), and parameters by default
   // 16-bit parameters (bfloat16/float16) computed in float32, as GPTConfig::param_dtype.
   std::optional<DType> param_dtype = std::nullopt;
@@ -40,10 +40,10 @@ class LlamaAttention : public Module {
   LlamaAttention(const LlamaConfig& config, int64_t layer_index, LayerFactory& factory);
   // x [B, T, C]; cos and sin [T, head_dim] for the positions of x -> [B, T, C].
   Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache = nullptr);
-  std::shared_ptr<Linear> q_proj;  // C -> n_head * head_dim (column-parallel by head)
-  std::shared_ptr<Linear> k_proj;  // C -> n_kv_head * head_dim (column-parallel by head)
-  std::shared_ptr<Linear> v_proj;  // C -> n_kv_head * head_dim (column-parallel by head)
-  std::shared_ptr<Linear> o_proj;  // n_head * head_dim -> C (row-parallel)
+  std::shared_ptr<Linear> q_proj;       // C -> n_head * head_dim (column-parallel by head)
+  std::shared_ptr<Linear> k_proj;       // C -> n_kv_head * head_dim (column-parallel by head)
+  std::shared_ptr<Linear> v_proj;       // C -> n_kv_head * head_dim (column-parallel by head)
+  std::shared_ptr<Linear> o_proj;       // n_head * head_dim -> C (row-parallel)
   int64_t n_head, n_kv_head, head_dim;  // this rank's heads (all without tensor parallelism)
   int64_t layer_index;                  // this layer's slot in a KVCache
   LayerFactory& factory;
@@ -83,7 +83,9 @@ class Llama : public CausalLM {
   // `part`: the pieces to build (a pipeline stage).
   explicit Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory = nullptr, ModelPart part = {});
   const LlamaConfig& config() const { return config_; }
-  LlamaDecoderLayer& layer(size_t i) { return blocks().at<LlamaDecoderLayer>(i); }  // by index in the whole model; checked
+  LlamaDecoderLayer& layer(size_t i) {
+    return blocks().at<LlamaDecoderLayer>(i);
+  }  // by index in the whole model; checked
   // Training FLOPs of one step: 6 x (parameters but the embedding) x tokens, plus attention
   // (12 x layers x batch x seq^2 x n_embd, as GPT::flops_per_step).
   double flops_per_step(int64_t batch, int64_t seq_len) const;

@@ -35,10 +35,10 @@ concept ShardedOptimizer = requires(T& o) {
 // torch's defaults.
 struct GradScalerOptions {
   double init_scale = 65536.0;
-  double growth_factor = 2.0;    // > 1
-  double backoff_factor = 0.5;   // in (0, 1)
+  double growth_factor = 2.0;   // > 1
+  double backoff_factor = 0.5;  // in (0, 1)
   int64_t growth_interval = 2000;
-  bool enabled = true;           // false: every call is a pass-through (scale 1, always step)
+  bool enabled = true;  // false: every call is a pass-through (scale 1, always step)
 };
 
 class GradScaler {

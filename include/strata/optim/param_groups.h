@@ -13,7 +13,7 @@ namespace strata::optim {
 // may be empty), each with `lr`, parameters in the order given. Parameters that do not
 // require grad are left out, and a tensor listed under several names (tied weights) is
 // taken once, at its first name. The names only serve error messages.
-std::vector<ParamGroup> weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params,
-                                            double lr, double weight_decay);
+std::vector<ParamGroup> weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params, double lr,
+                                            double weight_decay);
 
 }  // namespace strata::optim

@@ -70,10 +70,10 @@ class FlatBuffer {
   void reallocate();
   bool released() const;
 
-  Tensor data() const;            // [numel], 1-D (a handle to the memory)
-  Tensor view(size_t entry) const;  // entry shaped as its tensor (shares the memory)
+  Tensor data() const;                   // [numel], 1-D (a handle to the memory)
+  Tensor view(size_t entry) const;       // entry shaped as its tensor (shares the memory)
   Tensor flat_view(size_t entry) const;  // entry as [numel]
-  Tensor shard(int r) const;      // [shard_numel]
+  Tensor shard(int r) const;             // [shard_numel]
 
  private:
   DType dtype_;

@@ -27,9 +27,9 @@
 // the process group's watchdog error naming the transfer and the missing rank.
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -57,9 +57,9 @@ struct PipelineOptions {
 
 // What the last step measured on this rank (for benchmarks and tests).
 struct PipelineStepStats {
-  double step_seconds = 0;     // train_step, end to end
-  double compute_seconds = 0;  // forwards and backwards (the rest is waiting or bookkeeping)
-  int peak_in_flight = 0;      // most chunk forwards whose activations were held at once
+  double step_seconds = 0;            // train_step, end to end
+  double compute_seconds = 0;         // forwards and backwards (the rest is waiting or bookkeeping)
+  int peak_in_flight = 0;             // most chunk forwards whose activations were held at once
   int64_t peak_activation_bytes = 0;  // allocator peak during the step above its start
 };
 
@@ -107,8 +107,8 @@ class Pipeline {
   PipelinePartition partition_;
   PipelineOptions options_;
   PipelineSchedule schedule_;
-  PipelineSchedule forward_schedule_;  // eval: the training schedule's forwards alone
-  PipelineSchedule chain_schedule_;    // forward_logits: one micro-batch through the stages in order
+  PipelineSchedule forward_schedule_;               // eval: the training schedule's forwards alone
+  PipelineSchedule chain_schedule_;                 // forward_logits: one micro-batch through the stages in order
   std::unique_ptr<dist::ProcessGroup> tied_group_;  // first and last stage's ranks, when they differ
   std::pair<int64_t, int64_t> agreed_shape_{-1, -1};
   PipelineStepStats stats_;

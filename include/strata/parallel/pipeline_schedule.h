@@ -74,7 +74,7 @@ struct PipelineAction {
   // This rank's chunk: the one computing, producing a sent tensor or consuming a received one
   // (the peer's chunk follows from the layout: its stage is this one's +-1).
   int chunk = -1;
-  int peer = -1;  // transfers: pipeline-group rank of the other side
+  int peer = -1;                           // transfers: pipeline-group rank of the other side
   std::vector<PipelineAction> batch = {};  // CommBatch: its single transfers, in posting order
 
   bool is_compute() const { return kind == PipelineActionKind::Forward || kind == PipelineActionKind::Backward; }

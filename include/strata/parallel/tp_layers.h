@@ -45,9 +45,9 @@ class TensorParallelLayer {
 };
 
 struct ColumnParallelOptions {
-  int64_t sections = 1;          // independent blocks of the output (3 for a fused q, k, v)
-  bool pad = false;              // out need not divide by N (vocabulary heads); padding rows are zero
-  bool gather_output = false;    // all-gather the output features (else each rank keeps its part)
+  int64_t sections = 1;            // independent blocks of the output (3 for a fused q, k, v)
+  bool pad = false;                // out need not divide by N (vocabulary heads); padding rows are zero
+  bool gather_output = false;      // all-gather the output features (else each rank keeps its part)
   bool sequence_parallel = false;  // input sharded along dim 1 (the sequence): all-gather it first
   // Forward enters the TP region itself (false: the caller did, once for several column
   // layers reading the same input, so that backward all-reduces their input gradient once).

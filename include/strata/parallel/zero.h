@@ -43,8 +43,8 @@
 // Stages 1-3 need an optimizer whose update is elementwise (Optimizer::is_elementwise).
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -64,7 +64,7 @@ using OptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::ve
 using InnerOptimizer = std::variant<optim::SGDOptions, optim::AdamOptions, optim::AdamWOptions, OptimizerFactory>;
 
 struct ZeroOptions {
-  int stage = 1;                        // 0 (DDP), 1, 2 or 3
+  int stage = 1;  // 0 (DDP), 1, 2 or 3
   // Master weights and optimizer state: float32 or float64. Unset: float32 for 16-bit
   // parameters, the parameters' own dtype otherwise (float64 models keep float64 masters).
   std::optional<DType> master_dtype = std::nullopt;
@@ -97,11 +97,11 @@ struct ZeroOptions {
 // Bytes held by this rank for the model states, by kind. Persistent memory only: stage 3's
 // gathered units and stage 2/3's in-flight gradient buckets are transient (peak figures below).
 struct ZeroMemory {
-  int64_t parameters = 0;       // compute parameters (full, or the shard at stage 3)
-  int64_t gradients = 0;        // compute-dtype gradients (full, or the shard at stages 2-3)
-  int64_t master = 0;           // master weights (0 when they are the parameters themselves)
-  int64_t optimizer_state = 0;  // the inner optimizer's state (e.g. Adam's exp_avg, exp_avg_sq)
-  int64_t padding_elements = 0; // elements added to make every bucket divide by N
+  int64_t parameters = 0;        // compute parameters (full, or the shard at stage 3)
+  int64_t gradients = 0;         // compute-dtype gradients (full, or the shard at stages 2-3)
+  int64_t master = 0;            // master weights (0 when they are the parameters themselves)
+  int64_t optimizer_state = 0;   // the inner optimizer's state (e.g. Adam's exp_avg, exp_avg_sq)
+  int64_t padding_elements = 0;  // elements added to make every bucket divide by N
   int64_t total() const { return parameters + gradients + master + optimizer_state; }
 };
 

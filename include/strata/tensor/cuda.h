@@ -10,9 +10,9 @@ class Tensor;
 
 namespace strata::cuda {
 
-bool is_built();         // strata was compiled with CUDA
-int device_count();      // visible GPUs; 0 without a GPU, a driver, or a CUDA build
-bool is_available();     // device_count() > 0
+bool is_built();      // strata was compiled with CUDA
+int device_count();   // visible GPUs; 0 without a GPU, a driver, or a CUDA build
+bool is_available();  // device_count() > 0
 // The calling thread's current device (CUDA keeps it per host thread). set_device throws
 // naming the device when it does not exist.
 void set_device(int index);

@@ -71,8 +71,8 @@ class Tensor {
   // dereferences device memory.
   template <class T>
   T* data() const {
-    STRATA_CHECK(dtype() == dtype_v<T>, "data<", dtype_name(dtype_v<T>), ">() called on a ", dtype(), " tensor of shape ",
-                 shape());
+    STRATA_CHECK(dtype() == dtype_v<T>, "data<", dtype_name(dtype_v<T>), ">() called on a ", dtype(),
+                 " tensor of shape ", shape());
     return static_cast<T*>(raw_data());
   }
   void* raw_data() const;
@@ -110,7 +110,7 @@ class Tensor {
   Tensor& set_requires_grad(bool requires_grad);
   bool is_leaf() const;
   const std::shared_ptr<Node>& grad_fn() const;
-  Tensor grad() const;             // undefined until a backward reaches this leaf
+  Tensor grad() const;                // undefined until a backward reaches this leaf
   void set_grad(const Tensor& grad);  // e.g. a view into a DDP bucket
   // Shares the data but not the autograd history.
   Tensor detach() const;

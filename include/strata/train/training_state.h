@@ -29,7 +29,8 @@ void save_training_state(const std::string& path, const TrainingStateRefs& refs,
                          const checkpoint::Metadata& extra = {});
 // Restores everything and returns the step saved (the number of completed steps). Errors
 // name the file and the entry that is missing or does not fit.
-int64_t load_training_state(const std::string& path, const TrainingStateRefs& refs, checkpoint::Metadata* extra = nullptr);
+int64_t load_training_state(const std::string& path, const TrainingStateRefs& refs,
+                            checkpoint::Metadata* extra = nullptr);
 
 // Config entries for a model: config_metadata(config) (train/model_registry.h, which also
 // names the family as config.family).

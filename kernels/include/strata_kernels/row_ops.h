@@ -55,8 +55,8 @@ cudaError_t strata_rms_norm_rows(int32_t type, const void* x, const void* weight
                                  void* y, void* rstd, cudaStream_t stream);
 // partials: [column_blocks(rows), d] scratch (common/column_sum.h) when dweight is not null.
 cudaError_t strata_rms_norm_backward(int32_t type, const void* grad, const void* x, const void* weight,
-                                     const void* rstd, int64_t rows, int64_t d, void* dx, void* partials,
-                                     void* dweight, cudaStream_t stream);
+                                     const void* rstd, int64_t rows, int64_t d, void* dx, void* partials, void* dweight,
+                                     cudaStream_t stream);
 
 #ifdef __cplusplus
 }

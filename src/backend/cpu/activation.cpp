@@ -1,9 +1,9 @@
 #include "backend/cpu/activation.h"
 
-#include "strata_kernels/common/activation.h"
-#include "tensor/dtype_dispatch.h"
 #include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
+#include "strata_kernels/common/activation.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 namespace {
@@ -28,9 +28,7 @@ STRATA_MULTIVERSION void gelu_backward_kernel(const T* g, const T* x, T* dx, int
 
 Tensor gelu_forward(const Tensor& x) {
   Tensor out = empty_like(x);
-  detail::dispatch_floating(x.dtype(), "gelu", [&]<class T>() {
-    gelu_kernel(x.data<T>(), out.data<T>(), x.numel());
-  });
+  detail::dispatch_floating(x.dtype(), "gelu", [&]<class T>() { gelu_kernel(x.data<T>(), out.data<T>(), x.numel()); });
   return out;
 }
 

@@ -6,11 +6,11 @@
 #include <cmath>
 #include <limits>
 
-#include "strata_kernels/common/fast_math.h"
-#include "tensor/dtype_dispatch.h"
 #include "backend/cpu/gemm_backend.h"
 #include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
+#include "strata_kernels/common/fast_math.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 namespace {
@@ -166,9 +166,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   });
 }
 
-void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& probs, const AttentionParams& params, const Tensor& dq, const Tensor& dk,
-                        const Tensor& dv) {
+void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                        const AttentionParams& params, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   const Geometry g = geometry(q, k, params.causal);
   const int64_t tq = g.tq, tk = g.tk, d = g.d, units = g.batch * g.kv_heads;
   const bool need_q = dq.defined(), need_k = dk.defined(), need_v = dv.defined();

@@ -24,8 +24,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const 
 // grad_out as q, probs from attention_forward (params.mask is not read). Writes dq (as q),
 // dk and dv (as k, summed over the query heads of each kv head); any may be undefined.
 //   dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)), dQ = dS K s, dK = dS^T Q s.
-void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v,
-                        const Tensor& probs, const AttentionParams& params, const Tensor& dq, const Tensor& dk,
-                        const Tensor& dv);
+void attention_backward(const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                        const AttentionParams& params, const Tensor& dq, const Tensor& dk, const Tensor& dv);
 
 }  // namespace strata::cpu

@@ -102,7 +102,8 @@ void map_broadcast(const Tensor& out, const F& f, const typename map_detail::inp
     [&]<size_t... K>(std::index_sequence<K...> seq) {
       const std::tuple<const T*...> at{(std::get<K>(base) + offsets[K])...};
       map_detail::row(o + oo, len, f, at, steps, seq);
-    }(std::index_sequence_for<T...>{});
+    }
+    (std::index_sequence_for<T...>{});
   });
 }
 

@@ -1,10 +1,10 @@
 // Comparisons (to Bool) and selections by a Bool condition: common/compare_ops.h's
 // functors, which the CUDA kernels (kernels/cuda/compare.cu) run too.
 #include "backend/cpu/broadcast_map.h"
-#include "strata_kernels/common/compare_ops.h"
-#include "tensor/dtype_dispatch.h"
 #include "backend/cpu/elementwise.h"
 #include "strata/tensor/factory.h"
+#include "strata_kernels/common/compare_ops.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 

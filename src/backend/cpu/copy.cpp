@@ -3,8 +3,8 @@
 #include <cstring>
 #include <vector>
 
-#include "tensor/dtype_dispatch.h"
 #include "strata/tensor/factory.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 namespace {
@@ -61,10 +61,9 @@ void fill(const Tensor& dst, double value) {
   detail::dispatch_all(dst.dtype(), [&]<class D>() {
     D* d = static_cast<D*>(dst.raw_data());
     const D v = detail::convert<D>(value);
-    for_each_row(dst.shape(), dst.strides(), dst.strides(),
-                 [&](int64_t od, int64_t, int64_t n, int64_t sd, int64_t) {
-                   for (int64_t i = 0; i < n; ++i) d[od + i * sd] = v;
-                 });
+    for_each_row(dst.shape(), dst.strides(), dst.strides(), [&](int64_t od, int64_t, int64_t n, int64_t sd, int64_t) {
+      for (int64_t i = 0; i < n; ++i) d[od + i * sd] = v;
+    });
   });
 }
 
@@ -87,8 +86,8 @@ Tensor cat(const std::vector<Tensor>& ts, size_t d, const Shape& out_shape) {
       const char* s = static_cast<const char*>(t.raw_data());
 #pragma omp parallel for if (outer > 1 && outer * run > 65536) schedule(static)
       for (int64_t r = 0; r < outer; ++r) {
-        std::memcpy(o + static_cast<size_t>(r * out_row + start * inner) * elem, s + static_cast<size_t>(r * run) * elem,
-                    static_cast<size_t>(run) * elem);
+        std::memcpy(o + static_cast<size_t>(r * out_row + start * inner) * elem,
+                    s + static_cast<size_t>(r * run) * elem, static_cast<size_t>(run) * elem);
       }
     } else {
       copy_strided(out.narrow(static_cast<int64_t>(d), start, len), t);

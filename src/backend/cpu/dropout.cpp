@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "strata_kernels/common/dropout.h"
-#include "tensor/dtype_dispatch.h"
 #include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
+#include "strata_kernels/common/dropout.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 namespace {
@@ -14,8 +14,7 @@ constexpr int64_t kParallelThreshold = 16384;  // elements
 constexpr int64_t kGroup = 64;                 // Philox counters per group (4 elements each)
 
 template <class T>
-STRATA_MULTIVERSION void dropout_kernel(const T* x, T* y, int64_t n, float p, T scale, uint64_t seed,
-                                        uint64_t offset) {
+STRATA_MULTIVERSION void dropout_kernel(const T* x, T* y, int64_t n, float p, T scale, uint64_t seed, uint64_t offset) {
   const int64_t blocks = (n + 3) / 4;
   const int64_t groups = (blocks + kGroup - 1) / kGroup;
 #pragma omp parallel for if (n > kParallelThreshold) schedule(static)
@@ -46,8 +45,8 @@ STRATA_MULTIVERSION void dropout_kernel(const T* x, T* y, int64_t n, float p, T 
 Tensor dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
   Tensor out = empty_like(x);
   detail::dispatch_floating(x.dtype(), "dropout", [&]<class T>() {
-    dropout_kernel(x.data<T>(), out.data<T>(), x.numel(), static_cast<float>(p), static_cast<T>(1.0 / (1.0 - p)),
-                   seed, offset);
+    dropout_kernel(x.data<T>(), out.data<T>(), x.numel(), static_cast<float>(p), static_cast<T>(1.0 / (1.0 - p)), seed,
+                   offset);
   });
   return out;
 }

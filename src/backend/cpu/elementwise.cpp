@@ -4,14 +4,13 @@
 #include <type_traits>
 
 #include "backend/cpu/broadcast_map.h"
+#include "strata/tensor/factory.h"
 #include "strata_kernels/common/elementwise.h"
 #include "tensor/dtype_dispatch.h"
-#include "strata/tensor/factory.h"
 
 namespace strata::cpu {
 
 namespace k = strata_kernels;
-
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), {.dtype = a.dtype(), .device = a.device()});

@@ -2,10 +2,10 @@
 #include <cmath>
 
 #include "backend/cpu/broadcast_map.h"
-#include "strata_kernels/common/elementwise.h"
-#include "tensor/dtype_dispatch.h"
 #include "backend/cpu/elementwise.h"
 #include "strata/tensor/factory.h"
+#include "strata_kernels/common/elementwise.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "tensor/dtype_dispatch.h"
 #include "strata/tensor/factory.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 namespace {
@@ -72,7 +72,8 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t voc
   const int64_t dim = grad.numel() / std::max<int64_t>(n, 1);
   Tensor dw = zeros({vocab, dim}, {.dtype = grad.dtype()});
   if (n == 0 || dim == 0) return dw;
-  const int64_t max_threads = std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), dim / kMinColumnsPerThread));
+  const int64_t max_threads =
+      std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), dim / kMinColumnsPerThread));
   const int threads = n * dim > kParallelThreshold ? static_cast<int>(max_threads) : 1;
   detail::dispatch_floating(grad.dtype(), "embedding backward", [&]<class T>() {
     const T* pg = grad.data<T>();

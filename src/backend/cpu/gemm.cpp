@@ -13,18 +13,18 @@ namespace {
 
 constexpr int64_t kBlasIntMax = std::numeric_limits<blasint>::max();
 
-void check_args(const char* who, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda,
-                int64_t ldb, int64_t ldc) {
+void check_args(const char* who, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                int64_t ldc) {
   STRATA_CHECK(m >= 0 && n >= 0 && k >= 0, who, ": negative size (m=", m, ", n=", n, ", k=", k, ")");
-  STRATA_CHECK(m <= kBlasIntMax && n <= kBlasIntMax && k <= kBlasIntMax, who, ": size (m=", m, ", n=", n,
-               ", k=", k, ") exceeds the BLAS integer range ", kBlasIntMax);
+  STRATA_CHECK(m <= kBlasIntMax && n <= kBlasIntMax && k <= kBlasIntMax, who, ": size (m=", m, ", n=", n, ", k=", k,
+               ") exceeds the BLAS integer range ", kBlasIntMax);
   // Row-major: a stored row holds the columns of the stored (possibly transposed) matrix.
   const int64_t a_row = std::max<int64_t>(1, trans_a ? m : k);
   const int64_t b_row = std::max<int64_t>(1, trans_b ? k : n);
   const int64_t c_row = std::max<int64_t>(1, n);
   STRATA_CHECK(lda >= a_row && ldb >= b_row && ldc >= c_row, who, ": leading dimension too small (lda=", lda,
-               " needs >= ", a_row, ", ldb=", ldb, " needs >= ", b_row, ", ldc=", ldc, " needs >= ", c_row,
-               "; m=", m, ", n=", n, ", k=", k, ", trans_a=", trans_a, ", trans_b=", trans_b, ")");
+               " needs >= ", a_row, ", ldb=", ldb, " needs >= ", b_row, ", ldc=", ldc, " needs >= ", c_row, "; m=", m,
+               ", n=", n, ", k=", k, ", trans_a=", trans_a, ", trans_b=", trans_b, ")");
   STRATA_CHECK(lda <= kBlasIntMax && ldb <= kBlasIntMax && ldc <= kBlasIntMax, who,
                ": leading dimension exceeds the BLAS integer range (lda=", lda, ", ldb=", ldb, ", ldc=", ldc, ")");
 }
@@ -52,9 +52,9 @@ void gemm_impl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
 }
 
 template <class T>
-void gemm_batched_impl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-                       const int64_t* a_offsets, int64_t lda, const T* b, const int64_t* b_offsets, int64_t ldb,
-                       T beta, T* c, int64_t c_stride, int64_t ldc, int64_t batch) {
+void gemm_batched_impl(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, const int64_t* a_offsets,
+                       int64_t lda, const T* b, const int64_t* b_offsets, int64_t ldb, T beta, T* c, int64_t c_stride,
+                       int64_t ldc, int64_t batch) {
   check_args("gemm_batched", ta, tb, m, n, k, lda, ldb, ldc);
   STRATA_CHECK(batch >= 0, "gemm_batched: negative batch ", batch);
   if (m == 0 || n == 0 || batch == 0) return;

@@ -38,8 +38,8 @@ void backend_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha
 #ifdef STRATA_HAS_ONEDNN
   if (use_onednn(m, n, k)) {
     const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    STRATA_CHECK(st == dnnl_success, "gemm: dnnl_sgemm failed with status ", static_cast<int>(st), " (m=", m,
-                 ", n=", n, ", k=", k, ", lda=", lda, ", ldb=", ldb, ", ldc=", ldc, ")");
+    STRATA_CHECK(st == dnnl_success, "gemm: dnnl_sgemm failed with status ", static_cast<int>(st), " (m=", m, ", n=", n,
+                 ", k=", k, ", lda=", lda, ", ldb=", ldb, ", ldc=", ldc, ")");
     return;
   }
 #endif

@@ -7,8 +7,8 @@
 
 namespace strata::cpu {
 
-void backend_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void backend_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void backend_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
                   int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 

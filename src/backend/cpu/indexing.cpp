@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "backend/cpu/dim_layout.h"
-#include "tensor/dtype_dispatch.h"
 #include "strata/tensor/factory.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 namespace {
@@ -55,9 +55,8 @@ void check_index_range(const char* op, const Tensor& index, int64_t dim, const S
   for (int64_t i = 0; i < index.numel(); ++i) {
     if (idx[i] >= 0 && idx[i] < size) [[likely]]
       continue;
-    STRATA_FAIL(op, ": index ", idx[i], " at position ", position(index.shape(), i), " of index (shape ",
-                index.shape(), ") is out of range for dimension ", dim, " of size ", size, " (input shape ",
-                input_shape, ")");
+    STRATA_FAIL(op, ": index ", idx[i], " at position ", position(index.shape(), i), " of index (shape ", index.shape(),
+                ") is out of range for dimension ", dim, " of size ", size, " (input shape ", input_shape, ")");
   }
 }
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 
 #include "backend/cpu/column_totals.h"
+#include "backend/cpu/multiversion.h"
+#include "strata/tensor/factory.h"
 #include "strata_kernels/common/column_sum.h"
 #include "strata_kernels/common/row_norms.h"
 #include "tensor/dtype_dispatch.h"
-#include "backend/cpu/multiversion.h"
-#include "strata/tensor/factory.h"
 
 namespace strata::cpu {
 namespace {

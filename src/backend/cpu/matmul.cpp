@@ -2,10 +2,10 @@
 
 #include <cstring>
 
-#include "backend/gemm_plan.h"
-#include "tensor/dtype_dispatch.h"
 #include "backend/cpu/gemm.h"
+#include "backend/gemm_plan.h"
 #include "strata/tensor/factory.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 namespace {

@@ -4,12 +4,12 @@
 #include <utility>
 #include <vector>
 
-#include "strata_kernels/common/dim_reduce.h"
-#include "strata_kernels/common/line_select.h"
 #include "backend/cpu/dim_layout.h"
-#include "tensor/dtype_dispatch.h"
 #include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
+#include "strata_kernels/common/dim_reduce.h"
+#include "strata_kernels/common/line_select.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 namespace {

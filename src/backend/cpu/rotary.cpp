@@ -2,10 +2,10 @@
 
 #include <cmath>
 
-#include "strata_kernels/common/rotary.h"
-#include "tensor/dtype_dispatch.h"
 #include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
+#include "strata_kernels/common/rotary.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 namespace {
@@ -24,8 +24,9 @@ STRATA_MULTIVERSION void rotary_kernel(const T* x, const T* cos, const T* sin, i
     T* yr = y + r * d;
 #pragma omp simd
     for (int64_t j = 0; j < half; ++j) {
-      const auto p = kTranspose ? strata_kernels::rotary_backward(xr[j], xr[j + half], c[j], s[j], c[j + half], s[j + half])
-                                : strata_kernels::rotary_forward(xr[j], xr[j + half], c[j], s[j], c[j + half], s[j + half]);
+      const auto p = kTranspose
+                         ? strata_kernels::rotary_backward(xr[j], xr[j + half], c[j], s[j], c[j + half], s[j + half])
+                         : strata_kernels::rotary_forward(xr[j], xr[j + half], c[j], s[j], c[j + half], s[j + half]);
       yr[j] = p.first;
       yr[j + half] = p.second;
     }

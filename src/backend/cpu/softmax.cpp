@@ -4,12 +4,12 @@
 #include <cmath>
 #include <limits>
 
-#include "strata_kernels/common/fast_math.h"
-#include "strata_kernels/common/row_softmax.h"
 #include "backend/cpu/dim_layout.h"
-#include "tensor/dtype_dispatch.h"
 #include "backend/cpu/multiversion.h"
 #include "strata/tensor/factory.h"
+#include "strata_kernels/common/fast_math.h"
+#include "strata_kernels/common/row_softmax.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cpu {
 namespace {
@@ -23,7 +23,8 @@ constexpr int64_t kColumnChunk = 64;
 // Softmax over the middle dimension of [outer, n, inner] for columns [c0, c1) of one outer
 // index: every step is a vector loop over the columns.
 template <class T>
-STRATA_ALWAYS_INLINE void softmax_columns(const T* x, T* y, int64_t n, int64_t inner, int64_t c0, int64_t c1, bool log) {
+STRATA_ALWAYS_INLINE void softmax_columns(const T* x, T* y, int64_t n, int64_t inner, int64_t c0, int64_t c1,
+                                          bool log) {
   T m[kColumnChunk], s[kColumnChunk];
   const int64_t w = c1 - c0;
   x += c0;
@@ -71,8 +72,8 @@ STRATA_ALWAYS_INLINE void softmax_columns(const T* x, T* y, int64_t n, int64_t i
 }
 
 template <class T>
-STRATA_ALWAYS_INLINE void softmax_backward_columns(const T* g, const T* y, T* dx, int64_t n, int64_t inner, int64_t c0, int64_t c1,
-                              bool log) {
+STRATA_ALWAYS_INLINE void softmax_backward_columns(const T* g, const T* y, T* dx, int64_t n, int64_t inner, int64_t c0,
+                                                   int64_t c1, bool log) {
   T acc[kColumnChunk];
   const int64_t w = c1 - c0;
   g += c0;
@@ -127,7 +128,8 @@ STRATA_MULTIVERSION void softmax_backward_kernel(const T* g, const T* y, T* dx, 
   const int64_t slice = l.n * l.inner;
   if (l.inner == 1) {
 #pragma omp parallel for if (parallel) schedule(static)
-    for (int64_t o = 0; o < l.outer; ++o) strata_kernels::softmax_backward_row<CpuRow>(g + o * slice, y + o * slice, dx + o * slice, l.n, log);
+    for (int64_t o = 0; o < l.outer; ++o)
+      strata_kernels::softmax_backward_row<CpuRow>(g + o * slice, y + o * slice, dx + o * slice, l.n, log);
     return;
   }
   const int64_t chunks = (l.inner + kColumnChunk - 1) / kColumnChunk;
@@ -215,8 +217,8 @@ int64_t check_targets(const I* t, int64_t n, int64_t classes, int64_t ignore_ind
     const int64_t v = static_cast<int64_t>(t[i]);
     if (v == ignore_index) continue;
     STRATA_CHECK(v >= 0 && v < classes, "cross_entropy: target ", v, " at position ", i,
-                 " is out of range for logits with ", classes, " classes (expected [0, ", classes,
-                 ") or ignore_index ", ignore_index, ")");
+                 " is out of range for logits with ", classes, " classes (expected [0, ", classes, ") or ignore_index ",
+                 ignore_index, ")");
     ++count;
   }
   return count;

@@ -2,16 +2,17 @@
 // (tensor/cuda_memory.h, backend/cuda/cuda_backend.h) answer "no devices" or refuse naming
 // the device. Ops refuse in on_device by their public name; the op entry points themselves
 // (cuda_ops.h) come from their declarations (core/cuda_entry.h), a last line never reached.
+#include "backend/cuda/cuda_backend.h"
 #include "strata/core/error.h"
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"
-#include "backend/cuda/cuda_backend.h"
 
 namespace strata {
 namespace {
 
 [[noreturn]] void no_cuda(const char* what, Device device) {
-  STRATA_FAIL(what, ": ", device, " is not available: strata was built without CUDA (configure with "
+  STRATA_FAIL(what, ": ", device,
+              " is not available: strata was built without CUDA (configure with "
               "-DSTRATA_WITH_CUDA=ON where the CUDA toolkit is installed)");
 }
 
@@ -19,7 +20,8 @@ namespace {
 
 namespace detail {
 void cuda_not_built(const char* function) {
-  STRATA_FAIL(function, ": strata was built without CUDA (configure with -DSTRATA_WITH_CUDA=ON where the CUDA "
+  STRATA_FAIL(function,
+              ": strata was built without CUDA (configure with -DSTRATA_WITH_CUDA=ON where the CUDA "
               "toolkit is installed)");
 }
 }  // namespace detail

@@ -6,11 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"
 #include "tensor/caching_allocator.h"
-#include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_check.h"
 
 namespace strata {
 namespace {

@@ -3,10 +3,10 @@
 // inputs through: the output's shape and each input's strides as if broadcast to it.
 #include <cstring>
 
-#include "strata_kernels/common/strided_index.h"
+#include "backend/cpu/broadcast_map.h"
 #include "strata/core/error.h"
 #include "strata/tensor/tensor.h"
-#include "backend/cpu/broadcast_map.h"
+#include "strata_kernels/common/strided_index.h"
 
 namespace strata::cuda_detail {
 

@@ -1,9 +1,9 @@
 // cat on CUDA: one device copy per input into its slice of a fresh output (cuda/copy.cpp:
 // a strided kernel, or one cudaMemcpy where both sides are contiguous). Copies move bits,
 // so the result is the CPU's exactly.
-#include "strata/tensor/factory.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_ops.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::cuda_ops {
 

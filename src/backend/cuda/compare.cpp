@@ -4,14 +4,14 @@
 #include <cstdint>
 #include <cstring>
 
-#include "strata/tensor/factory.h"
-#include "strata_kernels/compare.h"
-#include "strata_kernels/elementwise.h"
-#include "tensor/dtype_dispatch.h"
 #include "backend/cuda/broadcast_index.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "strata/tensor/factory.h"
+#include "strata_kernels/compare.h"
+#include "strata_kernels/elementwise.h"
+#include "tensor/dtype_dispatch.h"
 
 namespace strata::cuda_ops {
 namespace {
@@ -26,7 +26,8 @@ int32_t select_element_type(DType dtype, const char* name) {
     case DType::Bool: return STRATA_ELEMENT_BOOL;
     default: break;
   }
-  STRATA_FAIL(name, ": dtype ", dtype, " is not supported on CUDA (float32, float64, int32, int64 or bool; "
+  STRATA_FAIL(name, ": dtype ", dtype,
+              " is not supported on CUDA (float32, float64, int32, int64 or bool; "
               "convert with .to())");
 }
 

@@ -8,14 +8,14 @@
 #include <memory>
 #include <utility>
 
-#include "strata/tensor/factory.h"
-#include "strata_kernels/convert.h"
-#include "strata_kernels/common/strided_index.h"
-#include "strata_kernels/fill.h"
-#include "strata_kernels/strided_copy.h"
 #include "backend/cpu/copy.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "strata/tensor/factory.h"
+#include "strata_kernels/common/strided_index.h"
+#include "strata_kernels/convert.h"
+#include "strata_kernels/fill.h"
+#include "strata_kernels/strided_copy.h"
 
 namespace strata::cuda_detail {
 namespace {
@@ -180,7 +180,8 @@ void fill(const Tensor& dst, double value) {
   if (bits == 0) {
     STRATA_CUDA(cudaMemsetAsync(dst.data_ptr(), 0, dst.nbytes(), stream));
   } else {
-    STRATA_CUDA(strata_fill_bits(dst.data_ptr(), dtype_size(dst.dtype()), bits, static_cast<size_t>(dst.numel()), stream));
+    STRATA_CUDA(
+        strata_fill_bits(dst.data_ptr(), dtype_size(dst.dtype()), bits, static_cast<size_t>(dst.numel()), stream));
   }
 }
 

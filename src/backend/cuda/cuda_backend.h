@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <string>
 
-#include "tensor/cuda_memory.h"
 #include "strata/tensor/tensor.h"
+#include "tensor/cuda_memory.h"
 
 namespace strata::cuda_detail {
 

@@ -3,17 +3,17 @@
 // throws strata::Error naming the call, the CUDA error and file:line (and the rank).
 #include <cuda_runtime_api.h>
 
-#include "strata/core/error.h"
 #include "backend/cuda/cuda_backend.h"
+#include "strata/core/error.h"
 
-#define STRATA_CUDA(call)                                                                         \
-  do {                                                                                            \
-    cudaError_t strata_cuda_rc_ = (call);                                                         \
-    if (strata_cuda_rc_ != cudaSuccess) [[unlikely]] {                                            \
-      (void)cudaGetLastError(); /* clear a non-sticky error so later calls are not blamed */     \
-      STRATA_FAIL(#call, " failed: ", cudaGetErrorString(strata_cuda_rc_), " (",                  \
-                  cudaGetErrorName(strata_cuda_rc_), ")");                                        \
-    }                                                                                             \
+#define STRATA_CUDA(call)                                                                                           \
+  do {                                                                                                              \
+    cudaError_t strata_cuda_rc_ = (call);                                                                           \
+    if (strata_cuda_rc_ != cudaSuccess) [[unlikely]] {                                                              \
+      (void)cudaGetLastError(); /* clear a non-sticky error so later calls are not blamed */                        \
+      STRATA_FAIL(#call, " failed: ", cudaGetErrorString(strata_cuda_rc_), " (", cudaGetErrorName(strata_cuda_rc_), \
+                  ")");                                                                                             \
+    }                                                                                                               \
   } while (0)
 
 namespace strata::cuda_detail {
@@ -30,9 +30,7 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
-inline cudaStream_t stream_of(int device) {
-  return static_cast<cudaStream_t>(current_stream(device));
-}
+inline cudaStream_t stream_of(int device) { return static_cast<cudaStream_t>(current_stream(device)); }
 
 // An op's launch scope on x's device: checks the device first (an unusable device is
 // reported naming the op, before anything is allocated), makes it current for the scope and

@@ -8,17 +8,18 @@
 #include <optional>
 #include <vector>
 
-#include "core/cuda_entry.h"
 #include "backend/kernel_types.h"
+#include "core/cuda_entry.h"
 
 namespace strata::cuda_ops {
 STRATA_CUDA_ENTRIES_BEGIN
 
 STRATA_CUDA_ENTRY(Tensor binary(backend::BinaryOp op, const Tensor& a, const Tensor& b, const char* name))
 STRATA_CUDA_ENTRY(Tensor unary(backend::UnaryOp op, const Tensor& a, const char* name, double p = 0, double q = 0))
-STRATA_CUDA_ENTRY(Tensor unary_grad(backend::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name, double p = 0,
-                  double q = 0))
-STRATA_CUDA_ENTRY(Tensor binary_grad(backend::BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b, const char* name))
+STRATA_CUDA_ENTRY(Tensor unary_grad(backend::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name,
+                                    double p = 0, double q = 0))
+STRATA_CUDA_ENTRY(Tensor binary_grad(backend::BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b,
+                                     const char* name))
 // self += alpha * other, self *= value: the CPU's rounding (alpha * other, then the sum),
 // through an out-of-place kernel and a copy into self (any strides).
 STRATA_CUDA_ENTRY(void add_inplace(const Tensor& self, const Tensor& other, double alpha))
@@ -27,8 +28,10 @@ STRATA_CUDA_ENTRY(void mul_inplace(const Tensor& self, double value))
 // Comparisons and selections (cuda/compare.cpp), as cpu/elementwise.h's: the same
 // functors (strata_kernels/common/compare_ops.h); float32, float64, int32, int64 and bool.
 STRATA_CUDA_ENTRY(Tensor compare(backend::CompareOp op, const Tensor& a, const Tensor& b, const char* name))
-STRATA_CUDA_ENTRY(Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape, const char* name))
-STRATA_CUDA_ENTRY(Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, const Shape& shape, const char* name))
+STRATA_CUDA_ENTRY(Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& shape,
+                               const char* name))
+STRATA_CUDA_ENTRY(Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, const Shape& shape,
+                                     const char* name))
 // cat (cuda/cat.cpp), as cpu/copy.h's; `op` is the public op in errors.
 STRATA_CUDA_ENTRY(Tensor cat(const std::vector<Tensor>& ts, size_t d, const Shape& out_shape, const char* op))
 
@@ -48,19 +51,24 @@ struct FusedAttention {
 struct FusedAttentionGrads {
   Tensor dq, dk, dv;
 };
-STRATA_CUDA_ENTRY(std::optional<FusedAttention> fused_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
-                  bool causal, bool with_backward))
-STRATA_CUDA_ENTRY(FusedAttentionGrads fused_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
-                  const Tensor& stats, const Tensor& grad_out, double scale, bool causal))
-STRATA_CUDA_ENTRY(backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index))
-STRATA_CUDA_ENTRY(Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& stats,
-                  int64_t ignore_index, int64_t count))
-STRATA_CUDA_ENTRY(backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps))
-STRATA_CUDA_ENTRY(backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                  const Tensor& rstd, bool need_dx, bool need_dweight, bool need_dbias))
+STRATA_CUDA_ENTRY(std::optional<FusedAttention> fused_attention_forward(const Tensor& q, const Tensor& k,
+                                                                        const Tensor& v, double scale, bool causal,
+                                                                        bool with_backward))
+STRATA_CUDA_ENTRY(FusedAttentionGrads fused_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                               const Tensor& out, const Tensor& stats,
+                                                               const Tensor& grad_out, double scale, bool causal))
+STRATA_CUDA_ENTRY(backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets,
+                                                                    int64_t ignore_index))
+STRATA_CUDA_ENTRY(Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
+                                                const Tensor& stats, int64_t ignore_index, int64_t count))
+STRATA_CUDA_ENTRY(backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                                              double eps))
+STRATA_CUDA_ENTRY(backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                                              const Tensor& mean, const Tensor& rstd, bool need_dx,
+                                                              bool need_dweight, bool need_dbias))
 STRATA_CUDA_ENTRY(backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps))
-STRATA_CUDA_ENTRY(backend::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                  bool need_dx, bool need_dweight))
+STRATA_CUDA_ENTRY(backend::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                                          const Tensor& rstd, bool need_dx, bool need_dweight))
 
 // Reductions (cuda/reduce.cpp), as cpu/reduce.h.
 STRATA_CUDA_ENTRY(Tensor sum_keepdim(const Tensor& x, const std::vector<bool>& reduced))
@@ -73,7 +81,8 @@ STRATA_CUDA_ENTRY(Tensor cumsum(const Tensor& x, int64_t dim, bool reverse))
 // The gradient of max and topk: zeros of `shape` with grad added at the int64 positions
 // `index` along `dim` (index and grad have shape's shape except along dim), in the CPU
 // scatter_add's order. `op` names the backward in errors.
-STRATA_CUDA_ENTRY(Tensor scatter_add_lines(const char* op, const Shape& shape, int64_t dim, const Tensor& index, const Tensor& grad))
+STRATA_CUDA_ENTRY(Tensor scatter_add_lines(const char* op, const Shape& shape, int64_t dim, const Tensor& index,
+                                           const Tensor& grad))
 
 // Embedding (cuda/embedding.cpp), as cpu/embedding.h; indices and weight on one device.
 STRATA_CUDA_ENTRY(Tensor embedding_forward(const Tensor& indices, const Tensor& weight))
@@ -88,7 +97,8 @@ STRATA_CUDA_ENTRY(Tensor dropout_apply(const Tensor& x, double p, uint64_t seed,
 // cpu::matmul and cpu::matmul_sum (backend/cpu/matmul.h) through cuBLASLt (cuda/matmul.cpp),
 // running the same gemm::Plan; float32, float64, bfloat16 and float16 (16-bit with float32
 // accumulation). `name` is the public op in errors.
-STRATA_CUDA_ENTRY(Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& bias, const char* name))
+STRATA_CUDA_ENTRY(Tensor matmul(const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& bias,
+                                const char* name))
 STRATA_CUDA_ENTRY(Tensor matmul_sum(const Tensor& a, const Tensor& b, const char* name))
 
 STRATA_CUDA_ENTRIES_END

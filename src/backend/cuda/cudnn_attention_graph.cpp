@@ -148,8 +148,8 @@ AttentionGraph attention_backward_graph(const AttentionGeometry& g) {
   const Desc p = b.pw(CUDNN_POINTWISE_EXP, centered, nullptr, b.scores(), "probabilities");
 
   // dV = P^T dO, P^T read as the transposed view of P's memory, in the input type.
-  const Desc pt = b.virt_strided({g.batch, g.heads, g.tk, g.tq}, Builder::swap_last(packed_strides(b.scores())),
-                                 "P^T", g.io);
+  const Desc pt =
+      b.virt_strided({g.batch, g.heads, g.tk, g.tq}, Builder::swap_last(packed_strides(b.scores())), "P^T", g.io);
   b.reshape_into(p, pt, "P^T");
   b.mm(pt, d_o, dv, "P^T dO");
 
@@ -161,8 +161,8 @@ AttentionGraph attention_backward_graph(const AttentionGeometry& g) {
   const Desc ds = b.pw(CUDNN_POINTWISE_MUL, dp_p, &scale, b.scores(), "dS", g.io);
 
   // dK = dS^T Q.
-  const Desc dst = b.virt_strided({g.batch, g.heads, g.tk, g.tq}, Builder::swap_last(packed_strides(b.scores())),
-                                  "dS^T", g.io);
+  const Desc dst =
+      b.virt_strided({g.batch, g.heads, g.tk, g.tq}, Builder::swap_last(packed_strides(b.scores())), "dS^T", g.io);
   b.reshape_into(ds, dst, "dS^T");
   b.mm(dst, q, dk, "dS^T Q");
 

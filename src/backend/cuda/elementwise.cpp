@@ -2,12 +2,12 @@
 // (broadcast strides), one kernel launch on the current stream.
 #include <string>
 
-#include "strata/tensor/factory.h"
-#include "strata_kernels/elementwise.h"
 #include "backend/cuda/broadcast_index.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "strata/tensor/factory.h"
+#include "strata_kernels/elementwise.h"
 
 namespace strata::cuda_ops {
 namespace {
@@ -24,9 +24,8 @@ int32_t element_type(DType dtype, bool integers_allowed, const char* name) {
       break;
     default: break;
   }
-  STRATA_FAIL(name, ": dtype ", dtype, " is not supported on CUDA (", integers_allowed ? "float32, float64, int32 or int64"
-                                                                                       : "float32 or float64",
-              "; convert with .to())");
+  STRATA_FAIL(name, ": dtype ", dtype, " is not supported on CUDA (",
+              integers_allowed ? "float32, float64, int32 or int64" : "float32 or float64", "; convert with .to())");
 }
 
 struct Launch {
@@ -60,12 +59,13 @@ Tensor unary(backend::UnaryOp op, const Tensor& a, const char* name, double p, d
   const Tensor* inputs[1] = {&a};
   const auto index = cuda_detail::broadcast_index<1>(a.shape(), inputs, name);
   cuda_detail::DeviceGuard guard(a.device().index);
-  STRATA_CUDA(strata_unary(static_cast<int32_t>(op), type, l.out.data_ptr(), a.data_ptr(), &index, a.numel(), p, q,
-                           l.stream));
+  STRATA_CUDA(
+      strata_unary(static_cast<int32_t>(op), type, l.out.data_ptr(), a.data_ptr(), &index, a.numel(), p, q, l.stream));
   return l.out;
 }
 
-Tensor unary_grad(backend::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name, double p, double q) {
+Tensor unary_grad(backend::UnaryGradOp op, const Tensor& grad, const Tensor& saved, const char* name, double p,
+                  double q) {
   const int32_t type = element_type(saved.dtype(), false, name);
   Launch l = prepare(saved.shape(), saved, name);
   const Tensor* inputs[2] = {&grad, &saved};

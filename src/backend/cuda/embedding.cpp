@@ -1,12 +1,12 @@
 // CUDA glue of the embedding: the gather (a device flag reports bad indices; the host then
 // names the first one with the CPU's message) and the sorted, atomic-free weight gradient.
-#include "strata/tensor/factory.h"
-#include "strata_kernels/elementwise.h"
 #include "strata_kernels/embedding.h"
 #include "backend/cpu/embedding.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "strata/tensor/factory.h"
+#include "strata_kernels/elementwise.h"
 
 namespace strata::cuda_ops {
 namespace {

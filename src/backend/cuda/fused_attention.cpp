@@ -6,8 +6,8 @@
 // caller composes attention from matmuls and the row softmax instead.
 #include <optional>
 
-#include "strata/core/error.h"
 #include "backend/cuda/cuda_ops.h"
+#include "strata/core/error.h"
 
 #if STRATA_HAS_CUDNN
 #include <cuda_runtime_api.h>
@@ -21,11 +21,11 @@
 #include <utility>
 #include <vector>
 
-#include "strata/tensor/factory.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cudnn_attention_graph.h"
 #include "backend/cuda/cudnn_plan.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::cuda_ops {
 namespace {
@@ -219,8 +219,7 @@ FusedAttentionGrads fused_attention_backward(const Tensor& q, const Tensor& k, c
 
 namespace strata::cuda_ops {
 
-std::optional<FusedAttention> fused_attention_forward(const Tensor&, const Tensor&, const Tensor&, double, bool,
-                                                      bool) {
+std::optional<FusedAttention> fused_attention_forward(const Tensor&, const Tensor&, const Tensor&, double, bool, bool) {
   return std::nullopt;
 }
 FusedAttentionGrads fused_attention_backward(const Tensor& q, const Tensor&, const Tensor&, const Tensor&,

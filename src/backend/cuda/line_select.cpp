@@ -2,13 +2,13 @@
 // [outer, n, inner] layout around one dimension of a contiguous copy, one launch of
 // cuda/line_select.cu (a thread per line running the CPU's common/line_select.h) on the
 // current stream.
-#include "strata/tensor/factory.h"
-#include "strata_kernels/elementwise.h"
 #include "strata_kernels/line_select.h"
 #include "backend/cpu/dim_layout.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "strata/tensor/factory.h"
+#include "strata_kernels/elementwise.h"
 
 namespace strata::cuda_ops {
 namespace {

@@ -14,14 +14,14 @@
 #include <mutex>
 #include <type_traits>
 
-#include "strata/tensor/cuda.h"
-#include "strata/tensor/factory.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/gemm_algo_cache.h"
 #include "backend/gemm_cublas_layout.h"
 #include "backend/gemm_plan.h"
+#include "strata/tensor/cuda.h"
+#include "strata/tensor/factory.h"
 
 namespace strata::cuda_ops {
 namespace {
@@ -249,8 +249,8 @@ void add_bias_rows(const Context& x, const Tensor& out, const Tensor& bias, int6
 void run(const What& w, const gemm::Plan& p, const Tensor& out, const Tensor& bias) {
   const int device = out.device().index;
   cuda_detail::DeviceGuard guard(device);
-  const Context x{w, types_of(w), dtype_size(out.dtype()), device, cuda_detail::stream_of(device),
-                  handle_of(device, w)};
+  const Context x{
+      w, types_of(w), dtype_size(out.dtype()), device, cuda_detail::stream_of(device), handle_of(device, w)};
   const std::vector<gemm::CublasCall> calls = gemm::cublas_calls(p);
   if (calls.empty()) {  // k == 0: the products are zeros
     cuda_detail::fill(out, 0.0);

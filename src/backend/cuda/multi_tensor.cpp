@@ -4,11 +4,11 @@
 #include <cstring>
 #include <mutex>
 
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
 #include "strata_kernels/common/multi_tensor.h"
 #include "strata_kernels/multi_tensor_grad.h"
 #include "strata_kernels/multi_tensor_optim.h"
-#include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_check.h"
 
 namespace strata::cuda_detail {
 namespace {

@@ -1,12 +1,12 @@
 // CUDA glue of the sum over dimensions: the same [outer, n, inner] plan as the CPU sum
 // (cpu::plan_dim_reduce), one kernel launch on the current stream.
-#include "strata/tensor/factory.h"
-#include "strata_kernels/elementwise.h"
 #include "strata_kernels/reduce.h"
 #include "backend/cpu/reduce.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "strata/tensor/factory.h"
+#include "strata_kernels/elementwise.h"
 
 namespace strata::cuda_ops {
 

@@ -1,11 +1,11 @@
 // CUDA glue of the rotary position embedding: contiguous x and tables (the op made them
 // so), one launch on the current stream.
-#include "strata/tensor/factory.h"
-#include "strata_kernels/elementwise.h"
 #include "strata_kernels/rotary.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "strata/tensor/factory.h"
+#include "strata_kernels/elementwise.h"
 
 namespace strata::cuda_ops {
 

@@ -5,13 +5,13 @@
 #include <cstring>
 #include <limits>
 
-#include "strata_kernels/common/column_sum.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/float_element_type.h"
 #include "strata/tensor/factory.h"
+#include "strata_kernels/common/column_sum.h"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/row_ops.h"
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/float_element_type.h"
-#include "backend/cuda/cuda_ops.h"
 
 namespace strata::cuda_ops {
 namespace {
@@ -128,10 +128,9 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   Tensor dx = empty_like(logits);
   if (rows == 0) return dx;
   const double coef = count > 0 ? grad_loss.item() / static_cast<double>(count) : 0.0;
-  STRATA_CUDA(strata_cross_entropy_backward_rows(float_type(logits.dtype(), "cross_entropy backward"),
-                                                 index_type(targets.dtype()), logits.data_ptr(), targets.data_ptr(),
-                                                 stats.data_ptr(), rows, classes, ignore_index, coef, dx.data_ptr(),
-                                                 l.stream));
+  STRATA_CUDA(strata_cross_entropy_backward_rows(
+      float_type(logits.dtype(), "cross_entropy backward"), index_type(targets.dtype()), logits.data_ptr(),
+      targets.data_ptr(), stats.data_ptr(), rows, classes, ignore_index, coef, dx.data_ptr(), l.stream));
   return dx;
 }
 
@@ -148,8 +147,9 @@ backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weigh
   return out;
 }
 
-backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                                        const Tensor& rstd, bool need_dx, bool need_dweight, bool need_dbias) {
+backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
+                                            const Tensor& mean, const Tensor& rstd, bool need_dx, bool need_dweight,
+                                            bool need_dbias) {
   Launch l(x, "layer_norm backward");
   const Rows r = rows_of(x);
   backend::LayerNormGrads g;
@@ -161,12 +161,10 @@ backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x,
   Tensor partials =
       need_params ? empty({strata_kernels::column_blocks(r.rows), 2 * r.n}, like(x, x.dtype())) : Tensor();
   const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
-  STRATA_CUDA(strata_layer_norm_backward(float_type(x.dtype(), "layer_norm backward"), grad.data_ptr(), x.data_ptr(),
-                                         w.data_ptr(), mean.data_ptr(), rstd.data_ptr(), r.rows, r.n,
-                                         need_dx ? g.dx.data_ptr() : nullptr,
-                                         need_params ? partials.data_ptr() : nullptr,
-                                         need_dweight ? g.dweight.data_ptr() : nullptr,
-                                         need_dbias ? g.dbias.data_ptr() : nullptr, l.stream));
+  STRATA_CUDA(strata_layer_norm_backward(
+      float_type(x.dtype(), "layer_norm backward"), grad.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr(),
+      rstd.data_ptr(), r.rows, r.n, need_dx ? g.dx.data_ptr() : nullptr, need_params ? partials.data_ptr() : nullptr,
+      need_dweight ? g.dweight.data_ptr() : nullptr, need_dbias ? g.dbias.data_ptr() : nullptr, l.stream));
   return g;
 }
 
@@ -182,7 +180,7 @@ backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, d
 }
 
 backend::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                    bool need_dx, bool need_dweight) {
+                                        bool need_dx, bool need_dweight) {
   Launch l(x, "rms_norm backward");
   const Rows r = rows_of(x);
   backend::RmsNormGrads g;
@@ -192,8 +190,7 @@ backend::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, con
   Tensor partials = need_dweight ? empty({strata_kernels::column_blocks(r.rows), r.n}, like(x, x.dtype())) : Tensor();
   const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
   STRATA_CUDA(strata_rms_norm_backward(float_type(x.dtype(), "rms_norm backward"), grad.data_ptr(), x.data_ptr(),
-                                       w.data_ptr(), rstd.data_ptr(), r.rows, r.n,
-                                       need_dx ? g.dx.data_ptr() : nullptr,
+                                       w.data_ptr(), rstd.data_ptr(), r.rows, r.n, need_dx ? g.dx.data_ptr() : nullptr,
                                        need_dweight ? partials.data_ptr() : nullptr,
                                        need_dweight ? g.dweight.data_ptr() : nullptr, l.stream));
   return g;

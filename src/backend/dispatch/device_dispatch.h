@@ -25,8 +25,8 @@ namespace strata::detail {
 
 // Throws naming the op and both inputs (name, shape, device) when they are on different
 // devices.
-[[noreturn]] void mixed_devices(std::string_view op, std::string_view name_a, const Tensor& a,
-                                std::string_view name_b, const Tensor& b);
+[[noreturn]] void mixed_devices(std::string_view op, std::string_view name_a, const Tensor& a, std::string_view name_b,
+                                const Tensor& b);
 
 // An op's input and the name its messages give it.
 struct OpInput {

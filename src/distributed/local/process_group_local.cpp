@@ -53,7 +53,8 @@ class ProcessGroupLocal final : public ProcessGroup {
 
  private:
   void alive(const OpDescription& desc) const {
-    STRATA_CHECK(is_initialized(), desc.name, " on group '", name_, "': the distributed runtime is not running "
+    STRATA_CHECK(is_initialized(), desc.name, " on group '", name_,
+                 "': the distributed runtime is not running "
                  "(dist::finalize was called or init was not)");
   }
   WorkPtr done(const OpDescription& desc) const {

@@ -43,7 +43,8 @@ std::string compiled_abi() {
   s += ", little-endian";
 #endif
 #if defined(OMPI_MAJOR_VERSION)
-  s += ", Open MPI " STRATA_STR(OMPI_MAJOR_VERSION) "." STRATA_STR(OMPI_MINOR_VERSION) "." STRATA_STR(OMPI_RELEASE_VERSION);
+  s += ", Open MPI " STRATA_STR(OMPI_MAJOR_VERSION) "." STRATA_STR(OMPI_MINOR_VERSION) "." STRATA_STR(
+      OMPI_RELEASE_VERSION);
 #else
   s += ", MPI " STRATA_STR(MPI_VERSION) "." STRATA_STR(MPI_SUBVERSION);
 #endif
@@ -103,8 +104,8 @@ void check_build_identity(MPI_Comm world) {
   }
   if (differing == 0) return;
   if (differing > 4) diff.append("; and ").append(std::to_string(differing - 4)).append(" more ranks");
-  STRATA_FAIL("dist::init: the ranks run different strata builds: ", diff, ", but rank 0 on host ", ref.host,
-              " runs ", quoted(ref), " (identity ", hex(ref.hash),
+  STRATA_FAIL("dist::init: the ranks run different strata builds: ", diff, ", but rank 0 on host ", ref.host, " runs ",
+              quoted(ref), " (identity ", hex(ref.hash),
               "). Every host must run the same strata build (version, compiler, build options); rebuild or "
               "redeploy the differing hosts");
 }

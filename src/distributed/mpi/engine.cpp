@@ -16,8 +16,8 @@
 namespace strata::dist::mpi {
 namespace {
 
-Engine* g_engine = nullptr;            // owned; leaked at finalize on purpose (see finalize)
-std::atomic<int> g_state{0};           // 0 not started, 1 running, 2 finalized
+Engine* g_engine = nullptr;   // owned; leaked at finalize on purpose (see finalize)
+std::atomic<int> g_state{0};  // 0 not started, 1 running, 2 finalized
 
 std::string mpi_error_string(int rc) {
   char buf[MPI_MAX_ERROR_STRING];
@@ -103,8 +103,9 @@ Engine* Engine::get() { return g_state.load() == 1 ? g_engine : nullptr; }
 bool Engine::finalized() { return g_state.load() == 2; }
 
 InitResult Engine::start() {
-  STRATA_CHECK(g_state.load() != 2, "dist::init: the distributed runtime was already finalized (MPI cannot be "
-                                     "initialised twice in one process)");
+  STRATA_CHECK(g_state.load() != 2,
+               "dist::init: the distributed runtime was already finalized (MPI cannot be "
+               "initialised twice in one process)");
   STRATA_CHECK(g_state.load() == 0, "dist::init: already initialised");
   auto* engine = new Engine();
   engine->debug_ = detail::debug_collectives_from_env();
@@ -136,8 +137,7 @@ InitResult Engine::start() {
   return result;
 }
 
-void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std::condition_variable* cv,
-                 bool* ready) {
+void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std::condition_variable* cv, bool* ready) {
   bool ok = false;
   try {
     int initialised = 0;
@@ -155,9 +155,13 @@ void Engine::run(InitResult* result, std::string* init_error, std::mutex* m, std
     } else {
       // The application initialised MPI on another thread; we call it from our worker.
       STRATA_MPI(MPI_Query_thread(&provided));
-      STRATA_CHECK(provided >= MPI_THREAD_SERIALIZED, "dist::init: MPI was initialised by the application with "
-                   "thread level ", provided, "; strata calls MPI from its own worker thread and needs "
-                   "MPI_THREAD_SERIALIZED (", MPI_THREAD_SERIALIZED, ") or MPI_THREAD_MULTIPLE");
+      STRATA_CHECK(provided >= MPI_THREAD_SERIALIZED,
+                   "dist::init: MPI was initialised by the application with "
+                   "thread level ",
+                   provided,
+                   "; strata calls MPI from its own worker thread and needs "
+                   "MPI_THREAD_SERIALIZED (",
+                   MPI_THREAD_SERIALIZED, ") or MPI_THREAD_MULTIPLE");
     }
     detail::startup_reached(detail::StartupPhase::WorldSetup);
     STRATA_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
@@ -262,10 +266,8 @@ void Engine::wait(WorkState& work, Clock::time_point until) {
     // enforces its deadline).
     if (callers_drive_ && drive(work, until)) continue;
     std::unique_lock<std::mutex> lk(work.mu);
-    if (until == Clock::time_point::max())
-      work.cv.wait(lk, [&] { return work.done; });
-    else
-      work.cv.wait_until(lk, until, [&] { return work.done; });
+    if (until == Clock::time_point::max()) work.cv.wait(lk, [&] { return work.done; });
+    else work.cv.wait_until(lk, until, [&] { return work.done; });
     return;
   }
 }
@@ -597,8 +599,9 @@ bool Engine::expire_queued(Clock::time_point now) {
   for (size_t i = 0; i < queue_.size();) {
     Op& op = *queue_[i];
     if (now > op.deadline) {
-      fail(op, "timed out after " + std::to_string(op.timeout.count()) +
-                   " ms before this rank could start it (an earlier op is still running)",
+      fail(op,
+           "timed out after " + std::to_string(op.timeout.count()) +
+               " ms before this rank could start it (an earlier op is still running)",
            true);
       queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
       progressed = true;
@@ -637,8 +640,7 @@ void Engine::time_out(Op& op) {
       why += "; every rank had entered it, but this rank's transfers with " + op.group->describe_ranks(stuck) +
              " had not completed (unreachable, dead or stopped inside it)";
     else
-      why += "; " + op.group->describe_ranks(missing) + " of " + std::to_string(op.group->size) +
-             " had not reached it";
+      why += "; " + op.group->describe_ranks(missing) + " of " + std::to_string(op.group->size) + " had not reached it";
   }
   fail(op, why, true);
 }

@@ -27,12 +27,12 @@
 #include <mpi.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -45,7 +45,7 @@
 namespace strata::dist::mpi {
 
 using Clock = std::chrono::steady_clock;
-class ShmArena;   // shm_arena.h
+class ShmArena;    // shm_arena.h
 struct Hierarchy;  // hierarchy.h
 
 // Throws strata::Error naming the MPI call and the MPI error string (progress-lock holder only).
@@ -70,10 +70,10 @@ struct GroupState {
   // Groups over several nodes with the same number of ranks on each: the node arena and the
   // sub-ring of the hierarchical collectives (hierarchy.h); null otherwise. Set by make_group.
   std::shared_ptr<Hierarchy> hier;
-  int64_t next_seq = 0;            // issue side (under the engine lock)
+  int64_t next_seq = 0;  // issue side (under the engine lock)
 
-  mutable std::mutex mu;       // guards the fields below
-  std::string broken;          // non-empty once unusable: the reason
+  mutable std::mutex mu;         // guards the fields below
+  std::string broken;            // non-empty once unusable: the reason
   std::vector<int64_t> entered;  // last op seq each member started (-1: none yet)
   // Per member, its last answer to a roll call (roll_call.cpp): {op seq, PeerState}; {-1, -1}
   // when none. Sized lazily.
@@ -92,7 +92,7 @@ struct WorkState {
   std::condition_variable cv;
   bool done = false;
   std::atomic<bool> done_flag{false};  // `done`, readable without mu (the driver's loop)
-  std::string error;  // non-empty on failure
+  std::string error;                   // non-empty on failure
   // Set at submit, read by Work::synchronize(timeout) to name the op on expiry.
   std::string title;
   std::shared_ptr<GroupState> group;
@@ -115,7 +115,7 @@ enum class PollResult { Waiting, Progressed, Done };
 // requests in its own state; if it throws, the op fails and breaks the group (its
 // requests may still be posted), and the op is kept alive for good, like a timed-out one.
 struct Op {
-  std::string kind;  // "all_reduce", "split", ...
+  std::string kind;       // "all_reduce", "split", ...
   bool sequenced = true;  // false for bookkeeping ops (freeing a communicator)
   // Started by the first pass after submit, ahead of ops queued before it (not in issue
   // order): for unsequenced side-channel ops (arrival boards, distributed/arrivals.h) whose one
@@ -265,17 +265,17 @@ class Engine {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Op>> incoming_;
   bool stop_ = false;
-  bool worker_asleep_ = false;   // the worker sleeps on cv_
-  bool worker_deep_asleep_ = false;  // ... without a time limit: submit must wake it
-  int callers_wanting_ = 0;      // callers trying to take the progress lock
+  bool worker_asleep_ = false;               // the worker sleeps on cv_
+  bool worker_deep_asleep_ = false;          // ... without a time limit: submit must wake it
+  int callers_wanting_ = 0;                  // callers trying to take the progress lock
   std::atomic<bool> caller_driving_{false};  // a caller holds the progress lock (written under mu_)
   // Ops submitted and not yet published (done): a pass makes MPI calls only while > 0.
   std::atomic<int64_t> outstanding_{0};
 
   // The progress lock; it guards everything below (see the threading rule).
   std::mutex progress_mu_;
-  std::deque<std::unique_ptr<Op>> queue_;      // not yet started
-  std::vector<std::unique_ptr<Op>> active_;    // started
+  std::deque<std::unique_ptr<Op>> queue_;    // not yet started
+  std::vector<std::unique_ptr<Op>> active_;  // started
   // Ops that failed with requests still posted (timeouts): MPI may still write to their
   // buffers, so they are never destroyed.
   std::vector<std::unique_ptr<Op>> zombies_;

@@ -22,7 +22,8 @@ class Chain {
     bool any = false;
     while (next_ < phases_.size()) {
       const PollResult r = phases_[next_]();
-      if (r != PollResult::Done) return (any || r == PollResult::Progressed) ? PollResult::Progressed : PollResult::Waiting;
+      if (r != PollResult::Done)
+        return (any || r == PollResult::Progressed) ? PollResult::Progressed : PollResult::Waiting;
       phases_[next_] = nullptr;  // releases its buffers
       ++next_;
       any = true;
@@ -203,8 +204,8 @@ PhasePoll reduce_scatter(const Hierarchy& h, int64_t seq, const RingArgs& a) {
       src = staged.get();
       keep.push_back(std::move(staged));
     }
-    phases.push_back(make_shm(h.node, {RingKind::ReduceScatter, a.type, a.op, b.block_elems(), src,
-                                       at(sums.get(), node * c, esize)}));
+    phases.push_back(make_shm(
+        h.node, {RingKind::ReduceScatter, a.type, a.op, b.block_elems(), src, at(sums.get(), node * c, esize)}));
   }
   const int me = b.rank_of(h.node_index, h.local);
   const int64_t mine = chunk_len(a.count, b.n(), me);
@@ -249,8 +250,8 @@ PhasePoll all_gather(const Hierarchy& h, int64_t seq, const RingArgs& a) {
       staged.push_back({node, take_scratch(static_cast<size_t>(b.block_elems() * esize))});
       dst = staged.back().data.get();
     }
-    phases.push_back(make_shm(h.node, {RingKind::AllGather, a.type, ReduceOp::Sum, b.block_elems(),
-                                       at(parts.get(), node * c, esize), dst}));
+    phases.push_back(make_shm(
+        h.node, {RingKind::AllGather, a.type, ReduceOp::Sum, b.block_elems(), at(parts.get(), node * c, esize), dst}));
   }
   auto chain = std::make_shared<Chain>(std::move(phases), [parts, staged, b, out = a.out] {
     for (const Staged& s : staged) {

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "distributed/group_checks.h"
 #include "distributed/env_settings.h"
+#include "distributed/group_checks.h"
 #include "distributed/mpi/hierarchy.h"
 #include "distributed/mpi/ring.h"
 #include "distributed/mpi/shm_collectives.h"
@@ -36,8 +36,8 @@ class WorkMPI final : public Work {
       std::string who;
       if (s_->group && s_->seq >= 0) {
         std::vector<int> missing = s_->group->missing(s_->seq);
-        who = missing.empty() ? "every rank had entered it"
-                              : s_->group->describe_ranks(missing) + " had not reached it";
+        who =
+            missing.empty() ? "every rank had entered it" : s_->group->describe_ranks(missing) + " had not reached it";
       }
       STRATA_FAIL(s_->title, ": not completed within ", timeout.count(), " ms (synchronize); ", who,
                   ". The op is still pending.");
@@ -177,9 +177,8 @@ void log_path(GroupState& g, const char* kind, Path p, int64_t bytes) {
     std::lock_guard<std::mutex> lk(g.mu);
     if (!g.logged_paths.insert(key).second) return;
   }
-  std::string shape = g.hier ? " (" + std::to_string(g.hier->nodes) + " nodes x " +
-                                   std::to_string(g.hier->per_node) + " ranks)"
-                             : "";
+  std::string shape =
+      g.hier ? " (" + std::to_string(g.hier->nodes) + " nodes x " + std::to_string(g.hier->per_node) + " ranks)" : "";
   std::fprintf(stderr, "strata: group '%s' of %d ranks%s: %s of %lld bytes takes %s\n", g.name.c_str(), g.size,
                shape.c_str(), kind, static_cast<long long>(bytes), path_name(p));
 }
@@ -341,8 +340,10 @@ WorkPtr ProcessGroupMPI::do_all_gather(Tensor& out, const Tensor& in, const OpDe
   const Path path = choose_path(*state_, "all_gather", m * static_cast<int64_t>(esize));
   op->stages.emplace_back([out, src, counts, displs, d, in_place, mine, m, path](Op& o) {
     MPI_Datatype t = wire_type(d);
-    if (path == Path::Shm) return start_shm(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
-    if (path == Path::Ring) return start_ring(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
+    if (path == Path::Shm)
+      return start_shm(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
+    if (path == Path::Ring)
+      return start_ring(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
     if (path == Path::Hier)
       return start_hierarchical(o, {RingKind::AllGather, t, ReduceOp::Sum, m, src.raw_data(), out.raw_data()});
     const void* sbuf = in_place ? MPI_IN_PLACE : src.raw_data();

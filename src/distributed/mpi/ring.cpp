@@ -33,8 +33,8 @@ int64_t min_bytes() {
 }
 
 int64_t segment_bytes() {
-  static const int64_t v = std::max<int64_t>(
-      detail::env_count("STRATA_MPI_RING_SEGMENT_BYTES", kDefaultSegmentBytes, "byte count"), 64);
+  static const int64_t v =
+      std::max<int64_t>(detail::env_count("STRATA_MPI_RING_SEGMENT_BYTES", kDefaultSegmentBytes, "byte count"), 64);
   return v;
 }
 
@@ -66,7 +66,7 @@ class Pool {
     }
     if (p == nullptr) {
       cap = bytes;
-      p = static_cast<std::byte*>(::operator new(cap, std::align_val_t{64}));
+      p = static_cast<std::byte*>(::operator new (cap, std::align_val_t{64}));
     }
     return std::shared_ptr<std::byte>(p, [cap](std::byte* q) { Pool::get().give(q, cap); });
   }
@@ -87,7 +87,7 @@ class Pool {
         free_.erase(free_.begin());
       }
     }
-    for (auto& [c, q] : drop) ::operator delete(q, std::align_val_t{64});
+    for (auto& [c, q] : drop) ::operator delete (q, std::align_val_t{64});
   }
   std::mutex mu_;
   std::vector<std::pair<size_t, std::byte*>> free_;
@@ -207,7 +207,9 @@ class Ring {
   int recv_chunk(int64_t s) const { return s < n_ - 1 ? mod(r_ - s - 2) : mod(r_ - (s - (n_ - 1)) - 1); }
   Span send_span(int64_t u) const { return segment(send_chunk(step_of(u)), u % segs_); }
   Span recv_span(int64_t u) const { return segment(recv_chunk(step_of(u)), u % segs_); }
-  std::byte* at(void* base, int64_t element) const { return static_cast<std::byte*>(base) + element * static_cast<int64_t>(esize_); }
+  std::byte* at(void* base, int64_t element) const {
+    return static_cast<std::byte*>(base) + element * static_cast<int64_t>(esize_);
+  }
   const std::byte* at(const void* base, int64_t element) const {
     return static_cast<const std::byte*>(base) + element * static_cast<int64_t>(esize_);
   }
@@ -259,7 +261,7 @@ class Ring {
     if (sp.len == 0) return;
     const bool last = step_of(u) == n_ - 2;
     void* dst = (last && out_) ? static_cast<void*>(at(out_, sp.begin - chunk_begin(r_)))
-                                 : static_cast<void*>(at(acc_, sp.begin));
+                               : static_cast<void*>(at(acc_, sp.begin));
     combine(a_.type, a_.op, dst, scratch(u), at(a_.in, sp.begin), sp.len);
   }
 
@@ -271,8 +273,8 @@ class Ring {
   int64_t chunk_ = 0, seg_ = 1, segs_ = 1, units_ = 0;
   std::shared_ptr<std::byte> scratch_, acc_holder_;
   std::byte* acc_ = nullptr;  // partial sums and the all-gathered result
-  size_t own_copy_ = 0;        // all-gather: bytes of `in` still to copy into its place in `out`
-  void* out_ = nullptr;        // reduce_scatter's result chunk
+  size_t own_copy_ = 0;       // all-gather: bytes of `in` still to copy into its place in `out`
+  void* out_ = nullptr;       // reduce_scatter's result chunk
   int64_t first_step_ = 0;
   std::array<MPI_Request, kDepth> recv_{}, send_{};
   int64_t recv_posted_ = 0, recv_done_ = 0, send_posted_ = 0, send_done_ = 0;

@@ -193,10 +193,10 @@ void ShmArena::agree_on_cma(MPI_Comm comm, int32_t cma_wanted) {
     uint64_t got = 0;
     iovec local{&got, sizeof(got)};
     iovec remote{reinterpret_cast<void*>(addr(peer).load()), sizeof(got)};
-    cma = process_vm_readv(pid(peer), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(got)) &&
-                  got == kProbeMagic
-              ? 1
-              : 0;
+    cma =
+        process_vm_readv(pid(peer), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(got)) && got == kProbeMagic
+            ? 1
+            : 0;
   }
   int all_cma = 0;
   STRATA_MPI(MPI_Allreduce(&cma, &all_cma, 1, MPI_INT, MPI_MIN, comm));

@@ -44,14 +44,14 @@ struct PieceSignature {
 };
 
 struct ShmConfig {
-  int64_t slot_bytes = 256 << 10;   // STRATA_MPI_SHM_SLOT_BYTES: one half of a rank's slot area
-  int64_t min_bytes = 0;            // STRATA_MPI_SHM_MIN_BYTES: smaller ops use MPI's own collective
-  int64_t max_bytes = INT64_MAX;    // STRATA_MPI_SHM_MAX_BYTES: larger ops take the ring
+  int64_t slot_bytes = 256 << 10;  // STRATA_MPI_SHM_SLOT_BYTES: one half of a rank's slot area
+  int64_t min_bytes = 0;           // STRATA_MPI_SHM_MIN_BYTES: smaller ops use MPI's own collective
+  int64_t max_bytes = INT64_MAX;   // STRATA_MPI_SHM_MAX_BYTES: larger ops take the ring
   // From these sizes up direct reads (CMA) replace the slots, where `cma`
   // (STRATA_MPI_SHM_CMA_GATHER_MIN_BYTES / _REDUCE_MIN_BYTES; off unless set or STRATA_MPI_SHM_CMA=1).
   int64_t cma_gather_min = INT64_MAX;
   int64_t cma_reduce_min = INT64_MAX;
-  bool cma = false;                 // direct reads possible and agreed on by every rank (see create)
+  bool cma = false;  // direct reads possible and agreed on by every rank (see create)
 };
 
 class ShmArena {

@@ -23,7 +23,11 @@ constexpr auto kRel = std::memory_order_release;
 class ShmOp {
  public:
   ShmOp(std::shared_ptr<ShmArena> arena, const ShmArgs& a)
-      : ar_(std::move(arena)), a_(a), n_(ar_->size()), me_(ar_->rank()), esize_(static_cast<int64_t>(element_size(a.type))) {
+      : ar_(std::move(arena)),
+        a_(a),
+        n_(ar_->size()),
+        me_(ar_->rank()),
+        esize_(static_cast<int64_t>(element_size(a.type))) {
     ticket_ = ar_->issued++;
     c_ = (a.count + n_ - 1) / n_;
     const int64_t bytes = a.count * esize_;
@@ -161,7 +165,8 @@ class ShmOp {
       for (int j = 0; j < n_; ++j) {
         if (j == me_) continue;
         const int64_t n = clip(len(j), lo, seg_rs_);
-        if (n > 0) std::memcpy(slot + rs_offset(me_, j) * esize_, at(a_.in, begin(j) + lo), static_cast<size_t>(n * esize_));
+        if (n > 0)
+          std::memcpy(slot + rs_offset(me_, j) * esize_, at(a_.in, begin(j) + lo), static_cast<size_t>(n * esize_));
       }
     } else {
       const int64_t lo = (w - rounds_rs_) * seg_ag_;
@@ -206,8 +211,8 @@ class ShmOp {
   void check_piece(int p, uint64_t g) const {
     const PieceSignature& theirs = ar_->signature(p, g);
     if (theirs == sig_) return;
-    STRATA_FAIL("shared-memory collective: group rank ", p, " issued a different op than this rank (group rank ",
-                me_, "): ", describe(theirs), " vs ", describe(sig_),
+    STRATA_FAIL("shared-memory collective: group rank ", p, " issued a different op than this rank (group rank ", me_,
+                "): ", describe(theirs), " vs ", describe(sig_),
                 "; every rank must pass the same sizes, dtype and reduce op (STRATA_DEBUG_COLLECTIVES=1 checks "
                 "this before each collective)");
   }

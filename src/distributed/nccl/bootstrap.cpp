@@ -8,13 +8,13 @@
 #include <string>
 #include <utility>
 
+#include "backend/cuda/cuda_check.h"
 #include "distributed/backend.h"
 #include "distributed/nccl/process_group_nccl.h"
 #include "strata/core/error.h"
 #include "strata/core/hash.h"
 #include "strata/tensor/cuda.h"
 #include "strata/tensor/factory.h"
-#include "backend/cuda/cuda_check.h"
 
 namespace strata::dist::nccl {
 namespace {
@@ -42,7 +42,8 @@ std::unique_ptr<ProcessGroup> make_group(ProcessGroup& bootstrap, const std::str
     auto key = std::make_pair(v[2 * static_cast<size_t>(r)], v[2 * static_cast<size_t>(r) + 1]);
     auto [it, fresh] = first.emplace(key, r);
     STRATA_CHECK(fresh, "new_nccl_group over group '", bootstrap.name(), "': ranks ", it->second, " and ", r,
-                 " both use cuda:", key.second, " on the same host; NCCL allows one rank per GPU (start one rank per "
+                 " both use cuda:", key.second,
+                 " on the same host; NCCL allows one rank per GPU (start one rank per "
                  "GPU, or use the MPI group, which stages CUDA tensors through the host)");
   }
 

@@ -16,10 +16,10 @@ using Clock = std::chrono::steady_clock;
 
 // Throws strata::Error naming the NCCL call, its result and NCCL's last error text.
 // ncclInProgress is not an error: a non-blocking communicator is still working (await_comm).
-#define STRATA_NCCL(call)                                                                             \
-  do {                                                                                                \
-    ncclResult_t strata_nccl_rc_ = (call);                                                            \
-    if (strata_nccl_rc_ != ncclSuccess && strata_nccl_rc_ != ncclInProgress) [[unlikely]]             \
+#define STRATA_NCCL(call)                                                                                         \
+  do {                                                                                                            \
+    ncclResult_t strata_nccl_rc_ = (call);                                                                        \
+    if (strata_nccl_rc_ != ncclSuccess && strata_nccl_rc_ != ncclInProgress) [[unlikely]]                         \
       STRATA_FAIL(#call, " failed: ", ncclGetErrorString(strata_nccl_rc_), " (", ncclGetLastError(nullptr), ")"); \
   } while (0)
 

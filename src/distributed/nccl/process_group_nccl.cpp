@@ -5,12 +5,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cuda/cuda_check.h"
 #include "distributed/env_settings.h"
 #include "distributed/group_checks.h"
 #include "strata/core/error.h"
 #include "strata/tensor/cuda.h"
 #include "strata/tensor/factory.h"
-#include "backend/cuda/cuda_check.h"
 
 namespace strata::dist::nccl {
 namespace {
@@ -407,8 +407,8 @@ WorkPtr ProcessGroupNCCL::do_broadcast(Tensor& tensor, int root, const OpDescrip
   const int64_t n = tensor.numel();
   return launch(desc, {tensor}, [&](ncclComm_t comm, cudaStream_t s) {
     if (n == 0) return;
-    STRATA_NCCL(ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(n), nccl_type(d), root, comm,
-                              s));
+    STRATA_NCCL(
+        ncclBroadcast(tensor.data_ptr(), tensor.data_ptr(), static_cast<size_t>(n), nccl_type(d), root, comm, s));
   });
 }
 
@@ -449,8 +449,8 @@ WorkPtr ProcessGroupNCCL::do_reduce_scatter(Tensor& out, const Tensor& in, Reduc
   }
   return launch(desc, {out, in, src, dst}, [&](ncclComm_t comm, cudaStream_t s) {
     if (c == 0) return;
-    STRATA_NCCL(ncclReduceScatter(src.data_ptr(), dst.data_ptr(), static_cast<size_t>(c), nccl_type(d), nccl_op(rop),
-                                  comm, s));
+    STRATA_NCCL(
+        ncclReduceScatter(src.data_ptr(), dst.data_ptr(), static_cast<size_t>(c), nccl_type(d), nccl_op(rop), comm, s));
     if (!even && mine > 0)
       STRATA_CUDA(cudaMemcpyAsync(out.data_ptr(), dst.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice, s));
   });
@@ -517,8 +517,7 @@ std::unique_ptr<ProcessGroup> ProcessGroupNCCL::do_split(const SplitPlan& plan, 
   // Every rank validates the whole partition from the same gathered data before any of
   // them enters the blocking ncclCommSplit.
   const detail::SplitEntry mine = detail::split_entry(plan.ranks);
-  std::vector<int64_t> words =
-      host_all_gather({mine.lowest, mine.count, static_cast<int64_t>(mine.hash)}, "split");
+  std::vector<int64_t> words = host_all_gather({mine.lowest, mine.count, static_cast<int64_t>(mine.hash)}, "split");
   std::vector<detail::SplitEntry> all;
   for (size_t r = 0; r < static_cast<size_t>(size_); ++r)
     all.push_back({words[3 * r], words[3 * r + 1], static_cast<uint64_t>(words[3 * r + 2])});

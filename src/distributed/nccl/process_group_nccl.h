@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "distributed/arrivals.h"
-#include "distributed/nccl/nccl_comm.h"
 #include "distributed/group_checks.h"
+#include "distributed/nccl/nccl_comm.h"
 #include "strata/distributed/process_group.h"
 
 namespace strata::dist::nccl {

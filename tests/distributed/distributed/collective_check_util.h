@@ -13,8 +13,7 @@ namespace strata::test {
 
 inline const std::vector<dist::ReduceOp>& all_ops() {
   using dist::ReduceOp;
-  static const std::vector<ReduceOp> v{ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min,
-                                       ReduceOp::Product};
+  static const std::vector<ReduceOp> v{ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min, ReduceOp::Product};
   return v;
 }
 
@@ -70,7 +69,8 @@ void expect_values(const Tensor& t, int64_t begin, F want, const std::string& wh
 // The same against a list of the expected values (and its length).
 inline void expect_values(const Tensor& t, const std::vector<double>& want, const std::string& what) {
   ASSERT_EQ(t.numel(), static_cast<int64_t>(want.size())) << what;
-  expect_values(t, 0, [&](int64_t i) { return want[static_cast<size_t>(i)]; }, what);
+  expect_values(
+      t, 0, [&](int64_t i) { return want[static_cast<size_t>(i)]; }, what);
 }
 
 // "float32 sum M=1003"

@@ -63,8 +63,7 @@ TEST(ArrivalBoard, NamesTheRankThatHasNotReachedAnOp) {
     EXPECT_GE(took, 500ms);
     EXPECT_LT(took, 20s);  // bounded by the budget (loose: a shared machine)
     const std::string text = describe_arrivals(board.get(), k, 1s);
-    EXPECT_EQ(text, "ranks " + std::to_string(late) + " of " + std::to_string(world.size()) +
-                        " had not reached it");
+    EXPECT_EQ(text, "ranks " + std::to_string(late) + " of " + std::to_string(world.size()) + " had not reached it");
   }
   world.barrier()->wait();
   if (world.rank() == late) board->entered(k);
@@ -144,8 +143,8 @@ TEST(ArrivalBoard, SplitBoardsNameGroupAndWorldRanks) {
     const int world_late = mine[static_cast<size_t>(sub_late)];
     std::string text = describe_arrivals(sub.get(), 1, 1s);
     if (world_late == sub_late) {
-      EXPECT_EQ(text, "ranks " + std::to_string(sub_late) + " of " + std::to_string(sub->size()) +
-                          " had not reached it");
+      EXPECT_EQ(text,
+                "ranks " + std::to_string(sub_late) + " of " + std::to_string(sub->size()) + " had not reached it");
     } else {
       EXPECT_EQ(text, "group ranks " + std::to_string(sub_late) + " (world ranks " + std::to_string(world_late) +
                           ") of " + std::to_string(sub->size()) + " had not reached it");

@@ -84,7 +84,8 @@ TEST(DistCollectivePaths, AllReduceEveryOpDtypeAndSize) {
         for (int64_t i = 0; i < len; ++i) mine[static_cast<size_t>(i)] = value(me, i);
         Tensor t = make(mine, d);
         world.all_reduce(t, op)->wait();
-        expect_values(t, 0, [&](int64_t i) { return reduce_all(op, n, i); }, name_of(d, op, len));
+        expect_values(
+            t, 0, [&](int64_t i) { return reduce_all(op, n, i); }, name_of(d, op, len));
       }
     }
   }
@@ -104,7 +105,8 @@ TEST(DistCollectivePaths, ReduceScatterEveryOpDtypeAndUnevenChunks) {
         const int64_t begin = world.chunk_begin(m, me), size = world.chunk_size(m, me);
         Tensor out = zeros({size}, {.dtype = d});
         world.reduce_scatter(out, in, op)->wait();
-        expect_values(out, begin, [&](int64_t i) { return reduce_all(op, n, i); }, name_of(d, op, m));
+        expect_values(
+            out, begin, [&](int64_t i) { return reduce_all(op, n, i); }, name_of(d, op, m));
         EXPECT_TRUE(same_bytes(in, keep)) << name_of(d, op, m) << ": the input was modified";
       }
     }
@@ -198,10 +200,12 @@ TEST(DistCollectivePaths, ResultIsBitwiseIdenticalOnEveryRankInThePathsOrder) {
         }
         ASSERT_EQ(want.nbytes(), t.nbytes());
         const Tensor got = scatter ? rs : t;
-        const Tensor expected = scatter ? want.narrow(0, world.chunk_begin(len, me), world.chunk_size(len, me)).contiguous()
-                                        : want;
+        const Tensor expected =
+            scatter ? want.narrow(0, world.chunk_begin(len, me), world.chunk_size(len, me)).contiguous() : want;
         EXPECT_TRUE(same_bytes(expected, got)) << what << (scatter ? " reduce_scatter" : " all_reduce") << ": not the "
-                                               << (path == Path::Ring ? "ring" : path == Path::Shm ? "rank" : "hierarchical")
+                                               << (path == Path::Ring  ? "ring"
+                                                   : path == Path::Shm ? "rank"
+                                                                       : "hierarchical")
                                                << "-order sum";
       }
     }

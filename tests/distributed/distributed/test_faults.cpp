@@ -11,9 +11,9 @@
 #include <fstream>
 #include <thread>
 
+#include "distributed/dist_test_util.h"
 #include "distributed/mpi/engine.h"
 #include "distributed/mpi/process_group_mpi.h"
-#include "distributed/dist_test_util.h"
 
 namespace strata {
 namespace {
@@ -110,8 +110,8 @@ TEST(DistFaults, EveryRankInsideTheOpNamesThePeerItWaitsOn) {
   EXPECT_TRUE(contains(err, "group 'stuck'")) << err;
   EXPECT_TRUE(contains(err, "timed out after 1000 ms")) << err;
   // A split of the whole world: group ranks are world ranks, named once.
-  EXPECT_TRUE(contains(err, "every rank had entered it, but this rank's transfers with ranks " +
-                                std::to_string(from) + " had not completed"))
+  EXPECT_TRUE(contains(err, "every rank had entered it, but this rank's transfers with ranks " + std::to_string(from) +
+                                " had not completed"))
       << err;
   world.barrier()->wait();
 }
@@ -139,8 +139,8 @@ TEST(DistFaults, TwoRankCollectiveNamesTheOtherRank) {
     EXPECT_TRUE(contains(err, world.rank() == 0 ? "all_reduce #0" : "recv #0")) << err;
     EXPECT_TRUE(contains(err, "group 'pair'")) << err;
     const std::string peer = world.rank() == 0 ? "1" : "0";
-    EXPECT_TRUE(contains(err, "every rank had entered it, but this rank's transfers with ranks " + peer +
-                                  " had not completed"))
+    EXPECT_TRUE(
+        contains(err, "every rank had entered it, but this rank's transfers with ranks " + peer + " had not completed"))
         << err;
   }
   world.barrier()->wait();
@@ -172,7 +172,8 @@ TEST(DistFaults, SizeMismatchNeverWritesOutsideTheTensor) {
   std::string err = error_of([&] { g->all_reduce(t)->wait(); });
   std::vector<double> v = buffer.to_vector<double>();
   for (int64_t i = n; i < 32; ++i) ASSERT_EQ(v[static_cast<size_t>(i)], 7.0) << "element " << i << "; " << err;
-  std::printf("rank %d, %ld elements: %s\n", world.rank(), static_cast<long>(n), err.empty() ? "completed" : err.c_str());
+  std::printf("rank %d, %ld elements: %s\n", world.rank(), static_cast<long>(n),
+              err.empty() ? "completed" : err.c_str());
   world.barrier()->wait();
 }
 

@@ -64,7 +64,8 @@ TEST(DistHierarchical, EvenGroupsTakeTheHierarchicalPathUnevenOnesTheRing) {
   Tensor rs = zeros({group->chunk_size(len, gr)});
   group->reduce_scatter(rs, from_vector(x[static_cast<size_t>(gr)], {len}))->wait();
   const std::vector<float> want_rs = test::path_order_sum(lay.path, x, len, 2, true);
-  EXPECT_TRUE(same_bytes(rs, from_vector(want_rs, {len}).narrow(0, group->chunk_begin(len, gr), rs.numel()).contiguous()))
+  EXPECT_TRUE(
+      same_bytes(rs, from_vector(want_rs, {len}).narrow(0, group->chunk_begin(len, gr), rs.numel()).contiguous()))
       << "reduce_scatter is not the expected path's sum";
 
   // all_gather of int64 chunks that name their owner and position: any misplaced element shows.

@@ -3,10 +3,10 @@
 // Each survivor prints SURVIVOR_OK when its assertions passed; the CMake driver counts them.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <unistd.h>
 
 #include "distributed/dist_test_util.h"
 

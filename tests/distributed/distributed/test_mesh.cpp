@@ -75,14 +75,15 @@ TEST(DistMesh, PipelineByTensor) {
 TEST(DistMesh, RebuiltAfterShardedCollectivesOnItsGroups) {
   auto& world = dist::world();
   const int me = world.rank();
-  const dist::MeshShape shapes[] = {{.pp = 2, .dp = 2, .tp = 1}, {.pp = 1, .dp = 2, .tp = 2}, {.pp = 1, .dp = 4, .tp = 1}};
+  const dist::MeshShape shapes[] = {
+      {.pp = 2, .dp = 2, .tp = 1}, {.pp = 1, .dp = 2, .tp = 2}, {.pp = 1, .dp = 4, .tp = 1}};
   for (int round = 0; round < 9; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     dist::DeviceMesh mesh(world, shapes[round % 3]);
     auto& dp = mesh.group(MeshDim::Data);
     const int r = dp.rank();
     const int64_t m = 1000 + round;  // uneven chunks in some rounds
-    double members = 0;  // sum over the group of (world rank + 1)
+    double members = 0;              // sum over the group of (world rank + 1)
     for (int g : dp.global_ranks()) members += g + 1;
 
     // reduce_scatter: in[i] = (world rank + 1) + i, so chunk element i sums to members + n * i.

@@ -91,7 +91,8 @@ TEST(DistProgress, WaitsFromThreadsOtherThanTheIssuingOne) {
   std::vector<std::string> errors(kOps);
   std::vector<std::thread> threads;
   for (int i = 0; i < kOps; ++i)
-    threads.emplace_back([&, i] { errors[static_cast<size_t>(i)] = error_of([&] { w[static_cast<size_t>(i)]->wait(); }); });
+    threads.emplace_back(
+        [&, i] { errors[static_cast<size_t>(i)] = error_of([&] { w[static_cast<size_t>(i)]->wait(); }); });
   for (auto& th : threads) th.join();
   for (int i = 0; i < kOps; ++i) {
     EXPECT_EQ(errors[static_cast<size_t>(i)], "") << "op " << i;
@@ -104,7 +105,7 @@ TEST(DistProgress, TimeoutSurfacesInTheWaitingThreadNamingTheMissingRank) {
   auto& world = dist::world();
   const int n = world.size(), r = world.rank();
   auto g = copy_of_world("late", std::chrono::milliseconds(1000));
-  if (r != n - 1) {  // the last rank never joins
+  if (r != n - 1) {             // the last rank never joins
     Tensor t = ones({kLarge});  // the ring: the driver polls it until the deadline
     auto w = g->all_reduce(t);
     std::string err;

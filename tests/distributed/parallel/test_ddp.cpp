@@ -356,8 +356,8 @@ TEST(DDP, CommunicationVolume) {
 TEST(DDP, BucketsFollowCapsAndReverseOrder) {
   auto& world = dist::world();
   nn::GPT model(tiny_gpt(DType::Float32));
-  DistributedDataParallel ddp(model, world, {.bucket_cap_bytes = 8 << 10, .first_bucket_cap_bytes = 2 << 10,
-                                             .rebuild_buckets = false});
+  DistributedDataParallel ddp(
+      model, world, {.bucket_cap_bytes = 8 << 10, .first_bucket_cap_bytes = 2 << 10, .rebuild_buckets = false});
   auto names = ddp.bucket_parameter_names();
   auto bytes = ddp.bucket_bytes();
   auto params = model.named_parameters();

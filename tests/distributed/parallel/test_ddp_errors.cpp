@@ -57,8 +57,8 @@ TEST(DDPErrors, UnusedParameterOnEveryRankFailsOnEveryRank) {
   DistributedDataParallel ddp(model, world);
   world.reset_stats();
   const std::string msg = error_of([&] { model.loss(input_of(world.rank()), false).backward(); });
-  EXPECT_TRUE(contains(msg, "parameter 'b' received no gradient in this backward pass on rank " +
-                                std::to_string(world.rank())))
+  EXPECT_TRUE(
+      contains(msg, "parameter 'b' received no gradient in this backward pass on rank " + std::to_string(world.rank())))
       << msg;
   EXPECT_TRUE(contains(msg, "find_unused_parameters")) << msg;
   auto stats = world.stats();
@@ -85,8 +85,8 @@ TEST(DDPErrors, UnusedParameterOnSomeRanksFailsThereAndStaysInStep) {
   DistributedDataParallel ddp(model, world);
   const std::string msg = error_of([&] { model.loss(input_of(world.rank()), !skips).backward(); });
   if (skips) {
-    EXPECT_TRUE(contains(msg, "parameter 'b' received no gradient in this backward pass on rank " +
-                                  std::to_string(n - 1)))
+    EXPECT_TRUE(
+        contains(msg, "parameter 'b' received no gradient in this backward pass on rank " + std::to_string(n - 1)))
         << msg;
   } else {
     EXPECT_EQ(msg, "");
@@ -119,8 +119,7 @@ TEST(DDPErrors, UnusedParameterOnSomeRanksThenStopTimesOutNamingThem) {
       EXPECT_TRUE(contains(next, "gradient reduction failed")) << next;
       EXPECT_TRUE(contains(next, "timed out after 1000 ms")) << next;
       EXPECT_TRUE(contains(next, "group 'ddp_unused'")) << next;
-      EXPECT_TRUE(contains(next, "ranks " + std::to_string(n - 1) + " of " + std::to_string(n) +
-                                     " had not reached it"))
+      EXPECT_TRUE(contains(next, "ranks " + std::to_string(n - 1) + " of " + std::to_string(n) + " had not reached it"))
           << next;
     }
   }

@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
-#include <cstdio>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -36,16 +35,17 @@ struct PipeCase {
   int m = 4;
   int v = 1;
   bool recompute = false;
-  int dp = 1, tp = 1;    // the pipeline degree is what is left of the world
-  int zero_stage = -1;   // -1: AdamW (with DDP when dp > 1); 1 or 2: ZeroOptimizer over dp
+  int dp = 1, tp = 1;   // the pipeline degree is what is left of the world
+  int zero_stage = -1;  // -1: AdamW (with DDP when dp > 1); 1 or 2: ZeroOptimizer over dp
   bool sequence_parallel = false;
 };
 
 std::string describe(const PipeCase& c, int pp) {
-  std::string s = std::string(name_of(c.family)) + " " + parallel::to_string(c.schedule) + " pp=" +
-                  std::to_string(pp) + " m=" + std::to_string(c.m);
+  std::string s = std::string(name_of(c.family)) + " " + parallel::to_string(c.schedule) + " pp=" + std::to_string(pp) +
+                  " m=" + std::to_string(c.m);
   if (c.v > 1) s += " v=" + std::to_string(c.v);
-  if (c.dp > 1) s += " dp=" + std::to_string(c.dp) + (c.zero_stage >= 0 ? " zero-" + std::to_string(c.zero_stage) : " ddp");
+  if (c.dp > 1)
+    s += " dp=" + std::to_string(c.dp) + (c.zero_stage >= 0 ? " zero-" + std::to_string(c.zero_stage) : " ddp");
   if (c.tp > 1) s += " tp=" + std::to_string(c.tp) + (c.sequence_parallel ? " sp" : "");
   if (c.recompute) s += " recompute";
   return s;
@@ -78,7 +78,8 @@ PipeResult train_pipeline(const PipeCase& c, int64_t rows) {
   auto& tpg = mesh.group(dist::MeshDim::Tensor);
   std::shared_ptr<nn::LayerFactory> factory;
   if (c.tp > 1)
-    factory = std::make_shared<parallel::TensorParallelFactory>(tpg, parallel::TensorParallelOptions{c.sequence_parallel});
+    factory =
+        std::make_shared<parallel::TensorParallelFactory>(tpg, parallel::TensorParallelOptions{c.sequence_parallel});
   const auto partition = parallel::balanced_partition(counts_of(c.family, layers), layers, pp, c.v);
   auto model = build(c.family, DType::Float64, factory, parallel::stage_part(partition, pp, ppg.rank()), layers);
   model->set_recompute(c.recompute);
@@ -93,19 +94,22 @@ PipeResult train_pipeline(const PipeCase& c, int64_t rows) {
     if (c.dp > 1) ddp = std::make_unique<parallel::DistributedDataParallel>(*model, dpg);
     opt = std::make_unique<optim::AdamW>(model->parameters(), adamw());
   }
-  parallel::Pipeline pipe(*model, ppg, partition,
-                          {.schedule = c.schedule, .micro_batches = c.m, .chunks = c.v, .ddp = ddp.get(), .zero = zero.get()});
+  parallel::Pipeline pipe(
+      *model, ppg, partition,
+      {.schedule = c.schedule, .micro_batches = c.m, .chunks = c.v, .ddp = ddp.get(), .zero = zero.get()});
   PipeResult r;
   const int64_t local_rows = rows / c.dp;
   for (int s = 0; s < kSteps; ++s) {
     auto [x, y] = batch(s, rows);
     Tensor lx = x.narrow(0, local_rows * dpg.rank(), local_rows).contiguous();
     Tensor ly = y.narrow(0, local_rows * dpg.rank(), local_rows).contiguous();
-    if (zero) zero->zero_grad(); else opt->zero_grad();
+    if (zero) zero->zero_grad();
+    else opt->zero_grad();
     Tensor loss = full({1}, pipe.train_step(lx, ly), {.dtype = DType::Float64});
     if (c.dp > 1) dpg.all_reduce(loss, dist::ReduceOp::Avg)->wait();  // every slice counts as many targets
     r.losses.push_back(loss.item());
-    if (zero) zero->step(); else opt->step();
+    if (zero) zero->step();
+    else opt->step();
   }
   r.stats = pipe.last_step_stats();
   r.weights = c.tp > 1 ? parallel::full_state_dict(*model, tpg) : model->state_dict();
@@ -143,11 +147,11 @@ PipeResult expect_like_one_process(const PipeCase& c) {
 }
 
 // 8 ranks run the 3D test alone (the rest is covered at 2 and 4, and 8 oversubscribed ranks are slow).
-#define SKIP_ON_EIGHT_RANKS()                         \
-  do {                                                \
-    if (dist::world().size() > 4) {                   \
-      GTEST_SKIP() << "run at 2 and 4 ranks";         \
-    }                                                 \
+#define SKIP_ON_EIGHT_RANKS()                 \
+  do {                                        \
+    if (dist::world().size() > 4) {           \
+      GTEST_SKIP() << "run at 2 and 4 ranks"; \
+    }                                         \
   } while (false)
 
 std::vector<int> micro_batch_counts(int p) { return p == 2 ? std::vector<int>{4, 3} : std::vector<int>{4, 8, 5}; }
@@ -171,7 +175,8 @@ TEST(Pipeline, EveryScheduleTrainsLikeOneProcess) {
     // Interleaved: m a multiple of p, 2 chunks per rank.
     for (int m : {p, 2 * p}) {
       if (f == Family::Llama && m != p) continue;
-      const PipeResult r = expect_like_one_process({.family = f, .schedule = PipelineScheduleKind::Interleaved1F1B, .m = m, .v = 2});
+      const PipeResult r =
+          expect_like_one_process({.family = f, .schedule = PipelineScheduleKind::Interleaved1F1B, .m = m, .v = 2});
       const int rank = dist::world().rank();
       EXPECT_LE(r.stats.peak_in_flight, std::min(m * 2, p + 2 * (p - rank - 1) + 1));
     }
@@ -181,7 +186,8 @@ TEST(Pipeline, EveryScheduleTrainsLikeOneProcess) {
 TEST(Pipeline, RecomputeIsBitIdentical) {
   SKIP_ON_EIGHT_RANKS();
   const int p = dist::world().size();
-  for (auto kind : {PipelineScheduleKind::GPipe, PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved1F1B}) {
+  for (auto kind :
+       {PipelineScheduleKind::GPipe, PipelineScheduleKind::OneFOneB, PipelineScheduleKind::Interleaved1F1B}) {
     const int v = kind == PipelineScheduleKind::Interleaved1F1B ? 2 : 1;
     for (Family f : {Family::Gpt, Family::Llama}) {
       const PipeCase plain{.family = f, .schedule = kind, .m = p, .v = v};
@@ -189,7 +195,8 @@ TEST(Pipeline, RecomputeIsBitIdentical) {
       with.recompute = true;
       const PipeResult a = train_pipeline(plain, p), b = expect_like_one_process(with);
       EXPECT_EQ(a.losses, b.losses) << describe(with, p);
-      for (const auto& [name, t] : a.weights) EXPECT_EQ(max_abs_diff(t, b.weights.at(name)), 0.0) << describe(with, p) << " " << name;
+      for (const auto& [name, t] : a.weights)
+        EXPECT_EQ(max_abs_diff(t, b.weights.at(name)), 0.0) << describe(with, p) << " " << name;
     }
   }
 }
@@ -224,7 +231,8 @@ TEST(Pipeline, EvalLossEqualsTheTrainingForward) {
   const int p = dist::world().size();
   const int64_t layers = layers_for(p, 1);
   const auto partition = parallel::balanced_partition(counts_of(Family::Gpt, layers), layers, p);
-  auto model = build(Family::Gpt, DType::Float32, nullptr, parallel::stage_part(partition, p, dist::world().rank()), layers);
+  auto model =
+      build(Family::Gpt, DType::Float32, nullptr, parallel::stage_part(partition, p, dist::world().rank()), layers);
   parallel::Pipeline pipe(*model, dist::world(), partition, {.micro_batches = 4});
   auto [x, y] = batch(0, 4);
   const double eval = pipe.eval_loss(x, y);
@@ -247,11 +255,10 @@ TEST(Pipeline, EvalLossEqualsTheTrainingForward) {
   Tensor x3 = x.narrow(0, 0, 3).contiguous();
   const Tensor expected = whole->forward(x3);
   EXPECT_TRUE(test::within_float32_bound(relative(pipe.forward_logits(x3), expected),
-                                         relative(expected, whole64->forward(x3)),
-                                         "pipeline forward_logits", print));
+                                         relative(expected, whole64->forward(x3)), "pipeline forward_logits", print));
   const auto by_chunks = parallel::balanced_partition(counts_of(Family::Gpt, 2 * layers), 2 * layers, p, 2);
-  auto chunked = build(Family::Gpt, DType::Float32, nullptr, parallel::stage_part(by_chunks, p, dist::world().rank()),
-                       2 * layers);
+  auto chunked =
+      build(Family::Gpt, DType::Float32, nullptr, parallel::stage_part(by_chunks, p, dist::world().rank()), 2 * layers);
   parallel::Pipeline interleaved(*chunked, dist::world(), by_chunks,
                                  {.schedule = PipelineScheduleKind::Interleaved1F1B, .micro_batches = p, .chunks = 2});
   auto whole2 = build(Family::Gpt, DType::Float32, nullptr, {}, 2 * layers);
@@ -271,9 +278,9 @@ TEST(Pipeline, WritesATimelineOfAStep) {
   const auto partition = parallel::balanced_partition(counts_of(Family::Gpt, layers), layers, p, 2);
   auto stage = build(Family::Gpt, DType::Float32, nullptr, parallel::stage_part(partition, p, world.rank()), layers);
   profile::Timeline timeline;
-  parallel::Pipeline pipe(*stage, world, partition,
-                          {.schedule = PipelineScheduleKind::Interleaved1F1B, .micro_batches = m, .chunks = 2,
-                           .timeline = &timeline});
+  parallel::Pipeline pipe(
+      *stage, world, partition,
+      {.schedule = PipelineScheduleKind::Interleaved1F1B, .micro_batches = m, .chunks = 2, .timeline = &timeline});
   auto [x, y] = batch(0, m);
   pipe.train_step(x, y);  // not recorded
   timeline.start_recording();
@@ -341,12 +348,14 @@ TEST(Pipeline, GradientNormCountsEveryParameterOnce) {
     if (zero)
       z = std::make_unique<parallel::ZeroOptimizer>(
           *stage, adamw(), *alone,
-          parallel::ZeroOptions{.stage = 1,
-                                .pipeline_parallel = {.group = &world, .duplicate = parallel::duplicate_parameters(*stage, world)}});
+          parallel::ZeroOptions{
+              .stage = 1,
+              .pipeline_parallel = {.group = &world, .duplicate = parallel::duplicate_parameters(*stage, world)}});
     parallel::Pipeline pipe(*stage, world, partition, {.micro_batches = 4, .zero = z.get()});
     pipe.train_step(x, y);
-    const double norm = zero ? z->clip_grad_norm(1e9)
-                             : parallel::grad_norm(*stage, {.pipeline = &world, .duplicate = pipe.duplicate_parameters()});
+    const double norm =
+        zero ? z->clip_grad_norm(1e9)
+             : parallel::grad_norm(*stage, {.pipeline = &world, .duplicate = pipe.duplicate_parameters()});
     EXPECT_TRUE(test::within_float32_bound(std::fabs(norm - expected) / expected, std::fabs(expected - exact) / exact,
                                            zero ? "pipeline grad norm zero-1" : "pipeline grad norm",
                                            world.rank() == 0));
@@ -360,7 +369,8 @@ TEST(Pipeline, PipelineByDataTrainsLikeOneProcess) {
   }
   for (int zero : {-1, 1, 2})
     expect_like_one_process({.schedule = PipelineScheduleKind::OneFOneB, .m = 2, .dp = 2, .zero_stage = zero});
-  expect_like_one_process({.schedule = PipelineScheduleKind::Interleaved1F1B, .m = 2, .v = 2, .dp = 2, .zero_stage = 1});
+  expect_like_one_process(
+      {.schedule = PipelineScheduleKind::Interleaved1F1B, .m = 2, .v = 2, .dp = 2, .zero_stage = 1});
 }
 
 // pp=2 x tp=2, with and without sequence parallelism.
@@ -392,14 +402,18 @@ TEST(Pipeline, BadInputIsRefusedNamingTheProblem) {
   auto stage = build(Family::Gpt, DType::Float32, nullptr, parallel::stage_part(partition, p, world.rank()), layers);
   // The whole model is not this rank's stage.
   auto whole = build(Family::Gpt, DType::Float32, nullptr, {}, layers);
-  test::expect_contains(test::error_of([&] { parallel::Pipeline(*whole, world, partition); }), "was not built as its stage");
+  test::expect_contains(test::error_of([&] { parallel::Pipeline(*whole, world, partition); }),
+                        "was not built as its stage");
   // A partition for another number of blocks, or stages.
-  test::expect_contains(test::error_of([&] { parallel::Pipeline(*stage, world, {{{0}, {1}}}); }),
+  test::expect_contains(test::error_of([&] {
+                          parallel::Pipeline(*stage, world, {{{0}, {1}}});
+                        }),
                         p == 2 ? "in no stage" : "stages given for");
   // Interleaving needs m to be a multiple of p.
   test::expect_contains(test::error_of([&] {
-                          parallel::Pipeline(*stage, world, partition,
-                                             {.schedule = PipelineScheduleKind::Interleaved1F1B, .micro_batches = p + 1, .chunks = 2});
+                          parallel::Pipeline(
+                              *stage, world, partition,
+                              {.schedule = PipelineScheduleKind::Interleaved1F1B, .micro_batches = p + 1, .chunks = 2});
                         }),
                         "multiple of the number of ranks");
   // ZeRO-3 cannot run under a pipeline.
@@ -410,7 +424,8 @@ TEST(Pipeline, BadInputIsRefusedNamingTheProblem) {
   // A batch that does not divide into the micro-batches.
   parallel::Pipeline pipe(*stage, world, partition, {.micro_batches = 4});
   auto [x, y] = batch(0, 6);
-  test::expect_contains(test::error_of([&] { pipe.train_step(x, y); }), "batch of 6 rows does not divide into 4 micro-batches");
+  test::expect_contains(test::error_of([&] { pipe.train_step(x, y); }),
+                        "batch of 6 rows does not divide into 4 micro-batches");
 }
 
 // A rank configured with another m (or schedule) fails with an error naming both stages,

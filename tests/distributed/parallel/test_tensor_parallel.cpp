@@ -112,13 +112,12 @@ TEST(TensorParallel, ColumnThenRowEqualsTheSingleProcessMlp) {
   EXPECT_EQ(total_calls(tp.stats()), 1u);
   expect_close(xt.grad(), x.grad(), 1e-13, "input gradient");
   // Each rank's weight gradient is its part of the full one.
-  expect_close(tfc.weight.grad(), parallel::shard_of(fc.weight.grad(), {.dim = 0, .full_size = H}, tp.rank(), n),
-               1e-13, "fc weight grad");
+  expect_close(tfc.weight.grad(), parallel::shard_of(fc.weight.grad(), {.dim = 0, .full_size = H}, tp.rank(), n), 1e-13,
+               "fc weight grad");
   expect_close(tfc.bias.grad(), parallel::shard_of(fc.bias.grad(), {.dim = 0, .full_size = H}, tp.rank(), n), 1e-13,
                "fc bias grad");
-  expect_close(tproj.weight.grad(),
-               parallel::shard_of(proj.weight.grad(), {.dim = 1, .full_size = H}, tp.rank(), n), 1e-13,
-               "proj weight grad");
+  expect_close(tproj.weight.grad(), parallel::shard_of(proj.weight.grad(), {.dim = 1, .full_size = H}, tp.rank(), n),
+               1e-13, "proj weight grad");
   expect_close(tproj.bias.grad(), proj.bias.grad(), 1e-13, "proj bias grad");
 }
 
@@ -208,9 +207,8 @@ TEST(TensorParallel, VocabParallelEmbeddingAndLossEqualTheFullOnes) {
   }
   // A bad target names itself and the vocabulary.
   Tensor bad = from_vector(std::vector<int64_t>{V}, {1});
-  const std::string msg = error_of([&] {
-    parallel::vocab_parallel_cross_entropy(logits.narrow(0, 0, 1), bad, temb.vocab_start(), V, tp);
-  });
+  const std::string msg =
+      error_of([&] { parallel::vocab_parallel_cross_entropy(logits.narrow(0, 0, 1), bad, temb.vocab_start(), V, tp); });
   EXPECT_NE(msg.find("target " + std::to_string(V)), std::string::npos) << msg;
 }
 

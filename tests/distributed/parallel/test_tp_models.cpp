@@ -15,8 +15,8 @@
 
 #include "distributed/dist_test_util.h"
 #include "distributed/model_equivalence_util.h"
-#include "strata/strata.h"
 #include "strata/parallel/tp_factory.h"
+#include "strata/strata.h"
 
 namespace strata {
 namespace {
@@ -47,7 +47,8 @@ TEST(TensorParallelModels, TrainLikeOneProcess) {
   const int64_t rows = 2;
   for (const Case& c : all_cases()) {
     const Reference ref = train_single(c.family, c.dtype, rows);
-    auto tp = std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{c.sequence_parallel});
+    auto tp =
+        std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{c.sequence_parallel});
     auto model = build(c.family, c.dtype, tp);
     // Built with the same seed, the parts are the single-process weights, cut.
     std::string where;
@@ -78,7 +79,9 @@ TEST(TensorParallelModels, TrainLikeOneProcess) {
                                              "tp=" + std::to_string(world.size()) + " " + describe(c) + " " + where,
                                              world.rank() == 0));
     }
-    if (world.rank() == 0) std::printf("tp=%d %s: worst relative difference %.2e (%s)\n", world.size(), describe(c).c_str(), worst, where.c_str());
+    if (world.rank() == 0)
+      std::printf("tp=%d %s: worst relative difference %.2e (%s)\n", world.size(), describe(c).c_str(), worst,
+                  where.c_str());
     // forward() gathers the full logits.
     NoGradGuard no_grad;
     EXPECT_EQ(model->forward(batch(0, rows).first).shape(), Shape({rows, kSeq, kVocab})) << describe(c);
@@ -97,14 +100,15 @@ TEST(TensorParallelModels, DataByTensorWithDdpAndZero3) {
   for (const Case& c : all_cases()) {
     for (bool zero : {false, true}) {
       const Reference ref = train_single(c.family, c.dtype, rows);
-      auto tp = std::make_shared<parallel::TensorParallelFactory>(tpg, parallel::TensorParallelOptions{c.sequence_parallel});
+      auto tp =
+          std::make_shared<parallel::TensorParallelFactory>(tpg, parallel::TensorParallelOptions{c.sequence_parallel});
       auto model = build(c.family, c.dtype, tp);
       std::unique_ptr<parallel::DistributedDataParallel> ddp;
       std::unique_ptr<optim::AdamW> opt;
       std::unique_ptr<parallel::ZeroOptimizer> zero_opt;
       if (zero) {
-        zero_opt = std::make_unique<parallel::ZeroOptimizer>(*model, adamw(), dp,
-                                                             parallel::ZeroOptions{.stage = 3, .master_dtype = c.dtype});
+        zero_opt = std::make_unique<parallel::ZeroOptimizer>(
+            *model, adamw(), dp, parallel::ZeroOptions{.stage = 3, .master_dtype = c.dtype});
       } else {
         ddp = std::make_unique<parallel::DistributedDataParallel>(*model, dp);
         opt = std::make_unique<optim::AdamW>(model->parameters(), adamw());
@@ -113,9 +117,11 @@ TEST(TensorParallelModels, DataByTensorWithDdpAndZero3) {
         auto [x, y] = batch(s, rows);
         Tensor lx = x.narrow(0, local_rows * dp.rank(), local_rows).contiguous();
         Tensor ly = y.narrow(0, local_rows * dp.rank(), local_rows).contiguous();
-        if (zero) zero_opt->zero_grad(); else opt->zero_grad();
+        if (zero) zero_opt->zero_grad();
+        else opt->zero_grad();
         model->loss(lx, ly).backward();
-        if (zero) zero_opt->step(); else opt->step();
+        if (zero) zero_opt->step();
+        else opt->step();
       }
       std::string where;
       StateDict got;
@@ -145,7 +151,8 @@ TEST(TensorParallelModels, OneStepIssuesExactlyTheExpectedCollectives) {
   auto& world = dist::world();
   for (const Case& c : all_cases()) {
     if (c.dtype != DType::Float32) continue;
-    auto tp = std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{c.sequence_parallel});
+    auto tp =
+        std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{c.sequence_parallel});
     auto model = build(c.family, c.dtype, tp);
     auto [x, y] = batch(0, 2);
     world.reset_stats();
@@ -195,13 +202,17 @@ TEST(TensorParallelModels, DegreesThatDoNotDivideAreRefusedNamingThem) {
   auto& world = dist::world();
   if (world.size() != 4) GTEST_SKIP() << "needs 4 ranks";
   auto tp = std::make_shared<parallel::TensorParallelFactory>(world);
-  std::string msg = test::error_of([&] {
-    nn::GPT m({.vocab_size = kVocab, .context = kSeq, .n_layer = 1, .n_head = 2, .n_embd = 8}, tp);
-  });
+  std::string msg = test::error_of(
+      [&] { nn::GPT m({.vocab_size = kVocab, .context = kSeq, .n_layer = 1, .n_head = 2, .n_embd = 8}, tp); });
   EXPECT_NE(msg.find("degree 4"), std::string::npos) << msg;
   EXPECT_NE(msg.find("n_head 2"), std::string::npos) << msg;
   msg = test::error_of([&] {
-    nn::Llama m({.vocab_size = kVocab, .context = kSeq, .n_layer = 1, .n_head = 8, .n_kv_head = 2, .n_embd = 32,
+    nn::Llama m({.vocab_size = kVocab,
+                 .context = kSeq,
+                 .n_layer = 1,
+                 .n_head = 8,
+                 .n_kv_head = 2,
+                 .n_embd = 32,
                  .intermediate_size = 24},
                 tp);
   });
@@ -210,7 +221,9 @@ TEST(TensorParallelModels, DegreesThatDoNotDivideAreRefusedNamingThem) {
   // Sequence parallelism needs a sequence that divides.
   auto sp = std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{true});
   auto model = build(Family::Llama, DType::Float32, sp);
-  msg = test::error_of([&] { model->loss(zeros({1, 6}, {.dtype = DType::Int64}), zeros({1, 6}, {.dtype = DType::Int64})); });
+  msg = test::error_of([&] {
+    model->loss(zeros({1, 6}, {.dtype = DType::Int64}), zeros({1, 6}, {.dtype = DType::Int64}));
+  });
   EXPECT_NE(msg.find("does not divide"), std::string::npos) << msg;
 }
 
@@ -223,8 +236,14 @@ namespace strata {
 // one-process training (float64).
 TEST(TensorParallelModels, DropoutOutsideTheRegionsMatchesOneProcess) {
   auto& world = dist::world();
-  nn::GPTConfig config{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers, .n_head = 4, .n_embd = 16,
-                       .dropout = 0.2, .seed = 3, .dtype = DType::Float64};
+  nn::GPTConfig config{.vocab_size = kVocab,
+                       .context = kSeq,
+                       .n_layer = kLayers,
+                       .n_head = 4,
+                       .n_embd = 16,
+                       .dropout = 0.2,
+                       .seed = 3,
+                       .dtype = DType::Float64};
   auto run = [&](std::shared_ptr<nn::LayerFactory> factory) {
     manual_seed(77);
     nn::GPT model(config, factory);
@@ -334,8 +353,8 @@ TEST(TensorParallelModels, HuggingFaceExportGathersAndImportSlices) {
   const std::string dir = "/tmp/strata_tp_hf_export_" + std::to_string(static_cast<int64_t>(pid.item()));
   StateDict full = parallel::full_state_dict(a, world);
   if (world.rank() == 0)
-    checkpoint::export_gpt2_safetensors(dir, full, {.vocab_size = kVocab, .n_positions = kSeq, .n_embd = 16,
-                                                    .n_layer = kLayers, .n_head = 4});
+    checkpoint::export_gpt2_safetensors(
+        dir, full, {.vocab_size = kVocab, .n_positions = kSeq, .n_embd = 16, .n_layer = kLayers, .n_head = 4});
   world.barrier()->wait();
   c.seed = 4;
   nn::GPT b(c, std::make_shared<parallel::TensorParallelFactory>(world));
@@ -351,10 +370,16 @@ TEST(TensorParallelModels, HuggingFaceExportGathersAndImportSlices) {
   world.barrier()->wait();
   if (world.rank() == 0)
     checkpoint::export_llama_safetensors(dir + "-llama", lfull,
-                                         {.vocab_size = lc.vocab_size, .context = lc.context, .n_layer = lc.n_layer,
-                                          .n_head = lc.n_head, .n_kv_head = lc.n_kv_head, .n_embd = lc.n_embd,
-                                          .intermediate_size = lc.intermediate_size, .rope_theta = lc.rope_theta,
-                                          .rms_norm_eps = lc.rms_norm_eps, .init_std = lc.init_std});
+                                         {.vocab_size = lc.vocab_size,
+                                          .context = lc.context,
+                                          .n_layer = lc.n_layer,
+                                          .n_head = lc.n_head,
+                                          .n_kv_head = lc.n_kv_head,
+                                          .n_embd = lc.n_embd,
+                                          .intermediate_size = lc.intermediate_size,
+                                          .rope_theta = lc.rope_theta,
+                                          .rms_norm_eps = lc.rms_norm_eps,
+                                          .init_std = lc.init_std});
   world.barrier()->wait();
   nn::LlamaConfig other = lc;
   other.seed = 8;
@@ -386,11 +411,15 @@ TEST(TensorParallelModels, RecomputeIsBitIdentical) {
       auto tp = std::make_shared<parallel::TensorParallelFactory>(tpg, parallel::TensorParallelOptions{true, 9});
       std::unique_ptr<nn::CausalLM> model;
       if (f == Family::Gpt)
-        model = std::make_unique<nn::GPT>(nn::GPTConfig{.vocab_size = kVocab, .context = kSeq, .n_layer = kLayers,
-                                                        .n_head = 4, .n_embd = 16, .dropout = 0.2, .seed = 3},
+        model = std::make_unique<nn::GPT>(nn::GPTConfig{.vocab_size = kVocab,
+                                                        .context = kSeq,
+                                                        .n_layer = kLayers,
+                                                        .n_head = 4,
+                                                        .n_embd = 16,
+                                                        .dropout = 0.2,
+                                                        .seed = 3},
                                           tp);
-      else
-        model = build(f, DType::Float32, tp);
+      else model = build(f, DType::Float32, tp);
       model->set_recompute(recompute);
       std::unique_ptr<parallel::DistributedDataParallel> ddp;
       if (ddp_on) ddp = std::make_unique<parallel::DistributedDataParallel>(*model, mesh->group(dist::MeshDim::Data));

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "float32_bound.h"
 #include "distributed/zero_test_util.h"
+#include "float32_bound.h"
 
 namespace strata::test {
 namespace {
@@ -81,8 +81,8 @@ TEST_P(ZeroEquivalence, StagesMatchStageZeroWithAdamW) {
     const double d32 =
         max_relative_difference(train_zero(GetParam(), stage, DType::Float32, adamw(), 0).params, ref32.params);
     EXPECT_LE(d64, 1e-10) << "stage " << stage;
-    EXPECT_TRUE(within_float32_bound(d32, own, label(GetParam(), "AdamW stage " + std::to_string(stage) + " vs 0"),
-                                     lead()));
+    EXPECT_TRUE(
+        within_float32_bound(d32, own, label(GetParam(), "AdamW stage " + std::to_string(stage) + " vs 0"), lead()));
     if (dist::world().rank() == 0)
       std::printf("AdamW stage %d vs 0, N=%d: float64 %.3g, float32 %.3g\n", stage, dist::world().size(), d64, d32);
   }
@@ -95,13 +95,13 @@ TEST_P(ZeroEquivalence, EveryStageMatchesOneProcess) {
   const int n = dist::world().size();
   const ZeroRun ref64 = train_one_process(GetParam(), DType::Float64, adamw(), kClip);
   const ZeroRun ref32 = train_one_process(GetParam(), DType::Float32, sgd(), kClip);
-  const double own = max_relative_difference(ref32.params,
-                                             train_one_process(GetParam(), DType::Float64, sgd(), kClip).params);
+  const double own =
+      max_relative_difference(ref32.params, train_one_process(GetParam(), DType::Float64, sgd(), kClip).params);
   for (int stage : {0, 1, 2, 3}) {
     const ZeroRun run64 = train_zero(GetParam(), stage, DType::Float64, adamw(), kClip);
     const double d64 = max_relative_difference(run64.params, ref64.params);
-    const double d32 = max_relative_difference(train_zero(GetParam(), stage, DType::Float32, sgd(), kClip).params,
-                                               ref32.params);
+    const double d32 =
+        max_relative_difference(train_zero(GetParam(), stage, DType::Float32, sgd(), kClip).params, ref32.params);
     EXPECT_LE(d64, 1e-10) << "stage " << stage << " N=" << n;
     const std::string what = "SGD stage " + std::to_string(stage) + " vs one process";
     EXPECT_TRUE(within_float32_bound(d32, own, label(GetParam(), what), lead()));

@@ -61,8 +61,8 @@ TEST_P(ZeroBf16, StagesMatchStageZero) {
     for (size_t s = 0; s < ref.losses.size(); ++s)
       EXPECT_NEAR(run.losses[s], ref.losses[s], 1e-3 * ref.losses[s]) << "stage " << stage << " step " << s;
     if (dist::world().rank() == 0)
-      std::printf("bf16 model + AdamW, stage %d vs 0, N=%d: params %.3g (bitwise %s), final loss %.6f vs %.6f\n",
-                  stage, n, diff, bitwise ? "yes" : "no", run.losses.back(), ref.losses.back());
+      std::printf("bf16 model + AdamW, stage %d vs 0, N=%d: params %.3g (bitwise %s), final loss %.6f vs %.6f\n", stage,
+                  n, diff, bitwise ? "yes" : "no", run.losses.back(), ref.losses.back());
   }
 }
 
@@ -128,11 +128,11 @@ TEST(ZeroNoSync, MicroBatchesMatchStageZeroAtEveryStage) {
   EXPECT_TRUE(within_float32_bound(d0, own, "no_sync stage 0 vs synchronised N=" + std::to_string(n), lead));
   for (int stage : {1, 2, 3}) {
     const double diff = max_relative_difference(train_accumulating(stage, true), ref);
-    EXPECT_TRUE(within_float32_bound(diff, own, "no_sync stage " + std::to_string(stage) + " vs 0 N=" +
-                                                    std::to_string(n), lead));
+    EXPECT_TRUE(within_float32_bound(diff, own,
+                                     "no_sync stage " + std::to_string(stage) + " vs 0 N=" + std::to_string(n), lead));
     if (dist::world().rank() == 0)
-      std::printf("no_sync x%d + 1, stage %d vs 0, N=%d: %.3g (stage 0 vs synchronised: %.3g)\n", kMicro - 1, stage,
-                  n, diff, d0);
+      std::printf("no_sync x%d + 1, stage %d vs 0, N=%d: %.3g (stage 0 vs synchronised: %.3g)\n", kMicro - 1, stage, n,
+                  diff, d0);
   }
 }
 

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "distributed/dist_test_util.h"
-#include "strata/strata.h"
 #include "strata/optim/grad_scaler.h"
 #include "strata/parallel/zero.h"
+#include "strata/strata.h"
 
 namespace strata::test {
 namespace {

@@ -13,9 +13,9 @@ struct Formula {
 };
 Formula zero_formula(int stage, double psi, int n) {
   switch (stage) {
-    case 0: return {2 * psi, 2 * psi, 12 * psi};           // 16Ψ
-    case 1: return {2 * psi, 2 * psi, 12 * psi / n};       // 4Ψ + 12Ψ/N
-    case 2: return {2 * psi, 2 * psi / n, 12 * psi / n};   // 2Ψ + 14Ψ/N
+    case 0: return {2 * psi, 2 * psi, 12 * psi};               // 16Ψ
+    case 1: return {2 * psi, 2 * psi, 12 * psi / n};           // 4Ψ + 12Ψ/N
+    case 2: return {2 * psi, 2 * psi / n, 12 * psi / n};       // 2Ψ + 14Ψ/N
     default: return {2 * psi / n, 2 * psi / n, 12 * psi / n};  // 16Ψ/N
   }
 }

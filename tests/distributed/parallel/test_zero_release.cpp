@@ -58,7 +58,8 @@ class RecordingGroup : public dist::ProcessGroup {
  protected:
   // The inner group stages and checks again.
   Placement placement() const override { return Placement::Any; }
-  dist::WorkPtr do_reduce_scatter(Tensor& out, const Tensor& in, dist::ReduceOp op, const dist::OpDescription&) override {
+  dist::WorkPtr do_reduce_scatter(Tensor& out, const Tensor& in, dist::ReduceOp op,
+                                  const dist::OpDescription&) override {
     const AllocatorStats before = cpu_allocator::stats();
     cpu_allocator::reset_peak();
     std::shared_ptr<dist::Work> work = inner_.reduce_scatter(out, in, op);
@@ -71,7 +72,9 @@ class RecordingGroup : public dist::ProcessGroup {
   dist::WorkPtr do_all_reduce(Tensor& t, dist::ReduceOp op, const dist::OpDescription&) override {
     return inner_.all_reduce(t, op);
   }
-  dist::WorkPtr do_broadcast(Tensor& t, int root, const dist::OpDescription&) override { return inner_.broadcast(t, root); }
+  dist::WorkPtr do_broadcast(Tensor& t, int root, const dist::OpDescription&) override {
+    return inner_.broadcast(t, root);
+  }
   dist::WorkPtr do_all_gather(Tensor& out, const Tensor& in, const dist::OpDescription&) override {
     return inner_.all_gather(out, in);
   }
@@ -150,8 +153,8 @@ TEST(ZeroRelease, Stage3FreesEachUnitOnceItsGradientsAreIn) {
     checked = 0;
     model.loss(b.inputs, b.targets).backward();
     EXPECT_EQ(checked, static_cast<int>(by_name.size())) << "step " << step;
-    EXPECT_TRUE(failures.empty()) << "step " << step << ": " << failures.size() << " failures, first: "
-                                  << (failures.empty() ? "" : failures.front());
+    EXPECT_TRUE(failures.empty()) << "step " << step << ": " << failures.size()
+                                  << " failures, first: " << (failures.empty() ? "" : failures.front());
     EXPECT_LE(most_gathered, 2) << "step " << step << ": blocks gathered at once during backward";
     for (int j = 0; j < blocks; ++j) EXPECT_FALSE(gathered(j)) << "block " << j << " after backward";
     zero.step();
@@ -191,9 +194,10 @@ TEST(ZeroRelease, Stage2And3FreeAFullGradientBucketAsSoonAsItsReductionIsDone) {
       EXPECT_EQ(hooks, model.named_parameters().size()) << where;
       EXPECT_GT(checked, 0u) << where << ": no bucket was launched before the last gradient hook";
       EXPECT_GE(group.calls.size(), zero.bucket_bytes().size()) << where;
-      EXPECT_TRUE(failures.empty()) << where << ": " << failures.size() << " failures, first: "
-                                    << (failures.empty() ? "" : failures.front());
-      for (size_t k = 0; k < group.calls.size(); ++k) EXPECT_TRUE(released(group.calls[k].in)) << where << " bucket " << k;
+      EXPECT_TRUE(failures.empty()) << where << ": " << failures.size()
+                                    << " failures, first: " << (failures.empty() ? "" : failures.front());
+      for (size_t k = 0; k < group.calls.size(); ++k)
+        EXPECT_TRUE(released(group.calls[k].in)) << where << " bucket " << k;
       zero.step();
       zero.zero_grad();
     }
@@ -223,7 +227,8 @@ TEST(ZeroRelease, Stage2And3FreeEveryBucketWhoseReductionCompletedBeforeTheHook)
       t.register_post_accumulate_grad_hook([&, n](Tensor&) {
         for (size_t k : completed)
           if (!released(group.calls[k].in))
-            failures.push_back("bucket launched " + std::to_string(k) + " (reduced) still full at the gradient of " + n);
+            failures.push_back("bucket launched " + std::to_string(k) + " (reduced) still full at the gradient of " +
+                               n);
       });
     }
     for (int step = 0; step < 2; ++step) {
@@ -232,9 +237,10 @@ TEST(ZeroRelease, Stage2And3FreeEveryBucketWhoseReductionCompletedBeforeTheHook)
       failures.clear();
       Batch b = rank_batch(step, model.config());
       model.loss(b.inputs, b.targets).backward();
-      EXPECT_TRUE(failures.empty()) << where << ": " << failures.size() << " failures, first: "
-                                    << (failures.empty() ? "" : failures.front());
-      for (size_t k = 0; k < group.calls.size(); ++k) EXPECT_TRUE(released(group.calls[k].in)) << where << " bucket " << k;
+      EXPECT_TRUE(failures.empty()) << where << ": " << failures.size()
+                                    << " failures, first: " << (failures.empty() ? "" : failures.front());
+      for (size_t k = 0; k < group.calls.size(); ++k)
+        EXPECT_TRUE(released(group.calls[k].in)) << where << " bucket " << k;
       zero.step();
       zero.zero_grad();
     }

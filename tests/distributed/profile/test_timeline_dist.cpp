@@ -150,8 +150,8 @@ TEST(TimelineDist, GathersEveryRanksEventsIntoOneFile) {
         "x = [e for e in t['traceEvents'] if e['ph'] == 'X']\n"
         "assert all(isinstance(e['ts'], (int, float)) and isinstance(e['dur'], (int, float)) for e in x)\n"
         "print(len({e['pid'] for e in x}), len(x))\n";
-    std::string cmd = std::string(st::kPython) + " -c " + st::shell_quote(script) + " " +
-                      st::shell_quote(path) + " 2>&1";
+    std::string cmd =
+        std::string(st::kPython) + " -c " + st::shell_quote(script) + " " + st::shell_quote(path) + " 2>&1";
     FILE* pipe = ::popen(cmd.c_str(), "r");
     ASSERT_NE(pipe, nullptr);
     std::string out;

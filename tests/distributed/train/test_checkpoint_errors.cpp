@@ -20,10 +20,10 @@
 #include <sstream>
 
 #include "checkpoint/checksum.h"
+#include "distributed/zero_test_util.h"
 #include "strata/distributed/object_collectives.h"
 #include "strata/train/async_checkpointer.h"
 #include "strata/train/distributed_checkpoint.h"
-#include "distributed/zero_test_util.h"
 
 namespace strata::test {
 using namespace strata::checkpoint;
@@ -328,19 +328,24 @@ TEST(TrainingCheckpoint, RefusesCorruptedTruncatedAndMissingShards) {
 TEST(TrainingCheckpoint, RefusesAnEditedIncompleteOrNewerIndex) {
   SharedDir a("edit_a"), b("edit_b");
   save_two(a.path(), b.path());
-  edit_index(b.path(), [](nlohmann::json& index) { index["metadata"]["step"] = "3"; }, false);
+  edit_index(
+      b.path(), [](nlohmann::json& index) { index["metadata"]["step"] = "3"; }, false);
   std::string msg = error_of([&] { load_fresh(b.path()); });
   EXPECT_NE(msg.find("index checksum mismatch"), std::string::npos) << msg;
   EXPECT_NE(msg.find("index.json"), std::string::npos) << msg;
   // A tensor with one piece dropped (checksum recomputed): the gap is named.
-  edit_index(a.path(), [](nlohmann::json& index) { index["tensors"]["model.wte.weight"]["pieces"].erase(0); }, true);
+  edit_index(
+      a.path(), [](nlohmann::json& index) { index["tensors"]["model.wte.weight"]["pieces"].erase(0); }, true);
   msg = error_of([&] { load_fresh(a.path()); });
   EXPECT_NE(msg.find("model.wte.weight"), std::string::npos) << msg;
   // A newer format version.
-  edit_index(a.path(), [](nlohmann::json& index) {
-    index["format"] = "strata-sharded-v9";
-    index["version"] = 9;
-  }, true);
+  edit_index(
+      a.path(),
+      [](nlohmann::json& index) {
+        index["format"] = "strata-sharded-v9";
+        index["version"] = 9;
+      },
+      true);
   msg = error_of([&] { load_fresh(a.path()); });
   EXPECT_NE(msg.find("written by a newer strata"), std::string::npos) << msg;
 }
@@ -412,10 +417,13 @@ TEST(TrainingCheckpoint, RefusesBytesAppendedToAShard) {
 TEST(TrainingCheckpoint, RefusesAnIndexWithoutTheOptimizerStateTheSaveWrote) {
   SharedDir a("optim_a"), b("optim_b");
   save_two(a.path(), b.path());
-  edit_index(b.path(), [](nlohmann::json& index) {
-    for (auto it = index["tensors"].begin(); it != index["tensors"].end();)
-      it = it.key().rfind("optim.", 0) == 0 ? index["tensors"].erase(it) : std::next(it);
-  }, true);
+  edit_index(
+      b.path(),
+      [](nlohmann::json& index) {
+        for (auto it = index["tensors"].begin(); it != index["tensors"].end();)
+          it = it.key().rfind("optim.", 0) == 0 ? index["tensors"].erase(it) : std::next(it);
+      },
+      true);
   const std::string msg = error_of([&] { load_fresh(b.path()); });
   EXPECT_NE(msg.find("the save recorded optimizer state (exp_avg, exp_avg_sq, step)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("the index has no 'optim."), std::string::npos) << msg;
@@ -423,7 +431,8 @@ TEST(TrainingCheckpoint, RefusesAnIndexWithoutTheOptimizerStateTheSaveWrote) {
   CheckpointedRun run(2);
   EXPECT_EQ(train::load_training_checkpoint(b.path(), run.target(), nullptr, {.weights_only = true}), 2);
   // One tensor dropped from an intact save is named too.
-  edit_index(a.path(), [](nlohmann::json& index) { index["tensors"].erase("optim.wte.weight.exp_avg_sq"); }, true);
+  edit_index(
+      a.path(), [](nlohmann::json& index) { index["tensors"].erase("optim.wte.weight.exp_avg_sq"); }, true);
   const std::string one = error_of([&] { load_fresh(a.path()); });
   // The rank that owns wte's state names the tensor; the others name that rank.
   const bool named = one.find("'optim.wte.weight.exp_avg_sq'") != std::string::npos;
@@ -475,8 +484,9 @@ TEST(TrainingCheckpoint, RefusesThePreviousZeroLayoutSayingWhatItIs) {
 TEST(TrainingCheckpoint, RefusesReservedMetadataKeys) {
   SharedDir dir("reserved");
   CheckpointedRun run(1);
-  const std::string msg =
-      error_of([&] { train::save_training_checkpoint(dir.path(), run.target(), 0, {{"rng.seed", "1"}}); });
+  const std::string msg = error_of([&] {
+    train::save_training_checkpoint(dir.path(), run.target(), 0, {{"rng.seed", "1"}});
+  });
   EXPECT_NE(msg.find("metadata key 'rng.seed' is reserved"), std::string::npos) << msg;
 }
 

@@ -74,7 +74,8 @@ class LayoutRun {
       duplicate_ = parallel::duplicate_parameters(*model_, pipeline());
       pipe_ = std::make_unique<parallel::Pipeline>(
           *model_, pipeline(), partition,
-          parallel::PipelineOptions{.micro_batches = static_cast<int>(kRows / l.dp), .ddp = ddp_.get(), .zero = zero_.get()});
+          parallel::PipelineOptions{
+              .micro_batches = static_cast<int>(kRows / l.dp), .ddp = ddp_.get(), .zero = zero_.get()});
     }
   }
 
@@ -88,18 +89,27 @@ class LayoutRun {
       auto [x, y] = batch(s, kRows);
       Tensor lx = x.narrow(0, local * data().rank(), local).contiguous();
       Tensor ly = y.narrow(0, local * data().rank(), local).contiguous();
-      if (zero_) zero_->zero_grad(); else opt_->zero_grad();
-      if (pipe_) pipe_->train_step(lx, ly); else model_->loss(lx, ly).backward();
-      if (zero_) zero_->step(); else opt_->step();
+      if (zero_) zero_->zero_grad();
+      else opt_->zero_grad();
+      if (pipe_) pipe_->train_step(lx, ly);
+      else model_->loss(lx, ly).backward();
+      if (zero_) zero_->step();
+      else opt_->step();
     }
-    if (zero_) zero_->zero_grad(); else opt_->zero_grad();
+    if (zero_) zero_->zero_grad();
+    else opt_->zero_grad();
   }
 
   // With tensor parallelism the target carries the factory's random streams, as train_gpt's does.
   train::CheckpointTarget target() {
-    return {.model = *model_, .world = group_, .optimizer = opt_.get(), .zero = zero_.get(),
-            .data = layout_.dp > 1 ? &data() : nullptr, .tensor = layout_.tp > 1 ? &tensor() : nullptr,
-            .duplicate = duplicate_, .rng_tracker = tracker()};
+    return {.model = *model_,
+            .world = group_,
+            .optimizer = opt_.get(),
+            .zero = zero_.get(),
+            .data = layout_.dp > 1 ? &data() : nullptr,
+            .tensor = layout_.tp > 1 ? &tensor() : nullptr,
+            .duplicate = duplicate_,
+            .rng_tracker = tracker()};
   }
 
   parallel::RngTracker* tracker() {
@@ -113,7 +123,8 @@ class LayoutRun {
     double diff = 0, scale = 0;
     for (const auto& own : zero_->owned_pieces()) {
       std::vector<double> m = own.master.to_vector<double>();
-      std::vector<double> r = ref.weights.at(own.name).reshape({-1}).narrow(0, own.offset, own.numel).to_vector<double>();
+      std::vector<double> r =
+          ref.weights.at(own.name).reshape({-1}).narrow(0, own.offset, own.numel).to_vector<double>();
       for (size_t i = 0; i < m.size(); ++i) {
         diff = std::max(diff, std::fabs(m[i] - r[i]));
         scale = std::max(scale, std::fabs(r[i]));
@@ -162,7 +173,8 @@ std::string shared_dir(const std::string& name) {
   auto& world = dist::world();
   std::string dir;
   if (world.rank() == 0) {
-    dir = (std::filesystem::temp_directory_path() / ("strata_reshard_" + std::to_string(::getpid()) + "_" + name)).string();
+    dir = (std::filesystem::temp_directory_path() / ("strata_reshard_" + std::to_string(::getpid()) + "_" + name))
+              .string();
     std::filesystem::remove_all(dir);
   }
   return dist::broadcast_string(world, dir);
@@ -198,8 +210,8 @@ Continuation one_process_continuation(const std::string& dir, Family family, DTy
 void expect_reshard(const Layout& from, const Layout& to, Family family = Family::Gpt, DType dtype = DType::Float32) {
   auto& world = dist::world();
   ASSERT_LE(std::max(from.ranks(), to.ranks()), world.size());
-  const std::string name = describe(from) + " -> " + describe(to) + " " + name_of(family) + " " +
-                           std::string(dtype_name(dtype));
+  const std::string name =
+      describe(from) + " -> " + describe(to) + " " + name_of(family) + " " + std::string(dtype_name(dtype));
   static int counter = 0;
   const std::string dir = shared_dir(std::to_string(counter++));
   {

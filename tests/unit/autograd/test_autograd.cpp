@@ -67,14 +67,13 @@ TEST(Autograd, DiamondSumsBothPaths) {
 TEST(Autograd, GradientShapeErrors) {
   Tensor x = ones({2, 3}, {.requires_grad = true});
   Tensor y = mul(x, 2.0);
-  EXPECT_THROW(y.backward(), Error);                 // not scalar and no gradient
-  EXPECT_THROW(y.backward(ones({3, 2})), Error);     // wrong shape
-  EXPECT_THROW(zeros({1}).backward(), Error);        // does not require grad
+  EXPECT_THROW(y.backward(), Error);              // not scalar and no gradient
+  EXPECT_THROW(y.backward(ones({3, 2})), Error);  // wrong shape
+  EXPECT_THROW(zeros({1}).backward(), Error);     // does not require grad
   // A custom node returning a wrongly shaped gradient is named in the error.
   Tensor out = zeros({2, 3});
-  autograd::record("BadBackward", {x}, {out}, [](autograd::BackwardContext&) {
-    return std::vector<Tensor>{ones({5})};
-  });
+  autograd::record("BadBackward", {x}, {out},
+                   [](autograd::BackwardContext&) { return std::vector<Tensor>{ones({5})}; });
   try {
     sum(out).backward();
     FAIL();

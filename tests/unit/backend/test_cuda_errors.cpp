@@ -32,9 +32,9 @@ TEST(CudaErrors, CpuOpsNameTheOpAndTheDevice) {
   Tensor c = ones({2, 3});
   // Ops with a CUDA kernel reach the device's check, which refuses (no GPU here, or a
   // build without CUDA) before any kernel runs.
-  for (const std::string& msg : {error_of([&] { (void)add(a, a); }), error_of([&] { (void)mul(a, 2.0); }),
-                                 error_of([&] { (void)exp(a); }), error_of([&] { (void)sum(a); }),
-                                 error_of([&] { (void)mean(a, {1}); })}) {
+  for (const std::string& msg :
+       {error_of([&] { (void)add(a, a); }), error_of([&] { (void)mul(a, 2.0); }), error_of([&] { (void)exp(a); }),
+        error_of([&] { (void)sum(a); }), error_of([&] { (void)mean(a, {1}); })}) {
     expect_contains(msg, "cuda:0 is not available");
   }
   expect_error_mentions([&] { (void)matmul(a, f.make({3, 2})); }, {"matmul: cuda:0 is not available"});
@@ -53,8 +53,9 @@ TEST(CudaErrors, CpuOpsNameTheOpAndTheDevice) {
   Tensor q = f.make({1, 1, 2, 3});
   // Without CUDA the attention refuses in its own name (on_device); with CUDA but no GPU it is
   // composed of other ops and the first, matmul, refuses.
-  expect_error_mentions([&] { (void)causal_attention(q, q, q); },
-                        {cuda::is_built() ? "matmul: cuda:0 is not available" : "causal_attention: cuda:0 is not available"});
+  expect_error_mentions(
+      [&] { (void)causal_attention(q, q, q); },
+      {cuda::is_built() ? "matmul: cuda:0 is not available" : "causal_attention: cuda:0 is not available"});
   expect_error_mentions([&] { (void)cat({a, a}, 0); }, {"cat: cuda:0 is not available"});
   // An op without a CUDA implementation fails in its device switch, naming itself.
   Tensor where_idx = from_blob(f.backing.data(), {2, 3}, DType::Int64, {}, Device::cuda(0));
@@ -83,7 +84,11 @@ TEST(CudaErrors, MixedDevicesNameBothInputs) {
   expect_error_mentions([&] { (void)embedding(idx, g); }, {"embedding", "indices", "weight", "cuda:0"});
   expect_error_mentions([&] { (void)cross_entropy(g, idx); }, {"cross_entropy", "logits", "targets", "cuda:0"});
   Tensor q = ones({1, 1, 2, 3});
-  expect_error_mentions([&] { (void)causal_attention(q, f.make({1, 1, 2, 3}), q); }, {"causal_attention", "k", "cuda:0"});
+  expect_error_mentions(
+      [&] {
+        (void)causal_attention(q, f.make({1, 1, 2, 3}), q);
+      },
+      {"causal_attention", "k", "cuda:0"});
   expect_error_mentions([&] { (void)cat({c, g}, 0); }, {"cat", "tensor 0", "tensor 1", "cuda:0"});
   expect_error_mentions([&] { add_(c, g); }, {"add_", "self", "other", "cuda:0"});
 }
@@ -134,7 +139,9 @@ class RecordingGroup final : public dist::ProcessGroup {
 
  protected:
   Placement placement() const override { return Placement::Any; }
-  dist::WorkPtr do_all_reduce(Tensor&, dist::ReduceOp, const dist::OpDescription&) override { return done("all_reduce"); }
+  dist::WorkPtr do_all_reduce(Tensor&, dist::ReduceOp, const dist::OpDescription&) override {
+    return done("all_reduce");
+  }
   dist::WorkPtr do_broadcast(Tensor&, int, const dist::OpDescription&) override { return done("broadcast"); }
   dist::WorkPtr do_all_gather(Tensor& out, const Tensor& in, const dist::OpDescription&) override {
     out.copy_(in);
@@ -143,7 +150,9 @@ class RecordingGroup final : public dist::ProcessGroup {
   dist::WorkPtr do_reduce_scatter(Tensor&, const Tensor&, dist::ReduceOp, const dist::OpDescription&) override {
     return done("reduce_scatter");
   }
-  dist::WorkPtr do_all_to_all(Tensor&, const Tensor&, const dist::OpDescription&) override { return done("all_to_all"); }
+  dist::WorkPtr do_all_to_all(Tensor&, const Tensor&, const dist::OpDescription&) override {
+    return done("all_to_all");
+  }
   dist::WorkPtr do_send(const Tensor& t, int dst, const dist::OpDescription&) override {
     return done("send " + std::to_string(t.numel()) + " to " + std::to_string(dst));
   }
@@ -151,7 +160,9 @@ class RecordingGroup final : public dist::ProcessGroup {
     return done("recv " + std::to_string(t.numel()) + " from " + std::to_string(src));
   }
   dist::WorkPtr do_barrier(const dist::OpDescription&) override { return done("barrier"); }
-  std::unique_ptr<ProcessGroup> do_split(const dist::SplitPlan&, const dist::OpDescription&) override { return nullptr; }
+  std::unique_ptr<ProcessGroup> do_split(const dist::SplitPlan&, const dist::OpDescription&) override {
+    return nullptr;
+  }
 
  private:
   struct Done final : dist::Work {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "strata/strata.h"
 #include "ops/attention_fused.h"
+#include "strata/strata.h"
 
 #if STRATA_HAS_CUDNN
 #include "backend/cuda/cudnn_attention_graph.h"

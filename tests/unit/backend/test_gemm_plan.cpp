@@ -25,10 +25,10 @@ void expect_sizes(const gemm::Plan& p, int64_t batch, int64_t m, int64_t n, int6
 }
 
 TEST(GemmPlan, LayoutRowMajorTransposedAndPadded) {
-  expect_layout(gemm::layout(3, 4, 4, 1), false, 4);   // contiguous
+  expect_layout(gemm::layout(3, 4, 4, 1), false, 4);    // contiguous
   expect_layout(gemm::layout(3, 4, 10, 1), false, 10);  // rows of a wider matrix
-  expect_layout(gemm::layout(3, 4, 1, 3), true, 3);    // a transposed view
-  expect_layout(gemm::layout(3, 4, 1, 7), true, 7);    // transposed and padded
+  expect_layout(gemm::layout(3, 4, 1, 3), true, 3);     // a transposed view
+  expect_layout(gemm::layout(3, 4, 1, 7), true, 7);     // transposed and padded
   // One row or one column: the other stride is never used.
   expect_layout(gemm::layout(1, 4, 999, 1), false, 4);
   expect_layout(gemm::layout(3, 1, 5, 999), false, 5);

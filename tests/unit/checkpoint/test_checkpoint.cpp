@@ -224,6 +224,7 @@ TEST(Checkpoint, PythonZlibVerifiesDataChecksum) {
     expect["tensors"][name] = {{"dtype", safetensors_dtype_name(t.dtype())}, {"shape", t.shape().vec()}};
   write_bytes(dir.file("expect.json"), expect.dump());
   std::string output;
-  const int rc = strata::testing::run_python_script("unit/checkpoint/read_safetensors.py", {dir.file("expect.json")}, &output);
+  const int rc =
+      strata::testing::run_python_script("unit/checkpoint/read_safetensors.py", {dir.file("expect.json")}, &output);
   EXPECT_EQ(rc, 0) << output;
 }

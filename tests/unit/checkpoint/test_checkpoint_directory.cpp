@@ -31,9 +31,8 @@ std::string save_at(const std::string& dir, int64_t step, int keep_last = 2) {
   const Shape shape{4};
   const std::vector<checkpoint::SavePiece> pieces{
       {"model.w", shape, checkpoint::Region::whole(shape), full(shape, static_cast<double>(step))}};
-  const checkpoint::SaveResult r =
-      checkpoint::save_sharded(dir, solo(), checkpoint::take_snapshot(step, pieces, {{"step", std::to_string(step)}}),
-                               {.keep_last = keep_last});
+  const checkpoint::SaveResult r = checkpoint::save_sharded(
+      dir, solo(), checkpoint::take_snapshot(step, pieces, {{"step", std::to_string(step)}}), {.keep_last = keep_last});
   return fs::path(r.directory).filename().string();
 }
 
@@ -59,9 +58,8 @@ TEST(DirectoryLock, ASecondLockIsRefusedNamingTheDirectoryAndTheHolder) {
   EXPECT_EQ(first.path(), (fs::path(dir) / DirectoryLock::kFileName).string());
   EXPECT_CONTAINS(read_bytes(first.path()), "PID " + std::to_string(::getpid()));
   // flock(2) conflicts between two open files even within one process.
-  expect_error_mentions([&] { DirectoryLock second(dir); },
-                        {"checkpoint directory '" + dir + "' is in use", "PID " + std::to_string(::getpid()),
-                         first.path()});
+  expect_error_mentions([&] { DirectoryLock second(dir); }, {"checkpoint directory '" + dir + "' is in use",
+                                                             "PID " + std::to_string(::getpid()), first.path()});
   DirectoryLock moved = std::move(first);
   EXPECT_FALSE(first.held());  // NOLINT(bugprone-use-after-move): moved-from holds nothing
   expect_error_mentions([&] { DirectoryLock second(dir); }, {"is in use"});

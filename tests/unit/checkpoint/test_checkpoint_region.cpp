@@ -107,16 +107,21 @@ TEST(CheckpointRegion, CoverageFindsGapsAndDoubles) {
   };
   EXPECT_EQ(coverage_problem(runs({Region::box(Shape{0, 0}, Shape{2, 2}), Region::box(Shape{0, 2}, Shape{2, 2})}), 8),
             "");
-  EXPECT_EQ(coverage_problem(runs({Region::flat(g, 0, 5), Region::flat(g, 4, 8)}), 8), "elements [4, 5) are written twice");
-  EXPECT_EQ(coverage_problem(runs({Region::flat(g, 0, 3), Region::flat(g, 4, 8)}), 8), "elements [3, 4) are in no piece");
+  EXPECT_EQ(coverage_problem(runs({Region::flat(g, 0, 5), Region::flat(g, 4, 8)}), 8),
+            "elements [4, 5) are written twice");
+  EXPECT_EQ(coverage_problem(runs({Region::flat(g, 0, 3), Region::flat(g, 4, 8)}), 8),
+            "elements [3, 4) are in no piece");
   EXPECT_EQ(coverage_problem(runs({Region::flat(g, 0, 6)}), 8), "elements [6, 8) are in no piece");
 }
 
 TEST(CheckpointRegion, BadRegionsAreNamed) {
   const Shape g{3, 4};
-  testing::expect_error_mentions([&] { check_region(Region::box(Shape{2, 0}, Shape{2, 4}), g, "tensor 'w'"); },
-                                 {"tensor 'w': the region at [2, 0] of extents [2, 4] lies outside the tensor's shape "
-                                  "[3, 4] in dimension 0"});
+  testing::expect_error_mentions(
+      [&] {
+        check_region(Region::box(Shape{2, 0}, Shape{2, 4}), g, "tensor 'w'");
+      },
+      {"tensor 'w': the region at [2, 0] of extents [2, 4] lies outside the tensor's shape "
+       "[3, 4] in dimension 0"});
   testing::expect_error_mentions([&] { check_region(Region::box(Shape{0}, Shape{3}), g, "tensor 'w'"); },
                                  {"does not match a tensor of shape [3, 4]"});
   Region r = Region::whole(g);

@@ -232,9 +232,8 @@ TEST(HfGpt2, PythonReadsExport) {
   TempDir dir;
   StateDict state = tiny_state();
   export_gpt2_safetensors(dir.path().string(), state, kTiny);
-  nlohmann::json expect = {{"file", dir.file("model.safetensors")},
-                           {"metadata", {{"format", "pt"}}},
-                           {"tensors", nlohmann::json::object()}};
+  nlohmann::json expect = {
+      {"file", dir.file("model.safetensors")}, {"metadata", {{"format", "pt"}}}, {"tensors", nlohmann::json::object()}};
   for (const auto& [name, shape] : tiny_params()) {
     const std::vector<float> values = state.at(name).to_vector<float>();
     if (is_conv1d(name)) {
@@ -259,7 +258,8 @@ TEST(HfGpt2, PythonReadsExport) {
                         {"tie_word_embeddings", true}}}};
   write_bytes(dir.file("expect.json"), expect.dump());
   std::string output;
-  const int rc = strata::testing::run_python_script("unit/checkpoint/read_safetensors.py", {dir.file("expect.json")}, &output);
+  const int rc =
+      strata::testing::run_python_script("unit/checkpoint/read_safetensors.py", {dir.file("expect.json")}, &output);
   EXPECT_EQ(rc, 0) << output;
   EXPECT_CONTAINS(output, "OK (28 tensors");
 }
@@ -364,8 +364,9 @@ TEST(HfGpt2, ImportChecksConfigSizesAgainstTheFileFirst) {
   EXPECT_CONTAINS(error_with("n_layer", 18446744073709551615ull),
                   "field \"n_layer\" is 18446744073709551615, beyond the largest integer strata reads");
   EXPECT_CONTAINS(error_with("vocab_size", 50257),
-                  where + ": config.json's vocab_size 50257 and n_embd 8 give 'wte.weight' the shape [50257, 8], "
-                          "but the file's is [11, 8]");
+                  where +
+                      ": config.json's vocab_size 50257 and n_embd 8 give 'wte.weight' the shape [50257, 8], "
+                      "but the file's is [11, 8]");
   EXPECT_CONTAINS(error_with("n_positions", 1024), "config.json's n_positions 1024 and n_embd 8 give 'wpe.weight'");
   EXPECT_CONTAINS(error_with("n_embd", 4096), "config.json's vocab_size 11 and n_embd 4096 give 'wte.weight'");
   StateDict no_layers = d.file;

@@ -21,8 +21,16 @@ using strata::testing::write_bytes;
 namespace {
 
 // 4 query heads sharing 2 key/value heads of head_dim 4.
-const HfLlamaConfig kSmall{.vocab_size = 11, .context = 8, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .n_embd = 16,
-                           .intermediate_size = 24, .rope_theta = 500000.0, .rms_norm_eps = 1e-5, .init_std = 0.01};
+const HfLlamaConfig kSmall{.vocab_size = 11,
+                           .context = 8,
+                           .n_layer = 2,
+                           .n_head = 4,
+                           .n_kv_head = 2,
+                           .n_embd = 16,
+                           .intermediate_size = 24,
+                           .rope_theta = 500000.0,
+                           .rms_norm_eps = 1e-5,
+                           .init_std = 0.01};
 
 // HF file name -> shape, written out by hand (not derived from the code under test).
 std::map<std::string, Shape> hf_names_and_shapes() {
@@ -52,8 +60,8 @@ StateDict numbered_state() {
   StateDict s;
   double k = 0;
   for (const auto& [hf_name, shape] : hf_names_and_shapes()) {
-    s[strata_name(hf_name)] = add(arange(0, shape.numel(), 1, {.dtype = DType::Float32}).view(shape),
-                                  scalar_tensor(1000.0 * ++k));
+    s[strata_name(hf_name)] =
+        add(arange(0, shape.numel(), 1, {.dtype = DType::Float32}).view(shape), scalar_tensor(1000.0 * ++k));
   }
   return s;
 }
@@ -70,9 +78,16 @@ void expect_equal_states(const StateDict& got, const StateDict& want) {
 }
 
 nn::LlamaConfig nn_config(const HfLlamaConfig& c) {
-  return {.vocab_size = c.vocab_size, .context = c.context, .n_layer = c.n_layer, .n_head = c.n_head,
-          .n_kv_head = c.n_kv_head, .n_embd = c.n_embd, .intermediate_size = c.intermediate_size,
-          .rope_theta = c.rope_theta, .rms_norm_eps = c.rms_norm_eps, .init_std = c.init_std};
+  return {.vocab_size = c.vocab_size,
+          .context = c.context,
+          .n_layer = c.n_layer,
+          .n_head = c.n_head,
+          .n_kv_head = c.n_kv_head,
+          .n_embd = c.n_embd,
+          .intermediate_size = c.intermediate_size,
+          .rope_theta = c.rope_theta,
+          .rms_norm_eps = c.rms_norm_eps,
+          .init_std = c.init_std};
 }
 
 // An exported directory whose file and config a test then edits.
@@ -314,14 +329,15 @@ TEST(HfLlama, PythonReadsExport) {
   json expect = {
       {"file", e.tmp.file("model.safetensors")}, {"metadata", {{"format", "pt"}}}, {"tensors", json::object()}};
   for (const auto& [name, shape] : hf_names_and_shapes()) {
-    expect["tensors"][name] = {{"dtype", "F32"}, {"shape", shape.vec()},
-                               {"values", state.at(strata_name(name)).to_vector<float>()}};
+    expect["tensors"][name] = {
+        {"dtype", "F32"}, {"shape", shape.vec()}, {"values", state.at(strata_name(name)).to_vector<float>()}};
   }
   expect["config"] = {{"path", e.tmp.file("config.json")},
                       {"expect", {{"model_type", "llama"}, {"num_key_value_heads", 2}, {"hidden_act", "silu"}}}};
   write_bytes(e.tmp.file("expect.json"), expect.dump());
   std::string output;
-  const int rc = strata::testing::run_python_script("unit/checkpoint/read_safetensors.py", {e.tmp.file("expect.json")}, &output);
+  const int rc =
+      strata::testing::run_python_script("unit/checkpoint/read_safetensors.py", {e.tmp.file("expect.json")}, &output);
   EXPECT_EQ(rc, 0) << output;
   EXPECT_CONTAINS(output, "OK (21 tensors");
 }
@@ -332,8 +348,8 @@ TEST(HfLlama, ImportRefusesPartialRotaryFactorAtTheTopLevel) {
   json cfg = e.config;
   cfg["partial_rotary_factor"] = 0.5;  // transformers moves it into rope_parameters
   e.write(e.file, cfg);
-  EXPECT_CONTAINS(e.import_error(), "LLaMA config '" + e.tmp.file("config.json") +
-                                        "': partial_rotary_factor 0.5 is not supported");
+  EXPECT_CONTAINS(e.import_error(),
+                  "LLaMA config '" + e.tmp.file("config.json") + "': partial_rotary_factor 0.5 is not supported");
   cfg["partial_rotary_factor"] = 1.0;  // every dimension rotated: what strata does
   e.write(e.file, cfg);
   expect_equal_states(import_llama_safetensors(e.dir), numbered_state());
@@ -367,11 +383,13 @@ TEST(HfLlama, ImportChecksConfigSizesAgainstTheFileFirst) {
     return e.import_error();
   };
   EXPECT_CONTAINS(error_with("num_hidden_layers", 1000000000),
-                  where + ": config.json's num_hidden_layers 1000000000 does not match the file's 2 layers "
-                          "('model.layers.0.' to 'model.layers.1.')");
+                  where +
+                      ": config.json's num_hidden_layers 1000000000 does not match the file's 2 layers "
+                      "('model.layers.0.' to 'model.layers.1.')");
   EXPECT_CONTAINS(error_with("vocab_size", 32000),
-                  where + ": config.json's vocab_size 32000 and hidden_size 16 give 'model.embed_tokens.weight' the "
-                          "shape [32000, 16], but the file's is [11, 16]");
+                  where +
+                      ": config.json's vocab_size 32000 and hidden_size 16 give 'model.embed_tokens.weight' the "
+                      "shape [32000, 16], but the file's is [11, 16]");
   EXPECT_CONTAINS(error_with("intermediate_size", 11008),
                   "config.json's intermediate_size 11008 and hidden_size 16 give 'model.layers.0.mlp.up_proj.weight'");
   EXPECT_CONTAINS(error_with("num_key_value_heads", 4),

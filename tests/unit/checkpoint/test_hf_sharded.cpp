@@ -52,8 +52,8 @@ void expect_same(const StateDict& got, const StateDict& want) {
 }
 
 const Gpt2Config kGpt2{.vocab_size = 11, .n_positions = 8, .n_embd = 8, .n_layer = 2, .n_head = 2, .dropout = 0.0};
-const HfLlamaConfig kLlama{.vocab_size = 11, .context = 8, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .n_embd = 16,
-                           .intermediate_size = 24};
+const HfLlamaConfig kLlama{
+    .vocab_size = 11, .context = 8, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .n_embd = 16, .intermediate_size = 24};
 
 // A directory exported from a freshly initialised model.
 void export_gpt2(const std::string& dir) {
@@ -61,8 +61,14 @@ void export_gpt2(const std::string& dir) {
   export_gpt2_safetensors(dir, model.state_dict(), kGpt2);
 }
 void export_llama(const std::string& dir) {
-  nn::Llama model({.vocab_size = 11, .context = 8, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .n_embd = 16,
-                   .intermediate_size = 24, .seed = 4});
+  nn::Llama model({.vocab_size = 11,
+                   .context = 8,
+                   .n_layer = 2,
+                   .n_head = 4,
+                   .n_kv_head = 2,
+                   .n_embd = 16,
+                   .intermediate_size = 24,
+                   .seed = 4});
   export_llama_safetensors(dir, model.state_dict(), kLlama);
 }
 

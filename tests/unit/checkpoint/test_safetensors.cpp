@@ -6,9 +6,9 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "checkpoint/checksum.h"
 #include "file_test_util.h"
 #include "strata/checkpoint/atomic_file.h"
-#include "checkpoint/checksum.h"
 #include "strata/checkpoint/safetensors.h"
 #include "strata/strata.h"
 #include "test_util.h"
@@ -321,14 +321,15 @@ TEST(Safetensors, PythonReadsEveryDtype) {
 
   nlohmann::json expect = {{"file", path}, {"metadata", meta}, {"tensors", nlohmann::json::object()}};
   for (const auto& [name, t] : tensors) {
-    nlohmann::json values = is_floating(t.dtype()) ? nlohmann::json(t.to_vector<double>())
-                                                   : nlohmann::json(t.to_vector<int64_t>());
+    nlohmann::json values =
+        is_floating(t.dtype()) ? nlohmann::json(t.to_vector<double>()) : nlohmann::json(t.to_vector<int64_t>());
     expect["tensors"][name] = {
         {"dtype", safetensors_dtype_name(t.dtype())}, {"shape", t.shape().vec()}, {"values", values}};
   }
   write_bytes(dir.file("expect.json"), expect.dump());
   std::string output;
-  const int rc = strata::testing::run_python_script("unit/checkpoint/read_safetensors.py", {dir.file("expect.json")}, &output);
+  const int rc =
+      strata::testing::run_python_script("unit/checkpoint/read_safetensors.py", {dir.file("expect.json")}, &output);
   EXPECT_EQ(rc, 0) << output;
   EXPECT_CONTAINS(output, "OK");
 }

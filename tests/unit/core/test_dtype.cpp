@@ -4,8 +4,8 @@
 #include <cstring>
 #include <limits>
 
-#include "strata_kernels/common/philox.h"
 #include "strata/strata.h"
+#include "strata_kernels/common/philox.h"
 
 using namespace strata;
 
@@ -53,10 +53,10 @@ TEST(BFloat16, InfNanSubnormal) {
 TEST(Float16, RoundsToNearestEven) {
   EXPECT_EQ(float16(1.0f).bits, 0x3c00);
   EXPECT_EQ(float16(65504.0f).bits, 0x7bff);
-  EXPECT_EQ(float16(65519.0f).bits, 0x7bff);  // below the halfway point to 65536
-  EXPECT_EQ(float16(65520.0f).bits, 0x7c00);  // halfway, max is odd: rounds to inf
-  EXPECT_EQ(float16(1.0f + 1.0f / 2048).bits, 0x3c00);       // halfway: ties to even
-  EXPECT_EQ(float16(1.0f + 3.0f / 2048).bits, 0x3c02);       // halfway: up to even
+  EXPECT_EQ(float16(65519.0f).bits, 0x7bff);            // below the halfway point to 65536
+  EXPECT_EQ(float16(65520.0f).bits, 0x7c00);            // halfway, max is odd: rounds to inf
+  EXPECT_EQ(float16(1.0f + 1.0f / 2048).bits, 0x3c00);  // halfway: ties to even
+  EXPECT_EQ(float16(1.0f + 3.0f / 2048).bits, 0x3c02);  // halfway: up to even
   EXPECT_EQ(float16(-2.0f).bits, 0xc000);
 }
 
@@ -64,11 +64,11 @@ TEST(Float16, SubnormalsInfNan) {
   const float tiny = std::ldexp(1.0f, -24);  // smallest float16 subnormal
   EXPECT_EQ(float16(tiny).bits, 0x0001);
   EXPECT_EQ(static_cast<float>(float16::from_bits(0x0001)), tiny);
-  EXPECT_EQ(float16(std::ldexp(1.0f, -25)).bits, 0x0000);           // halfway to 0: even
-  EXPECT_EQ(float16(std::ldexp(1.5f, -25)).bits, 0x0001);           // above halfway
-  EXPECT_EQ(float16(std::ldexp(3.0f, -25)).bits, 0x0002);           // 1.5 ulp: ties to even (2)
+  EXPECT_EQ(float16(std::ldexp(1.0f, -25)).bits, 0x0000);                               // halfway to 0: even
+  EXPECT_EQ(float16(std::ldexp(1.5f, -25)).bits, 0x0001);                               // above halfway
+  EXPECT_EQ(float16(std::ldexp(3.0f, -25)).bits, 0x0002);                               // 1.5 ulp: ties to even (2)
   EXPECT_EQ(static_cast<float>(float16::from_bits(0x03ff)), std::ldexp(1023.0f, -24));  // largest subnormal
-  EXPECT_EQ(float16(std::ldexp(1023.5f, -24)).bits, 0x0400);        // rounds into the normals
+  EXPECT_EQ(float16(std::ldexp(1023.5f, -24)).bits, 0x0400);                            // rounds into the normals
   EXPECT_EQ(float16(std::numeric_limits<float>::infinity()).bits, 0x7c00);
   EXPECT_TRUE(std::isnan(static_cast<float>(float16(std::nanf("")))));
   EXPECT_TRUE(std::isinf(static_cast<float>(float16::from_bits(0xfc00))));

@@ -15,9 +15,7 @@ TEST(Hash, Fnv1aOfBytesKeepsItsValues) {
   EXPECT_EQ(fnv1a("foobar"), 0x85944171f73967e8ull);
 }
 
-TEST(Hash, Fnv1aContinuesAnEarlierHash) {
-  EXPECT_EQ(fnv1a("bar", fnv1a("foo")), fnv1a("foobar"));
-}
+TEST(Hash, Fnv1aContinuesAnEarlierHash) { EXPECT_EQ(fnv1a("bar", fnv1a("foo")), fnv1a("foobar")); }
 
 // Rank lists: each int is one 32-bit word (the value the process groups' split check has
 // always used), so {1} differs from the byte-wise hash of its four bytes.
@@ -33,8 +31,7 @@ TEST(Hash, WordsOfIntsMixWholeWords) {
 TEST(Hash, WordsOfHashesCombineInOrder) {
   const std::vector<uint64_t> parts{fnv1a("a"), fnv1a("b")};
   const std::vector<uint64_t> swapped{fnv1a("b"), fnv1a("a")};
-  EXPECT_EQ(fnv1a_words(std::span<const uint64_t>(parts)),
-            fnv1a_mix(fnv1a_mix(kFnv1aOffset, parts[0]), parts[1]));
+  EXPECT_EQ(fnv1a_words(std::span<const uint64_t>(parts)), fnv1a_mix(fnv1a_mix(kFnv1aOffset, parts[0]), parts[1]));
   EXPECT_NE(fnv1a_words(std::span<const uint64_t>(parts)), fnv1a_words(std::span<const uint64_t>(swapped)));
 }
 

@@ -218,7 +218,8 @@ TEST(SyntheticTask, EvaluateScoresAPerfectModelOne) {
       [&](const Tensor& tokens) {
         std::vector<float> l = oracle_logits(task, tokens).to_vector<float>(), wide_l;
         for (size_t i = 0; i < l.size(); i += 14) {
-          wide_l.insert(wide_l.end(), l.begin() + static_cast<std::ptrdiff_t>(i), l.begin() + static_cast<std::ptrdiff_t>(i + 14));
+          wide_l.insert(wide_l.end(), l.begin() + static_cast<std::ptrdiff_t>(i),
+                        l.begin() + static_cast<std::ptrdiff_t>(i + 14));
           wide_l.insert(wide_l.end(), {0.0f, 0.0f});
         }
         return from_vector(wide_l, {tokens.size(0), tokens.size(1), 16}).to(DType::Float64);
@@ -239,14 +240,23 @@ TEST(SyntheticTask, EvaluateScoresWrongModelsZero) {
   EXPECT_NEAR(last_wrong.token_accuracy, 3.0 / 5.0, 1e-12);
   // A constant model (always '0', never the end token) is at or below chance.
   EvalResult constant = task.evaluate(
-      [&](const Tensor& t) { return zeros({t.size(0), t.size(1), task.vocab_size()}); }, 500);
+      [&](const Tensor& t) {
+        return zeros({t.size(0), t.size(1), task.vocab_size()});
+      },
+      500);
   EXPECT_EQ(constant.accuracy, 0.0);
   EXPECT_LT(constant.token_accuracy, 0.3);
   EXPECT_LT(constant.accuracy, 10 * constant.chance + 1e-12);
-  expect_error([&] { task.evaluate([](const Tensor& t) { return zeros({t.size(0), t.size(1), 5}); }, 10); },
-               {"logits_fn must return"});
-  expect_error([&] { task.evaluate([](const Tensor& t) { return zeros({t.size(0), 14}); }, 10); },
-               {"logits_fn must return"});
+  expect_error(
+      [&] {
+        task.evaluate([](const Tensor& t) { return zeros({t.size(0), t.size(1), 5}); }, 10);
+      },
+      {"logits_fn must return"});
+  expect_error(
+      [&] {
+        task.evaluate([](const Tensor& t) { return zeros({t.size(0), 14}); }, 10);
+      },
+      {"logits_fn must return"});
 }
 
 // ---------------------------------------------------------------- token files
@@ -254,9 +264,8 @@ TEST(SyntheticTask, EvaluateScoresWrongModelsZero) {
 class TokenFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("strata_test_data_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("strata_test_data_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -406,7 +415,8 @@ TEST_F(TokenFileTest, WriterRejectsBadInputAndLeavesTheOldFile) {
   expect_error([&] { write_token_file(p, Tokens{1, 2}, 2, 0); }, {"vocab_size 0"});
   expect_error([&] { write_token_file(p, Tokens{1, 4}, 2, 4); }, {"corpus.bin", "token 1 is 4"});
   expect_error([&] { write_token_file(p, Tokens{-1}, 4, 4); }, {"token 0 is -1"});
-  expect_error([&] { write_token_file(path("no/such/dir/x.bin"), Tokens{1}, 2, 4); }, {"x.bin", "No such file or directory"});
+  expect_error([&] { write_token_file(path("no/such/dir/x.bin"), Tokens{1}, 2, 4); },
+               {"x.bin", "No such file or directory"});
   EXPECT_EQ(TokenFile::open(p).tokens(0, 3), (std::vector<int64_t>{1, 2, 3}));
   // Overwriting replaces the file as a whole.
   write_token_file(p, Tokens{3, 2}, 4, 5);
@@ -455,7 +465,8 @@ TEST(BatchSampler, RanksSplitTheSingleRankGlobalBatch) {
       BatchSampler single({.dataset_size = N, .batch_size = B * world, .seed = 9});
       std::vector<BatchSampler> ranks;
       for (int r = 0; r < world; ++r)
-        ranks.emplace_back(SamplerOptions{.dataset_size = N, .batch_size = B, .seed = 9, .rank = r, .world_size = world});
+        ranks.emplace_back(
+            SamplerOptions{.dataset_size = N, .batch_size = B, .seed = 9, .rank = r, .world_size = world});
       const int64_t steps = single.steps_per_epoch();
       EXPECT_EQ(steps, N / (B * world));
       for (auto& s : ranks) EXPECT_EQ(s.steps_per_epoch(), steps);

@@ -91,16 +91,16 @@ TEST_F(TokenFormatsTest, RejectsBadLlmcShards) {
   const Tokens tokens = {1, 2, 3};
   // Only the (magic, version) pairs llm.c writes.
   expect_error_mentions([&] { TokenFile::open(write("v2.bin", llmc_shard(kLlmcMagicGpt2, 2, tokens, 4))); },
-               {"v2.bin", "magic 20240520", "unsupported version 2", "version 1", "version 7"});
+                        {"v2.bin", "magic 20240520", "unsupported version 2", "version 1", "version 7"});
   expect_error_mentions([&] { TokenFile::open(write("v1.bin", llmc_shard(kLlmcMagicLlama3, 1, tokens, 2))); },
-               {"magic 20240801", "unsupported version 1"});
+                        {"magic 20240801", "unsupported version 1"});
   Bytes shard = llmc_shard(kLlmcMagicGpt2, 1, tokens, 2);
   Bytes head = shard.substr(0, 100);
   expect_error_mentions([&] { TokenFile::open(write("head.bin", head)); },
-               {"head.bin", "truncated header", "100 bytes", "1024"});
+                        {"head.bin", "truncated header", "100 bytes", "1024"});
   Bytes cut = shard.substr(0, shard.size() - 2);
   expect_error_mentions([&] { TokenFile::open(write("cut.bin", cut)); },
-               {"cut.bin", "1028 bytes", "3 tokens of 2 bytes", "exactly 1030", "(truncated)"});
+                        {"cut.bin", "1028 bytes", "3 tokens of 2 bytes", "exactly 1030", "(truncated)"});
   Bytes extra = shard;
   extra.push_back(0);
   expect_error_mentions([&] { TokenFile::open(write("extra.dat", extra)); },
@@ -109,10 +109,10 @@ TEST_F(TokenFormatsTest, RejectsBadLlmcShards) {
   negative[11] = '\xff';
   expect_error_mentions([&] { TokenFile::open(write("neg.bin", negative)); }, {"negative token count"});
   expect_error_mentions([&] { TokenFile::open(write("hellaswag_val.bin", llmc_shard(kLlmcMagicEval, 1, tokens, 2))); },
-               {"hellaswag_val.bin", "llm.c eval file", "not a token shard"});
+                        {"hellaswag_val.bin", "llm.c eval file", "not a token shard"});
   const std::string x = write("x.bin", llmc_shard(kLlmcMagicGpt2, 1, tokens, 2));
   expect_error_mentions([&] { TokenFile::open(x, {.vocab_size = 70000}); },
-               {"TokenFileOptions::vocab_size 70000", "[1, 65536]"});
+                        {"TokenFileOptions::vocab_size 70000", "[1, 65536]"});
 }
 
 TEST_F(TokenFormatsTest, ReadsNanoGptRawUint16) {
@@ -136,8 +136,8 @@ TEST_F(TokenFormatsTest, ReadsNanoGptRawUint16) {
 TEST_F(TokenFormatsTest, RawNeedsABinNameAndAnEvenSize) {
   const Bytes raw = raw_uint16({1, 2, 3});
   expect_error_mentions([&] { TokenFile::open(write("train.tokens", raw)); },
-               {"train.tokens", "unknown format", "6 bytes starting with 01 00 02 00 03 00", "does not end in .bin",
-                "STRTOK01", "20240520", "raw little-endian uint16"});
+                        {"train.tokens", "unknown format", "6 bytes starting with 01 00 02 00 03 00",
+                         "does not end in .bin", "STRTOK01", "20240520", "raw little-endian uint16"});
   Bytes odd = raw;
   odd.push_back(4);
   expect_error_mentions([&] { TokenFile::open(write("odd.bin", odd)); }, {"odd.bin", "unknown format", "odd size"});
@@ -145,8 +145,11 @@ TEST_F(TokenFormatsTest, RawNeedsABinNameAndAnEvenSize) {
                         {"empty.bin", "empty (0 bytes)", "accepted formats"});
   // The documented risk: raw tokens whose first two happen to spell a magic are read as that
   // format (here 20240520 = 0x0134d888: tokens 0xd888, 0x0134), and then fail its checks.
-  expect_error_mentions([&] { TokenFile::open(write("unlucky.bin", raw_uint16({0xd888, 0x0134, 1, 0}))); },
-               {"unlucky.bin", "llm.c token shard", "truncated header"});
+  expect_error_mentions(
+      [&] {
+        TokenFile::open(write("unlucky.bin", raw_uint16({0xd888, 0x0134, 1, 0})));
+      },
+      {"unlucky.bin", "llm.c token shard", "truncated header"});
 }
 
 TEST_F(TokenFormatsTest, StrataFilesKeepTheirVocabulary) {
@@ -156,7 +159,7 @@ TEST_F(TokenFormatsTest, StrataFilesKeepTheirVocabulary) {
   EXPECT_EQ(f.format(), TokenFormat::Strata);
   EXPECT_EQ(f.vocab_size(), 10);
   expect_error_mentions([&] { TokenFile::open(p, {.vocab_size = 5}); },
-               {"corpus.bin", "vocab_size 10 is larger than TokenFileOptions::vocab_size 5"});
+                        {"corpus.bin", "vocab_size 10 is larger than TokenFileOptions::vocab_size 5"});
   EXPECT_STREQ(token_format_name(TokenFormat::LlmC), "llm.c token shard");
 }
 
@@ -171,8 +174,8 @@ TEST_F(TokenFormatsTest, ReadsWhatNumpyWrites) {
       "ids.tofile(sys.argv[1])\n"
       "h = np.zeros(256, dtype=np.int32); h[0] = 20240801; h[1] = 7; h[2] = 3\n"
       "open(sys.argv[2], 'wb').write(h.tobytes() + np.array([5, 70000, 128255], dtype=np.uint32).tobytes())\n";
-  const std::string cmd = std::string(st::kPython) + " -c " + st::shell_quote(script) + " " +
-                          st::shell_quote(raw) + " " + st::shell_quote(shard);
+  const std::string cmd = std::string(st::kPython) + " -c " + st::shell_quote(script) + " " + st::shell_quote(raw) +
+                          " " + st::shell_quote(shard);
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   TokenFile r = TokenFile::open(raw);
   EXPECT_EQ(r.format(), TokenFormat::RawUint16);

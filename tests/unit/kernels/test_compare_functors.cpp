@@ -43,8 +43,11 @@ constexpr CompareCode kAll[] = {CompareCode::Eq, CompareCode::Ne, CompareCode::L
 
 TEST(CompareOps, OrderedValuesCompareAsTheOperators) {
   // {a, b, eq, ne, lt, le, gt, ge}
-  const double cases[][8] = {{1, 2, 0, 1, 1, 1, 0, 0}, {2, 1, 0, 1, 0, 0, 1, 1}, {3, 3, 1, 0, 0, 1, 0, 1},
-                             {-0.0, 0.0, 1, 0, 0, 1, 0, 1}, {-INFINITY, INFINITY, 0, 1, 1, 1, 0, 0}};
+  const double cases[][8] = {{1, 2, 0, 1, 1, 1, 0, 0},
+                             {2, 1, 0, 1, 0, 0, 1, 1},
+                             {3, 3, 1, 0, 0, 1, 0, 1},
+                             {-0.0, 0.0, 1, 0, 0, 1, 0, 1},
+                             {-INFINITY, INFINITY, 0, 1, 1, 1, 0, 0}};
   for (const auto& c : cases) {
     for (int k = 0; k < 6; ++k) {
       EXPECT_EQ(cmp<double>(kAll[k], c[0], c[1]), c[2 + k] != 0) << c[0] << " op " << k << " " << c[1];

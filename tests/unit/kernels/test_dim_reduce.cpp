@@ -9,9 +9,9 @@
 #include <cstring>
 #include <vector>
 
-#include "strata_kernels/common/dim_reduce.h"
 #include "gradcheck.h"
 #include "strata/strata.h"
+#include "strata_kernels/common/dim_reduce.h"
 
 namespace {
 
@@ -63,8 +63,8 @@ void check_against_emulation(const Tensor& x, const std::vector<int64_t>& dims) 
     const std::vector<T> row(all.begin() + static_cast<std::ptrdiff_t>(i * n),
                              all.begin() + static_cast<std::ptrdiff_t>((i + 1) * n));
     const T want = emulate<T, Acc>(row);
-    ASSERT_TRUE(same_bits(got[i], want)) << "output " << i << " of shape " << x.shape() << ": " << got[i]
-                                         << " vs " << want;
+    ASSERT_TRUE(same_bits(got[i], want)) << "output " << i << " of shape " << x.shape() << ": " << got[i] << " vs "
+                                         << want;
     const T serial = static_cast<T>(strata_kernels::dim_reduce_serial(row.data(), static_cast<int64_t>(n), 1));
     ASSERT_TRUE(same_bits(serial, want)) << "serial replay, output " << i;
   }
@@ -77,15 +77,15 @@ struct Case {
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> c = {
-      {{1000, 96}, {0}},           // bias gradient: reduced rows, kept columns (inner > 1)
-      {{7, 133}, {1}},             // rows (inner == 1), n not a multiple of the lanes
-      {{3, 77, 5}, {1}},           // middle block
-      {{4, 6, 5, 3}, {1, 2}},      // middle block of two
-      {{4, 6, 5}, {0, 2}},         // split: permuted copy
-      {{2, 1, 9, 1}, {1, 2, 3}},   // size-1 dimensions inside the block
-      {{5, 3}, {0}},               // n < lanes
-      {{40000}, {0}},              // one long row
-      {{2, 3}, {}},                // nothing reduced
+      {{1000, 96}, {0}},          // bias gradient: reduced rows, kept columns (inner > 1)
+      {{7, 133}, {1}},            // rows (inner == 1), n not a multiple of the lanes
+      {{3, 77, 5}, {1}},          // middle block
+      {{4, 6, 5, 3}, {1, 2}},     // middle block of two
+      {{4, 6, 5}, {0, 2}},        // split: permuted copy
+      {{2, 1, 9, 1}, {1, 2, 3}},  // size-1 dimensions inside the block
+      {{5, 3}, {0}},              // n < lanes
+      {{40000}, {0}},             // one long row
+      {{2, 3}, {}},               // nothing reduced
   };
   return c;
 }

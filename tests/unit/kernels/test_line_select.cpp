@@ -12,8 +12,8 @@
 #include <numeric>
 #include <vector>
 
-#include "strata_kernels/common/line_select.h"
 #include "strata/strata.h"
+#include "strata_kernels/common/line_select.h"
 
 namespace {
 
@@ -60,12 +60,14 @@ std::vector<int64_t> run_topk(const std::vector<T>& x, int64_t k, bool largest, 
 
 // Dimension `dim` of a 3-d tensor moved last, and back.
 Tensor to_last(const Tensor& t, int64_t dim) {
-  return t.permute(dim == 0 ? std::vector<int64_t>{1, 2, 0} : dim == 1 ? std::vector<int64_t>{0, 2, 1}
-                                                                        : std::vector<int64_t>{0, 1, 2});
+  return t.permute(dim == 0   ? std::vector<int64_t>{1, 2, 0}
+                   : dim == 1 ? std::vector<int64_t>{0, 2, 1}
+                              : std::vector<int64_t>{0, 1, 2});
 }
 Tensor from_last(const Tensor& t, int64_t dim) {
-  return t.permute(dim == 0 ? std::vector<int64_t>{2, 0, 1} : dim == 1 ? std::vector<int64_t>{0, 2, 1}
-                                                                        : std::vector<int64_t>{0, 1, 2});
+  return t.permute(dim == 0   ? std::vector<int64_t>{2, 0, 1}
+                   : dim == 1 ? std::vector<int64_t>{0, 2, 1}
+                              : std::vector<int64_t>{0, 1, 2});
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
@@ -161,10 +163,10 @@ TEST(LineSelect, CumsumAccumulatesFloatInDoubleAndIntegersInTheirType) {
 }
 
 TEST(LineSelect, ScatterAddPlacesTheGradientAndTurnsMinusZeroToPlusZero) {
-  std::vector<double> out(8, 0.0);  // two lines of 4 interleaved (stride 2)
+  std::vector<double> out(8, 0.0);                  // two lines of 4 interleaved (stride 2)
   const std::vector<int64_t> index = {3, 1, 0, 2};  // k = 2 per line, stride 2
   const std::vector<double> grad = {-0.0, 1.5, 2.5, -4.0};
-  line_scatter_add(out.data(), 2, index.data(), grad.data(), 2, 2);      // line 0: index 3, 0
+  line_scatter_add(out.data(), 2, index.data(), grad.data(), 2, 2);              // line 0: index 3, 0
   line_scatter_add(out.data() + 1, 2, index.data() + 1, grad.data() + 1, 2, 2);  // line 1: index 1, 2
   EXPECT_EQ(out, (std::vector<double>{2.5, 0, 0, 1.5, 0, -4.0, 0.0, 0}));
   EXPECT_FALSE(std::signbit(out[6]));  // 0 + -0 = +0, as the CPU's scatter_add
@@ -199,8 +201,7 @@ TEST(LineSelect, CpuOpsEqualTheLineFunctions) {
     for (int64_t k : {n, std::min<int64_t>(n, 3)}) {
       std::vector<float> tv(static_cast<size_t>(lines * k));
       std::vector<int64_t> ti(static_cast<size_t>(lines * k));
-      for (int64_t l = 0; l < lines; ++l)
-        line_topk(p + l * n, n, 1, k, false, tv.data() + l * k, ti.data() + l * k, 1);
+      for (int64_t l = 0; l < lines; ++l) line_topk(p + l * n, n, 1, k, false, tv.data() + l * k, ti.data() + l * k, 1);
       Shape ks = moved.shape();
       ks[2] = k;
       const strata::ValuesIndices t = strata::topk(xf, k, dim, false);

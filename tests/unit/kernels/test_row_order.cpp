@@ -10,9 +10,9 @@
 #include <functional>
 #include <vector>
 
+#include "strata/strata.h"
 #include "strata_kernels/common/column_sum.h"
 #include "strata_kernels/common/row_reduce.h"
-#include "strata/strata.h"
 
 namespace strata {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <cstring>
 
-#include "strata_kernels/common/strided_index.h"
-#include "strata/strata.h"
 #include "backend/cpu/broadcast_map.h"
+#include "strata/strata.h"
+#include "strata_kernels/common/strided_index.h"
 
 using namespace strata;
 

@@ -9,8 +9,14 @@ using namespace strata::nn;
 
 namespace {
 GPTConfig tiny_config(DType dtype = DType::Float32) {
-  return GPTConfig{.vocab_size = 11, .context = 8, .n_layer = 2, .n_head = 2, .n_embd = 8, .dropout = 0.0,
-                   .seed = 5, .dtype = dtype};
+  return GPTConfig{.vocab_size = 11,
+                   .context = 8,
+                   .n_layer = 2,
+                   .n_head = 2,
+                   .n_embd = 8,
+                   .dropout = 0.0,
+                   .seed = 5,
+                   .dtype = dtype};
 }
 
 Tensor tokens_for(const GPTConfig& c, int64_t B, int64_t T, uint64_t seed) {
@@ -23,10 +29,19 @@ TEST(Module, HierarchicalNamesInHuggingFaceOrder) {
   GPT model(tiny_config());
   std::vector<std::string> names;
   for (auto& [n, t] : model.named_parameters()) names.push_back(n);
-  std::vector<std::string> expected = {"wte.weight", "wpe.weight", "h.0.ln_1.weight", "h.0.ln_1.bias",
-                                       "h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias", "h.0.attn.c_proj.weight",
-                                       "h.0.attn.c_proj.bias", "h.0.ln_2.weight", "h.0.ln_2.bias",
-                                       "h.0.mlp.c_fc.weight", "h.0.mlp.c_fc.bias", "h.0.mlp.c_proj.weight",
+  std::vector<std::string> expected = {"wte.weight",
+                                       "wpe.weight",
+                                       "h.0.ln_1.weight",
+                                       "h.0.ln_1.bias",
+                                       "h.0.attn.c_attn.weight",
+                                       "h.0.attn.c_attn.bias",
+                                       "h.0.attn.c_proj.weight",
+                                       "h.0.attn.c_proj.bias",
+                                       "h.0.ln_2.weight",
+                                       "h.0.ln_2.bias",
+                                       "h.0.mlp.c_fc.weight",
+                                       "h.0.mlp.c_fc.bias",
+                                       "h.0.mlp.c_proj.weight",
                                        "h.0.mlp.c_proj.bias"};
   ASSERT_GE(names.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(names[i], expected[i]);
@@ -119,7 +134,8 @@ TEST(GPT, WholeModelGradientMatchesFiniteDifferences) {
         data[i] = saved;
       }
       const double numeric = (plus - minus) / (2 * eps);
-      EXPECT_NEAR(analytic[static_cast<size_t>(i)], numeric, 1e-7 + 1e-5 * std::fabs(numeric)) << name << "[" << i << "]";
+      EXPECT_NEAR(analytic[static_cast<size_t>(i)], numeric, 1e-7 + 1e-5 * std::fabs(numeric))
+          << name << "[" << i << "]";
     }
   }
 }

@@ -19,8 +19,15 @@ using namespace strata::nn;
 namespace {
 
 GPTConfig config_with(std::optional<DType> param_dtype) {
-  return GPTConfig{.vocab_size = 13, .context = 8, .n_layer = 2, .n_head = 2, .n_embd = 16, .dropout = 0.0,
-                   .seed = 11, .dtype = DType::Float32, .param_dtype = param_dtype};
+  return GPTConfig{.vocab_size = 13,
+                   .context = 8,
+                   .n_layer = 2,
+                   .n_head = 2,
+                   .n_embd = 16,
+                   .dropout = 0.0,
+                   .seed = 11,
+                   .dtype = DType::Float32,
+                   .param_dtype = param_dtype};
 }
 
 struct Data {
@@ -275,9 +282,7 @@ TEST(Bf16Ops, LinearWith16BitParametersEqualsTheCastPath) {
     auto no_bias = [&] { return std::vector<Tensor>{input32({7}, 4), param16({6, 7}, dt, 5)}; };  // vector input
     expect_fused_equals_cast(no_bias, [](const std::vector<Tensor>& t) { return linear(t[0], t[1]); });
     // A float32 bias with a 16-bit weight (and the reverse) mix freely.
-    auto mixed = [&] {
-      return std::vector<Tensor>{input32({3, 7}, 6), param16({6, 7}, dt, 7), input32({6}, 8)};
-    };
+    auto mixed = [&] { return std::vector<Tensor>{input32({3, 7}, 6), param16({6, 7}, dt, 7), input32({6}, 8)}; };
     expect_fused_equals_cast(mixed, [](const std::vector<Tensor>& t) { return linear(t[0], t[1], t[2]); });
   }
 }
@@ -286,11 +291,12 @@ TEST(Bf16Ops, EmbeddingAndLayerNormWith16BitParametersEqualTheCastPath) {
   for (DType dt : {DType::BFloat16, DType::Float16}) {
     SCOPED_TRACE(std::string(dtype_name(dt)));
     const Tensor idx = from_vector<int64_t>({3, 0, 3, 9, 1, 3}, {2, 3});
-    expect_fused_equals_cast([&] { return std::vector<Tensor>{param16({10, 4}, dt, 9)}; },
-                             [&](const std::vector<Tensor>& t) { return embedding(idx, t[0]); });
-    auto ln = [&] {
-      return std::vector<Tensor>{input32({3, 4, 8}, 10), param16({8}, dt, 11), param16({8}, dt, 12)};
-    };
+    expect_fused_equals_cast(
+        [&] {
+          return std::vector<Tensor>{param16({10, 4}, dt, 9)};
+        },
+        [&](const std::vector<Tensor>& t) { return embedding(idx, t[0]); });
+    auto ln = [&] { return std::vector<Tensor>{input32({3, 4, 8}, 10), param16({8}, dt, 11), param16({8}, dt, 12)}; };
     expect_fused_equals_cast(ln, [](const std::vector<Tensor>& t) { return layer_norm(t[0], t[1], t[2], 1e-5); });
     auto ln_weight_only = [&] { return std::vector<Tensor>{input32({5, 8}, 13), param16({8}, dt, 14)}; };
     expect_fused_equals_cast(ln_weight_only,
@@ -323,7 +329,8 @@ Tensor reference_loss(GPT& m, const Tensor& tokens, const Tensor& targets) {
     return layer_norm(x, compute_param(l.weight), compute_param(l.bias), l.eps);
   };
   const int64_t B = tokens.size(0), T = tokens.size(1), C = m.config().n_embd;
-  Tensor x = add(embedding(tokens, compute_param(m.wte->weight)), embedding(arange(0, T), compute_param(m.wpe->weight)));
+  Tensor x =
+      add(embedding(tokens, compute_param(m.wte->weight)), embedding(arange(0, T), compute_param(m.wpe->weight)));
   for (size_t i = 0; i < m.h->size(); ++i) {
     Block& blk = m.block(i);
     const int64_t H = blk.attn->n_head, D = C / H;
@@ -339,8 +346,15 @@ Tensor reference_loss(GPT& m, const Tensor& tokens, const Tensor& targets) {
 }
 
 GPTConfig wider(DType param_dtype) {
-  return GPTConfig{.vocab_size = 64, .context = 16, .n_layer = 2, .n_head = 4, .n_embd = 64, .dropout = 0.0,
-                   .seed = 5, .dtype = DType::Float32, .param_dtype = param_dtype};
+  return GPTConfig{.vocab_size = 64,
+                   .context = 16,
+                   .n_layer = 2,
+                   .n_head = 4,
+                   .n_embd = 64,
+                   .dropout = 0.0,
+                   .seed = 5,
+                   .dtype = DType::Float32,
+                   .param_dtype = param_dtype};
 }
 
 }  // namespace
@@ -390,9 +404,8 @@ TEST(Bf16GPT, ForwardKeepsNoFloat32CopyOfTheParameters) {
       read_by_backward += p.numel();
   const int64_t psi = fused.num_parameters();
   std::cout << "[ bf16 GPT, " << psi << " parameters ] in use after forward: fused " << g_fused << " B, unfused "
-            << g_unfused << " B, difference " << (g_unfused - g_fused) << " B = " << std::fixed
-            << std::setprecision(3) << static_cast<double>(g_unfused - g_fused) / static_cast<double>(psi)
-            << " B/parameter\n";
+            << g_unfused << " B, difference " << (g_unfused - g_fused) << " B = " << std::fixed << std::setprecision(3)
+            << static_cast<double>(g_unfused - g_fused) / static_cast<double>(psi) << " B/parameter\n";
   ASSERT_GT(g_unfused, g_fused);
   EXPECT_GE(g_unfused - g_fused, static_cast<size_t>(4 * read_by_backward));
   EXPECT_GE(static_cast<double>(g_unfused - g_fused), 0.95 * 4.0 * static_cast<double>(psi));

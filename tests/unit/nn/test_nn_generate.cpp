@@ -15,10 +15,16 @@ namespace {
 
 std::unique_ptr<CausalLM> make_model(const std::string& family, DType dtype) {
   if (family == "gpt")
-    return std::make_unique<GPT>(GPTConfig{.vocab_size = 13, .context = 12, .n_layer = 2, .n_head = 2, .n_embd = 8,
-                                           .dtype = dtype});
-  return std::make_unique<Llama>(LlamaConfig{.vocab_size = 13, .context = 12, .n_layer = 2, .n_head = 4,
-                                             .n_kv_head = 2, .n_embd = 16, .intermediate_size = 20, .dtype = dtype});
+    return std::make_unique<GPT>(
+        GPTConfig{.vocab_size = 13, .context = 12, .n_layer = 2, .n_head = 2, .n_embd = 8, .dtype = dtype});
+  return std::make_unique<Llama>(LlamaConfig{.vocab_size = 13,
+                                             .context = 12,
+                                             .n_layer = 2,
+                                             .n_head = 4,
+                                             .n_kv_head = 2,
+                                             .n_embd = 16,
+                                             .intermediate_size = 20,
+                                             .dtype = dtype});
 }
 
 Tensor tokens(std::vector<int64_t> v, int64_t B) {
@@ -40,7 +46,8 @@ TEST_P(BothFamilies, CachedForwardsEqualTheFullForward) {
   std::vector<std::pair<int64_t, int64_t>> pieces = {{0, 3}, {3, 1}, {4, 1}, {5, 1}, {6, 2}};
   for (auto [start, len] : pieces) {
     Tensor part = model->forward(seq.narrow(1, start, len).contiguous(), &cache);
-    std::vector<double> got = part.to_vector<double>(), want = full.narrow(1, start, len).contiguous().to_vector<double>();
+    std::vector<double> got = part.to_vector<double>(),
+                        want = full.narrow(1, start, len).contiguous().to_vector<double>();
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-12) << "positions " << start << "+" << len;
   }
@@ -50,8 +57,7 @@ TEST_P(BothFamilies, CachedForwardsEqualTheFullForward) {
 TEST_P(BothFamilies, CachedGenerationEqualsUncachedExactly) {
   auto model = make_model(GetParam(), DType::Float64);
   Tensor prompt = tokens({1, 5, 7, 2, 9, 3}, 2);
-  for (GenerateOptions options : {GenerateOptions{.greedy = true},
-                                  GenerateOptions{.temperature = 0.8, .seed = 3},
+  for (GenerateOptions options : {GenerateOptions{.greedy = true}, GenerateOptions{.temperature = 0.8, .seed = 3},
                                   GenerateOptions{.temperature = 1.5, .top_k = 4, .top_p = 0.9, .seed = 11}}) {
     options.use_cache = true;
     Tensor cached = generate(*model, prompt, 9, options);

@@ -60,7 +60,8 @@ TEST(LinearInit, GPTParametersAreDrawnFromTheirNames) {
   GPT model(config);
   // Each parameter is drawn from (config.seed, its full name), element by element.
   Tensor expected = zeros({3 * config.n_embd, config.n_embd});
-  fill_init(expected, {.kind = ParamInit::Kind::Normal, .scale = 0.02}, named_stream(config.seed, "h.1.attn.c_attn.weight"));
+  fill_init(expected, {.kind = ParamInit::Kind::Normal, .scale = 0.02},
+            named_stream(config.seed, "h.1.attn.c_attn.weight"));
   EXPECT_EQ(max_abs_diff(model.block(1).attn->c_attn->weight, expected), 0.0);
   EXPECT_EQ(model.block(1).attn->c_attn->bias.to_vector<double>(), std::vector<double>(24, 0.0));
   // So a part holding block 1 only (a pipeline stage) holds what the whole model does, and

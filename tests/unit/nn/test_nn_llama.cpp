@@ -13,8 +13,14 @@ using strata::testing::expect_error_mentions;
 namespace {
 
 LlamaConfig tiny_llama(DType dtype = DType::Float64) {
-  return {.vocab_size = 11, .context = 8, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .n_embd = 16,
-          .intermediate_size = 24, .dtype = dtype};
+  return {.vocab_size = 11,
+          .context = 8,
+          .n_layer = 2,
+          .n_head = 4,
+          .n_kv_head = 2,
+          .n_embd = 16,
+          .intermediate_size = 24,
+          .dtype = dtype};
 }
 
 Tensor tokens_for(const LlamaConfig& c, int64_t B, int64_t T, uint64_t seed) {
@@ -113,7 +119,8 @@ TEST(Llama, EveryGradientMatchesFiniteDifferences) {
       const double minus = model.loss(tokens, targets).item();
       data[i] = saved;
       const double numeric = (plus - minus) / (2 * eps);
-      EXPECT_NEAR(analytic[static_cast<size_t>(i)], numeric, 1e-7 + 1e-5 * std::fabs(numeric)) << name << "[" << i << "]";
+      EXPECT_NEAR(analytic[static_cast<size_t>(i)], numeric, 1e-7 + 1e-5 * std::fabs(numeric))
+          << name << "[" << i << "]";
     }
   }
 }

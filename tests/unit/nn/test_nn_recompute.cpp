@@ -17,8 +17,13 @@ std::unique_ptr<nn::CausalLM> model_of(const std::string& family, int64_t width 
   if (family == "gpt")
     return std::make_unique<nn::GPT>(
         nn::GPTConfig{.vocab_size = 40, .context = 16, .n_layer = 3, .n_head = 4, .n_embd = width, .dropout = 0.1});
-  return std::make_unique<nn::Llama>(nn::LlamaConfig{.vocab_size = 40, .context = 16, .n_layer = 3, .n_head = 4,
-                                                     .n_kv_head = 2, .n_embd = width, .intermediate_size = 3 * width});
+  return std::make_unique<nn::Llama>(nn::LlamaConfig{.vocab_size = 40,
+                                                     .context = 16,
+                                                     .n_layer = 3,
+                                                     .n_head = 4,
+                                                     .n_kv_head = 2,
+                                                     .n_embd = width,
+                                                     .intermediate_size = 3 * width});
 }
 
 std::pair<Tensor, Tensor> batch_data() {
@@ -49,7 +54,8 @@ TEST_P(Recompute, GradientsAreBitIdentical) {
   auto recomputed = loss_and_grads(*model);
   EXPECT_EQ(recomputed.first, plain.first);
   ASSERT_EQ(recomputed.second.size(), plain.second.size());
-  for (size_t i = 0; i < plain.second.size(); ++i) EXPECT_EQ(recomputed.second[i], plain.second[i]) << "parameter " << i;
+  for (size_t i = 0; i < plain.second.size(); ++i)
+    EXPECT_EQ(recomputed.second[i], plain.second[i]) << "parameter " << i;
   // The dropout stream continues as without recompute: the next draw is the same.
   model->set_recompute(false);
   auto after_plain = loss_and_grads(*model);
@@ -70,8 +76,8 @@ TEST_P(Recompute, KeepsLessActivationMemory) {
     return cpu_allocator::stats().peak_in_use_bytes - before;
   };
   const size_t without = peak_of(false), with = peak_of(true);
-  std::printf("%s: peak above parameters and gradients %.1f KB without recompute, %.1f KB with\n",
-              GetParam().c_str(), static_cast<double>(without) / 1024, static_cast<double>(with) / 1024);
+  std::printf("%s: peak above parameters and gradients %.1f KB without recompute, %.1f KB with\n", GetParam().c_str(),
+              static_cast<double>(without) / 1024, static_cast<double>(with) / 1024);
   EXPECT_LT(with, without * 3 / 4);
 }
 
@@ -92,8 +98,8 @@ TEST(ActivationCheckpoint, GradientsMatchFiniteDifferences) {
 TEST(ActivationCheckpoint, WithoutGradItIsThePlainFunction) {
   Tensor x = full({2}, 3.0).set_requires_grad(true);
   NoGradGuard no_grad;
-  auto out = autograd::checkpoint([](const std::vector<Tensor>& in) { return std::vector<Tensor>{mul(in[0], 2.0)}; },
-                                  {x});
+  auto out =
+      autograd::checkpoint([](const std::vector<Tensor>& in) { return std::vector<Tensor>{mul(in[0], 2.0)}; }, {x});
   EXPECT_FALSE(out[0].requires_grad());
   EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{6, 6}));
 }

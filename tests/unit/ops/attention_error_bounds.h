@@ -86,10 +86,12 @@ inline AttentionBounds attention_bounds(const std::vector<double>& q, const std:
         std::vector<Bounded> row, col(g.tk), go(g.d), vj(g.d);
         for (size_t i = 0; i < g.tq; ++i) {
           const size_t len = g.keys(i);
-          row.assign(p.begin() + static_cast<std::ptrdiff_t>(i * g.tk), p.begin() + static_cast<std::ptrdiff_t>(i * g.tk + len));
+          row.assign(p.begin() + static_cast<std::ptrdiff_t>(i * g.tk),
+                     p.begin() + static_cast<std::ptrdiff_t>(i * g.tk + len));
           for (size_t c = 0; c < g.d; ++c) {
             for (size_t j = 0; j < len; ++j) col[j] = exact(v[koff + j * g.d + c]);
-            r.out[qoff + i * g.d + c] = gemm_entry(row, {col.begin(), col.begin() + static_cast<std::ptrdiff_t>(len)}, 1, 0);
+            r.out[qoff + i * g.d + c] =
+                gemm_entry(row, {col.begin(), col.begin() + static_cast<std::ptrdiff_t>(len)}, 1, 0);
             go[c] = exact(grad_out[qoff + i * g.d + c]);
           }
           // dS for row i.
@@ -103,7 +105,8 @@ inline AttentionBounds attention_bounds(const std::vector<double>& q, const std:
           for (size_t j = 0; j < len; ++j) ds[j] = mul(row[j], sub(dp[j], total));
           for (size_t c = 0; c < g.d; ++c) {
             for (size_t j = 0; j < len; ++j) col[j] = exact(k[koff + j * g.d + c]);
-            r.dq[qoff + i * g.d + c] = gemm_entry(ds, {col.begin(), col.begin() + static_cast<std::ptrdiff_t>(len)}, scale, 0);
+            r.dq[qoff + i * g.d + c] =
+                gemm_entry(ds, {col.begin(), col.begin() + static_cast<std::ptrdiff_t>(len)}, scale, 0);
           }
           for (size_t j = 0; j < len; ++j) {
             dk_a[j].push_back(ds[j]);

@@ -15,7 +15,8 @@ inline std::vector<Bounded> row_of(const std::vector<Bounded>& v, size_t r, size
   return {v.begin() + static_cast<std::ptrdiff_t>(r * n), v.begin() + static_cast<std::ptrdiff_t>((r + 1) * n)};
 }
 inline double row_max(const std::vector<double>& x, size_t r, size_t n) {
-  return *std::max_element(x.begin() + static_cast<std::ptrdiff_t>(r * n), x.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
+  return *std::max_element(x.begin() + static_cast<std::ptrdiff_t>(r * n),
+                           x.begin() + static_cast<std::ptrdiff_t>((r + 1) * n));
 }
 // A double sum rounded to float32, as the row kernels store it.
 inline Bounded sum_to_float(const std::vector<Bounded>& terms) { return rounded(sum(terms, kUnitRoundoff64)); }
@@ -42,8 +43,8 @@ inline std::vector<Bounded> softmax_bounds(const std::vector<double>& x, size_t 
 
 // Their gradients from the float32 forward y^ (bounded by y) and the incoming g:
 // softmax dx = y (g - float(sum g y)); log_softmax dx = g - fast_exp(y) float(sum g).
-inline std::vector<Bounded> softmax_backward_bounds(const std::vector<double>& g, const std::vector<Bounded>& y, size_t n,
-                                                    bool log) {
+inline std::vector<Bounded> softmax_backward_bounds(const std::vector<double>& g, const std::vector<Bounded>& y,
+                                                    size_t n, bool log) {
   using namespace row_bounds_detail;
   std::vector<Bounded> dx(g.size());
   for (size_t r = 0; r < g.size() / n; ++r) {

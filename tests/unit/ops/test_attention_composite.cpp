@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "gradcheck.h"
-#include "strata/strata.h"
 #include "ops/attention_composite.h"
+#include "strata/strata.h"
 #include "test_util.h"
 
 namespace strata {
@@ -27,12 +27,10 @@ struct Case {
 };
 
 TEST(AttentionComposite, EqualsTheFusedCpuKernelWithGradients) {
-  const std::vector<Case> cases{{"mha causal", 2, 3, 3, 7, 7, 5, true, false},
-                                {"gqa causal", 2, 4, 2, 6, 6, 8, true, false},
-                                {"gqa kv cache", 1, 6, 3, 3, 9, 4, true, false},
-                                {"mqa full", 2, 4, 1, 5, 8, 3, false, false},
-                                {"masked", 2, 2, 2, 4, 6, 5, false, true},
-                                {"masked causal", 1, 4, 2, 5, 5, 6, true, true}};
+  const std::vector<Case> cases{
+      {"mha causal", 2, 3, 3, 7, 7, 5, true, false},   {"gqa causal", 2, 4, 2, 6, 6, 8, true, false},
+      {"gqa kv cache", 1, 6, 3, 3, 9, 4, true, false}, {"mqa full", 2, 4, 1, 5, 8, 3, false, false},
+      {"masked", 2, 2, 2, 4, 6, 5, false, true},       {"masked causal", 1, 4, 2, 5, 5, 6, true, true}};
   for (const Case& c : cases) {
     Generator gen(31);
     const Tensor q = randn({c.batch, c.heads, c.tq, c.dim}, {.dtype = DType::Float64}, &gen);

@@ -13,9 +13,7 @@
 namespace strata {
 namespace {
 
-bool representable(const Tensor& t, DType dtype) {
-  return max_abs_diff(t, t.to(dtype).to(DType::Float32)) == 0.0;
-}
+bool representable(const Tensor& t, DType dtype) { return max_abs_diff(t, t.to(dtype).to(DType::Float32)) == 0.0; }
 
 // |got - want| within one ulp of `dtype` at want's magnitude, elementwise.
 void expect_within_one_ulp(const Tensor& got, const Tensor& want, DType dtype, const char* what) {

@@ -26,7 +26,8 @@ TEST(EmbeddingOrder, RowsSumTheirTokensInTokenOrder) {
   const std::vector<float> gv = g.to_vector<float>();
   std::vector<float> want(static_cast<size_t>(vocab * dim), 0.0f);
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t c = 0; c < dim; ++c) want[static_cast<size_t>(iv[i] * dim + c)] += gv[static_cast<size_t>(i * dim + c)];
+    for (int64_t c = 0; c < dim; ++c)
+      want[static_cast<size_t>(iv[i] * dim + c)] += gv[static_cast<size_t>(i * dim + c)];
   const int saved = omp_get_max_threads();
   for (int threads : {1, 2, 3}) {
     omp_set_num_threads(threads);

@@ -11,9 +11,9 @@
 
 using namespace strata;
 using strata::testing::expect_error_mentions;
-using strata::testing::rel_err;
 using strata::testing::expect_gradients_match;
 using strata::testing::leaf64;
+using strata::testing::rel_err;
 using V = const std::vector<Tensor>&;
 using strata::test::gamma32;
 
@@ -190,13 +190,20 @@ TEST(Matmul, LargeFloat32ProductsAgreeWithFloat64) {
 TEST(Matmul, Errors) {
   Tensor a = ones({2, 3}), b = ones({4, 5});
   expect_error_mentions([&] { matmul(a, b); }, {"matmul", "inner", "[2, 3]", "[4, 5]"});
-  expect_error_mentions([&] { matmul(ones({2, 2, 3}), ones({3, 3, 4})); }, {"matmul", "batch", "[2, 2, 3]", "[3, 3, 4]"});
+  expect_error_mentions(
+      [&] {
+        matmul(ones({2, 2, 3}), ones({3, 3, 4}));
+      },
+      {"matmul", "batch", "[2, 2, 3]", "[3, 3, 4]"});
   expect_error_mentions([&] { matmul(ones({2, 2, 3}), ones({1, 2, 3, 4})); }, {"matmul", "batch"});
   expect_error_mentions([&] { matmul(a, ones({3, 2}, {.dtype = DType::Float64})); }, {"matmul", "dtype", "float"});
   expect_error_mentions([&] { matmul(scalar_tensor(1.0), a); }, {"matmul", "dimension"});
   expect_error_mentions([&] { matmul(a, scalar_tensor(1.0)); }, {"matmul", "dimension"});
-  expect_error_mentions([&] { matmul(ones({2, 3}, {.dtype = DType::Int64}), ones({3, 2}, {.dtype = DType::Int64})); },
-                        {"matmul", "int64"});
+  expect_error_mentions(
+      [&] {
+        matmul(ones({2, 3}, {.dtype = DType::Int64}), ones({3, 2}, {.dtype = DType::Int64}));
+      },
+      {"matmul", "int64"});
   expect_error_mentions([&] { matmul(Tensor(), a); }, {"matmul", "undefined"});
   EXPECT_THROW(matmul(ones({3}), ones({4})), Error);
 }
@@ -207,8 +214,11 @@ TEST(Matmul, SixteenBitOnCpuIsRefused) {
   for (DType dt : {DType::BFloat16, DType::Float16}) {
     Tensor h = ones({2, 3}, {.dtype = dt});
     const std::string name(dtype_name(dt));
-    expect_error_mentions([&] { matmul(h, ones({3, 2}, {.dtype = dt})); },
-                          {"matmul: a has dtype " + name, "[2, 3]", "on cpu", "bfloat16/float16 on CUDA", ".to()"});
+    expect_error_mentions(
+        [&] {
+          matmul(h, ones({3, 2}, {.dtype = dt}));
+        },
+        {"matmul: a has dtype " + name, "[2, 3]", "on cpu", "bfloat16/float16 on CUDA", ".to()"});
     expect_error_mentions([&] { linear(h, ones({4, 3}, {.dtype = dt})); }, {"linear: input has dtype " + name});
   }
 }

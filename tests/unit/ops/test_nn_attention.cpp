@@ -6,17 +6,17 @@
 #include <string>
 #include <vector>
 
-#include "unit/ops/attention_error_bounds.h"
 #include "gradcheck.h"
 #include "strata/strata.h"
 #include "test_util.h"
+#include "unit/ops/attention_error_bounds.h"
 
 using namespace strata;
+using strata::testing::expect_gradients_match;
 using strata::testing::expect_near_vec;
+using strata::testing::leaf64;
 using strata::testing::rand64;
 using strata::testing::rel_err;
-using strata::testing::expect_gradients_match;
-using strata::testing::leaf64;
 using V = const std::vector<Tensor>&;
 
 namespace {
@@ -85,8 +85,11 @@ TEST(CausalAttention, Gradcheck) {
   // Three internal row blocks.
   expect_gradients_match(f, {leaf64({1, 1, 130, 1}, 20), leaf64({1, 1, 130, 1}, 21), leaf64({1, 1, 130, 1}, 22)});
   // Only some inputs require grad.
-  expect_gradients_match([](V in) { return causal_attention(in[0], in[1], rand64({1, 2, 4, 3}, 23)); },
-                         {leaf64({1, 2, 4, 3}, 24), rand64({1, 2, 4, 3}, 25)});
+  expect_gradients_match(
+      [](V in) {
+        return causal_attention(in[0], in[1], rand64({1, 2, 4, 3}, 23));
+      },
+      {leaf64({1, 2, 4, 3}, 24), rand64({1, 2, 4, 3}, 25)});
 }
 
 TEST(CausalAttention, GradcheckStridedViewsOfOneProjection) {
@@ -95,13 +98,16 @@ TEST(CausalAttention, GradcheckStridedViewsOfOneProjection) {
   const int64_t B = 2, T = 5, H = 2, D = 3;
   auto f = [=](V in) {
     Tensor qkv = in[0];
-    Tensor q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2), v = qkv.select(2, 2).transpose(1, 2);
+    Tensor q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2),
+           v = qkv.select(2, 2).transpose(1, 2);
     return causal_attention(q, k, v).transpose(1, 2).contiguous().view({B, T, H * D});
   };
   expect_gradients_match(f, {leaf64({B, T, 3, H, D}, 30)});
   // Fully general strides (time-major with a transposed D is not BLAS-ready: copied).
   expect_gradients_match(
-      [](V in) { return causal_attention(in[0].permute({0, 2, 1, 3}), in[1].transpose(2, 3), in[2]); },
+      [](V in) {
+        return causal_attention(in[0].permute({0, 2, 1, 3}), in[1].transpose(2, 3), in[2]);
+      },
       {leaf64({1, 4, 2, 3}, 31), leaf64({1, 2, 3, 4}, 32), leaf64({1, 2, 4, 3}, 33)});
 }
 
@@ -126,8 +132,8 @@ TEST(CausalAttention, Float32WithinDerivedErrorBound) {
     const strata::test::AttentionBounds b = strata::test::attention_bounds(
         values[0], values[1], values[2], {}, g.to_vector<double>(), {n(0), n(1), n(1), n(2), n(2), n(3), true});
     const std::vector<const std::vector<strata::test::Bounded>*> grads = {&b.dq, &b.dk, &b.dv};
-    const std::string shape = "[" + std::to_string(n(0)) + "," + std::to_string(n(1)) + "," + std::to_string(n(2)) + "," +
-                              std::to_string(n(3)) + "]";
+    const std::string shape = "[" + std::to_string(n(0)) + "," + std::to_string(n(1)) + "," + std::to_string(n(2)) +
+                              "," + std::to_string(n(3)) + "]";
     EXPECT_TRUE(strata::test::within_error_bounds(y32.to_vector<double>(), b.out, "causal attention " + shape));
     EXPECT_TRUE(strata::test::within_error_bounds(y64.to_vector<double>(), b.out, "causal attention float64"));
     for (int i = 0; i < 3; ++i) {

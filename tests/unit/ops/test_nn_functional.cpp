@@ -7,20 +7,20 @@
 #include <string>
 #include <vector>
 
-#include "strata_kernels/common/fast_math.h"
 #include "gradcheck.h"
-#include "unit/ops/row_kernel_error_bounds.h"
 #include "strata/strata.h"
+#include "strata_kernels/common/fast_math.h"
 #include "test_util.h"
+#include "unit/ops/row_kernel_error_bounds.h"
 
 using namespace strata;
-using strata::testing::expect_near_vec;
 using strata::testing::error_of;
 using strata::testing::expect_contains;
+using strata::testing::expect_gradients_match;
+using strata::testing::expect_near_vec;
+using strata::testing::leaf64;
 using strata::testing::rand64;
 using strata::testing::rel_err;
-using strata::testing::expect_gradients_match;
-using strata::testing::leaf64;
 using V = const std::vector<Tensor>&;
 
 // ---------------------------------------------------------------- fast exp
@@ -45,14 +45,12 @@ TEST(FastMath, ExpMatchesLibm) {
 TEST(Gelu, MatchesTorchTanhApproximation) {
   // torch.nn.functional.gelu(x, approximate='tanh') and its gradient, float64.
   const std::vector<double> x = {-5, -3, -1, -0.5, 0, 0.1, 0.5, 1, 3, 5};
-  const std::vector<double> y = {-2.2917961972623857e-07, -0.0036373920817729943, -0.1588080093917233,
-                                 -0.15428599017485606,    0.0,                    0.053982751045435165,
-                                 0.34571400982514394,     0.8411919906082768,     2.996362607918227,
-                                 4.999999770820381};
-  const std::vector<double> dy = {-1.5463619879596227e-06, -0.011584166630969648, -0.08296408384578258,
-                                  0.13263009646535764,     0.5,                   0.5795217892717567,
-                                  0.8673699035346424,      1.0829640838457826,    1.0115841666309695,
-                                  1.000001546361988};
+  const std::vector<double> y = {
+      -2.2917961972623857e-07, -0.0036373920817729943, -0.1588080093917233, -0.15428599017485606, 0.0,
+      0.053982751045435165,    0.34571400982514394,    0.8411919906082768,  2.996362607918227,    4.999999770820381};
+  const std::vector<double> dy = {
+      -1.5463619879596227e-06, -0.011584166630969648, -0.08296408384578258, 0.13263009646535764, 0.5,
+      0.5795217892717567,      0.8673699035346424,    1.0829640838457826,   1.0115841666309695,  1.000001546361988};
   Tensor t = from_vector(x, {10}).set_requires_grad(true);
   Tensor out = gelu(t);
   sum(out).backward();
@@ -197,7 +195,8 @@ TEST(LayerNorm, Float32WithinDerivedErrorBound) {
   y64.backward(g32.to(DType::Float64));
   const std::vector<double> x = x32.to_vector<double>(), w = w32.to_vector<double>();
   const strata::test::NormBounds fb = strata::test::norm_bounds(x, w, b32.to_vector<double>(), 1e-5, false);
-  const strata::test::NormGradBounds gb = strata::test::norm_backward_bounds(g32.to_vector<double>(), x, w, fb.stats, false);
+  const strata::test::NormGradBounds gb =
+      strata::test::norm_backward_bounds(g32.to_vector<double>(), x, w, fb.stats, false);
   EXPECT_TRUE(strata::test::within_error_bounds(y32.to_vector<double>(), fb.y, "layer_norm"));
   EXPECT_TRUE(strata::test::within_error_bounds(a32.grad().to_vector<double>(), gb.dx, "layer_norm dx"));
   EXPECT_TRUE(strata::test::within_error_bounds(v32.grad().to_vector<double>(), gb.dw, "layer_norm dweight"));
@@ -210,7 +209,8 @@ TEST(LayerNorm, Errors) {
   Tensor x = ones({2, 4});
   expect_contains(error_of([&] { layer_norm(x, ones({3}), {}); }), "weight must have shape [4]");
   expect_contains(error_of([&] { layer_norm(x, {}, ones({4, 1})); }), "bias must have shape [4]");
-  expect_contains(error_of([&] { layer_norm(x, ones({4}, {.dtype = DType::Float64}), {}); }), "weight has dtype float64");
+  expect_contains(error_of([&] { layer_norm(x, ones({4}, {.dtype = DType::Float64}), {}); }),
+                  "weight has dtype float64");
   EXPECT_THROW(layer_norm(scalar_tensor(1.0), {}, {}), Error);
   EXPECT_THROW(layer_norm(ones({2, 4}, {.dtype = DType::Int32}), {}, {}), Error);
   EXPECT_THROW(layer_norm(x, {}, {}, -1.0), Error);
@@ -258,7 +258,8 @@ TEST(Embedding, Errors) {
   expect_contains(msg, "10 rows");
   expect_contains(error_of([&] { embedding(from_vector<int32_t>({-1}, {1}), w); }), "index -1");
   expect_contains(error_of([&] { embedding(ones({2}), w); }), "indices have dtype float32");
-  expect_contains(error_of([&] { embedding(from_vector<int64_t>({0}, {1}), ones({10})); }), "weight must be [vocab, dim]");
+  expect_contains(error_of([&] { embedding(from_vector<int64_t>({0}, {1}), ones({10})); }),
+                  "weight must be [vocab, dim]");
   EXPECT_THROW(embedding(from_vector<int64_t>({0}, {1}), ones({10, 4}, {.dtype = DType::Int64})), Error);
 }
 
@@ -296,8 +297,9 @@ TEST(Dropout, MaskScaleAndReproducibility) {
   // The mask follows logical positions, not memory layout.
   Tensor m = rand64({6, 5}, 30);
   Generator g1(5), g2(5);
-  EXPECT_EQ(max_abs_diff(dropout(m.transpose(0, 1), 0.5, true, &g1), dropout(m.transpose(0, 1).contiguous(), 0.5, true, &g2)),
-            0.0);
+  EXPECT_EQ(
+      max_abs_diff(dropout(m.transpose(0, 1), 0.5, true, &g1), dropout(m.transpose(0, 1).contiguous(), 0.5, true, &g2)),
+      0.0);
 }
 
 TEST(Dropout, BackwardAppliesTheSameMask) {

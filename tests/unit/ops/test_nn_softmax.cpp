@@ -6,18 +6,18 @@
 #include <vector>
 
 #include "gradcheck.h"
-#include "unit/ops/row_kernel_error_bounds.h"
 #include "strata/strata.h"
 #include "test_util.h"
+#include "unit/ops/row_kernel_error_bounds.h"
 
 using namespace strata;
-using strata::testing::expect_near_vec;
 using strata::testing::error_of;
 using strata::testing::expect_contains;
+using strata::testing::expect_gradients_match;
+using strata::testing::expect_near_vec;
+using strata::testing::leaf64;
 using strata::testing::rand64;
 using strata::testing::rel_err;
-using strata::testing::expect_gradients_match;
-using strata::testing::leaf64;
 using V = const std::vector<Tensor>&;
 
 namespace {
@@ -37,8 +37,7 @@ std::vector<double> softmax_ref(const Tensor& x, int64_t dim, bool log) {
       double m = -INFINITY, z = 0;
       for (int64_t j = 0; j < n; ++j) m = std::max(m, v[at(j)]);
       for (int64_t j = 0; j < n; ++j) z += std::exp(v[at(j)] - m);
-      for (int64_t j = 0; j < n; ++j)
-        out[at(j)] = log ? v[at(j)] - m - std::log(z) : std::exp(v[at(j)] - m) / z;
+      for (int64_t j = 0; j < n; ++j) out[at(j)] = log ? v[at(j)] - m - std::log(z) : std::exp(v[at(j)] - m) / z;
     }
   return out;
 }
@@ -163,10 +162,11 @@ TEST(CrossEntropy, Gradcheck) {
   Tensor t = from_vector<int64_t>({2, -100, 0, 4, 4, -100, 1}, {7});
   expect_gradients_match([](V in) { return cross_entropy(in[0], in[1]); }, {leaf64({7, 5}, 11), t});
   Tensor t32 = from_vector<int32_t>({1, 1, 0}, {3});
-  expect_gradients_match([](V in) { return cross_entropy(in[0].transpose(0, 1), in[1], 0); }, {leaf64({4, 3}, 12), t32});
+  expect_gradients_match([](V in) { return cross_entropy(in[0].transpose(0, 1), in[1], 0); },
+                         {leaf64({4, 3}, 12), t32});
   // Loss scaled downstream: the incoming gradient is not 1.
-  expect_gradients_match([](V in) { return mul(cross_entropy(in[0], in[1]), 3.5); }, {leaf64({3, 6}, 13),
-                                                                                        from_vector<int64_t>({5, 0, 2}, {3})});
+  expect_gradients_match([](V in) { return mul(cross_entropy(in[0], in[1]), 3.5); },
+                         {leaf64({3, 6}, 13), from_vector<int64_t>({5, 0, 2}, {3})});
 }
 
 TEST(CrossEntropy, AllIgnoredGivesZeroLossAndGradient) {
@@ -208,11 +208,18 @@ TEST(CrossEntropy, Errors) {
   std::string msg = error_of([&] { cross_entropy(x, from_vector<int64_t>({1, 2, 10, 3}, {4})); });
   expect_contains(msg, "target 10 at position 2");
   expect_contains(msg, "10 classes");
-  expect_contains(error_of([&] { cross_entropy(x, from_vector<int32_t>({1, -1, 2, 3}, {4})); }),
+  expect_contains(error_of([&] {
+                    cross_entropy(x, from_vector<int32_t>({1, -1, 2, 3}, {4}));
+                  }),
                   "target -1 at position 1");
-  expect_contains(error_of([&] { cross_entropy(x, from_vector<int64_t>({1, 2, 3}, {3})); }), "targets must be [N] = [4]");
+  expect_contains(error_of([&] {
+                    cross_entropy(x, from_vector<int64_t>({1, 2, 3}, {3}));
+                  }),
+                  "targets must be [N] = [4]");
   expect_contains(error_of([&] { cross_entropy(x, ones({4})); }), "targets have dtype float32");
-  expect_contains(error_of([&] { cross_entropy(ones({2, 3, 4}), from_vector<int64_t>({0, 0}, {2})); }),
+  expect_contains(error_of([&] {
+                    cross_entropy(ones({2, 3, 4}), from_vector<int64_t>({0, 0}, {2}));
+                  }),
                   "logits must be [N, C]");
   EXPECT_THROW(cross_entropy(x, from_vector<int64_t>({0, 0, 0, 0}, {2, 2})), Error);
   EXPECT_THROW(cross_entropy(ones({4, 10}, {.dtype = DType::Int64}), from_vector<int64_t>({0, 0, 0, 0}, {4})), Error);

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "unit/ops/attention_error_bounds.h"
 #include "gradcheck.h"
 #include "strata/strata.h"
 #include "test_util.h"
+#include "unit/ops/attention_error_bounds.h"
 
 using namespace strata;
 using strata::testing::expect_error_mentions;
@@ -61,8 +61,8 @@ struct Case {
 // GQA (H = 4 over 2 and 1 kv heads), MHA, Tq < Tk, Tq == 1 (one decoding step), several
 // internal row blocks (Tq 130).
 const std::vector<Case> kCases = {
-    {{2, 4, 5, 3}, {2, 2, 5, 3}, true},  {{1, 4, 3, 4}, {1, 1, 7, 4}, true},  {{2, 4, 6, 2}, {2, 4, 6, 2}, false},
-    {{1, 2, 1, 8}, {1, 1, 9, 8}, true},  {{1, 4, 4, 3}, {1, 2, 10, 3}, false}, {{1, 2, 130, 4}, {1, 1, 140, 4}, true},
+    {{2, 4, 5, 3}, {2, 2, 5, 3}, true}, {{1, 4, 3, 4}, {1, 1, 7, 4}, true},   {{2, 4, 6, 2}, {2, 4, 6, 2}, false},
+    {{1, 2, 1, 8}, {1, 1, 9, 8}, true}, {{1, 4, 4, 3}, {1, 2, 10, 3}, false}, {{1, 2, 130, 4}, {1, 1, 140, 4}, true},
 };
 
 }  // namespace
@@ -78,7 +78,8 @@ TEST(Attention, MatchesComposition) {
     // Masks of several broadcast shapes, -inf entries included; a custom scale.
     Tensor padding = rand64({c.q[0], 1, 1, c.kv[2]}, seed++);
     padding.data<double>()[c.kv[2] - 1] = -kInf;  // batch 0's last key hidden (every query sees another)
-    for (const Tensor& mask : {rand64({c.q[2], c.kv[2]}, seed++), rand64({1, c.q[1], c.q[2], c.kv[2]}, seed++), padding}) {
+    for (const Tensor& mask :
+         {rand64({c.q[2], c.kv[2]}, seed++), rand64({1, c.q[1], c.q[2], c.kv[2]}, seed++), padding}) {
       const AttentionOptions masked{.causal = c.causal, .mask = mask, .scale = 0.3};
       expect_near_vec(attention(q, k, v, masked).to_vector<double>(),
                       attention_composed(q, k, v, masked).to_vector<double>(), 1e-12);
@@ -166,10 +167,13 @@ TEST(Attention, Float32WithinDerivedErrorBound) {
   }
   // The bound is a real check: attention without the 1 / sqrt(D) scale, or without the mask,
   // lies far outside it.
-  Tensor unscaled = attention(in64[0], in64[1], in64[2], {.causal = true, .mask = mask.to(DType::Float64), .scale = 1.0});
-  EXPECT_FALSE(strata::test::within_error_bounds(unscaled.to_vector<double>(), b.out, "gqa attention without the scale"));
+  Tensor unscaled =
+      attention(in64[0], in64[1], in64[2], {.causal = true, .mask = mask.to(DType::Float64), .scale = 1.0});
+  EXPECT_FALSE(
+      strata::test::within_error_bounds(unscaled.to_vector<double>(), b.out, "gqa attention without the scale"));
   Tensor unmasked = attention(in64[0], in64[1], in64[2], {.causal = true});
-  EXPECT_FALSE(strata::test::within_error_bounds(unmasked.to_vector<double>(), b.out, "gqa attention without the mask"));
+  EXPECT_FALSE(
+      strata::test::within_error_bounds(unmasked.to_vector<double>(), b.out, "gqa attention without the mask"));
 }
 
 TEST(Attention, NoGradPathMatches) {
@@ -198,22 +202,45 @@ TEST(Attention, NoQueriesGiveZeroKeyGradients) {
 TEST(Attention, Errors) {
   Tensor q = ones({1, 4, 3, 8}), kv = ones({1, 3, 3, 8});
   expect_error_mentions([&] { attention(q, kv, kv); }, {"attention", "4 heads", "3", "[1, 4, 3, 8]", "[1, 3, 3, 8]"});
-  expect_error_mentions([&] { attention(q, ones({1, 2, 3, 4}), ones({1, 2, 3, 4})); },
-                        {"attention", "k has shape [1, 2, 3, 4]", "q has shape [1, 4, 3, 8]"});
-  expect_error_mentions([&] { attention(q, ones({1, 2, 3, 8}), ones({1, 2, 4, 8})); },
-                        {"attention", "v has shape [1, 2, 4, 8]"});
-  expect_error_mentions([&] { attention(q, ones({1, 2, 2, 8}), ones({1, 2, 2, 8}), {.causal = true}); },
-                        {"attention", "causal", "3", "2"});
-  expect_error_mentions([&] { attention(q, ones({1, 2, 3, 8}), ones({1, 2, 3, 8}), {.mask = ones({2, 3})}); },
-                        {"attention", "mask of shape [2, 3]", "[1, 4, 3, 3]"});
-  expect_error_mentions([&] { attention(q, ones({1, 2, 3, 8}), ones({1, 2, 3, 8}), {.mask = ones({2, 1, 1, 1, 3})}); },
-                        {"attention", "mask"});
   expect_error_mentions(
-      [&] { attention(q, ones({1, 2, 3, 8}), ones({1, 2, 3, 8}), {.mask = ones({3, 3}, {.dtype = DType::Int32})}); },
+      [&] {
+        attention(q, ones({1, 2, 3, 4}), ones({1, 2, 3, 4}));
+      },
+      {"attention", "k has shape [1, 2, 3, 4]", "q has shape [1, 4, 3, 8]"});
+  expect_error_mentions(
+      [&] {
+        attention(q, ones({1, 2, 3, 8}), ones({1, 2, 4, 8}));
+      },
+      {"attention", "v has shape [1, 2, 4, 8]"});
+  expect_error_mentions(
+      [&] {
+        attention(q, ones({1, 2, 2, 8}), ones({1, 2, 2, 8}), {.causal = true});
+      },
+      {"attention", "causal", "3", "2"});
+  expect_error_mentions(
+      [&] {
+        attention(q, ones({1, 2, 3, 8}), ones({1, 2, 3, 8}), {.mask = ones({2, 3})});
+      },
+      {"attention", "mask of shape [2, 3]", "[1, 4, 3, 3]"});
+  expect_error_mentions(
+      [&] {
+        attention(q, ones({1, 2, 3, 8}), ones({1, 2, 3, 8}), {.mask = ones({2, 1, 1, 1, 3})});
+      },
+      {"attention", "mask"});
+  expect_error_mentions(
+      [&] {
+        attention(q, ones({1, 2, 3, 8}), ones({1, 2, 3, 8}), {.mask = ones({3, 3}, {.dtype = DType::Int32})});
+      },
       {"attention", "mask has dtype int32", "Bool"});
   Tensor learned = ones({3, 3}).set_requires_grad(true);
-  expect_error_mentions([&] { attention(q, ones({1, 2, 3, 8}), ones({1, 2, 3, 8}), {.mask = learned}); },
-                        {"attention", "mask", "requires grad"});
-  expect_error_mentions([&] { attention(ones({4, 3, 8}), ones({4, 3, 8}), ones({4, 3, 8})); },
-                        {"attention", "q must be [B, heads, T, D]"});
+  expect_error_mentions(
+      [&] {
+        attention(q, ones({1, 2, 3, 8}), ones({1, 2, 3, 8}), {.mask = learned});
+      },
+      {"attention", "mask", "requires grad"});
+  expect_error_mentions(
+      [&] {
+        attention(ones({4, 3, 8}), ones({4, 3, 8}), ones({4, 3, 8}));
+      },
+      {"attention", "q must be [B, heads, T, D]"});
 }

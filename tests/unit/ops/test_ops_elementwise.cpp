@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "gradcheck.h"
-#include "strata/strata.h"
 #include "ops/elementwise_common.h"
+#include "strata/strata.h"
 #include "test_util.h"
 
 using namespace strata;
@@ -30,8 +30,8 @@ Tensor vec64(const std::vector<double>& v) { return from_vector(v, {static_cast<
 
 // The pairs of shapes every binary op is checked on: equal, broadcast either way, size-1
 // dimensions on both sides, and scalars of shape [].
-const std::vector<std::pair<Shape, Shape>> kBroadcastPairs = {
-    {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{3}, {2, 3}}, {{2, 1, 4}, {3, 1}}, {{}, {2, 3}}, {{2, 3}, {}}};
+const std::vector<std::pair<Shape, Shape>> kBroadcastPairs = {{{2, 3}, {2, 3}},    {{2, 3}, {3}}, {{3}, {2, 3}},
+                                                              {{2, 1, 4}, {3, 1}}, {{}, {2, 3}},  {{2, 3}, {}}};
 
 }  // namespace
 
@@ -58,8 +58,8 @@ TEST(OpsElementwise, ClampGradients) {
 
 TEST(OpsElementwise, BinaryGradientsBroadcast) {
   using F = Tensor (*)(const Tensor&, const Tensor&);
-  const std::vector<std::pair<const char*, F>> ops = {
-      {"add", add}, {"sub", sub}, {"mul", mul}, {"div", div}, {"minimum", minimum}, {"maximum", maximum}};
+  const std::vector<std::pair<const char*, F>> ops = {{"add", add}, {"sub", sub},         {"mul", mul},
+                                                      {"div", div}, {"minimum", minimum}, {"maximum", maximum}};
   uint64_t seed = 10;
   for (const auto& [sa, sb] : kBroadcastPairs) {
     for (auto [name, f] : ops) {
@@ -134,15 +134,22 @@ void check_forward_values(DType dtype) {
   };
   auto sig = [](double v) { return 1 / (1 + std::exp(-v)); };
   expect(sigmoid(x), sig, "sigmoid");
-  expect(silu(x), [&](double v) { return v * sig(v); }, "silu");
-  expect(abs(x), [](double v) { return std::fabs(v); }, "abs");
-  expect(clamp(x, -1.0, 2.0), [](double v) { return std::min(std::max(v, -1.0), 2.0); }, "clamp");
+  expect(
+      silu(x), [&](double v) { return v * sig(v); }, "silu");
+  expect(
+      abs(x), [](double v) { return std::fabs(v); }, "abs");
+  expect(
+      clamp(x, -1.0, 2.0), [](double v) { return std::min(std::max(v, -1.0), 2.0); }, "clamp");
   Tensor ax = abs(x);
-  expect(rsqrt(add(ax, 1.0)), [](double v) { return 1 / std::sqrt(std::fabs(v) + 1); }, "rsqrt");
-  expect(pow(add(ax, 1.0), mul(x, 0.25)), [](double v) { return std::pow(std::fabs(v) + 1, 0.25 * v); }, "pow");
+  expect(
+      rsqrt(add(ax, 1.0)), [](double v) { return 1 / std::sqrt(std::fabs(v) + 1); }, "rsqrt");
+  expect(
+      pow(add(ax, 1.0), mul(x, 0.25)), [](double v) { return std::pow(std::fabs(v) + 1, 0.25 * v); }, "pow");
   Tensor r = mul(x, -0.5);
-  expect(minimum(x, r), [](double v) { return std::min(v, -0.5 * v); }, "minimum");
-  expect(maximum(x, r), [](double v) { return std::max(v, -0.5 * v); }, "maximum");
+  expect(
+      minimum(x, r), [](double v) { return std::min(v, -0.5 * v); }, "minimum");
+  expect(
+      maximum(x, r), [](double v) { return std::max(v, -0.5 * v); }, "maximum");
 }
 
 TEST(OpsElementwise, ForwardValuesFloat32AndFloat64) {

@@ -74,44 +74,76 @@ TEST(ScatterAdd, Values) {
 TEST(Gradcheck, IndexOps) {
   // Repeated indices: their gradients accumulate.
   expect_gradients_match([](V in) { return index_select(in[0], 1, idx64({2, 0, 2, 2})); }, {leaf64({3, 4}, 1)});
-  expect_gradients_match([](V in) { return index_select(in[0].transpose(0, 1), 0, idx64({1, 1})); },
-                         {leaf64({3, 4}, 2)});
-  expect_gradients_match([](V in) { return index_add(in[0], 0, idx64({1, 1, 0}), in[1]); },
-                         {leaf64({2, 3}, 3), leaf64({3, 3}, 4)});
-  expect_gradients_match([](V in) { return gather(in[0], 1, idx64({0, 0, 3, 2, 2, 2}, {2, 3})); },
-                         {leaf64({3, 4}, 5)});
-  expect_gradients_match([](V in) { return gather(in[0].transpose(0, 1), 0, idx64({2, 2, 0, 1}, {2, 2})); },
-                         {leaf64({3, 4}, 6)});
-  // src larger than the index: its unused entries get zero gradient.
-  expect_gradients_match([](V in) { return scatter_add(in[0], 0, idx64({2, 0, 2, 2}, {2, 2}), in[1]); },
-                         {leaf64({3, 2}, 7), leaf64({3, 3}, 8)});
   expect_gradients_match(
-      [](V in) { return scatter_add(in[0], -1, idx64({1, 1, 0, 1, 1, 1}, {2, 3}), in[1].transpose(0, 1)); },
+      [](V in) {
+        return index_select(in[0].transpose(0, 1), 0, idx64({1, 1}));
+      },
+      {leaf64({3, 4}, 2)});
+  expect_gradients_match(
+      [](V in) {
+        return index_add(in[0], 0, idx64({1, 1, 0}), in[1]);
+      },
+      {leaf64({2, 3}, 3), leaf64({3, 3}, 4)});
+  expect_gradients_match([](V in) { return gather(in[0], 1, idx64({0, 0, 3, 2, 2, 2}, {2, 3})); }, {leaf64({3, 4}, 5)});
+  expect_gradients_match(
+      [](V in) {
+        return gather(in[0].transpose(0, 1), 0, idx64({2, 2, 0, 1}, {2, 2}));
+      },
+      {leaf64({3, 4}, 6)});
+  // src larger than the index: its unused entries get zero gradient.
+  expect_gradients_match(
+      [](V in) {
+        return scatter_add(in[0], 0, idx64({2, 0, 2, 2}, {2, 2}), in[1]);
+      },
+      {leaf64({3, 2}, 7), leaf64({3, 3}, 8)});
+  expect_gradients_match(
+      [](V in) {
+        return scatter_add(in[0], -1, idx64({1, 1, 0, 1, 1, 1}, {2, 3}), in[1].transpose(0, 1));
+      },
       {leaf64({2, 2}, 9), leaf64({3, 2}, 10)});
 }
 
 TEST(IndexOps, Errors) {
   Tensor x = zeros({3, 5});
-  expect_error_mentions([&] { gather(x, 1, idx64({0, 7, 1}, {1, 3})); },
-                        {"gather: index 7", "position [0, 1]", "dimension 1 of size 5", "[3, 5]"});
+  expect_error_mentions(
+      [&] {
+        gather(x, 1, idx64({0, 7, 1}, {1, 3}));
+      },
+      {"gather: index 7", "position [0, 1]", "dimension 1 of size 5", "[3, 5]"});
   expect_error_mentions([&] { index_select(x, 0, idx64({0, -1})); }, {"index_select: index -1", "of size 3"});
   expect_error_mentions([&] { index_select(x, 0, idx64({3})); }, {"index_select: index 3", "of size 3", "[3, 5]"});
-  expect_error_mentions([&] { scatter_add(x, 0, idx64({4}, {1, 1}), ones({1, 1})); },
-                        {"scatter_add: index 4", "dimension 0 of size 3"});
+  expect_error_mentions(
+      [&] {
+        scatter_add(x, 0, idx64({4}, {1, 1}), ones({1, 1}));
+      },
+      {"scatter_add: index 4", "dimension 0 of size 3"});
   expect_error_mentions([&] { index_add(x, 1, idx64({5}), ones({3, 1})); }, {"index_add: index 5", "size 5"});
   expect_error_mentions([&] { index_select(x, 0, f32({0}, {1})); }, {"index_select", "float32", "int64"});
   expect_error_mentions([&] { gather(x, 0, zeros({1, 1}, {.dtype = DType::Float64})); }, {"gather", "dtype"});
   expect_error_mentions([&] { index_select(x, 0, idx64({0, 0}, {1, 2})); }, {"index_select", "1-D", "[1, 2]"});
   expect_error_mentions([&] { index_select(x, 2, idx64({0})); }, {"index_select", "dimension 2"});
   expect_error_mentions([&] { gather(x, -3, idx64({0}, {1, 1})); }, {"gather", "dimension -3"});
-  expect_error_mentions([&] { gather(x, 0, idx64({0, 0, 0, 0, 0, 0}, {1, 6})); },
-                        {"gather", "[1, 6]", "[3, 5]", "dimension 1"});
+  expect_error_mentions(
+      [&] {
+        gather(x, 0, idx64({0, 0, 0, 0, 0, 0}, {1, 6}));
+      },
+      {"gather", "[1, 6]", "[3, 5]", "dimension 1"});
   expect_error_mentions([&] { gather(x, 0, idx64({0})); }, {"gather", "[1]", "[3, 5]", "number of dimensions"});
-  expect_error_mentions([&] { scatter_add(x, 0, idx64({0, 0}, {1, 2}), ones({1, 1})); },
-                        {"scatter_add", "[1, 2]", "src", "[1, 1]"});
-  expect_error_mentions([&] { scatter_add(x, 0, idx64({0}, {1, 1}), ones({1, 1}, {.dtype = DType::Float64})); },
-                        {"scatter_add", "src has dtype float64", "float32"});
-  expect_error_mentions([&] { index_add(x, 0, idx64({0}), ones({1, 4})); }, {"index_add", "[1, 4]", "[3, 5]", "[1, 5]"});
+  expect_error_mentions(
+      [&] {
+        scatter_add(x, 0, idx64({0, 0}, {1, 2}), ones({1, 1}));
+      },
+      {"scatter_add", "[1, 2]", "src", "[1, 1]"});
+  expect_error_mentions(
+      [&] {
+        scatter_add(x, 0, idx64({0}, {1, 1}), ones({1, 1}, {.dtype = DType::Float64}));
+      },
+      {"scatter_add", "src has dtype float64", "float32"});
+  expect_error_mentions(
+      [&] {
+        index_add(x, 0, idx64({0}), ones({1, 4}));
+      },
+      {"index_add", "[1, 4]", "[3, 5]", "[1, 5]"});
   expect_error_mentions([&] { gather(scalar_tensor(1.0), 0, idx64({0})); }, {"gather", "zero-dimensional"});
 }
 
@@ -162,8 +194,11 @@ TEST(VarMean, Values) {
 
 TEST(Gradcheck, VarMeanCumsum) {
   expect_gradients_match([](V in) { return var(in[0], {1}); }, {leaf64({3, 4}, 14)});
-  expect_gradients_match([](V in) { return var(in[0], {0, 2}, {.correction = 0, .keepdim = true}); },
-                         {leaf64({2, 3, 2}, 15)});
+  expect_gradients_match(
+      [](V in) {
+        return var(in[0], {0, 2}, {.correction = 0, .keepdim = true});
+      },
+      {leaf64({2, 3, 2}, 15)});
   expect_gradients_match([](V in) { return mean(in[0], {-1}, true); }, {leaf64({3, 4}, 16)});
   expect_gradients_match([](V in) { return cumsum(in[0], 0); }, {leaf64({4, 3}, 17)});
   expect_gradients_match([](V in) { return cumsum(in[0].transpose(0, 1), -1); }, {leaf64({4, 3}, 18)});
@@ -197,7 +232,7 @@ TEST(ShapeOps, NegativeDimsAndUnevenPieces) {
   std::vector<Tensor> c = chunk(x, 3, -1);  // ceil(7 / 3) = 3: sizes 3, 3, 1
   ASSERT_EQ(c.size(), 3u);
   EXPECT_EQ(c[2].shape(), Shape({2, 1}));
-  EXPECT_EQ(chunk(x, 4, -1).size(), 4u);  // 2, 2, 2, 1
+  EXPECT_EQ(chunk(x, 4, -1).size(), 4u);         // 2, 2, 2, 1
   EXPECT_EQ(chunk(iota({5}), 4, 0).size(), 3u);  // 2, 2, 1: fewer than asked, as torch
   std::vector<Tensor> s = split(x, 5, -1);
   EXPECT_EQ(s[1].to_vector<float>(), (std::vector<float>{5, 6, 12, 13}));

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "gradcheck.h"
-#include "unit/ops/row_kernel_error_bounds.h"
 #include "strata/strata.h"
 #include "test_util.h"
+#include "unit/ops/row_kernel_error_bounds.h"
 
 using namespace strata;
 using strata::testing::expect_error_mentions;
@@ -76,7 +76,8 @@ TEST(RmsNorm, Float32WithinDerivedErrorBound) {
   y64.backward(g32.to(DType::Float64));
   const std::vector<double> x = x32.to_vector<double>(), w = w32.to_vector<double>();
   const strata::test::NormBounds fb = strata::test::norm_bounds(x, w, {}, 1e-6, true);
-  const strata::test::NormGradBounds gb = strata::test::norm_backward_bounds(g32.to_vector<double>(), x, w, fb.stats, true);
+  const strata::test::NormGradBounds gb =
+      strata::test::norm_backward_bounds(g32.to_vector<double>(), x, w, fb.stats, true);
   EXPECT_TRUE(strata::test::within_error_bounds(y32.to_vector<double>(), fb.y, "rms_norm"));
   EXPECT_TRUE(strata::test::within_error_bounds(a32.grad().to_vector<double>(), gb.dx, "rms_norm dx"));
   EXPECT_TRUE(strata::test::within_error_bounds(v32.grad().to_vector<double>(), gb.dw, "rms_norm dweight"));
@@ -115,7 +116,8 @@ TEST(Rotary, TablesFollowTheFormula) {
   std::vector<double> c = t.cos.to_vector<double>(), s = t.sin.to_vector<double>();
   for (int64_t p = 0; p < 4; ++p) {
     for (int64_t j = 0; j < d; ++j) {
-      const double angle = static_cast<double>(offset + p) * std::pow(theta, -2.0 * static_cast<double>(j % (d / 2)) / d);
+      const double angle =
+          static_cast<double>(offset + p) * std::pow(theta, -2.0 * static_cast<double>(j % (d / 2)) / d);
       EXPECT_NEAR(c[p * d + j], std::cos(angle), 1e-15);
       EXPECT_NEAR(s[p * d + j], std::sin(angle), 1e-15);
     }
@@ -164,12 +166,22 @@ TEST(Rotary, Float32MatchesFloat64) {
 TEST(Rotary, Errors) {
   RotaryTables t = rotary_tables(3, 4);
   expect_error_mentions([&] { rotary_embedding(ones({1, 2, 3, 5}), t.cos, t.sin); }, {"rotary_embedding", "even"});
-  expect_error_mentions([&] { rotary_embedding(ones({1, 2, 4, 4}), t.cos, t.sin); },
-                        {"rotary_embedding", "cos", "[4, 4]", "[3, 4]"});
-  expect_error_mentions([&] { rotary_embedding(ones({3, 4}, {.dtype = DType::Float64}), t.cos, t.sin); },
-                        {"rotary_embedding", "cos", "float64"});
+  expect_error_mentions(
+      [&] {
+        rotary_embedding(ones({1, 2, 4, 4}), t.cos, t.sin);
+      },
+      {"rotary_embedding", "cos", "[4, 4]", "[3, 4]"});
+  expect_error_mentions(
+      [&] {
+        rotary_embedding(ones({3, 4}, {.dtype = DType::Float64}), t.cos, t.sin);
+      },
+      {"rotary_embedding", "cos", "float64"});
   Tensor c = t.cos.detach().set_requires_grad(true);
-  expect_error_mentions([&] { rotary_embedding(ones({3, 4}), c, t.sin); }, {"rotary_embedding", "cos", "requires grad"});
+  expect_error_mentions(
+      [&] {
+        rotary_embedding(ones({3, 4}), c, t.sin);
+      },
+      {"rotary_embedding", "cos", "requires grad"});
   expect_error_mentions([] { rotary_tables(3, 5); }, {"rotary_tables", "head_dim", "5"});
   expect_error_mentions([] { rotary_tables(3, 4, 10000.0, -1); }, {"rotary_tables", "offset"});
 }

@@ -34,12 +34,10 @@ TEST(Cat, Values) {
   EXPECT_EQ(cat({a, b}, -1).shape(), Shape({2, 3}));
   EXPECT_EQ(cat({a, c}, 0).to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 20, 21}));
   // A transposed (non-contiguous) input and an empty piece.
-  EXPECT_EQ(cat({a.transpose(0, 1), zeros({2, 0}), b}, 1).to_vector<float>(),
-            (std::vector<float>{0, 2, 10, 1, 3, 11}));
+  EXPECT_EQ(cat({a.transpose(0, 1), zeros({2, 0}), b}, 1).to_vector<float>(), (std::vector<float>{0, 2, 10, 1, 3, 11}));
   // Middle dimension of a 3-D tensor; integer dtypes are copied too.
   Tensor x = arange(0, 8).view({2, 2, 2}), y = arange(100, 104).view({2, 1, 2});
-  EXPECT_EQ(cat({x, y}, 1).to_vector<int64_t>(),
-            (std::vector<int64_t>{0, 1, 2, 3, 100, 101, 4, 5, 6, 7, 102, 103}));
+  EXPECT_EQ(cat({x, y}, 1).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 100, 101, 4, 5, 6, 7, 102, 103}));
   Tensor single = cat({a}, 0);
   EXPECT_EQ(single.to_vector<float>(), a.to_vector<float>());
   EXPECT_FALSE(single.is_same(a));
@@ -88,10 +86,16 @@ TEST(Chunk, LikeTorch) {
 }
 
 TEST(Gradcheck, CatStackSplitChunk) {
-  expect_gradients_match([](V in) { return cat({in[0], in[1], in[2]}, 1); },
-                         {leaf64({2, 3, 2}, 1), leaf64({2, 1, 2}, 2), leaf64({2, 4, 2}, 3)});
-  expect_gradients_match([](V in) { return cat({in[0].transpose(0, 1), in[1]}, 0); },
-                         {leaf64({3, 2}, 4), leaf64({1, 3}, 5)});
+  expect_gradients_match(
+      [](V in) {
+        return cat({in[0], in[1], in[2]}, 1);
+      },
+      {leaf64({2, 3, 2}, 1), leaf64({2, 1, 2}, 2), leaf64({2, 4, 2}, 3)});
+  expect_gradients_match(
+      [](V in) {
+        return cat({in[0].transpose(0, 1), in[1]}, 0);
+      },
+      {leaf64({3, 2}, 4), leaf64({1, 3}, 5)});
   expect_gradients_match([](V in) { return stack({in[0], in[1], in[0]}, 1); }, {leaf64({2, 3}, 6), leaf64({2, 3}, 7)});
   // Only some pieces are used: the others contribute zeros.
   expect_gradients_match(

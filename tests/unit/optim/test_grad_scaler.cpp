@@ -8,10 +8,10 @@
 #include <limits>
 #include <vector>
 
-#include "strata_kernels/common/chunk_reduce.h"
-#include "strata_kernels/common/grad_ops.h"
 #include "optim/multi_tensor.h"
 #include "strata/strata.h"
+#include "strata_kernels/common/chunk_reduce.h"
+#include "strata_kernels/common/grad_ops.h"
 #include "test_util.h"
 
 using namespace strata;
@@ -30,7 +30,9 @@ std::vector<Tensor> random_tensors(const std::vector<int64_t>& sizes, DType dtyp
   return out;
 }
 
-nn::GPTConfig tiny_gpt() { return {.vocab_size = 13, .context = 8, .n_layer = 2, .n_head = 2, .n_embd = 16, .seed = 5}; }
+nn::GPTConfig tiny_gpt() {
+  return {.vocab_size = 13, .context = 8, .n_layer = 2, .n_head = 2, .n_embd = 16, .seed = 5};
+}
 
 }  // namespace
 
@@ -101,7 +103,7 @@ TEST(GradScaler, BacksOffOnInfGrowsAfterTheIntervalAndSkipsTheStep) {
   EXPECT_EQ(scaler.scale_value(), 2048);  // two good steps: grown
   EXPECT_FALSE(step_with_grad(std::numeric_limits<float>::infinity()));
   EXPECT_TRUE(scaler.found_inf());
-  EXPECT_EQ(scaler.scale_value(), 1024);  // backed off
+  EXPECT_EQ(scaler.scale_value(), 1024);                                  // backed off
   EXPECT_EQ(w.detach().to_vector<float>(), std::vector<float>(4, 0.0f));  // the skipped step changed nothing
   EXPECT_EQ(scaler.state_dict().at("growth_tracker").item(), 0);
 
@@ -112,8 +114,11 @@ TEST(GradScaler, BacksOffOnInfGrowsAfterTheIntervalAndSkipsTheStep) {
   w.set_grad(ones({4}));
   scaler.unscale(sgd);
   strata::testing::expect_error_mentions([&] { scaler.unscale(sgd); }, {"unscaled twice"});
-  strata::testing::expect_error_mentions([&] { copy.load_state_dict({{"scale", scalar_tensor(-1.0)}}); },
-                                         {"growth_tracker", "missing"});
+  strata::testing::expect_error_mentions(
+      [&] {
+        copy.load_state_dict({{"scale", scalar_tensor(-1.0)}});
+      },
+      {"growth_tracker", "missing"});
   strata::testing::expect_error_mentions([] { optim::GradScaler({.backoff_factor = 1.5}); }, {"backoff_factor"});
 }
 

@@ -7,11 +7,11 @@
 #include <cstring>
 #include <vector>
 
+#include "optim/multi_tensor.h"
+#include "strata/strata.h"
 #include "strata_kernels/common/adam.h"
 #include "strata_kernels/common/fused_adam.h"
 #include "strata_kernels/common/sgd.h"
-#include "optim/multi_tensor.h"
-#include "strata/strata.h"
 #include "test_util.h"
 
 using namespace strata;
@@ -24,15 +24,14 @@ using strata_kernels::TensorChunk;
 namespace {
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.numel() == b.numel() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+  return a.dtype() == b.dtype() && a.numel() == b.numel() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 // Per-element reference: adam_update over one tensor, outside any executor.
 template <class T>
 void reference_update(const AdamTensorArgs& a, const AdamHyper& h) {
-  const auto s = strata_kernels::adam_scalars<T>(a.lr, h.beta1, h.beta2, h.eps, a.weight_decay,
-                                                 h.decoupled_weight_decay, a.step);
+  const auto s =
+      strata_kernels::adam_scalars<T>(a.lr, h.beta1, h.beta2, h.eps, a.weight_decay, h.decoupled_weight_decay, a.step);
   T* p = a.param.data<T>();
   T* m = a.exp_avg.data<T>();
   T* v = a.exp_avg_sq.data<T>();
@@ -111,8 +110,8 @@ TEST(FusedAdam, CpuExecutorEqualsTheElementwiseUpdateBitForBit) {
           }
         }
         for (size_t i = 0; i < ref.args.size(); ++i) {
-          SCOPED_TRACE(::testing::Message() << dtype << " decoupled " << decoupled << " chunk " << chunk << " tensor "
-                                            << i);
+          SCOPED_TRACE(::testing::Message()
+                       << dtype << " decoupled " << decoupled << " chunk " << chunk << " tensor " << i);
           EXPECT_TRUE(same_bytes(fused.args[i].param, ref.args[i].param));
           EXPECT_TRUE(same_bytes(fused.args[i].exp_avg, ref.args[i].exp_avg));
           EXPECT_TRUE(same_bytes(fused.args[i].exp_avg_sq, ref.args[i].exp_avg_sq));
@@ -137,18 +136,20 @@ TEST(FusedAdam, BadArgumentsNameTheTensorAndChangeNothing) {
   const Tensor before = c.args[0].param.clone();
   c.args[1].grad = zeros({5});
   strata::testing::expect_error_mentions([&] { optim::multi_tensor::fused_adam_step(c.args, {}); },
-                                 {"parameter 1", "gradient", "[5]", "[6]"});
+                                         {"parameter 1", "gradient", "[5]", "[6]"});
   EXPECT_TRUE(same_bytes(c.args[0].param, before));  // checked before any update
 
   Case d = make_case({4}, DType::Float32, 5);
   d.args[0].low_copy = zeros({4}, {.dtype = DType::Float32});
-  strata::testing::expect_error_mentions([&] { optim::multi_tensor::fused_adam_step(d.args, {}); }, {"low_copy is float32"});
+  strata::testing::expect_error_mentions([&] { optim::multi_tensor::fused_adam_step(d.args, {}); },
+                                         {"low_copy is float32"});
   Case e = make_case({4}, DType::Float32, 5);
   e.args[0].step = 0;
   strata::testing::expect_error_mentions([&] { optim::multi_tensor::fused_adam_step(e.args, {}); }, {"step count 0"});
   Case f = make_case({4}, DType::Float32, 5);
   f.args[0].param = f.args[0].param.to(DType::BFloat16);
-  strata::testing::expect_error_mentions([&] { optim::multi_tensor::fused_adam_step(f.args, {}); }, {"parameter 0 is bfloat16"});
+  strata::testing::expect_error_mentions([&] { optim::multi_tensor::fused_adam_step(f.args, {}); },
+                                         {"parameter 0 is bfloat16"});
 }
 
 // Adam.step runs through the multi-tensor pass: a parameter that had no gradient on some
@@ -168,12 +169,17 @@ TEST(FusedAdam, AdamStepKeepsPerParameterStepCounts) {
     b.set_grad(step % 2 == 0 ? gb : Tensor());
     opt.step();
     const AdamHyper h{.decoupled_weight_decay = true};
-    reference_update<float>({.param = ref_a, .exp_avg = ma, .exp_avg_sq = va, .grad = ga, .lr = 0.01,
-                             .weight_decay = 0.01, .step = step},
-                            h);
+    reference_update<float>(
+        {.param = ref_a, .exp_avg = ma, .exp_avg_sq = va, .grad = ga, .lr = 0.01, .weight_decay = 0.01, .step = step},
+        h);
     if (step % 2 == 0)
-      reference_update<float>({.param = ref_b, .exp_avg = mb, .exp_avg_sq = vb, .grad = gb, .lr = 0.01,
-                               .weight_decay = 0.01, .step = ++steps_b},
+      reference_update<float>({.param = ref_b,
+                               .exp_avg = mb,
+                               .exp_avg_sq = vb,
+                               .grad = gb,
+                               .lr = 0.01,
+                               .weight_decay = 0.01,
+                               .step = ++steps_b},
                               h);
   }
   EXPECT_TRUE(same_bytes(a.detach(), ref_a));
@@ -184,8 +190,8 @@ TEST(FusedAdam, AdamStepKeepsPerParameterStepCounts) {
 TEST(FusedSgd, CpuExecutorEqualsTheElementwiseUpdateBitForBit) {
   const std::vector<int64_t> sizes{1, 999, 70001};
   for (DType dtype : {DType::Float32, DType::Float64}) {
-    for (const SgdHyper h : {SgdHyper{}, SgdHyper{.momentum = 0.9, .dampening = 0.1},
-                             SgdHyper{.momentum = 0.9, .nesterov = true}}) {
+    for (const SgdHyper h :
+         {SgdHyper{}, SgdHyper{.momentum = 0.9, .dampening = 0.1}, SgdHyper{.momentum = 0.9, .nesterov = true}}) {
       for (bool first_step : {true, false}) {
         Generator gen(17);
         std::vector<SgdTensorArgs> fused, ref;
@@ -193,7 +199,8 @@ TEST(FusedSgd, CpuExecutorEqualsTheElementwiseUpdateBitForBit) {
           SgdTensorArgs a;
           a.param = randn({sizes[i]}, {.dtype = dtype}, &gen);
           a.grad = randn({sizes[i]}, {.dtype = dtype}, &gen);
-          a.momentum_buffer = first_step ? zeros({sizes[i]}, {.dtype = dtype}) : randn({sizes[i]}, {.dtype = dtype}, &gen);
+          a.momentum_buffer =
+              first_step ? zeros({sizes[i]}, {.dtype = dtype}) : randn({sizes[i]}, {.dtype = dtype}, &gen);
           a.lr = i % 2 == 0 ? 0.1 : 0.01;
           a.weight_decay = i % 2 == 0 ? 0.0 : 1e-2;
           a.init_buffer = first_step && h.momentum != 0;
@@ -245,11 +252,13 @@ TEST(FusedSgd, CpuExecutorEqualsTheElementwiseUpdateBitForBit) {
 }
 
 TEST(FusedSgd, MomentumNeedsABufferAndARefusedStepChangesNothing) {
-  const SgdTensorArgs good{.param = ones({3}), .grad = ones({3}), .momentum_buffer = zeros({3}), .lr = 0.1,
-                           .init_buffer = true};
+  const SgdTensorArgs good{
+      .param = ones({3}), .grad = ones({3}), .momentum_buffer = zeros({3}), .lr = 0.1, .init_buffer = true};
   const SgdTensorArgs bad{.param = ones({2}), .grad = ones({2}), .lr = 0.1};
   strata::testing::expect_error_mentions(
-      [&] { optim::multi_tensor::fused_sgd_step(std::vector{good, bad}, {.momentum = 0.9}); },
+      [&] {
+        optim::multi_tensor::fused_sgd_step(std::vector{good, bad}, {.momentum = 0.9});
+      },
       {"SGD step: parameter 1", "momentum buffer is not given"});
   EXPECT_EQ(good.param.to_vector<float>(), std::vector<float>({1, 1, 1}));  // checked before any update
   EXPECT_EQ(good.momentum_buffer.to_vector<float>(), std::vector<float>({0, 0, 0}));
@@ -265,8 +274,11 @@ TEST(FusedAdam, FourWidePathEqualsTheOneElementPath) {
   const AdamHyper h{.decoupled_weight_decay = true};
   const auto entry = [&](const AdamTensorArgs& a) {
     return strata_kernels::AdamTensor<float>{
-        .param = a.param.data<float>(), .exp_avg = a.exp_avg.data<float>(), .exp_avg_sq = a.exp_avg_sq.data<float>(),
-        .grad = a.grad.data<float>(), .low_copy = static_cast<uint16_t*>(a.low_copy.data_ptr()),
+        .param = a.param.data<float>(),
+        .exp_avg = a.exp_avg.data<float>(),
+        .exp_avg_sq = a.exp_avg_sq.data<float>(),
+        .grad = a.grad.data<float>(),
+        .low_copy = static_cast<uint16_t*>(a.low_copy.data_ptr()),
         .low_kind = strata_kernels::LowPrecision::BFloat16,
         .scalars = strata_kernels::adam_scalars<float>(a.lr, h.beta1, h.beta2, h.eps, a.weight_decay, true, a.step)};
   };
@@ -284,6 +296,11 @@ TEST(FusedAdam, FourWidePathEqualsTheOneElementPath) {
   EXPECT_TRUE(same_bytes(one.args[0].exp_avg, four.args[0].exp_avg));
   EXPECT_TRUE(same_bytes(one.args[0].exp_avg_sq, four.args[0].exp_avg_sq));
   EXPECT_TRUE(same_bytes(one.args[0].low_copy, four.args[0].low_copy));
-  EXPECT_FALSE(op.vec4_ok({.param = t4.param + 1, .exp_avg = t4.exp_avg, .exp_avg_sq = t4.exp_avg_sq,
-                           .grad = t4.grad, .low_copy = nullptr, .low_kind = {}, .scalars = t4.scalars}));
+  EXPECT_FALSE(op.vec4_ok({.param = t4.param + 1,
+                           .exp_avg = t4.exp_avg,
+                           .exp_avg_sq = t4.exp_avg_sq,
+                           .grad = t4.grad,
+                           .low_copy = nullptr,
+                           .low_kind = {},
+                           .scalars = t4.scalars}));
 }

@@ -11,9 +11,9 @@
 #include <string>
 #include <utility>
 
+#include "strata/strata.h"
 #include "strata_kernels/common/adam.h"
 #include "strata_kernels/common/sgd.h"
-#include "strata/strata.h"
 
 using namespace strata;
 using namespace strata::optim;
@@ -111,8 +111,9 @@ TEST(OptimSGD, PlainMatchesTorch) {
   SGD opt(params, {.lr = 0.1});
   run_steps(opt, params, 0, 3);
   // torch.optim.SGD(ps, lr=0.1), 3 steps
-  expect_near_rel(flat_values(params), {0.12220000000000002, -0.2148, 0.28890000000000005, -0.40740000000000004, 0.4963,
-                                        -0.6, 0.05740000000000001, -0.13889999999999997, 0.26480000000000004},
+  expect_near_rel(flat_values(params),
+                  {0.12220000000000002, -0.2148, 0.28890000000000005, -0.40740000000000004, 0.4963, -0.6,
+                   0.05740000000000001, -0.13889999999999997, 0.26480000000000004},
                   kRel);
   EXPECT_EQ(opt.step_count(), 3);
   EXPECT_EQ(opt.state_dict().size(), 2u);  // "step", "group.0.lr": no momentum, no state
@@ -123,14 +124,14 @@ TEST(OptimSGD, MomentumDampeningMatchesTorch) {
   SGD opt(params, {.lr = 0.1, .momentum = 0.9, .dampening = 0.1});
   run_steps(opt, params, 0, 3);
   // torch.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.1), 3 steps
-  expect_near_rel(flat_values(params), {0.15945900000000002, -0.241699, 0.300407, -0.43115400000000004,
-                                        0.47798500000000005, -0.5799089999999999, 0.047669, -0.11022499999999999,
-                                        0.258214},
+  expect_near_rel(flat_values(params),
+                  {0.15945900000000002, -0.241699, 0.300407, -0.43115400000000004, 0.47798500000000005,
+                   -0.5799089999999999, 0.047669, -0.11022499999999999, 0.258214},
                   kRel);
   // opt.state[p1]["momentum_buffer"]
   StateDict state = opt.state_dict();
-  expect_near_rel(state.at("state.1.momentum_buffer").to_vector<double>(),
-                  {-0.07659, -0.08324999999999999, -0.12654}, kRel);
+  expect_near_rel(state.at("state.1.momentum_buffer").to_vector<double>(), {-0.07659, -0.08324999999999999, -0.12654},
+                  kRel);
 }
 
 TEST(OptimSGD, NesterovWeightDecayMatchesTorch) {
@@ -138,9 +139,9 @@ TEST(OptimSGD, NesterovWeightDecayMatchesTorch) {
   SGD opt(params, {.lr = 0.1, .momentum = 0.9, .nesterov = true, .weight_decay = 0.01});
   run_steps(opt, params, 0, 3);
   // torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01), 3 steps
-  expect_near_rel(flat_values(params), {0.17562489000559997, -0.25274364078480005, 0.28482827289889995,
-                                        -0.4301761453479, 0.4713616557922, -0.5782102723497, 0.05470731605705001,
-                                        -0.10209620105795, 0.27406077195035006},
+  expect_near_rel(flat_values(params),
+                  {0.17562489000559997, -0.25274364078480005, 0.28482827289889995, -0.4301761453479, 0.4713616557922,
+                   -0.5782102723497, 0.05470731605705001, -0.10209620105795, 0.27406077195035006},
                   kRel);
 }
 
@@ -149,9 +150,9 @@ TEST(OptimSGD, WeightDecayMatchesTorch) {
   SGD opt(params, {.lr = 0.1, .weight_decay = 0.1});
   run_steps(opt, params, 0, 3);
   // torch.optim.SGD(ps, lr=0.1, weight_decay=0.1), 3 steps
-  expect_near_rel(flat_values(params), {0.11878775, -0.20852753999999998, 0.27987944, -0.39526245000000004,
-                                        0.48167113000000006, -0.58240029, 0.056025950000000005, -0.13477636999999998,
-                                        0.25741063999999997},
+  expect_near_rel(flat_values(params),
+                  {0.11878775, -0.20852753999999998, 0.27987944, -0.39526245000000004, 0.48167113000000006, -0.58240029,
+                   0.056025950000000005, -0.13477636999999998, 0.25741063999999997},
                   kRel);
 }
 
@@ -166,9 +167,9 @@ TEST(OptimSGD, MomentumSkipsParamsWithoutGrad) {
   EXPECT_EQ(state.count("state.1.momentum_buffer"), 0u);  // no state before the first gradient
   run_steps(opt, params, 1, 2);
   // torch.optim.SGD(ps, lr=0.1, momentum=0.9), 3 steps, p1.grad None in step 0
-  expect_near_rel(flat_values(params), {0.160495, -0.244104, 0.29822400000000004, -0.42904500000000007,
-                                        0.47665300000000005, -0.581019, 0.04741000000000001, -0.15036999999999998,
-                                        0.29255000000000003},
+  expect_near_rel(flat_values(params),
+                  {0.160495, -0.244104, 0.29822400000000004, -0.42904500000000007, 0.47665300000000005, -0.581019,
+                   0.04741000000000001, -0.15036999999999998, 0.29255000000000003},
                   kRel);
 }
 
@@ -187,10 +188,11 @@ TEST(OptimAdam, WeightDecayMatchesTorch) {
   Adam opt(params, {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1});
   run_steps(opt, params, 0, 3);
   // torch.optim.Adam(ps, lr=0.01, betas=(0.9, 0.99), eps=1e-8, weight_decay=0.1), 3 steps
-  expect_near_rel(flat_values(params), {0.12383108237788468, -0.22085754094864476, 0.30076467932237233,
-                                        -0.40743446619892826, 0.4765225090197936, -0.576499853734089,
-                                        0.03448904790249748, -0.12722516983262408, 0.24386375237095137},
-                  kRel);
+  expect_near_rel(
+      flat_values(params),
+      {0.12383108237788468, -0.22085754094864476, 0.30076467932237233, -0.40743446619892826, 0.4765225090197936,
+       -0.576499853734089, 0.03448904790249748, -0.12722516983262408, 0.24386375237095137},
+      kRel);
   // opt.state[p1]["exp_avg"], ["exp_avg_sq"], ["step"]
   StateDict state = opt.state_dict();
   expect_near_rel(state.at("state.1.exp_avg").to_vector<double>(),
@@ -210,10 +212,11 @@ TEST(OptimAdam, AdamWMatchesTorch) {
   EXPECT_TRUE(opt.options().decoupled_weight_decay);
   run_steps(opt, params, 0, 3);
   // torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1), 3 steps
-  expect_near_rel(flat_values(params), {0.12431876732159455, -0.22200292206675176, 0.3071682974896536,
-                                        -0.41217455955067717, 0.47923051450978765, -0.5823865862430666,
-                                        0.04493633684839342, -0.1282872547930285, 0.24642351490728182},
-                  kRel);
+  expect_near_rel(
+      flat_values(params),
+      {0.12431876732159455, -0.22200292206675176, 0.3071682974896536, -0.41217455955067717, 0.47923051450978765,
+       -0.5823865862430666, 0.04493633684839342, -0.1282872547930285, 0.24642351490728182},
+      kRel);
 }
 
 TEST(OptimAdam, AdamWFloat32MatchesTorch) {
@@ -224,10 +227,11 @@ TEST(OptimAdam, AdamWFloat32MatchesTorch) {
   EXPECT_EQ(opt.state_dict().at("state.0.exp_avg").dtype(), DType::Float32);  // state in the param's dtype
   // torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1) on float32 tensors, 3 steps; float32
   // rounding (and torch's fused multiply-adds) allow a few ulps.
-  expect_near_rel(flat_values(params), {0.12431876361370087, -0.22200293838977814, 0.30716830492019653,
-                                        -0.4121745526790619, 0.47923049330711365, -0.5823866724967957,
-                                        0.04493634030222893, -0.12828727066516876, 0.24642352759838104},
-                  1e-6);
+  expect_near_rel(
+      flat_values(params),
+      {0.12431876361370087, -0.22200293838977814, 0.30716830492019653, -0.4121745526790619, 0.47923049330711365,
+       -0.5823866724967957, 0.04493634030222893, -0.12828727066516876, 0.24642352759838104},
+      1e-6);
 }
 
 TEST(OptimAdam, DefaultsAreTorchs) {
@@ -251,10 +255,11 @@ TEST(OptimAdam, TwoParamGroupsMatchTorch) {
   run_steps(opt, params, 0, 3);
   // torch.optim.AdamW([{"params": [p0], "lr": 0.01, "weight_decay": 0.1},
   //                    {"params": [p1], "lr": 0.05, "weight_decay": 0.0}]), 3 steps
-  expect_near_rel(flat_values(params), {0.12431876732159455, -0.22200292206675176, 0.3071682974896536,
-                                        -0.41217455955067717, 0.47923051450978765, -0.5823865862430666,
-                                        0.02539372765552795, -0.043542544849062954, 0.23577855385468993},
-                  kRel);
+  expect_near_rel(
+      flat_values(params),
+      {0.12431876732159455, -0.22200292206675176, 0.3071682974896536, -0.41217455955067717, 0.47923051450978765,
+       -0.5823865862430666, 0.02539372765552795, -0.043542544849062954, 0.23577855385468993},
+      kRel);
   StateDict state = opt.state_dict();
   EXPECT_EQ(state.at("group.1.lr").item(), 0.05);
   EXPECT_EQ(state.count("state.1.exp_avg"), 1u);  // flat index runs across groups
@@ -270,10 +275,11 @@ TEST(OptimAdam, SkipsParamsWithoutGrad) {
   run_steps(opt, params, 1, 2, skip);
   // torch.optim.Adam(ps, lr=0.01), 3 steps, p1.grad None in step 0 and p0.grad None in step 2
   // (each parameter's bias correction counts its own steps)
-  expect_near_rel(flat_values(params), {0.11898575086729453, -0.2193970723371953, 0.31266336858992416,
-                                        -0.4119149796861905, 0.4811562386165953, -0.5832994192134475,
-                                        0.042935612756163775, -0.14366103734735927, 0.26898575086729454},
-                  kRel);
+  expect_near_rel(
+      flat_values(params),
+      {0.11898575086729453, -0.2193970723371953, 0.31266336858992416, -0.4119149796861905, 0.4811562386165953,
+       -0.5832994192134475, 0.042935612756163775, -0.14366103734735927, 0.26898575086729454},
+      kRel);
   StateDict state = opt.state_dict();
   EXPECT_EQ(state.at("state.0.step").item(), 2.0);
   EXPECT_EQ(state.at("state.1.step").item(), 2.0);
@@ -307,8 +313,11 @@ TEST(OptimAdam, LargeParamsMatchTheSharedKernelElementByElement) {
     adamw.step();
     sgd.step();
     const auto sa = strata_kernels::adam_scalars<float>(0.01, 0.9, 0.999, 1e-8, 0.1, true, k);
-    const strata_kernels::SgdScalars<double> ss{.neg_lr = -0.05, .weight_decay = 0.01, .momentum = 0.9,
-                                                .one_minus_dampening = 1.0 - 0.1, .nesterov = false,
+    const strata_kernels::SgdScalars<double> ss{.neg_lr = -0.05,
+                                                .weight_decay = 0.01,
+                                                .momentum = 0.9,
+                                                .one_minus_dampening = 1.0 - 0.1,
+                                                .nesterov = false,
                                                 .init_buffer = k == 1};
     const float* g = gp.data<float>();
     const double* h = gq.data<double>();
@@ -346,7 +355,7 @@ TEST(Optimizer, ZeroGradInPlaceKeepsViewsAndSetToNone) {
   EXPECT_FALSE(params[0].grad().defined());
   EXPECT_FALSE(params[1].grad().defined());
   EXPECT_EQ(bucket.to_vector<double>(), std::vector<double>(9, 2.0));  // dropped, not zeroed
-  opt.step();  // no gradients: nothing changes
+  opt.step();                                                          // no gradients: nothing changes
   EXPECT_EQ(params[0].to_vector<double>(), kP0);
 }
 
@@ -483,10 +492,13 @@ TEST(OptimParamGroups, WeightDecaySplitsByDim) {
   };
   Tensor wte = param({10, 4}), ln_w = param({4}), ln_b = param({4}), attn_w = param({4, 12}), attn_b = param({12});
   Tensor frozen = param({3, 3}, false);
-  std::vector<std::pair<std::string, Tensor>> named = {
-      {"wte.weight", wte},       {"h.0.ln_1.weight", ln_w},         {"h.0.ln_1.bias", ln_b},
-      {"h.0.attn.c_attn.weight", attn_w}, {"h.0.attn.c_attn.bias", attn_b}, {"lm_head.weight", wte},  // tied
-      {"frozen", frozen}};
+  std::vector<std::pair<std::string, Tensor>> named = {{"wte.weight", wte},
+                                                       {"h.0.ln_1.weight", ln_w},
+                                                       {"h.0.ln_1.bias", ln_b},
+                                                       {"h.0.attn.c_attn.weight", attn_w},
+                                                       {"h.0.attn.c_attn.bias", attn_b},
+                                                       {"lm_head.weight", wte},  // tied
+                                                       {"frozen", frozen}};
   std::vector<ParamGroup> groups = weight_decay_groups(named, 6e-4, 0.1);
   ASSERT_EQ(groups.size(), 2u);
   ASSERT_EQ(groups[0].params.size(), 2u);
@@ -533,7 +545,7 @@ void expect_resume_bitwise(DType dtype, MakeOpt make_opt) {
 
 std::unique_ptr<Adam> make_adamw_two_groups(const std::vector<Tensor>& ps) {
   return std::make_unique<AdamW>(std::vector<ParamGroup>{{.params = {ps[0]}, .lr = 0.01, .weight_decay = 0.1},
-                                                          {.params = {ps[1]}, .lr = 0.03, .weight_decay = 0.0}});
+                                                         {.params = {ps[1]}, .lr = 0.03, .weight_decay = 0.0}});
 }
 
 }  // namespace

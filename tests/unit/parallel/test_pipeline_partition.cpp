@@ -18,7 +18,12 @@ namespace {
 
 nn::GPTConfig gpt_config() { return {.vocab_size = 40, .context = 16, .n_layer = 5, .n_head = 2, .n_embd = 16}; }
 nn::LlamaConfig llama_config() {
-  return {.vocab_size = 40, .context = 16, .n_layer = 5, .n_head = 4, .n_kv_head = 2, .n_embd = 16,
+  return {.vocab_size = 40,
+          .context = 16,
+          .n_layer = 5,
+          .n_head = 4,
+          .n_kv_head = 2,
+          .n_embd = 16,
           .intermediate_size = 24};
 }
 
@@ -94,16 +99,29 @@ TEST_P(ModelParts, ParameterCountsFromTheConfigMatchTheBuiltPieces) {
 TEST_P(ModelParts, APartRefusesToRunAsAWholeModel) {
   auto part = build(GetParam(), {.embedding = true, .blocks = std::vector<int64_t>{0, 1}, .head = false});
   Tensor tokens = zeros({1, 4}, {.dtype = DType::Int64});
-  strata::testing::expect_contains(strata::testing::error_of([&] { part->loss(tokens, tokens); }), "part of the layers");
-  strata::testing::expect_contains(strata::testing::error_of([&] { part->head(zeros({1, 4, 16})); }), "does not hold the head");
+  strata::testing::expect_contains(strata::testing::error_of([&] { part->loss(tokens, tokens); }),
+                                   "part of the layers");
+  strata::testing::expect_contains(strata::testing::error_of([&] {
+                                     part->head(zeros({1, 4, 16}));
+                                   }),
+                                   "does not hold the head");
   auto middle = build(GetParam(), {.embedding = false, .blocks = std::vector<int64_t>{2}, .head = false});
-  strata::testing::expect_contains(strata::testing::error_of([&] { middle->embed(tokens, {0, 4}); }), "does not hold the embedding");
-  strata::testing::expect_contains(strata::testing::error_of([&] { middle->run_blocks(std::vector<int64_t>{3}, zeros({1, 4, 16}), {0, 4}); }),
-                        "block 3 is not in this part");
-  strata::testing::expect_contains(strata::testing::error_of([&] { build(GetParam(), {.blocks = std::vector<int64_t>{0, 7}}); }),
-                        "block 7 does not exist");
-  strata::testing::expect_contains(strata::testing::error_of([&] { build(GetParam(), {.blocks = std::vector<int64_t>{2, 1}}); }),
-                        "ascending");
+  strata::testing::expect_contains(strata::testing::error_of([&] {
+                                     middle->embed(tokens, {0, 4});
+                                   }),
+                                   "does not hold the embedding");
+  strata::testing::expect_contains(strata::testing::error_of([&] {
+                                     middle->run_blocks(std::vector<int64_t>{3}, zeros({1, 4, 16}), {0, 4});
+                                   }),
+                                   "block 3 is not in this part");
+  strata::testing::expect_contains(strata::testing::error_of([&] {
+                                     build(GetParam(), {.blocks = std::vector<int64_t>{0, 7}});
+                                   }),
+                                   "block 7 does not exist");
+  strata::testing::expect_contains(strata::testing::error_of([&] {
+                                     build(GetParam(), {.blocks = std::vector<int64_t>{2, 1}});
+                                   }),
+                                   "ascending");
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelParts, ::testing::Values("gpt", "llama"));
@@ -121,9 +139,10 @@ TEST(PipelinePartition, BalancesByParameterCount) {
   // Interleaved: p*v stages; v must divide the blocks.
   EXPECT_EQ(parallel::balanced_partition(flat, 8, 2, 2).num_stages(), 4);
   strata::testing::expect_contains(strata::testing::error_of([&] { parallel::balanced_partition(flat, 9, 2, 2); }),
-                        "2 chunks per rank (interleaved) must divide the 9 blocks");
-  strata::testing::expect_contains(strata::testing::error_of([&] { parallel::balanced_partition(flat, 3, 4); }),
-                        "4 stages (4 ranks x 1 chunks) need at least one block each, but the model has 3 blocks");
+                                   "2 chunks per rank (interleaved) must divide the 9 blocks");
+  strata::testing::expect_contains(
+      strata::testing::error_of([&] { parallel::balanced_partition(flat, 3, 4); }),
+      "4 stages (4 ranks x 1 chunks) need at least one block each, but the model has 3 blocks");
 }
 
 TEST(PipelinePartition, RefusesPartitionsThatMissOrRepeatBlocks) {

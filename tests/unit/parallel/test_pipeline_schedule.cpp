@@ -222,24 +222,40 @@ TEST(PipelineSchedule, TransfersOfAnAction) {
   EXPECT_EQ(&single.transfers()[0], &single);
   ASSERT_EQ(batch.transfers().size(), 2u);
   EXPECT_EQ(batch.transfers()[1].kind, Kind::RecvActivation);
-  EXPECT_EQ(to_string(batch), "batch[send grad(micro-batch 1, chunk 0) to rank 2; "
-                              "recv activation(micro-batch 2, chunk 0) from rank 2]");
+  EXPECT_EQ(to_string(batch),
+            "batch[send grad(micro-batch 1, chunk 0) to rank 2; "
+            "recv activation(micro-batch 2, chunk 0) from rank 2]");
 }
 
 TEST(PipelineSchedule, ErrorsNameTheRequirement) {
   using testing::expect_error_mentions;
   expect_error_mentions([] { make_pipeline_schedule(Sched::OneFOneB, {0, 4, 1}); }, {"at least 1 rank", "ranks = 0"});
-  expect_error_mentions([] { make_pipeline_schedule(Sched::GPipe, {2, 0, 1}); },
-                        {"at least 1 micro-batch", "micro_batches = 0"});
-  expect_error_mentions([] { make_pipeline_schedule(Sched::Interleaved1F1B, {2, 4, 0}); },
-                        {"at least 1 model chunk", "chunks = 0"});
-  expect_error_mentions([] { make_pipeline_schedule(Sched::Interleaved1F1B, {4, 6, 2}); },
-                        {"multiple of the number of ranks", "Megatron-LM", "micro_batches = 6", "ranks = 4"});
+  expect_error_mentions(
+      [] {
+        make_pipeline_schedule(Sched::GPipe, {2, 0, 1});
+      },
+      {"at least 1 micro-batch", "micro_batches = 0"});
+  expect_error_mentions(
+      [] {
+        make_pipeline_schedule(Sched::Interleaved1F1B, {2, 4, 0});
+      },
+      {"at least 1 model chunk", "chunks = 0"});
+  expect_error_mentions(
+      [] {
+        make_pipeline_schedule(Sched::Interleaved1F1B, {4, 6, 2});
+      },
+      {"multiple of the number of ranks", "Megatron-LM", "micro_batches = 6", "ranks = 4"});
   // m < p with v > 1 is the same requirement (m must be a positive multiple of p).
-  expect_error_mentions([] { make_pipeline_schedule(Sched::Interleaved1F1B, {4, 2, 2}); },
-                        {"multiple", "micro_batches = 2"});
-  expect_error_mentions([] { make_pipeline_schedule(Sched::GPipe, {2, 4, 2}); },
-                        {"GPipe", "one model chunk", "Interleaved1F1B"});
+  expect_error_mentions(
+      [] {
+        make_pipeline_schedule(Sched::Interleaved1F1B, {4, 2, 2});
+      },
+      {"multiple", "micro_batches = 2"});
+  expect_error_mentions(
+      [] {
+        make_pipeline_schedule(Sched::GPipe, {2, 4, 2});
+      },
+      {"GPipe", "one model chunk", "Interleaved1F1B"});
   expect_error_mentions([] { make_pipeline_schedule(Sched::OneFOneB, {2, 4, 3}); }, {"1F1B", "chunks = 3"});
   // Fewer micro-batches than ranks is allowed where the schedule works with it.
   EXPECT_NO_THROW(simulate_pipeline(make_pipeline_schedule(Sched::GPipe, {4, 1, 1})));

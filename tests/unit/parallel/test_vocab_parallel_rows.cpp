@@ -12,10 +12,10 @@
 #include <memory>
 #include <vector>
 
-#include "strata_kernels/common/vocab_parallel_rows.h"
 #include "gradcheck.h"
-#include "strata/parallel/tp_layers.h"
 #include "parallel/vocab_parallel_rows.h"
+#include "strata/parallel/tp_layers.h"
+#include "strata_kernels/common/vocab_parallel_rows.h"
 #include "test_util.h"
 
 namespace strata {
@@ -49,7 +49,9 @@ class SoloGroup final : public dist::ProcessGroup {
   dist::WorkPtr do_send(const Tensor&, int, const dist::OpDescription&) override { return done(); }
   dist::WorkPtr do_recv(Tensor&, int, const dist::OpDescription&) override { return done(); }
   dist::WorkPtr do_barrier(const dist::OpDescription&) override { return done(); }
-  std::unique_ptr<ProcessGroup> do_split(const dist::SplitPlan&, const dist::OpDescription&) override { return nullptr; }
+  std::unique_ptr<ProcessGroup> do_split(const dist::SplitPlan&, const dist::OpDescription&) override {
+    return nullptr;
+  }
 
  private:
   struct Done final : dist::Work {
@@ -125,18 +127,22 @@ Sharded run_shards(const Tensor& x, const Tensor& t, int64_t vocab, int64_t rank
   }
   const int64_t counted = parallel::vocab_cpu::vocab_parallel_check_targets(t, vocab, kIgnore);
   Tensor max = full({rows}, -INFINITY, {.dtype = DType::Float64});
-  for (int64_t r = 0; r < ranks; ++r) max = maximum(max, parallel::vocab_cpu::vocab_parallel_row_max(shard[r], real[r]));
+  for (int64_t r = 0; r < ranks; ++r)
+    max = maximum(max, parallel::vocab_cpu::vocab_parallel_row_max(shard[r], real[r]));
   Tensor se = zeros({rows}, {.dtype = DType::Float64}), tl = zeros({rows}, {.dtype = DType::Float64});
   for (int64_t r = 0; r < ranks; ++r) {
-    parallel::VocabRowSums s = parallel::vocab_cpu::vocab_parallel_row_sums(shard[r], t, real[r], start[r], kIgnore, max);
+    parallel::VocabRowSums s =
+        parallel::vocab_cpu::vocab_parallel_row_sums(shard[r], t, real[r], start[r], kIgnore, max);
     se = add(se, s.sum_exp);
     tl = add(tl, s.target_logit);
   }
-  Sharded out{parallel::vocab_cpu::vocab_parallel_loss(t, vocab, kIgnore, max, se, tl, counted, x.dtype()).item(), {}, part};
+  Sharded out{
+      parallel::vocab_cpu::vocab_parallel_loss(t, vocab, kIgnore, max, se, tl, counted, x.dtype()).item(), {}, part};
   const double scale = 1.0 / static_cast<double>(counted);
   std::vector<Tensor> grads;
   for (int64_t r = 0; r < ranks; ++r)
-    grads.push_back(parallel::vocab_cpu::vocab_parallel_grad(shard[r], t, real[r], start[r], vocab, kIgnore, max, se, scale));
+    grads.push_back(
+        parallel::vocab_cpu::vocab_parallel_grad(shard[r], t, real[r], start[r], vocab, kIgnore, max, se, scale));
   out.grad = cat(grads, 1).to_vector<double>();
   return out;
 }
@@ -196,7 +202,8 @@ TEST(VocabParallelRows, RowStepsOnOneShard) {
   const Tensor t = from_vector(std::vector<int64_t>{12, 3, kIgnore}, {3});
   const Tensor max = parallel::vocab_cpu::vocab_parallel_row_max(x, 3);
   EXPECT_EQ(max.to_vector<double>(), (std::vector<double>{3, 4, 0}));
-  EXPECT_EQ(parallel::vocab_cpu::vocab_parallel_row_max(x, 0).to_vector<double>()[0], -INFINITY);  // a shard of padding only
+  EXPECT_EQ(parallel::vocab_cpu::vocab_parallel_row_max(x, 0).to_vector<double>()[0],
+            -INFINITY);  // a shard of padding only
   const parallel::VocabRowSums s = parallel::vocab_cpu::vocab_parallel_row_sums(x, t, 3, /*start=*/10, kIgnore, max);
   const std::vector<double> se = s.sum_exp.to_vector<double>();
   EXPECT_DOUBLE_EQ(se[0], std::exp(-2.0) + std::exp(-1.0) + 1.0);
@@ -240,7 +247,9 @@ TEST(VocabParallelRows, GroupOfOneMatchesCrossEntropyAndFiniteDifferences) {
   for (int64_t i = 0; i < 4; ++i)
     for (int64_t j = 6; j < 8; ++j) EXPECT_EQ(g[static_cast<size_t>(i * 8 + j)], 0.0) << "padding gets no gradient";
   strata::testing::expect_gradients_match(
-      [&](const std::vector<Tensor>& in) { return parallel::vocab_parallel_cross_entropy(in[0], t, 0, 6, solo, kIgnore); },
+      [&](const std::vector<Tensor>& in) {
+        return parallel::vocab_parallel_cross_entropy(in[0], t, 0, 6, solo, kIgnore);
+      },
       {strata::testing::leaf64({4, 8}, 22)});
   // Every row ignored: loss 0 and gradient 0, as cross_entropy.
   const Tensor none = full({4}, static_cast<double>(kIgnore), {.dtype = DType::Int64});

@@ -88,7 +88,7 @@ TEST(Timeline, SpansOpenedWhileRecordingAreKeptAddedEventsOnlyWhileRecording) {
   t.stop_recording();
   t.add({"late", "comm", 30, 40, {}});
   { auto s = t.span("after", "compute"); }  // opened after stop_recording
-  step.end();                                // opened before: kept
+  step.end();                               // opened before: kept
   ASSERT_EQ(t.events().size(), 2u);
   EXPECT_EQ(t.events()[0].name, "measured");
   EXPECT_EQ(t.events()[0].args, (profile::Timeline::Args{{"bytes", 8}}));
@@ -153,8 +153,8 @@ TEST(Timeline, TraceCheckRejectsOverlappingSpans) {
   auto trace = [](int pid_b) {
     nlohmann::json events = nlohmann::json::array();
     const auto span = [](const char* name, double ts, int pid) {
-      return nlohmann::json{{"ph", "X"}, {"name", name}, {"cat", "c"}, {"ts", ts},
-                            {"dur", 10.0}, {"pid", pid}, {"tid", 0}};
+      return nlohmann::json{{"ph", "X"},   {"name", name}, {"cat", "c"}, {"ts", ts},
+                            {"dur", 10.0}, {"pid", pid},   {"tid", 0}};
     };
     events.push_back(span("a", 0.0, 0));
     events.push_back(span("b", 5.0, pid_b));

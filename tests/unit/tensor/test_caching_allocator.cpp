@@ -389,9 +389,9 @@ TEST(CachingAllocator, StatsStayConsistentAndPendingBlocksAreNeverHandedOut) {
   ScriptedDevice dev;
   CachingAllocator cache(dev, "fake:0");
   const Stream streams[] = {kComm, kPrefetch};
-  std::map<void*, size_t> held;                  // block -> requested bytes
-  std::map<void*, std::set<Stream>> used;        // in-use block -> recorded streams
-  std::map<void*, std::set<Stream>> unsafe;      // freed block -> streams yet to finish
+  std::map<void*, size_t> held;              // block -> requested bytes
+  std::map<void*, std::set<Stream>> used;    // in-use block -> recorded streams
+  std::map<void*, std::set<Stream>> unsafe;  // freed block -> streams yet to finish
   uint64_t state = 12345;
   auto next = [&](uint64_t n) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -442,8 +442,11 @@ TEST(CachingAllocator, StatsStayConsistentAndPendingBlocksAreNeverHandedOut) {
 // The public entry: a CPU tensor is refused by name; CUDA memory strata did not allocate
 // (a wrapped pointer, as from interop) is left alone.
 TEST(CachingAllocator, PublicRecordStreamChecksTheTensor) {
-  strata::testing::expect_error_mentions([] { cuda::record_stream(ones({2, 3}), nullptr); },
-                                         {"cuda::record_stream", "[2, 3]", "cpu"});
+  strata::testing::expect_error_mentions(
+      [] {
+        cuda::record_stream(ones({2, 3}), nullptr);
+      },
+      {"cuda::record_stream", "[2, 3]", "cpu"});
   std::vector<float> backing(4, 0.0f);
   Tensor wrapped = from_blob(backing.data(), {4}, DType::Float32, {}, Device::cuda(0));
   EXPECT_NO_THROW(cuda::record_stream(wrapped, nullptr));

@@ -10,10 +10,18 @@ using strata::testing::expect_contains;
 
 namespace {
 
-nn::GPTConfig small_gpt() { return {.vocab_size = 11, .context = 8, .n_layer = 2, .n_head = 2, .n_embd = 8, .seed = 5}; }
+nn::GPTConfig small_gpt() {
+  return {.vocab_size = 11, .context = 8, .n_layer = 2, .n_head = 2, .n_embd = 8, .seed = 5};
+}
 nn::LlamaConfig small_llama() {
-  return {.vocab_size = 13, .context = 8, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .n_embd = 16,
-          .intermediate_size = 24, .seed = 5};
+  return {.vocab_size = 13,
+          .context = 8,
+          .n_layer = 2,
+          .n_head = 4,
+          .n_kv_head = 2,
+          .n_embd = 16,
+          .intermediate_size = 24,
+          .seed = 5};
 }
 
 void expect_same_state(const StateDict& a, const StateDict& b) {
@@ -44,7 +52,8 @@ TEST(ModelRegistry, AMissingOrUnknownFamilyIsNamed) {
   expect_contains(e, "checkpoint 'old'");
   expect_contains(e, "'config.family'");
   expect_contains(e, "--format gpt2, llama");
-  expect_contains(error_of([] { train::model_family("mamba"); }), "unknown model family 'mamba': known families are gpt2, llama");
+  expect_contains(error_of([] { train::model_family("mamba"); }),
+                  "unknown model family 'mamba': known families are gpt2, llama");
   train::ModelFamily incomplete;
   incomplete.name = "half";
   expect_contains(error_of([&] { train::register_model_family(incomplete); }), "family 'half' needs");
@@ -65,10 +74,12 @@ TEST(ModelRegistry, BuildsTheModelItsConfigDescribes) {
   int units = 0;
   for (auto& [name, m] : l->named_modules()) units += train::model_family("llama").zero3_unit(name, *m) ? 1 : 0;
   EXPECT_EQ(units, lc.n_layer);
-  expect_contains(error_of([&] { train::model_family("llama").check_tensor_parallel(train::config_metadata(lc), 3, "run"); }),
-                  "tensor-parallel degree 3");
-  expect_contains(error_of([&] { train::model_family("gpt2").check_tensor_parallel(train::config_metadata(gc), 4, "run"); }),
-                  "run: the tensor-parallel degree 4 does not divide config.n_head 2");
+  expect_contains(
+      error_of([&] { train::model_family("llama").check_tensor_parallel(train::config_metadata(lc), 3, "run"); }),
+      "tensor-parallel degree 3");
+  expect_contains(
+      error_of([&] { train::model_family("gpt2").check_tensor_parallel(train::config_metadata(gc), 4, "run"); }),
+      "run: the tensor-parallel degree 4 does not divide config.n_head 2");
 }
 
 TEST(ParamInit, APartDrawsTheWholeParametersElements) {

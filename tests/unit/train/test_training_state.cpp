@@ -15,8 +15,8 @@ namespace {
 // One training run's objects, built the way examples/train_gpt builds them.
 struct TrainingRun {
   SyntheticTask task{{.digits = 2, .seed = 3}};
-  nn::GPT model{nn::GPTConfig{.vocab_size = 14, .context = 9, .n_layer = 2, .n_head = 2, .n_embd = 16,
-                              .dropout = 0.1, .seed = 3}};
+  nn::GPT model{nn::GPTConfig{
+      .vocab_size = 14, .context = 9, .n_layer = 2, .n_head = 2, .n_embd = 16, .dropout = 0.1, .seed = 3}};
   optim::AdamW optimizer{optim::weight_decay_groups(model.named_parameters(), 1e-2, 0.1), {.lr = 1e-2}};
   optim::CosineSchedule schedule{optimizer, {.warmup_steps = 2, .total_steps = 8, .min_lr_ratio = 0.1}};
   BatchSampler sampler{{.dataset_size = 1 << 20, .batch_size = 4, .seed = 3}};
@@ -132,8 +132,8 @@ TEST(TrainingState, AnEditedStepIsAHeaderChecksumMismatch) {
 }
 
 TEST(TrainingState, TheModelConfigurationIsStoredAndChecked) {
-  const nn::GPTConfig two_heads{.vocab_size = 14, .context = 9, .n_layer = 2, .n_head = 2, .n_embd = 16,
-                                .dropout = 0.1, .seed = 3};
+  const nn::GPTConfig two_heads{
+      .vocab_size = 14, .context = 9, .n_layer = 2, .n_head = 2, .n_embd = 16, .dropout = 0.1, .seed = 3};
   nn::GPTConfig four_heads = two_heads;
   four_heads.n_head = 4;  // the same parameter shapes
   TrainingRun run;
@@ -166,8 +166,8 @@ TEST(TrainingState, TheModelConfigurationIsStoredAndChecked) {
 }
 
 TEST(TrainingState, MalformedNumbersAreNamedErrors) {
-  const Metadata meta{{"ok", "20"}, {"dash", "-"}, {"long", "99999999999999999999"}, {"neg", "-5"},
-                      {"space", " 7"}, {"tail", "7x"}, {"empty", ""}};
+  const Metadata meta{{"ok", "20"},   {"dash", "-"}, {"long", "99999999999999999999"}, {"neg", "-5"}, {"space", " 7"},
+                      {"tail", "7x"}, {"empty", ""}};
   EXPECT_EQ(train::metadata_int(meta, "ok", "w"), 20);
   for (const char* key : {"dash", "long", "neg", "space", "tail", "empty"}) {
     try {

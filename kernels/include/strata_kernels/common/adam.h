@@ -16,8 +16,8 @@ struct AdamScalars {
   T neg_step_size;          // -lr / (1 - beta1^step)
   T bias_correction2_sqrt;  // sqrt(1 - beta2^step)
   T eps;
-  T l2_weight_decay;        // Adam: g += wd * p (0 for AdamW; skipped when 0, as torch)
-  T decay_factor;           // AdamW: p *= 1 - lr * wd (1 for Adam: exact no-op)
+  T l2_weight_decay;  // Adam: g += wd * p (0 for AdamW; skipped when 0, as torch)
+  T decay_factor;     // AdamW: p *= 1 - lr * wd (1 for Adam: exact no-op)
 };
 
 template <class T>

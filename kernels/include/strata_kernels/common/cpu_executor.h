@@ -8,8 +8,8 @@
 //   for (int64_t c = 0; c < n_chunks; ++c) strata_kernels::run_chunk(tensors, chunks[c], op);
 #include <stdint.h>
 
-#include "strata_kernels/common/macros.h"
 #include "strata_kernels/common/chunk_reduce.h"
+#include "strata_kernels/common/macros.h"
 #include "strata_kernels/common/multi_tensor.h"
 
 namespace strata_kernels {

@@ -133,9 +133,9 @@ STRATA_HD T select_value(bool c, T x, T y) {
 #if defined(__CUDA_ARCH__)
   return c ? x : y;
 #else
-  using U = std::conditional_t<sizeof(T) == 8, uint64_t,
-                               std::conditional_t<sizeof(T) == 4, uint32_t,
-                                                  std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
+  using U = std::conditional_t<
+      sizeof(T) == 8, uint64_t,
+      std::conditional_t<sizeof(T) == 4, uint32_t, std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t> > >;
   static_assert(sizeof(U) == sizeof(T));
   U ux, uy;
   memcpy(&ux, &x, sizeof(T));

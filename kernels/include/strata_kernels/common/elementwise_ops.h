@@ -17,7 +17,21 @@ namespace strata_kernels {
 // p and q are the op's scalars: Pow's exponent, AddScalar's and MulScalar's operand, Clamp's
 // bounds.
 enum class UnaryCode : int32_t {
-  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Silu, Pow, AddScalar, MulScalar, Clamp, Gelu, Relu
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Sigmoid,
+  Silu,
+  Pow,
+  AddScalar,
+  MulScalar,
+  Clamp,
+  Gelu,
+  Relu
 };
 enum class BinaryCode : int32_t { Add, Sub, Mul, Div, Minimum, Maximum, Pow };
 // grad * d op(x) / dx, from `saved`: the op's output for Exp, Sqrt, Rsqrt, Tanh, Sigmoid and

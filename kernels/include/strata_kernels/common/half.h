@@ -42,7 +42,7 @@ STRATA_HD uint16_t float_to_half_bits(float f) {
   uint32_t u = float_bits(f);
   uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   uint32_t au = u & 0x7fffffffu;
-  if (au > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (au > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (au >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf (>= 65520)
   if (au < 0x38800000u) {
     // Result is a float16 subnormal or zero: value = m * 2^-24, m in [0, 1024).

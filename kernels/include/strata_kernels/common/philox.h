@@ -29,7 +29,10 @@ STRATA_HD Philox4 philox4x32_10(uint64_t ctr_lo, uint64_t ctr_hi, uint64_t key) 
     philox_mulhilo(0xD2511F53u, c0, &hi0, &lo0);
     philox_mulhilo(0xCD9E8D57u, c2, &hi1, &lo1);
     uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    c0 = n0;
+    c1 = n1;
+    c2 = n2;
+    c3 = n3;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }

@@ -19,10 +19,12 @@ template <class R, class T>
 STRATA_HD void layer_norm_row(const T* x, const T* w, const T* b, int64_t d, double eps, T* y, T* mean, T* rstd) {
   const double inv_d = 1.0 / static_cast<double>(d);
   const double mu = R::sum(d, [&](int64_t j) { return static_cast<double>(x[j]); }) * inv_d;
-  const double var = R::sum(d, [&](int64_t j) {
-                       const double c = static_cast<double>(x[j]) - mu;
-                       return c * c;
-                     }) * inv_d;
+  const double var = R::sum(d,
+                            [&](int64_t j) {
+                              const double c = static_cast<double>(x[j]) - mu;
+                              return c * c;
+                            }) *
+                     inv_d;
   const T mu_t = static_cast<T>(mu), rs_t = static_cast<T>(1.0 / sqrt(var + eps));
   R::for_each(d, [&](int64_t j) { y[j] = (x[j] - mu_t) * rs_t * w[j] + b[j]; });
   if (R::leader()) {

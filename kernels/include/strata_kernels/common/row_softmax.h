@@ -21,7 +21,8 @@ STRATA_HD T lowest_value() {
 
 template <class R, class T>
 STRATA_HD T row_max(const T* x, int64_t n) {
-  return R::max(n, [&](int64_t j) { return x[j]; }, lowest_value<T>());
+  return R::max(
+      n, [&](int64_t j) { return x[j]; }, lowest_value<T>());
 }
 
 // y = softmax(x) or log_softmax(x) over n values.
@@ -53,8 +54,8 @@ STRATA_HD void softmax_backward_row(const T* g, const T* y, T* dx, int64_t n, bo
     const T sg = static_cast<T>(R::sum(n, [&](int64_t j) { return static_cast<double>(g[j]); }));
     R::for_each(n, [&](int64_t j) { dx[j] = g[j] - fast_exp(y[j]) * sg; });
   } else {
-    const T gy = static_cast<T>(
-        R::sum(n, [&](int64_t j) { return static_cast<double>(g[j]) * static_cast<double>(y[j]); }));
+    const T gy =
+        static_cast<T>(R::sum(n, [&](int64_t j) { return static_cast<double>(g[j]) * static_cast<double>(y[j]); }));
     R::for_each(n, [&](int64_t j) { dx[j] = y[j] * (g[j] - gy); });
   }
 }
@@ -63,7 +64,8 @@ STRATA_HD void softmax_backward_row(const T* g, const T* y, T* dx, int64_t n, bo
 // (the keys a query may see; the rest of y is 0).
 template <class R, class T>
 STRATA_HD void prefix_softmax_row(const T* x, T* y, int64_t n, int64_t valid, T scale) {
-  const T m = R::max(valid, [&](int64_t j) { return x[j] * scale; }, lowest_value<T>());
+  const T m = R::max(
+      valid, [&](int64_t j) { return x[j] * scale; }, lowest_value<T>());
   const double s = R::sum(valid, [&](int64_t j) {
     const T e = fast_exp(x[j] * scale - m);
     y[j] = e;
@@ -77,8 +79,8 @@ STRATA_HD void prefix_softmax_row(const T* x, T* y, int64_t n, int64_t valid, T 
 // Its gradient: dx = scale * y * (g - sum(g * y)) over the valid prefix, 0 beyond.
 template <class R, class T>
 STRATA_HD void prefix_softmax_backward_row(const T* g, const T* y, T* dx, int64_t n, int64_t valid, T scale) {
-  const T gy = static_cast<T>(
-      R::sum(valid, [&](int64_t j) { return static_cast<double>(g[j]) * static_cast<double>(y[j]); }));
+  const T gy =
+      static_cast<T>(R::sum(valid, [&](int64_t j) { return static_cast<double>(g[j]) * static_cast<double>(y[j]); }));
   R::for_each(valid, [&](int64_t j) { dx[j] = scale * (y[j] * (g[j] - gy)); });
   R::for_each(n - valid, [&](int64_t j) { dx[valid + j] = T(0); });
 }

@@ -10,12 +10,12 @@ namespace strata_kernels {
 // (as PyTorch casts its Python-float hyper-parameters to the tensor's scalar type).
 template <class T>
 struct SgdScalars {
-  T neg_lr;               // -lr
-  T weight_decay;         // coupled: d = g + weight_decay * p (skipped when 0, as torch)
-  T momentum;             // buf = momentum * buf + (1 - dampening) * d
+  T neg_lr;        // -lr
+  T weight_decay;  // coupled: d = g + weight_decay * p (skipped when 0, as torch)
+  T momentum;      // buf = momentum * buf + (1 - dampening) * d
   T one_minus_dampening;
-  bool nesterov;          // d = d + momentum * buf instead of d = buf
-  bool init_buffer;       // first step with a gradient: buf = d (torch: no dampening then)
+  bool nesterov;     // d = d + momentum * buf instead of d = buf
+  bool init_buffer;  // first step with a gradient: buf = d (torch: no dampening then)
 };
 
 // Plain SGD (momentum 0): p -= lr * (g + wd * p).

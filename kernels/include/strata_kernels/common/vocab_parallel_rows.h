@@ -31,7 +31,8 @@ STRATA_HD int32_t vp_target_state(int64_t target, int64_t vocab, int64_t ignore_
 // This rank's maximum of a row over its real columns (-inf when it holds none).
 template <class R, class T>
 STRATA_HD double vp_row_max(const T* x, int64_t real) {
-  return R::max(real, [&](int64_t j) { return static_cast<double>(x[j]); }, static_cast<double>(-INFINITY));
+  return R::max(
+      real, [&](int64_t j) { return static_cast<double>(x[j]); }, static_cast<double>(-INFINITY));
 }
 
 // This rank's share of sum exp(x - m) over its real columns, m the group's row maximum.
