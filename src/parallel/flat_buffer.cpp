@@ -13,9 +13,9 @@ FlatBuffer::FlatBuffer(DType dtype, const std::vector<std::pair<std::string, Sha
   STRATA_CHECK(num_shards >= 1, "FlatBuffer: num_shards must be >= 1, got ", num_shards);
   STRATA_CHECK(global_offset >= 0, "FlatBuffer: global_offset must be >= 0, got ", global_offset);
   entries_.reserve(entries.size());
-  for (auto& [name, shape] : entries) {
+  for (const auto& [name, shape] : entries) {
     Entry e;
-    e.name = std::move(name);
+    e.name = name;
     e.shape = shape;
     e.numel = shape.numel();
     e.offset = used_;
