@@ -56,7 +56,8 @@ std::vector<Tensor> checkpoint(const CheckpointFn& fn, const std::vector<Tensor>
     NoGradGuard no_grad;  // no graph, so no activations kept
     outputs = fn(saved);
   }
-  record("CheckpointBackward", inputs, outputs, [fn, saved, at_forward](BackwardContext& ctx) {
+  const std::vector<SavedTensor> versions(saved.begin(), saved.end());  // recompute reads the inputs
+  record("CheckpointBackward", inputs, outputs, versions, [fn, saved, at_forward](BackwardContext& ctx) {
     std::vector<Tensor> leaves;
     for (size_t i = 0; i < saved.size(); ++i) {
       Tensor leaf = saved[i].defined() ? saved[i].detach() : saved[i];

@@ -25,7 +25,11 @@ bool has_history(const Tensor& t) { return t.requires_grad() || !t.is_leaf(); }
 
 void AutogradContext::save_for_backward(const std::vector<Tensor>& tensors) {
   saved_.clear();
-  for (const Tensor& t : tensors) saved_.push_back(t.defined() ? t.detach() : Tensor());
+  saved_versions_.clear();
+  for (const Tensor& t : tensors) {
+    saved_.push_back(t.defined() ? t.detach() : Tensor());
+    saved_versions_.push_back(t.defined() ? t.version() : 0);
+  }
 }
 
 void AutogradContext::mark_non_differentiable(const std::vector<Tensor>& outputs) {
@@ -71,7 +75,10 @@ std::vector<Tensor> finish_function(const std::type_info& type, std::shared_ptr<
   recorded.reserve(differentiable.size());
   for (size_t i : differentiable) recorded.push_back(outputs[i]);
   const size_t n_inputs = inputs.size();
-  record(name, inputs, recorded,
+  std::vector<SavedTensor> saved;  // checked against their versions at save_for_backward
+  for (size_t i = 0; i < ctx->get_saved_variables().size(); ++i)
+    saved.emplace_back(ctx->get_saved_variables()[i], ctx->saved_versions()[i]);
+  record(name, inputs, recorded, std::move(saved),
          [ctx = std::move(ctx), backward = std::move(backward), differentiable, metas, n_inputs,
           name](BackwardContext& bc) {
            std::vector<Tensor> grads(metas.size());

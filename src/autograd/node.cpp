@@ -15,12 +15,14 @@ std::atomic<uint64_t> g_next_sequence_nr{0};
 
 class FunctionNode final : public Node {
  public:
-  FunctionNode(std::string name, autograd::BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  FunctionNode(std::string name, std::vector<autograd::SavedTensor> saved, autograd::BackwardFn fn)
+      : name_(std::move(name)), saved_(std::move(saved)), fn_(std::move(fn)) {}
 
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override {
     STRATA_CHECK(fn_ != nullptr, "backward through ", name_,
                  " a second time: its saved tensors were freed by the first backward; pass retain_graph=true to "
                  "the first backward() to keep them");
+    for (const autograd::SavedTensor& s : saved_) autograd::check_unmodified(s, name_);
     autograd::BackwardContext ctx;
     ctx.grads = std::move(grad_outputs);
     ctx.needs_input_grad.reserve(next_edges_.size());
@@ -28,10 +30,14 @@ class FunctionNode final : public Node {
     return fn_(ctx);
   }
   std::string_view name() const override { return name_; }
-  void release() override { fn_ = nullptr; }
+  void release() override {
+    fn_ = nullptr;
+    saved_.clear();
+  }
 
  private:
   std::string name_;
+  std::vector<autograd::SavedTensor> saved_;  // what fn_ reads, with its version when saved
   autograd::BackwardFn fn_;
 };
 
@@ -133,8 +139,32 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-void record(std::string name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn) {
-  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(fn));
+void check_unmodified(const SavedTensor& saved, std::string_view saved_by) {
+  const Tensor& t = saved.tensor;
+  if (!t.defined()) return;
+  STRATA_CHECK(t.version() == saved.version,
+               "one of the variables needed for gradient computation has been modified by an inplace operation: [",
+               t.dtype(), " ", t.shape(), "] is at version ", t.version(), "; expected version ", saved.version,
+               " instead (saved by ", saved_by,
+               "). Hint: clone() the tensor before changing it in place, or change it after backward");
+}
+
+// A saved handle must not own autograd state: an output's own handle would own the node that
+// keeps it (a cycle), an input's would keep its graph alive. Call sites pass the detached
+// handles their lambdas capture, so this copies only when one passes the tensor itself.
+void own_saved_handles(std::vector<SavedTensor>& saved, const std::vector<Tensor>& outputs) {
+  for (SavedTensor& s : saved) {
+    if (!s.tensor.defined()) continue;
+    bool is_output = false;
+    for (const Tensor& out : outputs) is_output = is_output || out.is_same(s.tensor);
+    if (is_output || s.tensor.impl()->autograd) s.tensor = s.tensor.detach();
+  }
+}
+
+void record(std::string name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            std::vector<SavedTensor> saved, BackwardFn fn) {
+  own_saved_handles(saved, outputs);
+  auto node = std::make_shared<FunctionNode>(std::move(name), std::move(saved), std::move(fn));
   auto& edges = node->mutable_next_edges();
   edges.reserve(inputs.size());
   for (const Tensor& in : inputs) {

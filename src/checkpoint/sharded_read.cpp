@@ -256,6 +256,7 @@ void ShardedCheckpoint::read(const std::string& name, const Shape& expected_shap
   }
   STRATA_CHECK(filled == region.numel(), where, ": the pieces cover ", filled, " of the ", region.numel(),
                " elements asked for (the index is incomplete)");
+  dest.bump_version();  // written through its pointer: a graph that saved dest must not run
 }
 
 Tensor ShardedCheckpoint::read_whole(const std::string& name) const {

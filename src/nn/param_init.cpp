@@ -81,7 +81,8 @@ void fill_init(Tensor& t, const ParamInit& init, const PhiloxStream& stream, con
   };
   if (draw_dtype == DType::Float32) fill.template operator()<float>();
   else fill.template operator()<double>();
-  if (drawn.dtype() != t.dtype()) t.copy_(drawn);
+  if (drawn.dtype() != t.dtype()) t.copy_(drawn);  // copy_ counts the write
+  else t.bump_version();                           // written through its pointer above
 }
 
 }  // namespace strata::nn

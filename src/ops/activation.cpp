@@ -17,7 +17,7 @@ Tensor gelu(const Tensor& x) {
       "gelu", xc.device(), [&] { return cpu::gelu_forward(xc); },
       [&] { return cuda_ops::unary(backend::UnaryOp::Gelu, xc, "gelu"); });
   if (autograd::needs_grad({x})) {
-    autograd::record("GeluBackward", {x}, {out}, [xc](autograd::BackwardContext& ctx) {
+    autograd::record("GeluBackward", {x}, {out}, {xc}, [xc](autograd::BackwardContext& ctx) {
       Tensor g = detail::contiguous_data(ctx.grad());
       return std::vector<Tensor>{detail::on_device(
           "gelu backward", xc.device(), [&] { return cpu::gelu_backward(g, xc); },
@@ -35,7 +35,8 @@ Tensor relu(const Tensor& x) {
       [&] { return cuda_ops::unary(backend::UnaryOp::Relu, xc, "relu"); });
   if (autograd::needs_grad({x})) {
     // The output decides the mask (out > 0), so x need not be kept alive.
-    autograd::record("ReluBackward", {x}, {out}, [saved = out.detach()](autograd::BackwardContext& ctx) {
+    Tensor saved = out.detach();
+    autograd::record("ReluBackward", {x}, {out}, {saved}, [saved](autograd::BackwardContext& ctx) {
       Tensor g = detail::contiguous_data(ctx.grad());
       return std::vector<Tensor>{detail::on_device(
           "relu backward", saved.device(), [&] { return cpu::relu_backward(g, saved); },

@@ -53,7 +53,7 @@ Tensor cpu_attention(const Tensor& q, const Tensor& k, const Tensor& v, const cp
   if (grad) {
     std::array<bool, 3> layouts = {time_major(q), time_major(k), time_major(v)};
     cpu::AttentionParams saved{.causal = params.causal, .scale = params.scale, .mask = Tensor()};
-    autograd::record("AttentionBackward", {q, k, v}, {out},
+    autograd::record("AttentionBackward", {q, k, v}, {out}, {qd, kd, vd, probs},
                      [qd, kd, vd, probs, layouts, saved](autograd::BackwardContext& ctx) {
                        Tensor go = blas_ready(ctx.grad());
                        const Tensor* in[3] = {&qd, &kd, &vd};

@@ -16,8 +16,9 @@ Tensor attention_softmax(const Tensor& scores, double scale, bool causal) {
       "attention softmax", s.device(), [&] { return cpu::attention_softmax_forward(s, scale, causal); },
       [&] { return cuda_ops::attention_softmax_forward(s, scale, causal); });
   if (autograd::needs_grad({scores})) {
-    autograd::record("AttentionSoftmaxBackward", {scores}, {probs},
-                     [saved = probs.detach(), scale, causal](autograd::BackwardContext& ctx) {
+    const Tensor saved = probs.detach();
+    autograd::record("AttentionSoftmaxBackward", {scores}, {probs}, {saved},
+                     [saved, scale, causal](autograd::BackwardContext& ctx) {
                        const Tensor g = contiguous_data(ctx.grad());
                        return std::vector<Tensor>{on_device(
                            "attention softmax backward", saved.device(),

@@ -47,13 +47,14 @@ std::optional<Tensor> fused_attention(const Tensor& q, const Tensor& k, const Te
   auto r = cuda_ops::fused_attention_forward(q16.detach(), k16.detach(), v16.detach(), scale, causal, grad);
   if (!r) return std::nullopt;
   if (grad) {
-    autograd::record("FusedAttentionBackward", {q16, k16, v16}, {r->out},
-                     [q = q16.detach(), k = k16.detach(), v = v16.detach(), out = r->out.detach(), stats = r->stats,
-                      scale, causal](autograd::BackwardContext& ctx) {
-                       const Tensor g = ctx.grad().to(q.dtype()).contiguous();
-                       auto d = cuda_ops::fused_attention_backward(q, k, v, out, stats, g, scale, causal);
-                       return std::vector<Tensor>{d.dq, d.dk, d.dv};
-                     });
+    const Tensor qs = q16.detach(), ks = k16.detach(), vs = v16.detach(), outs = r->out.detach();
+    autograd::record(
+        "FusedAttentionBackward", {q16, k16, v16}, {r->out}, {qs, ks, vs, outs, r->stats},
+        [q = qs, k = ks, v = vs, out = outs, stats = r->stats, scale, causal](autograd::BackwardContext& ctx) {
+          const Tensor g = ctx.grad().to(q.dtype()).contiguous();
+          auto d = cuda_ops::fused_attention_backward(q, k, v, out, stats, g, scale, causal);
+          return std::vector<Tensor>{d.dq, d.dk, d.dv};
+        });
   }
   return r->out.to(q.dtype());
 }

@@ -75,14 +75,15 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       "where", device, [&] { return cpu::where(cond, a, b, shape, "where"); },
       [&] { return cuda_ops::where(cond, a, b, shape, "where"); });
   if (autograd::needs_grad({a, b})) {
-    autograd::record("WhereBackward", {a, b}, {out}, [cond, sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
-      const Tensor& g = ctx.grad();
-      const Tensor zero = scalar_tensor(0.0, {.dtype = g.dtype(), .device = g.device()});
-      Tensor ga, gb;
-      if (ctx.needs(0)) ga = sum_to(where(cond, g, zero), sa);
-      if (ctx.needs(1)) gb = sum_to(where(cond, zero, g), sb);
-      return std::vector<Tensor>{ga, gb};
-    });
+    autograd::record("WhereBackward", {a, b}, {out}, {cond},
+                     [cond, sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
+                       const Tensor& g = ctx.grad();
+                       const Tensor zero = scalar_tensor(0.0, {.dtype = g.dtype(), .device = g.device()});
+                       Tensor ga, gb;
+                       if (ctx.needs(0)) ga = sum_to(where(cond, g, zero), sa);
+                       if (ctx.needs(1)) gb = sum_to(where(cond, zero, g), sb);
+                       return std::vector<Tensor>{ga, gb};
+                     });
   }
   return out;
 }
@@ -96,7 +97,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
       "masked_fill", device, [&] { return cpu::masked_fill(x, mask, value, shape, "masked_fill"); },
       [&] { return cuda_ops::masked_fill(x, mask, value, shape, "masked_fill"); });
   if (autograd::needs_grad({x})) {
-    autograd::record("MaskedFillBackward", {x}, {out}, [mask, sx = x.shape()](BackwardContext& ctx) {
+    autograd::record("MaskedFillBackward", {x}, {out}, {mask}, [mask, sx = x.shape()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
       return std::vector<Tensor>{
           sum_to(where(mask, scalar_tensor(0.0, {.dtype = g.dtype(), .device = g.device()}), g), sx)};

@@ -30,7 +30,7 @@ Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
   Tensor out = apply(detail::contiguous_data(x), p, seed, offset);
   if (autograd::needs_grad({x})) {
     // The mask is regenerated from (seed, offset) rather than stored.
-    autograd::record("DropoutBackward", {x}, {out}, [p, seed, offset](autograd::BackwardContext& ctx) {
+    autograd::record("DropoutBackward", {x}, {out}, {}, [p, seed, offset](autograd::BackwardContext& ctx) {
       return std::vector<Tensor>{apply(detail::contiguous_data(ctx.grad()), p, seed, offset)};
     });
   }

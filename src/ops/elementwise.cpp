@@ -71,7 +71,8 @@ Tensor binary_with_grads(BinaryOp op, BinaryGradOp grad_a, BinaryGradOp grad_b, 
                          const char* name, const char* node) {
   Tensor out = detail::binary_op(op, a, b, name);
   if (autograd::needs_grad({a, b})) {
-    autograd::record(node, {a, b}, {out}, [a = a.detach(), b = b.detach(), grad_a, grad_b, node](BackwardContext& ctx) {
+    Tensor sa = a.detach(), sb = b.detach();
+    autograd::record(node, {a, b}, {out}, {sa, sb}, [a = sa, b = sb, grad_a, grad_b, node](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
       Tensor ga, gb;
       if (ctx.needs(0)) ga = sum_to(detail::binary_grad_op(grad_a, g, a, b, node), a.shape());
@@ -87,7 +88,7 @@ Tensor binary_with_grads(BinaryOp op, BinaryGradOp grad_a, BinaryGradOp grad_b, 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = detail::binary_op(BinaryOp::Add, a, b, "add");
   if (autograd::needs_grad({a, b})) {
-    autograd::record("AddBackward", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
+    autograd::record("AddBackward", {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
       return std::vector<Tensor>{ctx.needs(0) ? sum_to(g, sa) : Tensor(), ctx.needs(1) ? sum_to(g, sb) : Tensor()};
     });
@@ -98,7 +99,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = detail::binary_op(BinaryOp::Sub, a, b, "sub");
   if (autograd::needs_grad({a, b})) {
-    autograd::record("SubBackward", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
+    autograd::record("SubBackward", {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
       return std::vector<Tensor>{ctx.needs(0) ? sum_to(g, sa) : Tensor(), ctx.needs(1) ? sum_to(neg(g), sb) : Tensor()};
     });
@@ -109,7 +110,8 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = detail::binary_op(BinaryOp::Mul, a, b, "mul");
   if (autograd::needs_grad({a, b})) {
-    autograd::record("MulBackward", {a, b}, {out}, [a = a.detach(), b = b.detach()](BackwardContext& ctx) {
+    Tensor sa = a.detach(), sb = b.detach();
+    autograd::record("MulBackward", {a, b}, {out}, {sa, sb}, [a = sa, b = sb](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
       return std::vector<Tensor>{ctx.needs(0) ? sum_to(mul(g, b), a.shape()) : Tensor(),
                                  ctx.needs(1) ? sum_to(mul(g, a), b.shape()) : Tensor()};
@@ -121,7 +123,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = detail::binary_op(BinaryOp::Div, a, b, "div");
   if (autograd::needs_grad({a, b})) {
-    autograd::record("DivBackward", {a, b}, {out}, [a = a.detach(), b = b.detach()](BackwardContext& ctx) {
+    Tensor sa = a.detach(), sb = b.detach();
+    autograd::record("DivBackward", {a, b}, {out}, {sa, sb}, [a = sa, b = sb](BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
       Tensor ga, gb;
       if (ctx.needs(0)) ga = sum_to(div(g, b), a.shape());
@@ -155,7 +158,7 @@ Tensor pow(double base, const Tensor& exponent) {
 Tensor add(const Tensor& a, double b) {
   Tensor out = detail::unary_op(UnaryOp::AddScalar, a, "add", b);
   if (autograd::needs_grad({a})) {
-    autograd::record("AddScalarBackward", {a}, {out},
+    autograd::record("AddScalarBackward", {a}, {out}, {},
                      [](BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad()}; });
   }
   return out;
@@ -164,7 +167,7 @@ Tensor add(const Tensor& a, double b) {
 Tensor mul(const Tensor& a, double b) {
   Tensor out = detail::unary_op(UnaryOp::MulScalar, a, "mul", b);
   if (autograd::needs_grad({a})) {
-    autograd::record("MulScalarBackward", {a}, {out},
+    autograd::record("MulScalarBackward", {a}, {out}, {},
                      [b](BackwardContext& ctx) { return std::vector<Tensor>{mul(ctx.grad(), b)}; });
   }
   return out;
@@ -177,6 +180,7 @@ Tensor& add_(Tensor& self, const Tensor& other, double alpha) {
   detail::on_device(
       "add_", device, [&] { cpu::add_inplace(self, other, alpha); },
       [&] { cuda_ops::add_inplace(self, other, alpha); });
+  self.bump_version();
   return self;
 }
 
@@ -185,6 +189,7 @@ Tensor& mul_(Tensor& self, double value) {
                "mul_: in-place write to a tensor that requires grad; wrap it in NoGradGuard");
   detail::on_device(
       "mul_", self.device(), [&] { cpu::mul_inplace(self, value); }, [&] { cuda_ops::mul_inplace(self, value); });
+  self.bump_version();
   return self;
 }
 

@@ -26,7 +26,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
       "embedding", device, [&] { return cpu::embedding_forward(idx, detail::param_data(weight)); },
       [&] { return cuda_ops::embedding_forward(idx, detail::param_data(weight)); });
   if (autograd::needs_grad({weight})) {
-    autograd::record("EmbeddingBackward", {weight}, {out},
+    autograd::record("EmbeddingBackward", {weight}, {out}, {idx},
                      [idx, vocab = weight.size(0), wdt = weight.dtype()](autograd::BackwardContext& ctx) {
                        Tensor go = detail::contiguous_data(ctx.grad());
                        Tensor g = detail::on_device(

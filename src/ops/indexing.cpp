@@ -74,12 +74,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     return cpu::index_select(x.detach().contiguous(), d, idx);
   });
   if (autograd::needs_grad({x})) {
-    autograd::record("IndexSelectBackward", {x}, {out}, [idx, d, shape = x.shape()](autograd::BackwardContext& ctx) {
-      Tensor g = ctx.grad().contiguous();
-      Tensor gx = zeros(shape, {.dtype = g.dtype(), .device = g.device()});
-      detail::on_device("index_select backward", g.device(), [&] { cpu::index_add_(gx, d, idx, g); });
-      return std::vector<Tensor>{gx};
-    });
+    autograd::record("IndexSelectBackward", {x}, {out}, {idx},
+                     [idx, d, shape = x.shape()](autograd::BackwardContext& ctx) {
+                       Tensor g = ctx.grad().contiguous();
+                       Tensor gx = zeros(shape, {.dtype = g.dtype(), .device = g.device()});
+                       detail::on_device("index_select backward", g.device(), [&] { cpu::index_add_(gx, d, idx, g); });
+                       return std::vector<Tensor>{gx};
+                     });
   }
   return out;
 }
@@ -98,7 +99,7 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
     cpu::index_add_(out, d, idx, src.detach().contiguous());
   });
   if (autograd::needs_grad({x, src})) {
-    autograd::record("IndexAddBackward", {x, src}, {out}, [idx, d](autograd::BackwardContext& ctx) {
+    autograd::record("IndexAddBackward", {x, src}, {out}, {idx}, [idx, d](autograd::BackwardContext& ctx) {
       std::vector<Tensor> grads(2);
       if (ctx.needs(0)) grads[0] = ctx.grad();
       if (ctx.needs(1)) {
@@ -120,7 +121,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     return cpu::gather(x.detach(), d, idx);
   });
   if (autograd::needs_grad({x})) {
-    autograd::record("GatherBackward", {x}, {out}, [idx, d, shape = x.shape()](autograd::BackwardContext& ctx) {
+    autograd::record("GatherBackward", {x}, {out}, {idx}, [idx, d, shape = x.shape()](autograd::BackwardContext& ctx) {
       return std::vector<Tensor>{detail::scatter_add_into_zeros("gather backward", shape, d, idx, ctx.grad())};
     });
   }
@@ -138,7 +139,7 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
     cpu::scatter_add_(out, d, idx, src.detach());
   });
   if (autograd::needs_grad({x, src})) {
-    autograd::record("ScatterAddBackward", {x, src}, {out},
+    autograd::record("ScatterAddBackward", {x, src}, {out}, {idx},
                      [idx, d, src_shape = src.shape()](autograd::BackwardContext& ctx) {
                        std::vector<Tensor> grads(2);
                        if (ctx.needs(0)) grads[0] = ctx.grad();

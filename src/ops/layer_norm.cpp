@@ -36,7 +36,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     const DType wdt = weight.defined() ? weight.dtype() : x.dtype();
     const DType bdt = bias.defined() ? bias.dtype() : x.dtype();
     autograd::record(
-        "LayerNormBackward", {x, weight, bias}, {r.out},
+        "LayerNormBackward", {x, weight, bias}, {r.out}, {xc, w_saved, r.mean, r.rstd},
         [xc, w_saved, w16, wdt, bdt, mean = r.mean, rstd = r.rstd](autograd::BackwardContext& ctx) {
           Tensor w = w16 ? detail::param_data(w_saved) : w_saved;
           Tensor go = detail::contiguous_data(ctx.grad());

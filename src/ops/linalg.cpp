@@ -146,8 +146,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const Cast cast = autocast_for(a);
   Tensor out = bmm("matmul", a, b, batch, {}, cast);
   if (autograd::needs_grad({a, b})) {
+    Tensor sa = a.detach(), sb = b.detach();
     autograd::record(
-        "MatmulBackward", {a, b}, {out}, [a = a.detach(), b = b.detach(), batch, cast](autograd::BackwardContext& ctx) {
+        "MatmulBackward", {a, b}, {out}, {sa, sb}, [a = sa, b = sb, batch, cast](autograd::BackwardContext& ctx) {
           const Tensor& g = ctx.grad();
           Tensor ga, gb;
           // dA = dC B^T, dB = A^T dC; the transposes are views BLAS reads with a flag. An operand
@@ -190,22 +191,22 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
   if (autograd::needs_grad({x, weight, bias})) {
     const DType bdt = bias.defined() ? bias.dtype() : x.dtype();
-    autograd::record("LinearBackward", {x, weight, bias}, {out},
-                     [x2, w = weight.detach(), bdt, batch, x_shape = x.shape(), cdt = x.dtype(),
-                      cast](autograd::BackwardContext& ctx) {
-                       Tensor g = ctx.grad();
-                       if (g.dim() == 1) g = g.unsqueeze(0);
-                       Tensor gx, gw, gb;
-                       // dx = dy W (one GEMM over all rows), dW = dy^T x (the rows are the
-                       // contraction, so one GEMM too), db = column sums of dy. A 16-bit W of a
-                       // float32 input is converted again here; its gradients are rounded to its
-                       // dtype.
-                       if (ctx.needs(0)) gx = bmm("linear", g, compute_values(w, cdt), batch, {}, cast).view(x_shape);
-                       if (ctx.needs(1))
-                         gw = detail::param_grad(bmm_sum("linear", g.transpose(-1, -2), x2, cast), w.dtype());
-                       if (ctx.needs(2)) gb = detail::param_grad(bias_grad(g), bdt);
-                       return std::vector<Tensor>{gx, gw, gb};
-                     });
+    const Tensor w_saved = weight.detach();
+    autograd::record(
+        "LinearBackward", {x, weight, bias}, {out}, {x2, w_saved},
+        [x2, w = w_saved, bdt, batch, x_shape = x.shape(), cdt = x.dtype(), cast](autograd::BackwardContext& ctx) {
+          Tensor g = ctx.grad();
+          if (g.dim() == 1) g = g.unsqueeze(0);
+          Tensor gx, gw, gb;
+          // dx = dy W (one GEMM over all rows), dW = dy^T x (the rows are the
+          // contraction, so one GEMM too), db = column sums of dy. A 16-bit W of a
+          // float32 input is converted again here; its gradients are rounded to its
+          // dtype.
+          if (ctx.needs(0)) gx = bmm("linear", g, compute_values(w, cdt), batch, {}, cast).view(x_shape);
+          if (ctx.needs(1)) gw = detail::param_grad(bmm_sum("linear", g.transpose(-1, -2), x2, cast), w.dtype());
+          if (ctx.needs(2)) gb = detail::param_grad(bias_grad(g), bdt);
+          return std::vector<Tensor>{gx, gw, gb};
+        });
   }
   return out;
 }

@@ -38,7 +38,7 @@ ValuesIndices indexed_result(const char* node, const Tensor& x, int64_t d, const
   ValuesIndices r{keepdim ? values : values.squeeze(d), keepdim ? indices : indices.squeeze(d)};
   if (autograd::needs_grad({x})) {
     autograd::record(
-        node, {x}, {r.values},
+        node, {x}, {r.values}, {indices},
         [node, in_shape = x.shape(), kept = values.shape(), indices, d](autograd::BackwardContext& ctx) {
           const Tensor g = ctx.grad().reshape(kept);
           return std::vector<Tensor>{detail::on_device(
@@ -61,7 +61,7 @@ Tensor sum_mask(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
       "sum", x.device(), [&] { return cpu::sum_keepdim(x, mask); }, [&] { return cuda_ops::sum_keepdim(x, mask); });
   Tensor out = keepdim ? kept : kept.detach().view(drop_reduced(kept.shape(), mask));
   if (autograd::needs_grad({x})) {
-    autograd::record("SumBackward", {x}, {out},
+    autograd::record("SumBackward", {x}, {out}, {},
                      [in_shape = x.shape(), kept_shape = kept.shape()](autograd::BackwardContext& ctx) {
                        return std::vector<Tensor>{ctx.grad().reshape(kept_shape).expand(in_shape).contiguous()};
                      });
@@ -170,7 +170,7 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
       "cumsum", x.device(), [&] { return cpu::cumsum(x, d, false); }, [&] { return cuda_ops::cumsum(x, d, false); });
   if (autograd::needs_grad({x})) {
     // Each input feeds every later output: the gradient is the suffix sum of grad.
-    autograd::record("CumsumBackward", {x}, {out}, [d](autograd::BackwardContext& ctx) {
+    autograd::record("CumsumBackward", {x}, {out}, {}, [d](autograd::BackwardContext& ctx) {
       const Tensor& g = ctx.grad();
       return std::vector<Tensor>{detail::on_device(
           "cumsum backward", g.device(), [&] { return cpu::cumsum(g, d, true); },

@@ -32,7 +32,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
     const bool w16 = weight.defined() && detail::is_16bit(weight.dtype());
     Tensor w_saved = w16 ? weight.detach() : wc;
     const DType wdt = weight.defined() ? weight.dtype() : x.dtype();
-    autograd::record("RmsNormBackward", {x, weight}, {r.out},
+    autograd::record("RmsNormBackward", {x, weight}, {r.out}, {xc, w_saved, r.rstd},
                      [xc, w_saved, w16, wdt, rstd = r.rstd](autograd::BackwardContext& ctx) {
                        Tensor w = w16 ? detail::param_data(w_saved) : w_saved;
                        Tensor go = detail::contiguous_data(ctx.grad());

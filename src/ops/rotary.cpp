@@ -45,7 +45,7 @@ Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin) {
       [&] { return cuda_ops::rotary_apply(xc, cc, sc, false); });
   // cos and sin are constants of the position: only x receives a gradient.
   if (autograd::needs_grad({x})) {
-    autograd::record("RotaryEmbeddingBackward", {x}, {out}, [cc, sc](autograd::BackwardContext& ctx) {
+    autograd::record("RotaryEmbeddingBackward", {x}, {out}, {cc, sc}, [cc, sc](autograd::BackwardContext& ctx) {
       Tensor go = detail::contiguous_data(ctx.grad());
       Tensor dx = detail::on_device(
           "rotary_embedding backward", go.device(), [&] { return cpu::rotary_apply(go, cc, sc, true); },

@@ -68,7 +68,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     std::vector<int64_t> lengths;
     lengths.reserve(tensors.size());
     for (const Tensor& t : tensors) lengths.push_back(t.shape()[d]);
-    autograd::record("CatBackward", tensors, {out}, [lengths, d](autograd::BackwardContext& ctx) {
+    autograd::record("CatBackward", tensors, {out}, {}, [lengths, d](autograd::BackwardContext& ctx) {
       std::vector<Tensor> grads(lengths.size());
       int64_t start = 0;
       for (size_t i = 0; i < lengths.size(); ++i) {
@@ -96,7 +96,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   Tensor out = cat_copy(views, static_cast<size_t>(d), out_shape, "stack");
   if (is_floating(out.dtype()) && autograd::needs_grad(tensors)) {
     const size_t count = tensors.size();
-    autograd::record("StackBackward", tensors, {out}, [count, d](autograd::BackwardContext& ctx) {
+    autograd::record("StackBackward", tensors, {out}, {}, [count, d](autograd::BackwardContext& ctx) {
       std::vector<Tensor> grads(count);
       for (size_t i = 0; i < count; ++i)
         if (ctx.needs(i)) grads[i] = ctx.grad().select(d, static_cast<int64_t>(i));
@@ -129,7 +129,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
     start += s;
   }
   if (is_floating(x.dtype()) && autograd::needs_grad({x})) {
-    autograd::record("SplitBackward", {x}, pieces, [d, shape = x.shape()](autograd::BackwardContext& ctx) {
+    autograd::record("SplitBackward", {x}, pieces, {}, [d, shape = x.shape()](autograd::BackwardContext& ctx) {
       // Pieces that received no gradient arrive as zeros from the engine.
       return std::vector<Tensor>{cat_copy(ctx.grads, static_cast<size_t>(d), shape, "split backward")};
     });

@@ -20,8 +20,9 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
       op, xc.device(), [&] { return cpu::softmax_forward(xc, d, log); },
       [&] { return cuda_ops::softmax_forward(xc, d, log); });
   if (autograd::needs_grad({x})) {
-    autograd::record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {x}, {out},
-                     [saved = out.detach(), d, log, op](autograd::BackwardContext& ctx) {
+    Tensor saved = out.detach();
+    autograd::record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {x}, {out}, {saved},
+                     [saved, d, log, op](autograd::BackwardContext& ctx) {
                        Tensor g = detail::contiguous_data(ctx.grad());
                        return std::vector<Tensor>{detail::on_device(
                            op, saved.device(), [&] { return cpu::softmax_backward(g, saved, d, log); },
@@ -55,7 +56,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
       [&] { return cuda_ops::cross_entropy_forward(x, t, ignore_index); });
   if (autograd::needs_grad({logits})) {
     autograd::record(
-        "CrossEntropyBackward", {logits}, {r.loss},
+        "CrossEntropyBackward", {logits}, {r.loss}, {x, t, r.stats},
         [x, t, stats = r.stats, ignore_index, count = r.count](autograd::BackwardContext& ctx) {
           return std::vector<Tensor>{detail::on_device(
               "cross_entropy backward", x.device(),

@@ -18,7 +18,7 @@ Tensor Tensor::clone() const {
   Tensor out = empty(shape(), {.dtype = dtype(), .device = device()});
   detail::copy_any(out, *this);
   if (autograd::needs_grad({*this})) {
-    autograd::record("CloneBackward", {*this}, {out},
+    autograd::record("CloneBackward", {*this}, {out}, {},
                      [](autograd::BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad(0)}; });
   }
   return out;
@@ -30,7 +30,7 @@ Tensor Tensor::to(DType target) const {
   detail::copy_any(out, *this);
   if (is_floating(target) && autograd::needs_grad({*this})) {
     DType source = dtype();
-    autograd::record("ToDTypeBackward", {*this}, {out},
+    autograd::record("ToDTypeBackward", {*this}, {out}, {},
                      [source](autograd::BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad(0).to(source)}; });
   }
   return out;
@@ -42,7 +42,7 @@ Tensor Tensor::to(Device target) const {
   detail::copy_any(out, *this);
   if (autograd::needs_grad({*this})) {
     Device source = device();
-    autograd::record("ToDeviceBackward", {*this}, {out},
+    autograd::record("ToDeviceBackward", {*this}, {out}, {},
                      [source](autograd::BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad(0).to(source)}; });
   }
   return out;
@@ -54,6 +54,7 @@ Tensor& Tensor::fill_(double value) {
   STRATA_CHECK(!(grad_enabled() && requires_grad()),
                "fill_: in-place write to a tensor that requires grad; wrap it in NoGradGuard");
   detail::fill_any(*this, value);
+  bump_version();
   return *this;
 }
 
@@ -63,6 +64,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   STRATA_CHECK(src.shape() == shape(), "copy_: source shape ", src.shape(), " differs from destination shape ",
                shape());
   detail::copy_any(*this, src);
+  bump_version();
   return *this;
 }
 

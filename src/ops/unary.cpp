@@ -20,7 +20,7 @@ Tensor unary_with_grad(UnaryOp op, UnaryGradOp grad_op, const Tensor& a, const c
   Tensor out = detail::unary_op(op, a, name, p, q);
   if (autograd::needs_grad({a})) {
     Tensor saved = saved_is_output ? out.detach() : a.detach();
-    autograd::record(node, {a}, {out}, [saved, grad_op, node, p, q](BackwardContext& ctx) {
+    autograd::record(node, {a}, {out}, {saved}, [saved, grad_op, node, p, q](BackwardContext& ctx) {
       return std::vector<Tensor>{detail::unary_grad_op(grad_op, ctx.grad(), saved, node, p, q)};
     });
   }
@@ -32,7 +32,7 @@ Tensor unary_with_grad(UnaryOp op, UnaryGradOp grad_op, const Tensor& a, const c
 Tensor neg(const Tensor& a) {
   Tensor out = detail::unary_op(UnaryOp::Neg, a, "neg");
   if (autograd::needs_grad({a})) {
-    autograd::record("NegBackward", {a}, {out},
+    autograd::record("NegBackward", {a}, {out}, {},
                      [](BackwardContext& ctx) { return std::vector<Tensor>{neg(ctx.grad())}; });
   }
   return out;

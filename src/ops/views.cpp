@@ -48,7 +48,7 @@ Shape infer_shape(const Shape& requested, int64_t numel, const char* op, const S
 template <class Fn>
 void record_view(const char* name, const Tensor& in, const Tensor& out, Fn backward) {
   if (autograd::needs_grad({in})) {
-    autograd::record(name, {in}, {out},
+    autograd::record(name, {in}, {out}, {},
                      [backward](autograd::BackwardContext& ctx) { return std::vector<Tensor>{backward(ctx.grad(0))}; });
   }
 }

@@ -1,6 +1,8 @@
 #include "optim/multi_tensor.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -21,6 +23,16 @@ using strata_kernels::TensorChunk;
 
 // Chunks go to threads only when there is enough work to share.
 constexpr int64_t kParallelThreshold = 32768;
+
+// The kernels write through raw pointers: count each written tensor's in-place write, so a
+// backward that saved a parameter before the step refuses to run (undefined ones skipped).
+void bump_versions(std::span<const Tensor> tensors) {
+  for (const Tensor& t : tensors)
+    if (t.defined()) t.bump_version();
+}
+void bump_versions(std::initializer_list<Tensor> tensors) {
+  bump_versions(std::span<const Tensor>(tensors.begin(), tensors.size()));
+}
 
 std::string who(const char* step, size_t index) { return std::string(step) + ": parameter " + std::to_string(index); }
 
@@ -243,6 +255,7 @@ void scale(std::span<const Tensor> tensors, double factor, int64_t chunk_element
           batch.device, batch.dtype, cuda_detail::MultiTensorKernel::Scale, entries, sizes, chunk_elements);
     });
   }
+  bump_versions(tensors);
 }
 
 bool unscale_and_check(std::span<const Tensor> tensors, double factor, int64_t chunk_elements) {
@@ -257,6 +270,7 @@ bool unscale_and_check(std::span<const Tensor> tensors, double factor, int64_t c
         found = found || p != 0;
     });
   }
+  bump_versions(tensors);
   return found;
 }
 
@@ -289,6 +303,7 @@ void fused_adam_step(std::span<const AdamTensorArgs> tensors, const AdamHyper& h
       adam_batch<double>(batch, hyper, chunk_elements);
     }
   }
+  for (const AdamTensorArgs& a : tensors) bump_versions({a.param, a.exp_avg, a.exp_avg_sq, a.low_copy});
 }
 
 void fused_sgd_step(std::span<const SgdTensorArgs> tensors, const SgdHyper& hyper, int64_t chunk_elements) {
@@ -307,6 +322,7 @@ void fused_sgd_step(std::span<const SgdTensorArgs> tensors, const SgdHyper& hype
       sgd_batch<double>(batch, hyper, chunk_elements);
     }
   }
+  for (const SgdTensorArgs& a : tensors) bump_versions({a.param, a.momentum_buffer, a.low_copy});
 }
 
 }  // namespace strata::optim::multi_tensor

@@ -73,7 +73,7 @@ Tensor copy_to_tp_region(const Tensor& x, dist::ProcessGroup& group) {
   if (group.size() == 1) return x;
   Tensor out = x.detach();
   if (autograd::needs_grad({x}))
-    autograd::record("CopyToTensorParallelRegion", {x}, {out}, [&group](autograd::BackwardContext& ctx) {
+    autograd::record("CopyToTensorParallelRegion", {x}, {out}, {}, [&group](autograd::BackwardContext& ctx) {
       return std::vector<Tensor>{all_reduce_copy(ctx.grad(), group)};
     });
   return out;
@@ -83,7 +83,7 @@ Tensor reduce_from_tp_region(const Tensor& x, dist::ProcessGroup& group) {
   if (group.size() == 1) return x;
   Tensor out = all_reduce_copy(x, group);
   if (autograd::needs_grad({x}))
-    autograd::record("ReduceFromTensorParallelRegion", {x}, {out},
+    autograd::record("ReduceFromTensorParallelRegion", {x}, {out}, {},
                      [](autograd::BackwardContext& ctx) { return std::vector<Tensor>{ctx.grad()}; });
   return out;
 }
@@ -93,7 +93,7 @@ Tensor scatter_to_tp_region(const Tensor& x, int64_t dim, dist::ProcessGroup& gr
   const int64_t d = checked_dim(x, dim, "scatter_to_tp_region");
   Tensor out = slice_along(x, d, group);
   if (autograd::needs_grad({x}))
-    autograd::record("ScatterToTensorParallelRegion", {x}, {out}, [d, &group](autograd::BackwardContext& ctx) {
+    autograd::record("ScatterToTensorParallelRegion", {x}, {out}, {}, [d, &group](autograd::BackwardContext& ctx) {
       return std::vector<Tensor>{all_gather_along(ctx.grad(), d, group)};
     });
   return out;
@@ -104,7 +104,7 @@ Tensor gather_from_tp_region(const Tensor& x, int64_t dim, dist::ProcessGroup& g
   const int64_t d = checked_dim(x, dim, "gather_from_tp_region");
   Tensor out = all_gather_along(x, d, group);
   if (autograd::needs_grad({x}))
-    autograd::record("GatherFromTensorParallelRegion", {x}, {out}, [d, &group](autograd::BackwardContext& ctx) {
+    autograd::record("GatherFromTensorParallelRegion", {x}, {out}, {}, [d, &group](autograd::BackwardContext& ctx) {
       return std::vector<Tensor>{slice_along(ctx.grad(), d, group)};
     });
   return out;
@@ -115,7 +115,7 @@ Tensor gather_from_sequence_region(const Tensor& x, int64_t dim, dist::ProcessGr
   const int64_t d = checked_dim(x, dim, "gather_from_sequence_region");
   Tensor out = all_gather_along(x, d, group);
   if (autograd::needs_grad({x}))
-    autograd::record("GatherFromSequenceParallelRegion", {x}, {out}, [d, &group](autograd::BackwardContext& ctx) {
+    autograd::record("GatherFromSequenceParallelRegion", {x}, {out}, {}, [d, &group](autograd::BackwardContext& ctx) {
       return std::vector<Tensor>{reduce_scatter_along(ctx.grad(), d, group)};
     });
   return out;
@@ -126,9 +126,10 @@ Tensor reduce_scatter_to_sequence_region(const Tensor& x, int64_t dim, dist::Pro
   const int64_t d = checked_dim(x, dim, "reduce_scatter_to_sequence_region");
   Tensor out = reduce_scatter_along(x, d, group);
   if (autograd::needs_grad({x}))
-    autograd::record("ReduceScatterToSequenceParallelRegion", {x}, {out}, [d, &group](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{all_gather_along(ctx.grad(), d, group)};
-    });
+    autograd::record("ReduceScatterToSequenceParallelRegion", {x}, {out}, {},
+                     [d, &group](autograd::BackwardContext& ctx) {
+                       return std::vector<Tensor>{all_gather_along(ctx.grad(), d, group)};
+                     });
   return out;
 }
 

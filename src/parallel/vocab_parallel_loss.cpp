@@ -79,7 +79,7 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
       });
   if (autograd::needs_grad({logits}))
     autograd::record(
-        "VocabParallelCrossEntropyBackward", {logits}, {loss},
+        "VocabParallelCrossEntropyBackward", {logits}, {loss}, {l, t, s.max, s.sum_exp},
         [l, t, s, vocab_start, vocab_size, real_cols, ignore_index, counted](autograd::BackwardContext& ctx) {
           // item() reads the incoming gradient back (one scalar) on a GPU.
           const double scale = counted > 0 ? ctx.grad().item() / static_cast<double>(counted) : 0.0;

@@ -276,6 +276,9 @@ void ZeroOptimizer::step() {
     }
     for (auto& w : works) w->wait();
   }
+  // Every parameter changed, though stage 1-2's gather writes raw and stage 3's memory may be
+  // released: a graph that saved one before this step must refuse its backward.
+  for (State::Bucket& b : s.buckets) b.param->data().bump_version();
   s.drop_master_grads();
 }
 

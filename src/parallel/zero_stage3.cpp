@@ -169,7 +169,7 @@ Tensor DataParallelState::wrap_output(int b, const Tensor& y) {
   if (!grad_enabled() || !y.requires_grad()) return y;
   Tensor out = y.detach();
   std::weak_ptr<State> weak = shared_from_this();
-  autograd::record("ZeroGatherBeforeBackward", {y}, {out}, [weak, b](autograd::BackwardContext& ctx) {
+  autograd::record("ZeroGatherBeforeBackward", {y}, {out}, {}, [weak, b](autograd::BackwardContext& ctx) {
     if (auto s = weak.lock()) s->before_backward(b);
     return std::vector<Tensor>{ctx.grad(0)};
   });

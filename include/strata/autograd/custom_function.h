@@ -52,9 +52,12 @@ class AutogradContext {
   explicit AutogradContext(std::vector<bool> needs_input_grad) : needs_input_grad_(std::move(needs_input_grad)) {}
 
   // Tensors backward needs (inputs or outputs), kept as detached handles: an output saved
-  // here does not keep its own node alive.
+  // here does not keep its own node alive. Their versions are noted now: backward refuses to
+  // run if one is written in place later (as torch's saved tensors).
   void save_for_backward(const std::vector<Tensor>& tensors);
   const std::vector<Tensor>& get_saved_variables() const { return saved_; }
+  // Each saved tensor's version at save_for_backward (0 for undefined ones), for the node.
+  const std::vector<uint64_t>& saved_versions() const { return saved_versions_; }
   std::map<std::string, SavedValue> saved_data;
 
   // Whether forward argument i (0 = the first after ctx) is a tensor that needs a gradient.
@@ -66,6 +69,7 @@ class AutogradContext {
 
  private:
   std::vector<Tensor> saved_;
+  std::vector<uint64_t> saved_versions_;
   std::vector<bool> needs_input_grad_;
   std::vector<std::weak_ptr<TensorImpl>> non_differentiable_;  // weak: never keeps an output alive
 };

@@ -1,5 +1,7 @@
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,6 +36,12 @@ class Storage {
   // Fresh memory of nbytes() bytes (contents undefined); no-op unless released.
   void reallocate();
   bool released() const { return released_; }
+
+  // How many in-place writes this memory has seen, shared by every tensor viewing it (views,
+  // detached copies, tensors packed into one buffer). Autograd snapshots it when it saves a
+  // tensor for backward and refuses the backward if it moved (function.h, SavedTensor).
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
   // What a read of the released memory at a byte offset hit, for the error (ZeRO-3 names the
   // parameter there and its unit). Unset: the error says only that the memory was released.
   using ReleasedNote = std::function<std::string(size_t byte_offset)>;
@@ -49,6 +57,7 @@ class Storage {
   Deleter deleter_;
   bool from_allocator_;
   bool released_ = false;
+  std::atomic<uint64_t> version_{0};
   ReleasedNote released_note_;
 };
 

@@ -126,9 +126,15 @@ class Tensor {
   GradHookHandle register_hook(std::function<Tensor(const Tensor& grad)> hook);
 
   // --- in place, not recorded by autograd (optimizers, initialisers) ---
+  // Each bumps version(): a backward that saved this memory before the write refuses to run.
   Tensor& zero_();
   Tensor& fill_(double value);
   Tensor& copy_(const Tensor& src);  // same shape; converts dtype; any devices
+  // The in-place write count of this tensor's memory (shared with its views), like torch's
+  // _version. Code that writes a tensor's memory directly (kernels into a caller's tensor,
+  // collectives) calls bump_version() once per write.
+  uint64_t version() const { return storage()->version(); }
+  void bump_version() const { storage()->bump_version(); }
 
   std::string to_string() const;  // values (abbreviated when large), shape, dtype
 

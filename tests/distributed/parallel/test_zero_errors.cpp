@@ -91,5 +91,24 @@ TEST(ZeroErrors, AccumulationOverTwoBackwardPasses) {
   for (int stage : {2, 3}) EXPECT_LE(max_relative_difference(run(stage), ref), 1e-12) << "stage " << stage;
 }
 
+// A step between a forward and its backward rewrites the parameters that forward saved (stage
+// 3's gather would bring the new values back into them): the backward is refused on every rank
+// at every stage, as torch refuses it, instead of computing gradients from the new weights.
+TEST(ZeroErrors, StepBetweenForwardAndBackwardRefusesThatBackward) {
+  auto& world = dist::world();
+  for (int stage : {0, 1, 2, 3}) {
+    nn::GPT model(tiny_gpt(DType::Float32));
+    ZeroOptimizer zero(model, sgd(), world, zero_options(stage));
+    Batch mine = rank_slice(global_batch(0, world.size() * kZeroPerRank, model.config()), world.rank(), kZeroPerRank);
+    model.loss(mine.inputs, mine.targets).backward();
+    Tensor stale = model.loss(mine.inputs, mine.targets);
+    zero.step();
+    zero.zero_grad();
+    const std::string msg = error_of([&] { stale.backward(); });
+    EXPECT_TRUE(mentions(msg, "modified by an inplace operation")) << "stage " << stage << ": " << msg;
+    EXPECT_TRUE(mentions(msg, "expected version")) << "stage " << stage << ": " << msg;
+  }
+}
+
 }  // namespace
 }  // namespace strata::test

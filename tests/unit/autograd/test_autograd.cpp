@@ -72,7 +72,7 @@ TEST(Autograd, GradientShapeErrors) {
   EXPECT_THROW(zeros({1}).backward(), Error);     // does not require grad
   // A custom node returning a wrongly shaped gradient is named in the error.
   Tensor out = zeros({2, 3});
-  autograd::record("BadBackward", {x}, {out},
+  autograd::record("BadBackward", {x}, {out}, {},
                    [](autograd::BackwardContext&) { return std::vector<Tensor>{ones({5})}; });
   try {
     sum(out).backward();
