@@ -191,6 +191,20 @@ for sig in TERM INT; do
   fi
 done
 
+# --- 6b. What outlives the launcher is stopped: a rank leaves a child behind when it fails ---
+rm -f "$work/orphan.pid"
+"$run" --np 1 --max-restarts 0 "${mpi[@]}" -- \
+  sh -c "sh -c 'trap \"\" TERM; exec sleep 60' > /dev/null 2>&1 & echo \$! > $work/orphan.pid; exit 3" > "$work/orphan.log" 2>&1
+rc=$?
+orphan=$(cat "$work/orphan.pid" 2> /dev/null)
+pids+=("$orphan")
+if [ "$rc" -ne 3 ] || [ -z "$orphan" ] || alive "$orphan" \
+  || ! grep -q "the job ended with process(es) $orphan still running: sending them SIGTERM" "$work/orphan.log"; then
+  fail "leftover: exit $rc (expected 3), process '$orphan' left running or not named"; cat "$work/orphan.log"
+else
+  ok "a process the job left behind is stopped before strata-run exits, named (exit $rc)"
+fi
+
 # --- 7. Locks: a second strata-run on one directory, a second trainer on one --save ---
 copy_base "$work/lk"
 "$run" --np 1 --checkpoint "$work/lk" --verify-with "$ckpt_tool" "${mpi[@]}" -- sleep 30 > "$work/lk1.log" 2>&1 &
