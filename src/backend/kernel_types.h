@@ -7,6 +7,7 @@
 #include "strata/tensor/tensor.h"
 #include "strata_kernels/common/compare_ops.h"
 #include "strata_kernels/common/elementwise_ops.h"
+#include "strata_kernels/common/rounding_ops.h"
 
 namespace strata::backend {
 
@@ -17,6 +18,8 @@ using CompareOp = strata_kernels::CompareCode;
 using UnaryOp = strata_kernels::UnaryCode;
 using UnaryGradOp = strata_kernels::UnaryGradCode;
 using BinaryGradOp = strata_kernels::BinaryGradCode;
+using RoundingOp = strata_kernels::RoundingCode;
+using ClassifyOp = strata_kernels::ClassifyCode;
 
 struct LayerNormResult {
   Tensor out;   // x's shape

@@ -22,6 +22,13 @@ Tensor le(const Tensor& a, double b);
 Tensor gt(const Tensor& a, double b);
 Tensor ge(const Tensor& a, double b);
 
+// Bool tensors of a's shape: true where a is NaN, +-inf, neither (finite). float32,
+// float64, int32, int64 or bool (integers and bools are always finite, as in torch). Not
+// differentiable.
+Tensor isnan(const Tensor& a);
+Tensor isinf(const Tensor& a);
+Tensor isfinite(const Tensor& a);
+
 // cond ? a : b elementwise; cond is Bool, a and b share a dtype; all three broadcast.
 // Differentiable in a (gradient where cond) and b (where !cond).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

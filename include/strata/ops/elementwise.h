@@ -41,6 +41,17 @@ Tensor silu(const Tensor& a);     // a * sigmoid(a)
 // PyTorch), else 0.
 Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
 
+// Rounding to integral values, as PyTorch: round halves to even (0.5 -> 0, 1.5 -> 2,
+// -0.5 -> -0), floor, ceil, trunc (toward zero); NaN and +-inf stay. sign is -1, 0 or 1,
+// computed as (0 < a) - (a < 0): sign(-0.0) = +0 and, as PyTorch 1.13, sign(NaN) = 0.
+// float32/float64 and int32/int64 (an integer is its own rounding); Bool is refused. The
+// gradient is zero everywhere (the functions are piecewise constant), as PyTorch.
+Tensor round(const Tensor& a);
+Tensor floor(const Tensor& a);
+Tensor ceil(const Tensor& a);
+Tensor trunc(const Tensor& a);
+Tensor sign(const Tensor& a);
+
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }

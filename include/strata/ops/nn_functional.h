@@ -27,6 +27,13 @@ namespace strata {
 // weight gradient is a dense [vocab, dim] tensor, summed deterministically.
 Tensor embedding(const Tensor& indices, const Tensor& weight);
 
+// int64 class indices of any shape -> int64 [indices.shape.., num_classes], 1 at each
+// index's class, as torch.nn.functional.one_hot. num_classes -1 takes the largest index + 1
+// (the indices must then be non-empty). An index that is negative or >= num_classes throws,
+// naming its value and position. On CUDA the check reads the indices on the host (a
+// synchronisation, as torch's). Not differentiable.
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+
 // Normalises over the last dimension with the biased variance:
 //   (x - mean) / sqrt(var + eps) * weight + bias
 // weight and bias [last] (either may be undefined: no scale / no shift), of x's dtype, or

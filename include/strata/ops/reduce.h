@@ -31,6 +31,18 @@ struct ValuesIndices {
 Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
 ValuesIndices max_with_indices(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // int64, not differentiable
+// Minimum along `dim`, max's mirror: ties and NaN give the first occurrence (a NaN is the
+// minimum), as torch.min; the gradient flows to that position.
+Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
+ValuesIndices min_with_indices(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& x, int64_t dim, bool keepdim = false);  // int64, not differentiable
+
+// log(sum(exp(x))) over `dims` (each listed once; an empty list reduces nothing, as sum),
+// float32 or float64, computed as m + log(sum(exp(x - m))) with m the maximum, so nothing
+// overflows; float32 sums in double. As torch: a row of all -inf (or an empty reduction) gives
+// -inf, a +inf gives +inf, a NaN NaN. Gradient grad * exp(x - out), the softmax weights
+// (NaN on an all -inf row, as torch).
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
 // The k largest (or smallest) entries along `dim`, largest first (smallest first), values
 // differentiable, indices int64. Equal values come in index order (torch leaves the order of
 // ties unspecified); NaN counts as larger than every number. The result is always sorted, so

@@ -11,6 +11,13 @@ namespace strata {
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 // All shapes equal; the new dimension is inserted at dim (in [-(rank+1), rank]).
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+// The lower (tril) or upper (triu) triangle of the matrices in the last two dimensions
+// (rank >= 2, any dtype; batched over the leading ones), zero elsewhere: tril keeps
+// col - row <= diagonal, triu col - row >= diagonal (0 the main diagonal, positive above,
+// negative below), as torch. Kept elements are copied bit for bit (NaN, -0.0); the
+// gradient is masked the same way.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
 // Pieces of `split_size` along dim (the last may be smaller); views of x.
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim);
 // Pieces of the given sizes (which must sum to x.size(dim)); views of x.

@@ -32,6 +32,16 @@ STRATA_CUDA_ENTRY(Tensor where(const Tensor& cond, const Tensor& a, const Tensor
                                const char* name))
 STRATA_CUDA_ENTRY(Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, const Shape& shape,
                                      const char* name))
+// Rounding and class tests (cuda/rounding.cpp), as cpu/rounding.h: the same functors
+// (strata_kernels/common/rounding_ops.h), exact, so bit for bit.
+STRATA_CUDA_ENTRY(Tensor rounding(backend::RoundingOp op, const Tensor& a, const char* name))
+STRATA_CUDA_ENTRY(Tensor classify(backend::ClassifyOp op, const Tensor& a, const char* name))
+// min/argmin and logsumexp (cuda/line_min_logsumexp.cpp), as cpu/line_min_logsumexp.h.
+STRATA_CUDA_ENTRY(void min_keepdim(const Tensor& x, int64_t dim, Tensor* values, Tensor* indices))
+STRATA_CUDA_ENTRY(Tensor logsumexp_keepdim(const Tensor& x, const std::vector<bool>& reduced))
+// tril/triu and one_hot (cuda/triangle.cpp), as cpu/triangle.h: bit for bit.
+STRATA_CUDA_ENTRY(Tensor triangle(const Tensor& x, int64_t diagonal, bool lower))
+STRATA_CUDA_ENTRY(Tensor one_hot(const Tensor& indices, int64_t classes))
 // cat (cuda/cat.cpp), as cpu/copy.h's; `op` is the public op in errors.
 STRATA_CUDA_ENTRY(Tensor cat(const std::vector<Tensor>& ts, size_t d, const Shape& out_shape, const char* op))
 
