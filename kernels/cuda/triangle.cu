@@ -32,8 +32,8 @@ __global__ void one_hot_kernel(int64_t* out, const int64_t* index, int64_t total
 template <class T>
 cudaError_t launch_triangle(void* out, const void* in, int64_t total, int64_t rows, int64_t cols, int64_t diagonal,
                             bool lower, cudaStream_t stream) {
-  triangle_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(in),
-                                                                 total, rows, cols, diagonal, lower);
+  triangle_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(in), total,
+                                                                 rows, cols, diagonal, lower);
   return cudaGetLastError();
 }
 

@@ -29,8 +29,9 @@ std::string position(const Shape& shape, int64_t flat) {
 int64_t checked_classes(const Tensor& indices, int64_t num_classes) {
   const std::vector<int64_t> v = indices.to_vector<int64_t>();
   for (size_t i = 0; i < v.size(); ++i)
-    STRATA_CHECK(v[i] >= 0, "one_hot: index ", v[i], " at position ", position(indices.shape(), static_cast<int64_t>(i)),
-                 " of indices (shape ", indices.shape(), ") is negative; class indices must lie in [0, num_classes)");
+    STRATA_CHECK(v[i] >= 0, "one_hot: index ", v[i], " at position ",
+                 position(indices.shape(), static_cast<int64_t>(i)), " of indices (shape ", indices.shape(),
+                 ") is negative; class indices must lie in [0, num_classes)");
   if (num_classes == -1) {
     STRATA_CHECK(!v.empty(), "one_hot: cannot infer num_classes from empty indices (shape ", indices.shape(),
                  "); pass num_classes");

@@ -25,9 +25,8 @@ Tensor rounding_op(RoundingOp op, const Tensor& a, const char* name, const char*
   Tensor out = detail::on_device(
       name, a.device(), [&] { return cpu::rounding(op, a, name); }, [&] { return cuda_ops::rounding(op, a, name); });
   if (autograd::needs_grad({a})) {
-    autograd::record(node, {a}, {out}, {}, [](autograd::BackwardContext& ctx) {
-      return std::vector<Tensor>{zeros_like(ctx.grad())};
-    });
+    autograd::record(node, {a}, {out}, {},
+                     [](autograd::BackwardContext& ctx) { return std::vector<Tensor>{zeros_like(ctx.grad())}; });
   }
   return out;
 }

@@ -54,17 +54,26 @@ TEST_F(MathOpsGpu, RoundingAndClassTestsEqualTheCpuBitForBit) {
     const Tensor x = is_floating(dtype) ? specials({37, 53}, dtype, 1) : specials({37, 53}, DType::Float64, 1);
     const Tensor xi = is_floating(dtype) ? x : where(isfinite(x), x, zeros_like(x)).to(dtype);
     const std::string t(dtype_name(dtype));
-    expect_unary_same(xi, [](const Tensor& a) { return round(a); }, "round " + t);
-    expect_unary_same(xi, [](const Tensor& a) { return floor(a); }, "floor " + t);
-    expect_unary_same(xi, [](const Tensor& a) { return ceil(a); }, "ceil " + t);
-    expect_unary_same(xi, [](const Tensor& a) { return trunc(a); }, "trunc " + t);
-    expect_unary_same(xi, [](const Tensor& a) { return sign(a); }, "sign " + t);
-    expect_unary_same(xi, [](const Tensor& a) { return isnan(a); }, "isnan " + t);
-    expect_unary_same(xi, [](const Tensor& a) { return isinf(a); }, "isinf " + t);
-    expect_unary_same(xi, [](const Tensor& a) { return isfinite(a); }, "isfinite " + t);
+    expect_unary_same(
+        xi, [](const Tensor& a) { return round(a); }, "round " + t);
+    expect_unary_same(
+        xi, [](const Tensor& a) { return floor(a); }, "floor " + t);
+    expect_unary_same(
+        xi, [](const Tensor& a) { return ceil(a); }, "ceil " + t);
+    expect_unary_same(
+        xi, [](const Tensor& a) { return trunc(a); }, "trunc " + t);
+    expect_unary_same(
+        xi, [](const Tensor& a) { return sign(a); }, "sign " + t);
+    expect_unary_same(
+        xi, [](const Tensor& a) { return isnan(a); }, "isnan " + t);
+    expect_unary_same(
+        xi, [](const Tensor& a) { return isinf(a); }, "isinf " + t);
+    expect_unary_same(
+        xi, [](const Tensor& a) { return isfinite(a); }, "isfinite " + t);
   }
   const Tensor b = gt(specials({9, 4}, DType::Float32, 2), 0.0);
-  expect_unary_same(b, [](const Tensor& a) { return isfinite(a); }, "isfinite bool");
+  expect_unary_same(
+      b, [](const Tensor& a) { return isfinite(a); }, "isfinite bool");
   // The zero gradient on the device.
   Tensor leaf = specials({5, 6}, DType::Float32, 3).to(gpu).detach().set_requires_grad(true);
   sum(floor(leaf)).backward();

@@ -48,7 +48,12 @@ const std::vector<RefOp>& ref_ops() {
       {"isinf", [](const V& v) { return isinf(v[0]); }, {"xs"}},
       {"isfinite", [](const V& v) { return isfinite(v[0]); }, {"xs"}},
       {"logsumexp_last", [](const V& v) { return logsumexp(v[0], {-1}); }, {"x3"}, 4},
-      {"logsumexp_0_2_keepdim", [](const V& v) { return logsumexp(v[0], {0, 2}, true); }, {"x3"}, 8},
+      {"logsumexp_0_2_keepdim",
+       [](const V& v) {
+         return logsumexp(v[0], {0, 2}, true);
+       },
+       {"x3"},
+       8},
       {"logsumexp_large", [](const V& v) { return logsumexp(mul(v[0], 300.0), {1}); }, {"x"}, 5},
       {"logsumexp_specials", [](const V& v) { return logsumexp(v[0], {1}); }, {"xl"}, 3},
       {"min", [](const V& v) { return min(v[0], 1); }, {"xm"}},
@@ -86,9 +91,8 @@ void add_inputs(StateDict* in, DType dtype, const std::string& tag) {
   const std::vector<std::pair<int, double>> at = {{0, nan}, {3, kInf}, {7, -kInf}, {12, -0.0}, {19, nan}};
   for (const auto& [i, v] : at) xs.data<double>()[i] = v;
   // Rows of xl: all -inf, one finite entry, a +inf, a NaN, ordinary numbers.
-  const Tensor xl = from_vector(std::vector<double>{-kInf, -kInf, -kInf, -kInf, 0.5, -kInf, 1, kInf, 2, 1, nan, 2,
-                                                    0.25, -1.5, 0.75},
-                                {5, 3});
+  const Tensor xl = from_vector(
+      std::vector<double>{-kInf, -kInf, -kInf, -kInf, 0.5, -kInf, 1, kInf, 2, 1, nan, 2, 0.25, -1.5, 0.75}, {5, 3});
   // Small integers (many ties) and one NaN (min's NaN rule).
   Tensor xm = randint(-3, 4, {4, 5}, {.dtype = DType::Int64}, &gen).to(DType::Float64);
   xm.data<double>()[8] = nan;
@@ -143,8 +147,8 @@ TEST(Reference, MathOpsMatchPyTorch) {
   const StateDict ref = checkpoint::load_safetensors(dir.file("output.safetensors")).tensors;
 
   int compared_outputs = 0, compared_gradients = 0;
-  for (auto [dtype, tag, u] : {std::tuple{DType::Float32, "f32", strata::test::kUnitRoundoff32},
-                               std::tuple{DType::Float64, "f64", 0x1p-53}}) {
+  for (auto [dtype, tag, u] :
+       {std::tuple{DType::Float32, "f32", strata::test::kUnitRoundoff32}, std::tuple{DType::Float64, "f64", 0x1p-53}}) {
     for (const RefOp& op : ref_ops()) {
       SCOPED_TRACE(std::string(op.name) + " " + tag);
       V args;

@@ -149,9 +149,15 @@ TEST(Logsumexp, Gradcheck) {
 }
 
 TEST(Logsumexp, Errors) {
-  expect_error_mentions([] { (void)logsumexp(zeros({2, 3}, {.dtype = DType::Int64}), {1}); },
-                        {"logsumexp", "int64", "[2, 3]", "float32 or float64"});
-  expect_error_mentions([] { (void)logsumexp(zeros({2, 3}), {3}); },
-                        {"logsumexp", "dimension 3", "out of range", "2 dimensions"});
+  expect_error_mentions(
+      [] {
+        (void)logsumexp(zeros({2, 3}, {.dtype = DType::Int64}), {1});
+      },
+      {"logsumexp", "int64", "[2, 3]", "float32 or float64"});
+  expect_error_mentions(
+      [] {
+        (void)logsumexp(zeros({2, 3}), {3});
+      },
+      {"logsumexp", "dimension 3", "out of range", "2 dimensions"});
   expect_error_mentions([] { (void)logsumexp(zeros({2, 3}), {1, -1}); }, {"logsumexp", "listed twice", "[2, 3]"});
 }

@@ -112,8 +112,7 @@ TEST(OneHot, Errors) {
                         {"one_hot", "index 3", "position [1, 1]", "num_classes = 3", "[2, 2]"});
   expect_error_mentions([] { (void)one_hot(zeros({0}, {.dtype = DType::Int64})); },
                         {"one_hot", "empty", "num_classes"});
-  expect_error_mentions([] { (void)one_hot(zeros({2}, {.dtype = DType::Int32}), 3); },
-                        {"one_hot", "int32", "int64"});
+  expect_error_mentions([] { (void)one_hot(zeros({2}, {.dtype = DType::Int32}), 3); }, {"one_hot", "int32", "int64"});
   expect_error_mentions([] { (void)one_hot(zeros({2})); }, {"one_hot", "float32", "int64"});
   expect_error_mentions([&] { (void)one_hot(big, 0); }, {"one_hot", "num_classes = 0", "positive"});
   expect_error_mentions([&] { (void)one_hot(big, -2); }, {"one_hot", "num_classes = -2"});
