@@ -120,6 +120,30 @@ Tensor bias_grad(const Tensor& g) {
   return bmm_sum("linear", g.transpose(-1, -2), ones).view({g.size(-1)});
 }
 
+// torch.matmul's broadcasting of unequal batch dimensions ([2, 1, 3, 4] @ [5, 4, 6] ->
+// [2, 5, 3, 6]), composed of views so the GEMM still reads the operands in place and the
+// gradients reduce to each operand's shape through the views' own backward. An operand
+// whose batch holds one matrix becomes that matrix (the shared-operand path: its gradient is
+// one summed GEMM); the other is expanded (stride 0) to the common batch.
+Tensor broadcast_matmul(const Tensor& a, const Tensor& b, const Shape& batch_a, const Shape& batch_b) {
+  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul (batch dimensions)");
+  auto as_operand = [&batch](const Tensor& t, const Shape& own) {
+    if (own.numel() == 1) {
+      Tensor m = t;
+      while (m.dim() > 2) m = m.squeeze(0);  // views: a transposed matrix stays in place
+      return m;
+    }
+    Shape full = batch;
+    full.push_back(t.size(-2));
+    full.push_back(t.size(-1));
+    return own == batch ? t : t.expand(full);
+  };
+  Shape out_shape = batch;
+  out_shape.push_back(a.size(-2));
+  out_shape.push_back(b.size(-1));
+  return matmul(as_operand(a, batch_a), as_operand(b, batch_b)).reshape(out_shape);
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -138,9 +162,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   STRATA_CHECK(a.size(-1) == b.size(-2), "matmul: inner dimensions differ: a ", a.shape(), " has ", a.size(-1),
                " columns but b ", b.shape(), " has ", b.size(-2), " rows");
   const Shape batch_a = leading(a.shape(), 2), batch_b = leading(b.shape(), 2);
-  STRATA_CHECK(batch_a.empty() || batch_b.empty() || batch_a == batch_b, "matmul: batch dimensions differ: a ",
-               a.shape(), " has batch ", batch_a, ", b ", b.shape(), " has batch ", batch_b,
-               " (they must be equal, or one operand must be a matrix)");
+  if (!batch_a.empty() && !batch_b.empty() && batch_a != batch_b) return broadcast_matmul(a, b, batch_a, batch_b);
   const Shape batch = batch_a.empty() ? batch_b : batch_a;
 
   const Cast cast = autocast_for(a);
