@@ -37,8 +37,7 @@ __global__ void count_kernel(int64_t* count, const int64_t* flags, const int64_t
 // the whole parameter into local memory (refused by -warn-lmem-usage).
 template <class T>
 __global__ void coords_kernel(int64_t* coords, const T* in, const int64_t* rows, int64_t n,
-                              const __grid_constant__ StrataNonzeroShape shape,
-                              int32_t ndim) {
+                              const __grid_constant__ StrataNonzeroShape shape, int32_t ndim) {
   STRATA_FOR_EACH(i, n) {
     if (strata_kernels::is_nonzero(in[i])) strata_kernels::unravel_index(i, shape.sizes, ndim, coords + rows[i] * ndim);
   }
@@ -57,8 +56,8 @@ __global__ void count_values_kernel(unsigned long long* out, const int64_t* x, i
 
 size_t scan_bytes(int64_t n) {
   size_t bytes = 0;
-  if (cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr),
-                                    n) != cudaSuccess)
+  if (cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const int64_t*>(nullptr),
+                                    static_cast<int64_t*>(nullptr), n) != cudaSuccess)
     return 0;
   return bytes;
 }

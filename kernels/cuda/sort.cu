@@ -48,10 +48,10 @@ template <class T>
 size_t cub_bytes(int64_t rows, int64_t n) {
   using K = SortKey<T>;
   size_t bytes = 0;
-  if (cub::DeviceSegmentedSort::StableSortPairs(nullptr, bytes, static_cast<const K*>(nullptr), static_cast<K*>(nullptr),
-                                                static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr),
-                                                rows * n, rows, static_cast<const int64_t*>(nullptr),
-                                                static_cast<const int64_t*>(nullptr)) != cudaSuccess)
+  if (cub::DeviceSegmentedSort::StableSortPairs(
+          nullptr, bytes, static_cast<const K*>(nullptr), static_cast<K*>(nullptr),
+          static_cast<const int64_t*>(nullptr), static_cast<int64_t*>(nullptr), rows * n, rows,
+          static_cast<const int64_t*>(nullptr), static_cast<const int64_t*>(nullptr)) != cudaSuccess)
     return 0;
   return bytes;
 }
@@ -84,11 +84,11 @@ cudaError_t sort_rows(void* values, int64_t* indices, const void* in, int64_t ro
   keys_kernel<T><<<blocks_for(rows * n), kThreads, 0, stream>>>(keys_in, positions, offsets, x, rows, n);
   cudaError_t rc = cudaGetLastError();
   if (rc != cudaSuccess) return rc;
-  rc = descending ? cub::DeviceSegmentedSort::StableSortPairsDescending(p, sort_bytes, keys_in, keys_out, positions,
-                                                                        indices, rows * n, rows, offsets, offsets + 1,
-                                                                        stream)
-                  : cub::DeviceSegmentedSort::StableSortPairs(p, sort_bytes, keys_in, keys_out, positions, indices,
-                                                              rows * n, rows, offsets, offsets + 1, stream);
+  rc = descending
+           ? cub::DeviceSegmentedSort::StableSortPairsDescending(p, sort_bytes, keys_in, keys_out, positions, indices,
+                                                                 rows * n, rows, offsets, offsets + 1, stream)
+           : cub::DeviceSegmentedSort::StableSortPairs(p, sort_bytes, keys_in, keys_out, positions, indices, rows * n,
+                                                       rows, offsets, offsets + 1, stream);
   if (rc != cudaSuccess) return rc;
   gather_kernel<T><<<blocks_for(rows * n), kThreads, 0, stream>>>(static_cast<T*>(values), indices, x, rows, n);
   return cudaGetLastError();

@@ -21,8 +21,8 @@ int64_t checked_max(const Tensor& x) {
   const int64_t* v = host.data<int64_t>();
   int64_t max = -1;
   for (int64_t i = 0; i < host.numel(); ++i) {
-    STRATA_CHECK(v[i] >= 0, "bincount: input (shape ", x.shape(), ") holds the negative value ", v[i],
-                 " at position ", i, "; only non-negative values can be counted");
+    STRATA_CHECK(v[i] >= 0, "bincount: input (shape ", x.shape(), ") holds the negative value ", v[i], " at position ",
+                 i, "; only non-negative values can be counted");
     max = std::max(max, v[i]);
   }
   return max;
@@ -47,8 +47,7 @@ void check_bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
 Tensor nonzero(const Tensor& x) {
   STRATA_CHECK(x.defined(), "nonzero: input is undefined");
   return detail::on_device(
-      "nonzero", x.device(), [&] { return cpu::nonzero(x.detach()); },
-      [&] { return cuda_ops::nonzero(x.detach()); });
+      "nonzero", x.device(), [&] { return cpu::nonzero(x.detach()); }, [&] { return cuda_ops::nonzero(x.detach()); });
 }
 
 Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
@@ -65,7 +64,9 @@ Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
       // d out[v] / d weights[i] = (x[i] == v): weights' gradient is g gathered at x.
       return std::vector<Tensor>{detail::on_device(
           "bincount backward", g.device(), [&] { return cpu::index_select(g, 0, idx); },
-          [&] { return cuda_ops::embedding_forward(idx, g.view({length, 1})).view({idx.numel()}); })};
+          [&] {
+            return cuda_ops::embedding_forward(idx, g.view({length, 1})).view({idx.numel()});
+          })};
     });
   }
   return out;

@@ -129,10 +129,9 @@ void record_sizes(const std::string& eq, const std::vector<Labelled>& ops, Sizes
       auto [it, fresh] = sizes->try_emplace(l, Seen{n, i});
       Seen& s = it->second;
       if (fresh || s.size == n) continue;
-      STRATA_CHECK(l >= kEllipsis && (s.size == 1 || n == 1), "einsum: ", label_name(l), " of \"", eq,
-                   "\" has size ", s.size, " in operand ", s.operand, " (shape ", ops[s.operand].t.shape(),
-                   ") but size ", n, " in operand ", i, " (shape ", ops[i].t.shape(), ")",
-                   l >= kEllipsis ? " and neither is 1" : "");
+      STRATA_CHECK(l >= kEllipsis && (s.size == 1 || n == 1), "einsum: ", label_name(l), " of \"", eq, "\" has size ",
+                   s.size, " in operand ", s.operand, " (shape ", ops[s.operand].t.shape(), ") but size ", n,
+                   " in operand ", i, " (shape ", ops[i].t.shape(), ")", l >= kEllipsis ? " and neither is 1" : "");
       if (s.size == 1) s = Seen{n, i};
     }
   }
@@ -174,7 +173,9 @@ std::vector<Labelled> labelled_operands(const std::string& eq, const Equation& e
   return ops;
 }
 
-bool contains(const std::vector<int>& labels, int l) { return std::find(labels.begin(), labels.end(), l) != labels.end(); }
+bool contains(const std::vector<int>& labels, int l) {
+  return std::find(labels.begin(), labels.end(), l) != labels.end();
+}
 
 // x's diagonal over dimensions p < q of one size, kept at p: x times an identity mask,
 // summed over q (differentiable, and exact: every other term of the sum is a zero).
@@ -218,10 +219,8 @@ void sum_except(Labelled* op, const std::vector<int>& keep) {
   std::vector<int64_t> dims;
   std::vector<int> left;
   for (size_t d = 0; d < op->labels.size(); ++d) {
-    if (contains(keep, op->labels[d]))
-      left.push_back(op->labels[d]);
-    else
-      dims.push_back(static_cast<int64_t>(d));
+    if (contains(keep, op->labels[d])) left.push_back(op->labels[d]);
+    else dims.push_back(static_cast<int64_t>(d));
   }
   if (dims.empty()) return;
   op->t = sum(op->t, dims);
@@ -230,8 +229,8 @@ void sum_except(Labelled* op, const std::vector<int>& keep) {
 
 std::vector<int64_t> dims_of(const Labelled& x, const std::vector<int>& labels) {
   std::vector<int64_t> dims;
-  for (int l : labels)
-    dims.push_back(std::find(x.labels.begin(), x.labels.end(), l) - x.labels.begin());
+  dims.reserve(labels.size());
+  for (int l : labels) dims.push_back(std::find(x.labels.begin(), x.labels.end(), l) - x.labels.begin());
   return dims;
 }
 
@@ -278,10 +277,8 @@ Labelled contract_pair(Labelled a, Labelled b, const std::vector<int>& keep) {
   sum_except(&b, keep_b);
   std::vector<int> batch, summed, rows, cols;
   for (int l : a.labels) {
-    if (!contains(b.labels, l))
-      rows.push_back(l);
-    else
-      (contains(keep, l) ? batch : summed).push_back(l);
+    if (!contains(b.labels, l)) rows.push_back(l);
+    else (contains(keep, l) ? batch : summed).push_back(l);
   }
   for (int l : b.labels)
     if (!contains(a.labels, l)) cols.push_back(l);

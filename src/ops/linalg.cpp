@@ -5,6 +5,8 @@
 // accumulation, output in the input dtype).
 #include "strata/ops/linalg.h"
 
+#include <algorithm>
+
 #include "backend/cpu/gemm_backend.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/cuda_ops.h"
@@ -126,7 +128,15 @@ Tensor bias_grad(const Tensor& g) {
 // whose batch holds one matrix becomes that matrix (the shared-operand path: its gradient is
 // one summed GEMM); the other is expanded (stride 0) to the common batch.
 Tensor broadcast_matmul(const Tensor& a, const Tensor& b, const Shape& batch_a, const Shape& batch_b) {
-  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul (batch dimensions)");
+  const size_t n = std::max(batch_a.size(), batch_b.size());
+  for (size_t i = 1; i <= n; ++i) {  // aligned from the right, as broadcasting aligns them
+    const int64_t da = i <= batch_a.size() ? batch_a[batch_a.size() - i] : 1;
+    const int64_t db = i <= batch_b.size() ? batch_b[batch_b.size() - i] : 1;
+    STRATA_CHECK(da == db || da == 1 || db == 1, "matmul: batch dimensions do not broadcast: a ", a.shape(),
+                 " has batch ", batch_a, ", b ", b.shape(), " has batch ", batch_b, " (", da, " vs ", db,
+                 "; each pair must be equal or one of them 1)");
+  }
+  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
   auto as_operand = [&batch](const Tensor& t, const Shape& own) {
     if (own.numel() == 1) {
       Tensor m = t;

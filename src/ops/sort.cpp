@@ -13,15 +13,14 @@ namespace {
 
 // The gradient of the values: g[.., t, ..] goes back to x[.., indices[.., t, ..], ..].
 void record_sort_backward(const Tensor& x, int64_t d, const ValuesIndices& r) {
-  autograd::record(
-      "SortBackward", {x}, {r.values}, {r.indices},
-      [in_shape = x.shape(), indices = r.indices, d](autograd::BackwardContext& ctx) {
-        const Tensor g = ctx.grad().contiguous();
-        return std::vector<Tensor>{detail::on_device(
-            "sort backward", g.device(),
-            [&] { return detail::scatter_add_into_zeros("sort backward", in_shape, d, indices, g); },
-            [&] { return cuda_ops::scatter_add_lines("sort backward", in_shape, d, indices, g); })};
-      });
+  autograd::record("SortBackward", {x}, {r.values}, {r.indices},
+                   [in_shape = x.shape(), indices = r.indices, d](autograd::BackwardContext& ctx) {
+                     const Tensor g = ctx.grad().contiguous();
+                     return std::vector<Tensor>{detail::on_device(
+                         "sort backward", g.device(),
+                         [&] { return detail::scatter_add_into_zeros("sort backward", in_shape, d, indices, g); },
+                         [&] { return cuda_ops::scatter_add_lines("sort backward", in_shape, d, indices, g); })};
+                   });
 }
 
 }  // namespace

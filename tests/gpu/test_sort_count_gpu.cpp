@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "gpu_test.h"
+#include "gpu/gpu_test.h"
 #include "strata/strata.h"
 #include "test_util.h"
 
@@ -22,7 +22,8 @@ void expect_identical(const Tensor& gpu, const Tensor& cpu, const char* what) {
   ASSERT_EQ(gpu.dtype(), cpu.dtype()) << what;
   const std::vector<double> g = gpu.to(Device::cpu()).to_vector<double>(), c = cpu.to_vector<double>();
   for (size_t i = 0; i < g.size(); ++i) {
-    const bool same = (std::isnan(g[i]) && std::isnan(c[i])) || (g[i] == c[i] && std::signbit(g[i]) == std::signbit(c[i]));
+    const bool same =
+        (std::isnan(g[i]) && std::isnan(c[i])) || (g[i] == c[i] && std::signbit(g[i]) == std::signbit(c[i]));
     EXPECT_TRUE(same) << what << " element " << i << ": " << g[i] << " vs " << c[i];
   }
 }
@@ -90,10 +91,12 @@ TEST_F(SortCountGpuTest, BincountMatchesCpu) {
 
 TEST_F(SortCountGpuTest, EinsumMatchesCpu) {
   Generator gen(7);
-  const Tensor q = randn({2, 3, 4, 8}, {.dtype = DType::Float64}, &gen), k = randn({2, 3, 5, 8}, {.dtype = DType::Float64}, &gen);
+  const Tensor q = randn({2, 3, 4, 8}, {.dtype = DType::Float64}, &gen),
+               k = randn({2, 3, 5, 8}, {.dtype = DType::Float64}, &gen);
   const Tensor c = einsum("bhqd,bhkd->bhqk", {q, k});
   const Tensor g = einsum("bhqd,bhkd->bhqk", {q.to(Device::cuda(0)), k.to(Device::cuda(0))});
   EXPECT_LT(rel_err(g.to(Device::cpu()), c), 1e-12);
-  const Tensor a = randn({2, 1, 3, 4}, {.dtype = DType::Float64}, &gen), b = randn({5, 4, 6}, {.dtype = DType::Float64}, &gen);
+  const Tensor a = randn({2, 1, 3, 4}, {.dtype = DType::Float64}, &gen),
+               b = randn({5, 4, 6}, {.dtype = DType::Float64}, &gen);
   EXPECT_LT(rel_err(matmul(a.to(Device::cuda(0)), b.to(Device::cuda(0))).to(Device::cpu()), matmul(a, b)), 1e-12);
 }

@@ -55,9 +55,9 @@ StateDict make_inputs() {
   in["sg"] = randint(0, 3, {3, 5}, {.dtype = DType::Int64}, &gen).to(DType::Float64);  // ties
   in["bins"] = randint(0, 9, {20}, {.dtype = DType::Int64}, &gen);
   const std::vector<std::pair<std::string, Shape>> shapes = {
-      {"a", {3, 4}},          {"b", {4, 5}},    {"ba", {2, 3, 4}}, {"bb", {2, 4, 5}}, {"q", {2, 2, 3, 4}},
-      {"k", {2, 2, 5, 4}},    {"v", {4}},       {"v2", {4}},       {"w", {5}},        {"ea", {2, 1, 3, 4}},
-      {"eb", {3, 4, 2}},      {"sq", {4, 4}},   {"binw", {20}},    {"mb", {5, 4, 6}}, {"ma", {2, 1, 3, 4}},
+      {"a", {3, 4}},       {"b", {4, 5}},  {"ba", {2, 3, 4}}, {"bb", {2, 4, 5}}, {"q", {2, 2, 3, 4}},
+      {"k", {2, 2, 5, 4}}, {"v", {4}},     {"v2", {4}},       {"w", {5}},        {"ea", {2, 1, 3, 4}},
+      {"eb", {3, 4, 2}},   {"sq", {4, 4}}, {"binw", {20}},    {"mb", {5, 4, 6}}, {"ma", {2, 1, 3, 4}},
   };
   for (const auto& [name, shape] : shapes) in[name] = randn(shape, {.dtype = DType::Float64}, &gen);
   return in;
@@ -73,6 +73,7 @@ Tensor upstream(const Tensor& out) {
 void with_grads(StateDict* out, const std::string& name, const std::vector<Tensor>& inputs,
                 const std::function<Tensor(const std::vector<Tensor>&)>& f) {
   std::vector<Tensor> leaves;
+  leaves.reserve(inputs.size());
   for (const Tensor& t : inputs) leaves.push_back(t.clone().set_requires_grad(true));
   const Tensor r = f(leaves);
   (*out)[name] = r.detach();
@@ -84,7 +85,8 @@ StateDict results(const StateDict& in) {
   StateDict out;
   for (const std::string sfx : {"_f32", "_f64"}) {
     const Tensor& s = in.at("sx" + sfx);
-    for (const auto& [dim, desc] : std::vector<std::pair<int64_t, bool>>{{1, false}, {1, true}, {0, false}, {0, true}}) {
+    for (const auto& [dim, desc] :
+         std::vector<std::pair<int64_t, bool>>{{1, false}, {1, true}, {0, false}, {0, true}}) {
       const ValuesIndices r = sort(s, dim, desc);
       const std::string key = "sort_" + std::to_string(dim) + (desc ? "_desc" : "_asc") + sfx;
       out[key + "_values"] = r.values;
@@ -99,11 +101,13 @@ StateDict results(const StateDict& in) {
   out["bincount_weighted"] = bincount(in.at("bins"), in.at("binw"));
   auto operands = [&](const Case& c) {
     std::vector<Tensor> ops;
+    ops.reserve(c.operands.size());
     for (const std::string& n : c.operands) ops.push_back(in.at(n));
     return ops;
   };
   for (const Case& c : kEinsum)
-    with_grads(&out, "einsum_" + c.name, operands(c), [&c](const std::vector<Tensor>& x) { return einsum(c.equation, x); });
+    with_grads(&out, "einsum_" + c.name, operands(c),
+               [&c](const std::vector<Tensor>& x) { return einsum(c.equation, x); });
   for (const Case& c : kMatmul)
     with_grads(&out, "matmul_" + c.name, operands(c), [](const std::vector<Tensor>& x) { return matmul(x[0], x[1]); });
   return out;
@@ -114,7 +118,8 @@ void expect_identical(const Tensor& got, const Tensor& want, const std::string& 
   const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
   ASSERT_EQ(g.size(), w.size()) << name;
   for (size_t i = 0; i < g.size(); ++i) {
-    const bool same = (std::isnan(g[i]) && std::isnan(w[i])) || (g[i] == w[i] && std::signbit(g[i]) == std::signbit(w[i]));
+    const bool same =
+        (std::isnan(g[i]) && std::isnan(w[i])) || (g[i] == w[i] && std::signbit(g[i]) == std::signbit(w[i]));
     EXPECT_TRUE(same) << name << " element " << i << ": " << g[i] << " vs " << w[i];
   }
 }
@@ -128,9 +133,9 @@ TEST(Reference, SortCountEinsumMatchPyTorch) {
   const StateDict in = make_inputs();
   save_safetensors(dir.file("input.safetensors"), in);
   std::string output;
-  const int rc = strata::testing::run_python_script(
-      "reference/ops_sort_einsum_reference.py", {dir.file("input.safetensors"), dir.file("output.safetensors")},
-      &output);
+  const int rc =
+      strata::testing::run_python_script("reference/ops_sort_einsum_reference.py",
+                                         {dir.file("input.safetensors"), dir.file("output.safetensors")}, &output);
   ASSERT_EQ(rc, 0) << output;
   const StateDict ref = load_safetensors(dir.file("output.safetensors")).tensors;
   const StateDict ours = results(in);

@@ -33,12 +33,12 @@ void sort_rows(const Tensor& x_in, bool descending, Tensor* values, Tensor* indi
   if (x.numel() == 0) return;
   const int64_t n = x.size(-1), rows = x.numel() / n;
   const size_t ws_bytes = strata_sort_rows_workspace(type, rows, n);
-  STRATA_CHECK(ws_bytes > 0, "sort: the workspace size query failed for ", rows, " rows of ", n, " (shape ",
-               x.shape(), ")");
+  STRATA_CHECK(ws_bytes > 0, "sort: the workspace size query failed for ", rows, " rows of ", n, " (shape ", x.shape(),
+               ")");
   const Tensor ws = empty({static_cast<int64_t>((ws_bytes + 7) / 8)}, {.dtype = DType::Int64, .device = x.device()});
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_CUDA(strata_sort_rows(type, values->data_ptr(), static_cast<int64_t*>(indices->data_ptr()), x.data_ptr(),
-                               rows, n, descending ? 1 : 0, ws.data_ptr(), ws_bytes,
+  STRATA_CUDA(strata_sort_rows(type, values->data_ptr(), static_cast<int64_t*>(indices->data_ptr()), x.data_ptr(), rows,
+                               n, descending ? 1 : 0, ws.data_ptr(), ws_bytes,
                                cuda_detail::stream_of(x.device().index)));
 }
 

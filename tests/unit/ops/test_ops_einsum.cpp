@@ -86,8 +86,11 @@ TEST(Einsum, GradientsMatchFiniteDifferences) {
 
 TEST(Einsum, Refusals) {
   const Tensor a = zeros({2, 3}), b = zeros({4, 5});
-  expect_error_mentions([&] { einsum("ij,jk->ik", {a, b}); },
-                        {"einsum", "index 'j'", "size 3 in operand 0", "size 4 in operand 1"});
+  expect_error_mentions(
+      [&] {
+        einsum("ij,jk->ik", {a, b});
+      },
+      {"einsum", "index 'j'", "size 3 in operand 0", "size 4 in operand 1"});
   expect_error_mentions([&] { einsum("ij,jk->ik", {a}); }, {"\"ij,jk->ik\"", "2 operand term(s)", "1 operand(s)"});
   expect_error_mentions([&] { einsum("i#,jk", {a, b}); }, {"\"i#,jk\"", "position 1", "'#'"});
   expect_error_mentions([&] { einsum("ij->ik", {a}); }, {"\"ij->ik\"", "position 5", "'k'", "no input"});
@@ -96,8 +99,11 @@ TEST(Einsum, Refusals) {
   expect_error_mentions([&] { einsum("ij->i->j", {a}); }, {"position 5", "'-'"});
   expect_error_mentions([&] { einsum("ijk", {a}); }, {"operand 0", "[2, 3]", "names 3"});
   expect_error_mentions([&] { einsum("ii", {a}); }, {"index 'i'", "size 2", "size 3"});
-  expect_error_mentions([&] { einsum("...i,...i", {zeros({2, 3}), zeros({4, 3})}); },
-                        {"dimension 0 of \"...\"", "size 2", "size 4"});
+  expect_error_mentions(
+      [&] {
+        einsum("...i,...i", {zeros({2, 3}), zeros({4, 3})});
+      },
+      {"dimension 0 of \"...\"", "size 2", "size 4"});
   expect_error_mentions([&] { einsum("ij", {}); }, {"einsum: no operands"});
   expect_error_mentions([&] { einsum("i", {from_vector(std::vector<int64_t>{1}, {1})}); }, {"einsum", "int64"});
 }
@@ -113,14 +119,16 @@ TEST(MatmulBroadcast, BatchDimensionsBroadcastAsTorch) {
   EXPECT_EQ(matmul(leaf64({1, 3, 4}, 1).detach(), leaf64({2, 1, 4, 5}, 2).detach()).shape(), Shape({2, 1, 3, 5}));
   EXPECT_EQ(matmul(leaf64({4}, 1).detach(), leaf64({2, 3, 4, 5}, 2).detach()).shape(), Shape({2, 3, 5}));
   EXPECT_EQ(matmul(leaf64({3, 1, 2, 4}, 1).detach(), leaf64({4}, 2).detach()).shape(), Shape({3, 1, 2}));
-  expect_error_mentions([] { matmul(zeros({2, 3, 4}), zeros({3, 4, 5})); },
-                        {"matmul", "batch dimensions", "[2]", "[3]"});
+  expect_error_mentions(
+      [] {
+        matmul(zeros({2, 3, 4}), zeros({3, 4, 5}));
+      },
+      {"matmul", "batch dimensions", "[2]", "[3]"});
 }
 
 TEST(MatmulBroadcast, GradientsReduceToEachOperandsShape) {
   expect_gradients_match([](V in) { return matmul(in[0], in[1]); }, {leaf64({2, 1, 3, 4}, 1), leaf64({5, 4, 2}, 2)});
   expect_gradients_match([](V in) { return matmul(in[0], in[1]); }, {leaf64({1, 3, 4}, 3), leaf64({2, 2, 4, 3}, 4)});
   expect_gradients_match([](V in) { return matmul(in[0], in[1]); }, {leaf64({4}, 5), leaf64({2, 4, 3}, 6)});
-  expect_gradients_match([](V in) { return matmul(in[0], in[1]); },
-                         {leaf64({3, 1, 2, 4}, 7), leaf64({1, 2, 4, 2}, 8)});
+  expect_gradients_match([](V in) { return matmul(in[0], in[1]); }, {leaf64({3, 1, 2, 4}, 7), leaf64({1, 2, 4, 2}, 8)});
 }
