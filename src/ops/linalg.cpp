@@ -5,6 +5,8 @@
 // accumulation, output in the input dtype).
 #include "strata/ops/linalg.h"
 
+#include <algorithm>
+
 #include "backend/cpu/gemm_backend.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/cuda_ops.h"
@@ -120,6 +122,38 @@ Tensor bias_grad(const Tensor& g) {
   return bmm_sum("linear", g.transpose(-1, -2), ones).view({g.size(-1)});
 }
 
+// torch.matmul's broadcasting of unequal batch dimensions ([2, 1, 3, 4] @ [5, 4, 6] ->
+// [2, 5, 3, 6]), composed of views so the GEMM still reads the operands in place and the
+// gradients reduce to each operand's shape through the views' own backward. An operand
+// whose batch holds one matrix becomes that matrix (the shared-operand path: its gradient is
+// one summed GEMM); the other is expanded (stride 0) to the common batch.
+Tensor broadcast_matmul(const Tensor& a, const Tensor& b, const Shape& batch_a, const Shape& batch_b) {
+  const size_t n = std::max(batch_a.size(), batch_b.size());
+  for (size_t i = 1; i <= n; ++i) {  // aligned from the right, as broadcasting aligns them
+    const int64_t da = i <= batch_a.size() ? batch_a[batch_a.size() - i] : 1;
+    const int64_t db = i <= batch_b.size() ? batch_b[batch_b.size() - i] : 1;
+    STRATA_CHECK(da == db || da == 1 || db == 1, "matmul: batch dimensions do not broadcast: a ", a.shape(),
+                 " has batch ", batch_a, ", b ", b.shape(), " has batch ", batch_b, " (", da, " vs ", db,
+                 "; each pair must be equal or one of them 1)");
+  }
+  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  auto as_operand = [&batch](const Tensor& t, const Shape& own) {
+    if (own.numel() == 1) {
+      Tensor m = t;
+      while (m.dim() > 2) m = m.squeeze(0);  // views: a transposed matrix stays in place
+      return m;
+    }
+    Shape full = batch;
+    full.push_back(t.size(-2));
+    full.push_back(t.size(-1));
+    return own == batch ? t : t.expand(full);
+  };
+  Shape out_shape = batch;
+  out_shape.push_back(a.size(-2));
+  out_shape.push_back(b.size(-1));
+  return matmul(as_operand(a, batch_a), as_operand(b, batch_b)).reshape(out_shape);
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -138,9 +172,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   STRATA_CHECK(a.size(-1) == b.size(-2), "matmul: inner dimensions differ: a ", a.shape(), " has ", a.size(-1),
                " columns but b ", b.shape(), " has ", b.size(-2), " rows");
   const Shape batch_a = leading(a.shape(), 2), batch_b = leading(b.shape(), 2);
-  STRATA_CHECK(batch_a.empty() || batch_b.empty() || batch_a == batch_b, "matmul: batch dimensions differ: a ",
-               a.shape(), " has batch ", batch_a, ", b ", b.shape(), " has batch ", batch_b,
-               " (they must be equal, or one operand must be a matrix)");
+  if (!batch_a.empty() && !batch_b.empty() && batch_a != batch_b) return broadcast_matmul(a, b, batch_a, batch_b);
   const Shape batch = batch_a.empty() ? batch_b : batch_a;
 
   const Cast cast = autocast_for(a);

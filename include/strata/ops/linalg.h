@@ -8,9 +8,12 @@ namespace strata {
 // [n, k] x [k, m] -> [n, m].
 // [b.., n, k] x [k, m] -> [b.., n, m]: one GEMM over all b.. * n rows when a's rows can be
 //   addressed with one stride (e.g. a contiguous), else one GEMM per batch entry.
-// [b.., n, k] x [b.., k, m] -> [b.., n, m] (batch dims equal; no further broadcasting), and
+// [b.., n, k] x [b.., k, m] -> [b.., n, m] (batch dims equal), and
 // [n, k] x [b.., k, m] -> [b.., n, m]: one GEMM per batch entry, run in parallel over the
 //   batch when each product is small.
+// Unequal batch dims broadcast as in torch.matmul ([2, 1, 3, 4] x [5, 4, 6] -> [2, 5, 3, 6]):
+//   an operand is expanded to the common batch as a stride-0 view (not copied), and its
+//   gradient is summed back to its own shape. A size mismatch names both shapes.
 // A 1-D operand is a row vector on the left and a column vector on the right, and that
 // dimension is dropped from the result (as torch.matmul). Operands whose last two dims have
 // strides (ld, 1) or (1, ld) (transposed views included) are read in place.

@@ -94,6 +94,13 @@ STRATA_CUDA_ENTRY(Tensor cumsum(const Tensor& x, int64_t dim, bool reverse))
 STRATA_CUDA_ENTRY(Tensor scatter_add_lines(const char* op, const Shape& shape, int64_t dim, const Tensor& index,
                                            const Tensor& grad))
 
+// sort, nonzero and bincount (cuda/sort.cpp, cuda/counting.cpp), as cpu/sort.h and
+// cpu/counting.h: sort_rows sorts common/sort_key.h's keys with CUB's stable segmented
+// radix sort (the CPU's order, bit for bit); nonzero reads its count back to the host.
+STRATA_CUDA_ENTRY(void sort_rows(const Tensor& x, bool descending, Tensor* values, Tensor* indices))
+STRATA_CUDA_ENTRY(Tensor nonzero(const Tensor& x))
+STRATA_CUDA_ENTRY(Tensor bincount(const Tensor& x, const Tensor& weights, int64_t length))
+
 // Embedding (cuda/embedding.cpp), as cpu/embedding.h; indices and weight on one device.
 STRATA_CUDA_ENTRY(Tensor embedding_forward(const Tensor& indices, const Tensor& weight))
 STRATA_CUDA_ENTRY(Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t vocab))

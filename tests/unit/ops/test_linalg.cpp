@@ -195,7 +195,9 @@ TEST(Matmul, Errors) {
         matmul(ones({2, 2, 3}), ones({3, 3, 4}));
       },
       {"matmul", "batch", "[2, 2, 3]", "[3, 3, 4]"});
-  expect_error_mentions([&] { matmul(ones({2, 2, 3}), ones({1, 2, 3, 4})); }, {"matmul", "batch"});
+  // Batch dimensions broadcast as in torch.matmul (issue 30): [2] against [1, 2] is [1, 2].
+  EXPECT_EQ(matmul(ones({2, 2, 3}), ones({1, 2, 3, 4})).shape(), Shape({1, 2, 2, 4}));
+  expect_error_mentions([&] { matmul(ones({2, 2, 3}), ones({2, 3, 3, 4})); }, {"matmul", "batch", "2 vs 3"});
   expect_error_mentions([&] { matmul(a, ones({3, 2}, {.dtype = DType::Float64})); }, {"matmul", "dtype", "float"});
   expect_error_mentions([&] { matmul(scalar_tensor(1.0), a); }, {"matmul", "dimension"});
   expect_error_mentions([&] { matmul(a, scalar_tensor(1.0)); }, {"matmul", "dimension"});
