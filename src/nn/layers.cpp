@@ -10,6 +10,16 @@ namespace strata::nn {
 namespace {
 bool is_16bit(DType d) { return d == DType::BFloat16 || d == DType::Float16; }
 
+// The table as a "part" of itself that lacks row `skip`: fill_init leaves a row in no run at
+// zero and draws every other row at its own index, so the padding row starts at zero while
+// the rest hold what they would without padding (now or when drawn by name later).
+PartOfWhole all_rows_but(int64_t skip, int64_t rows, int64_t dim) {
+  return {.whole = {rows, dim},
+          .dim = 0,
+          .runs = {{.local_start = 0, .whole_start = 0, .length = skip},
+                   {.local_start = skip + 1, .whole_start = skip + 1, .length = rows - skip - 1}}};
+}
+
 }  // namespace
 
 DType compute_dtype(DType param_dtype) { return is_16bit(param_dtype) ? DType::Float32 : param_dtype; }
@@ -61,9 +71,16 @@ Tensor Linear::forward(const Tensor& x) {
   return linear(x, weight, bias);  // 16-bit parameters: the ops compute in float32
 }
 
-Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitOptions init) {
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitOptions init, std::optional<int64_t> padding)
+    : padding_idx(padding) {
   STRATA_CHECK(num_embeddings > 0 && dim > 0, "Embedding: invalid sizes ", num_embeddings, "x", dim);
-  InitialValue w = initial_value({num_embeddings, dim}, {.kind = ParamInit::Kind::Normal, .scale = init.std}, init);
+  STRATA_CHECK(!padding || (*padding >= -num_embeddings && *padding < num_embeddings), "Embedding: padding_idx ",
+               padding.value_or(0), " is outside [-", num_embeddings, ", ", num_embeddings, ") for ", num_embeddings,
+               " embeddings");
+  if (padding_idx) padding_idx = (*padding_idx + num_embeddings) % num_embeddings;
+  InitialValue w =
+      initial_value({num_embeddings, dim}, {.kind = ParamInit::Kind::Normal, .scale = init.std}, init,
+                    padding_idx ? std::optional(all_rows_but(*padding_idx, num_embeddings, dim)) : std::nullopt);
   weight = register_parameter("weight", w.value, init.by_name ? std::optional(w.recipe) : std::nullopt);
 }
 
@@ -73,13 +90,16 @@ Embedding::Embedding(InitialValue w, bool by_name) {
 
 Tensor Embedding::forward(const Tensor& indices) {
   auto hooks = forward_hooks();
-  return embedding(indices, weight);
+  return embedding(indices, weight, padding_idx);
 }
 
-LayerNorm::LayerNorm(int64_t dim, double eps_, DType dtype) : eps(eps_) {
+LayerNorm::LayerNorm(int64_t dim, double eps_, DType dtype) : LayerNorm(dim, {.eps = eps_, .dtype = dtype}) {}
+
+LayerNorm::LayerNorm(int64_t dim, const LayerNormOptions& options) : eps(options.eps) {
   STRATA_CHECK(dim > 0, "LayerNorm: invalid size ", dim);
-  weight = register_parameter("weight", ones({dim}, {.dtype = dtype}));
-  bias = register_parameter("bias", zeros({dim}, {.dtype = dtype}));
+  if (!options.elementwise_affine) return;
+  weight = register_parameter("weight", ones({dim}, {.dtype = options.dtype}));
+  if (options.bias) bias = register_parameter("bias", zeros({dim}, {.dtype = options.dtype}));
 }
 
 Tensor LayerNorm::forward(const Tensor& x) {

@@ -1,6 +1,7 @@
 #pragma once
 // The basic layers. Parameter names and layouts follow torch.nn (Linear weight [out, in]).
 #include <cstdint>
+#include <optional>
 
 #include "strata/core/random.h"
 #include "strata/nn/module.h"
@@ -76,23 +77,37 @@ class Linear : public Module {
   Linear(InitialValue weight, InitialValue bias, bool by_name);
 };
 
+// padding_idx (torch.nn.Embedding's; negative counts from the end): that row starts at zero
+// (the other rows draw what they would without it) and its gradient is always zero.
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t dim, InitOptions init = {});
+  Embedding(int64_t num_embeddings, int64_t dim, InitOptions init = {},
+            std::optional<int64_t> padding_idx = std::nullopt);
   virtual Tensor forward(const Tensor& indices);  // int64 [..] -> [.., dim] in compute_dtype(weight)
   Tensor weight;                                  // [num_embeddings, dim]
+  std::optional<int64_t> padding_idx;             // in [0, num_embeddings) once constructed
 
  protected:
   Embedding(InitialValue weight, bool by_name);  // for layers holding a part of the table
 };
 
+// torch.nn.LayerNorm's switches: elementwise_affine = false registers neither parameter,
+// bias = false (torch 2.1+) registers the weight only. `dtype`: the parameters' storage
+// dtype (ones and zeros are exact in every dtype).
+struct LayerNormOptions {
+  double eps = 1e-5;
+  bool elementwise_affine = true;
+  bool bias = true;
+  DType dtype = DType::Float32;
+};
+
 class LayerNorm : public Module {
  public:
-  // `dtype`: the parameters' storage dtype (ones and zeros are exact in every dtype).
   explicit LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::Float32);
+  LayerNorm(int64_t dim, const LayerNormOptions& options);
   Tensor forward(const Tensor& x);
-  Tensor weight;  // ones
-  Tensor bias;    // zeros
+  Tensor weight;  // ones, or undefined without elementwise_affine
+  Tensor bias;    // zeros, or undefined without elementwise_affine or bias
   double eps;
 };
 

@@ -25,7 +25,9 @@ namespace strata {
 // any shape -> [indices.shape.., dim].
 // An index outside [0, vocab) throws, naming its value, its position and vocab. The
 // weight gradient is a dense [vocab, dim] tensor, summed deterministically.
-Tensor embedding(const Tensor& indices, const Tensor& weight);
+// padding_idx (in [-vocab, vocab), negative counts from the end, as torch's): that row is
+// looked up as any other but its gradient is zero (torch.nn.functional.embedding's).
+Tensor embedding(const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx = std::nullopt);
 
 // int64 class indices of any shape -> int64 [indices.shape.., num_classes], 1 at each
 // index's class, as torch.nn.functional.one_hot. num_classes -1 takes the largest index + 1
