@@ -73,8 +73,8 @@ Tensor scalar_like(double value, const Tensor& like) {
 // The tensor operand's op; add, sub, mul and div check it (defined, dtype, device, shape).
 template <Tensor (*Op)(const Tensor&, const Tensor&)>
 Tensor& assign_tensor(const char* op, Tensor& self, const Tensor& other, bool backward_reads_self) {
-  return assign_in_place(op, self, other, [](const Tensor& a, const Tensor& b) { return Op(a, b); },
-                         backward_reads_self);
+  return assign_in_place(
+      op, self, other, [](const Tensor& a, const Tensor& b) { return Op(a, b); }, backward_reads_self);
 }
 
 }  // namespace
@@ -89,13 +89,16 @@ Tensor& operator*=(Tensor& self, const Tensor& other) { return assign_tensor<mul
 Tensor& operator/=(Tensor& self, const Tensor& other) { return assign_tensor<div>("div_", self, other, true); }
 
 Tensor& operator+=(Tensor& self, double other) {
-  return assign_in_place("add_", self, Tensor(), [other](const Tensor& a, const Tensor&) { return add(a, other); }, false);
+  return assign_in_place(
+      "add_", self, Tensor(), [other](const Tensor& a, const Tensor&) { return add(a, other); }, false);
 }
 Tensor& operator-=(Tensor& self, double other) {
-  return assign_in_place("sub_", self, Tensor(), [other](const Tensor& a, const Tensor&) { return add(a, -other); }, false);
+  return assign_in_place(
+      "sub_", self, Tensor(), [other](const Tensor& a, const Tensor&) { return add(a, -other); }, false);
 }
 Tensor& operator*=(Tensor& self, double other) {
-  return assign_in_place("mul_", self, Tensor(), [other](const Tensor& a, const Tensor&) { return mul(a, other); }, false);
+  return assign_in_place(
+      "mul_", self, Tensor(), [other](const Tensor& a, const Tensor&) { return mul(a, other); }, false);
 }
 // True division (not a multiply by 1/other, which rounds twice); div's backward reads self.
 Tensor& operator/=(Tensor& self, double other) {

@@ -28,8 +28,8 @@ using Kind = TensorIndex::Kind;
 // The tensor after its basic indices, and the advanced indices still to apply to it.
 struct IndexPlan {
   Tensor view;
-  std::vector<int64_t> adv_dims;   // dimensions of `view` indexed by tensors, ascending
-  std::vector<Tensor> adv_index;   // one per adv_dims entry: int64 on the host, in [0, size)
+  std::vector<int64_t> adv_dims;  // dimensions of `view` indexed by tensors, ascending
+  std::vector<Tensor> adv_index;  // one per adv_dims entry: int64 on the host, in [0, size)
 };
 
 int64_t dims_named(const TensorIndex& ix) {
@@ -47,8 +47,8 @@ int64_t dims_named(const TensorIndex& ix) {
 Tensor checked_index(const char* op, const Tensor& t, int64_t dim, int64_t size, const Shape& x_shape) {
   std::vector<int64_t> v = t.to_vector<int64_t>();
   for (int64_t& i : v) {
-    STRATA_CHECK(i >= -size && i < size, op, ": index ", i, " is out of range for dimension ", dim, " with size ",
-                 size, " (tensor of shape ", x_shape, ")");
+    STRATA_CHECK(i >= -size && i < size, op, ": index ", i, " is out of range for dimension ", dim, " with size ", size,
+                 " (tensor of shape ", x_shape, ")");
     if (i < 0) i += size;
   }
   return from_vector(v, t.shape());
@@ -225,8 +225,7 @@ Tensor broadcast_value(const Tensor& value, const Shape& shape) {
     const int64_t have = v.size(-i), want = shape[shape.size() - static_cast<size_t>(i)];
     fits = have == want || have == 1;
   }
-  STRATA_CHECK(fits, "index_put_: value of shape ", value.shape(), " cannot be broadcast to the indexed shape ",
-               shape);
+  STRATA_CHECK(fits, "index_put_: value of shape ", value.shape(), " cannot be broadcast to the indexed shape ", shape);
   return v.expand(shape);
 }
 
@@ -251,6 +250,7 @@ void put_advanced(const IndexPlan& plan, const Tensor& value) {
 // The index with its tensors copied, so a backward reads them as they were.
 std::vector<TensorIndex> frozen(const std::vector<TensorIndex>& indices) {
   std::vector<TensorIndex> out;
+  out.reserve(indices.size());
   for (const TensorIndex& ix : indices)
     out.push_back(ix.kind() == Kind::Tensor ? TensorIndex(ix.tensor().detach().clone()) : ix);
   return out;

@@ -11,9 +11,7 @@ namespace strata {
 Tensor Tensor::sum() const { return strata::sum(*this); }
 Tensor Tensor::sum(const std::vector<int64_t>& dims, bool keepdim) const { return strata::sum(*this, dims, keepdim); }
 Tensor Tensor::mean() const { return strata::mean(*this); }
-Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const {
-  return strata::mean(*this, dims, keepdim);
-}
+Tensor Tensor::mean(const std::vector<int64_t>& dims, bool keepdim) const { return strata::mean(*this, dims, keepdim); }
 std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {
   ValuesIndices r = max_with_indices(*this, dim, keepdim);
   return {r.values, r.indices};

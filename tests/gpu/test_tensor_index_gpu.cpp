@@ -22,8 +22,9 @@ Tensor longs(std::vector<int64_t> v, Shape shape) { return from_vector(v, shape)
 std::vector<std::vector<TensorIndex>> expressions(Device device) {
   const Tensor ia = longs({2, 1}, {2, 1}).to(device), ib = longs({1, 3, -2}, {3}).to(device);
   const Tensor mask = longs({1, 0, 1, 1}, {4}).to(DType::Bool).to(device);
-  return {{1, Slice(1, 4)},         {Slice(-3, None), Slice(None, None, 2), -1}, {None, Ellipsis, 0},
-          {Slice(), ia, ib},        {ia, Slice(), ib},                           {mask},
+  return {{1, Slice(1, 4)},    {Slice(-3, None), Slice(None, None, 2), -1},
+          {None, Ellipsis, 0}, {Slice(), ia, ib},
+          {ia, Slice(), ib},   {mask},
           {mask, Slice(), 2}};
 }
 

@@ -46,9 +46,8 @@ Tensor put(const Tensor& x, const std::vector<TensorIndex>& index, const Tensor&
 }
 
 StateDict results(const StateDict& t) {
-  const Tensor &x = t.at("x"), &y = t.at("y"), &i1 = t.at("i1"), &i2 = t.at("i2"), &ia = t.at("ia"),
-               &ib = t.at("ib"), &ja = t.at("ja"), &jb = t.at("jb"),
-               &jc = t.at("jc");
+  const Tensor &x = t.at("x"), &y = t.at("y"), &i1 = t.at("i1"), &i2 = t.at("i2"), &ia = t.at("ia"), &ib = t.at("ib"),
+               &ja = t.at("ja"), &jb = t.at("jb"), &jc = t.at("jc");
   const Tensor m0 = t.at("m0").to(DType::Bool), m12 = t.at("m12").to(DType::Bool);
   Tensor put_mask = x.clone();
   put_mask.index_put_({m0}, 0.5);
@@ -99,6 +98,8 @@ TEST(Reference, TensorIndexMatchesPyTorch) {
     ASSERT_TRUE(ours.count(name)) << name << " computed by the script only";
     const Tensor& got = ours.at(name);
     EXPECT_EQ(got.shape(), want.shape()) << name;
-    if (got.shape() == want.shape()) EXPECT_EQ(got.to_vector<double>(), want.to_vector<double>()) << name;
+    if (got.shape() == want.shape()) {
+      EXPECT_EQ(got.to_vector<double>(), want.to_vector<double>()) << name;
+    }
   }
 }

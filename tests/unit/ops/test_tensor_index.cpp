@@ -34,7 +34,8 @@ TEST(TensorIndex, BasicIndicesAreViews) {
   EXPECT_EQ(vals(a), (std::vector<double>{10, 11, 12, 13, 14, 30, 31, 32, 33, 34}));
   Tensor b = x.index({Slice(None, None, 2), Slice(1, None), -1});
   EXPECT_EQ(b.shape(), Shape({2, 3}));
-  EXPECT_EQ(vals(b), (std::vector<double>{at(0, 1, 4), at(0, 2, 4), at(0, 3, 4), at(2, 1, 4), at(2, 2, 4), at(2, 3, 4)}));
+  EXPECT_EQ(vals(b),
+            (std::vector<double>{at(0, 1, 4), at(0, 2, 4), at(0, 3, 4), at(2, 1, 4), at(2, 2, 4), at(2, 3, 4)}));
   EXPECT_EQ(vals(x.index({Slice(-2), 0, 0})), (std::vector<double>{at(1, 0, 0), at(2, 0, 0)}));
   EXPECT_EQ(vals(x.index({Slice(-100, 100), 0, 0})), (std::vector<double>{0, 20, 40}));  // clamped
   EXPECT_EQ(x.index({Slice(3, 1)}).shape(), Shape({0, 4, 5}));
@@ -62,7 +63,8 @@ TEST(TensorIndex, AdvancedIndicesFollowTorchRules) {
   // Adjacent advanced indices broadcast together and stay in place.
   Tensor adj = x.index({Slice(), longs({0, 3}, {2}), longs({4, 1}, {2})});
   ASSERT_EQ(adj.shape(), Shape({3, 2}));
-  EXPECT_EQ(vals(adj), (std::vector<double>{at(0, 0, 4), at(0, 3, 1), at(1, 0, 4), at(1, 3, 1), at(2, 0, 4), at(2, 3, 1)}));
+  EXPECT_EQ(vals(adj),
+            (std::vector<double>{at(0, 0, 4), at(0, 3, 1), at(1, 0, 4), at(1, 3, 1), at(2, 0, 4), at(2, 3, 1)}));
   // Separated by a slice: the broadcast dimensions come first.
   Tensor sep = x.index({longs({2, 0}, {2}), Slice(), longs({4}, {1})});
   ASSERT_EQ(sep.shape(), Shape({2, 4}));
@@ -88,9 +90,7 @@ TEST(TensorIndex, BoolMasks) {
 }
 
 TEST(TensorIndex, IndexGradients) {
-  auto f = [](std::vector<TensorIndex> ix) {
-    return [ix](const std::vector<Tensor>& in) { return in[0].index(ix); };
-  };
+  auto f = [](std::vector<TensorIndex> ix) { return [ix](const std::vector<Tensor>& in) { return in[0].index(ix); }; };
   expect_gradients_match(f({Slice(None, None, 2), Slice(1, None), -1}), {leaf64({3, 4, 5}, 1)});
   expect_gradients_match(f({None, 1, Ellipsis, Slice(-3, None, 2)}), {leaf64({3, 4, 5}, 2)});
   expect_gradients_match(f({Slice(), longs({0, 3, 3, 1}, {2, 2})}), {leaf64({3, 4, 5}, 3)});  // repeats add up
@@ -137,7 +137,8 @@ TEST(TensorIndex, IndexPutGradients) {
   expect_gradients_match(put({Slice(), Slice(1, None, 2)}), {leaf64({3, 4}, 1), leaf64({2}, 2)});
   expect_gradients_match(put({longs({2, 0}, {2})}), {leaf64({3, 4}, 3), leaf64({2, 4}, 4)});
   expect_gradients_match(put({Slice(), longs({3, 0, 1}, {3})}), {leaf64({3, 4}, 5), leaf64({3, 1}, 6)});
-  expect_gradients_match(put({mask({1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0, 1}, {3, 4})}), {leaf64({3, 4}, 7), leaf64({1}, 8)});
+  expect_gradients_match(put({mask({1, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0, 1}, {3, 4})}),
+                         {leaf64({3, 4}, 7), leaf64({1}, 8)});
   // A buffer that needs no grad takes the value's history.
   expect_gradients_match(
       [](const std::vector<Tensor>& in) {
@@ -152,11 +153,17 @@ TEST(TensorIndex, Refusals) {
   Tensor x = grid();
   expect_error_mentions([&] { x.index({5}); }, {"index 5 is out of range for dimension 0 with size 3", "[3, 4, 5]"});
   expect_error_mentions([&] { x.index({Slice(), -5}); }, {"index -5 is out of range for dimension 1 with size 4"});
-  expect_error_mentions([&] { x.index({Ellipsis, longs({0, 5}, {2})}); },
-                        {"index 5 is out of range for dimension 2 with size 5"});
+  expect_error_mentions(
+      [&] {
+        x.index({Ellipsis, longs({0, 5}, {2})});
+      },
+      {"index 5 is out of range for dimension 2 with size 5"});
   expect_error_mentions([&] { x.index({0, 0, 0, 0}); }, {"too many indices", "dimension 3", "[3, 4, 5]", "names 4"});
-  expect_error_mentions([&] { x.index({Slice(), mask({1, 0}, {2})}); },
-                        {"Bool mask of shape [2]", "dimension 1", "mask size 2", "tensor size 4"});
+  expect_error_mentions(
+      [&] {
+        x.index({Slice(), mask({1, 0}, {2})});
+      },
+      {"Bool mask of shape [2]", "dimension 1", "mask size 2", "tensor size 4"});
   expect_error_mentions([&] { x.index({Ellipsis, 0, Ellipsis}); }, {"one Ellipsis"});
   expect_error_mentions([&] { x.index({x}); }, {"int64, int32 or bool", "float64"});
   expect_error_mentions([&] { x.index({Slice(0, 3, 0)}); }, {"step 0", "positive"});

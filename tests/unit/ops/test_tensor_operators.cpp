@@ -77,8 +77,11 @@ TEST(TensorOperators, CompoundAssignmentWritesInPlaceAndBumpsVersion) {
   rows += vec({1, 2, 3});  // broadcast operand
   EXPECT_EQ(vals(rows), (std::vector<double>{1, 2, 3, 1, 2, 3}));
   Tensor small = vec({1, 2, 3});
-  expect_error_mentions([&] { small += zeros({2, 3}, {.dtype = DType::Float64}); },
-                        {"add_", "[2, 3]", "[3]", "cannot change its shape"});
+  expect_error_mentions(
+      [&] {
+        small += zeros({2, 3}, {.dtype = DType::Float64});
+      },
+      {"add_", "[2, 3]", "[3]", "cannot change its shape"});
 }
 
 TEST(TensorOperators, CompoundAssignmentOnSavedTensorIsRefusedByBackward) {
