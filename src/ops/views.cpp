@@ -82,8 +82,35 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   Shape in_shape = this->shape();
   DType dt = dtype();
   record_view("NarrowBackward", *this, out, [in_shape, dt, dim_i, start, length](const Tensor& g) {
-    Tensor full = zeros(in_shape, {.dtype = dt});
+    Tensor full = zeros(in_shape, {.dtype = dt, .device = g.device()});
     full.narrow(static_cast<int64_t>(dim_i), start, length).copy_(g);
+    return full;
+  });
+  return out;
+}
+
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) const {
+  const size_t dim_i = static_cast<size_t>(normalize_dim(d, dim(), "slice"));
+  STRATA_CHECK(step > 0, "slice: step ", step, " must be positive (dimension ", d, ", shape ", shape(), ")");
+  const int64_t extent = shape()[dim_i];
+  // Python's slice bounds: negative counts from the end, then clamp to [0, extent].
+  auto bound = [extent](std::optional<int64_t> b, int64_t unset) {
+    int64_t v = b.value_or(unset);
+    if (v < 0) v += extent;
+    return std::clamp<int64_t>(v, 0, extent);
+  };
+  const int64_t first = bound(start, 0);
+  const int64_t last = std::max(first, bound(stop, extent));
+  Shape shape = this->shape();
+  shape[dim_i] = (last - first + step - 1) / step;
+  Strides strides = this->strides();
+  strides[dim_i] *= step;
+  Tensor out = make_view(*this, offset() + first * this->strides()[dim_i], shape, strides);
+  Shape in_shape = this->shape();
+  DType dt = dtype();
+  record_view("SliceBackward", *this, out, [in_shape, dt, dim_i, first, last, step](const Tensor& g) {
+    Tensor full = zeros(in_shape, {.dtype = dt, .device = g.device()});
+    full.slice(static_cast<int64_t>(dim_i), first, last, step).copy_(g);
     return full;
   });
   return out;

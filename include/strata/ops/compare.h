@@ -29,6 +29,27 @@ Tensor isnan(const Tensor& a);
 Tensor isinf(const Tensor& a);
 Tensor isfinite(const Tensor& a);
 
+// Operator forms (libtorch's): Bool tensors, never a test of identity (Tensor::is_same).
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor operator==(const Tensor& a, double b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, double b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, double b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, double b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, double b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, double b) { return ge(a, b); }
+// Scalar on the left: `0.5 < x` is `x > 0.5`.
+inline Tensor operator==(double a, const Tensor& b) { return eq(b, a); }
+inline Tensor operator!=(double a, const Tensor& b) { return ne(b, a); }
+inline Tensor operator<(double a, const Tensor& b) { return gt(b, a); }
+inline Tensor operator<=(double a, const Tensor& b) { return ge(b, a); }
+inline Tensor operator>(double a, const Tensor& b) { return lt(b, a); }
+inline Tensor operator>=(double a, const Tensor& b) { return le(b, a); }
+
 // cond ? a : b elementwise; cond is Bool, a and b share a dtype; all three broadcast.
 // Differentiable in a (gradient where cond) and b (where !cond).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);

@@ -62,6 +62,27 @@ inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
+// Scalar on the left (libtorch's `1.0 - x`); differentiable in the tensor. The scalar
+// becomes a 0-d tensor of the tensor's dtype and device.
+inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+Tensor operator-(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+
+// Compound assignment, in place: the result (broadcast must keep self's shape; same dtype)
+// is written into self's memory and self.version() is bumped, so a backward that saved this
+// memory refuses to run. With grad mode on and either operand requiring grad, autograd
+// records the op as PyTorch's add_/sub_/mul_/div_ do (self takes the op's history); a leaf
+// that requires grad is refused (update it under NoGradGuard), and so is a tensor whose
+// memory another tensor shares (a view of it or of its base, or a copy saved for a
+// backward), since strata cannot rewire those tensors' histories: clone() it first.
+Tensor& operator+=(Tensor& self, const Tensor& other);
+Tensor& operator-=(Tensor& self, const Tensor& other);
+Tensor& operator*=(Tensor& self, const Tensor& other);
+Tensor& operator/=(Tensor& self, const Tensor& other);
+Tensor& operator+=(Tensor& self, double other);
+Tensor& operator-=(Tensor& self, double other);
+Tensor& operator*=(Tensor& self, double other);
+Tensor& operator/=(Tensor& self, double other);
 
 // In place, not recorded by autograd (optimizer math): self += alpha * other (other is
 // broadcast to self's shape), self *= value.

@@ -2,7 +2,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "strata/core/device.h"
@@ -17,6 +19,9 @@ class Node;
 struct AutogradMeta;
 struct GradHookList;
 class Tensor;
+namespace indexing {
+class TensorIndex;  // strata/tensor/tensor_index.h
+}
 
 // Removes a hook added by Tensor::register_hook. Removing twice, or after the graph or the
 // tensor is gone, does nothing.
@@ -97,12 +102,49 @@ class Tensor {
   Tensor squeeze(int64_t dim) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor expand(const Shape& shape) const;  // broadcast view (stride 0)
-  Tensor contiguous() const;                // *this when already contiguous
-  Tensor clone() const;                     // always a fresh contiguous copy
-  Tensor to(DType dtype) const;             // *this when the dtype matches
+  // Elements start, start+step, ... before stop along dim (a view; bounds as a Python slice:
+  // negative counts from the end, out-of-range clamps, unset is the whole dimension; step > 0).
+  Tensor slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1) const;
+  Tensor contiguous() const;     // *this when already contiguous
+  Tensor clone() const;          // always a fresh contiguous copy
+  Tensor to(DType dtype) const;  // *this when the dtype matches
   // A copy on `device` (*this when already there); differentiable. Host <-> CUDA copies
   // return when the data has arrived.
   Tensor to(Device device) const;
+
+  // --- indexing (strata/tensor/tensor_index.h; PyTorch's rules) ---
+  // x.index({Slice(0, 4), 2}) is x[0:4, 2]: a view for slices, integers, None and Ellipsis,
+  // a copy when an index is an integer or Bool tensor; differentiable.
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  // x[indices] = value (broadcast to the indexed shape; same dtype), in place: bumps
+  // version(). Differentiable in value (its gradient is grad[indices]) and in the rest of x
+  // (zero gradient where overwritten), like PyTorch; where an advanced index repeats a
+  // position the last write wins.
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, double value);
+
+  // --- math (libtorch's method spellings of the ops in strata/ops/*.h, same semantics) ---
+  Tensor sum() const;
+  Tensor sum(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const std::vector<int64_t>& dims, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;  // values, int64 indices
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor abs() const;
+  Tensor neg() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor pow(double exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
 
   // --- autograd ---
   bool requires_grad() const;
@@ -136,7 +178,8 @@ class Tensor {
   uint64_t version() const { return storage()->version(); }
   void bump_version() const { storage()->bump_version(); }
 
-  std::string to_string() const;  // values (abbreviated when large), shape, dtype
+  // Values (summarized per strata/tensor/print_options.h), shape, dtype.
+  std::string to_string() const;
 
  private:
   TensorImpl& checked() const {
