@@ -2,6 +2,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -53,18 +54,25 @@ class Tensor {
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 
   // --- metadata ---
-  const Shape& shape() const { return checked().shape; }
-  const Strides& strides() const { return checked().strides; }
-  int64_t dim() const { return static_cast<int64_t>(checked().shape.size()); }
+  // On an undefined tensor each throws naming itself and its caller (`where`, filled in at
+  // the call site: the op that was handed the undefined tensor).
+  using Where = std::source_location;
+  const Shape& shape(const Where& where = Where::current()) const { return checked("shape()", where).shape; }
+  const Strides& strides(const Where& where = Where::current()) const { return checked("strides()", where).strides; }
+  int64_t dim(const Where& where = Where::current()) const {
+    return static_cast<int64_t>(checked("dim()", where).shape.size());
+  }
   int64_t size(int64_t d) const;  // negative d counts from the end
   int64_t stride(int64_t d) const;
-  int64_t numel() const { return checked().shape.numel(); }
-  int64_t offset() const { return checked().offset; }
-  DType dtype() const { return checked().dtype; }
-  Device device() const { return checked().storage->device(); }
+  int64_t numel(const Where& where = Where::current()) const { return checked("numel()", where).shape.numel(); }
+  int64_t offset(const Where& where = Where::current()) const { return checked("offset()", where).offset; }
+  DType dtype(const Where& where = Where::current()) const { return checked("dtype()", where).dtype; }
+  Device device(const Where& where = Where::current()) const { return checked("device()", where).storage->device(); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
   bool is_contiguous() const;
-  const std::shared_ptr<Storage>& storage() const { return checked().storage; }
+  const std::shared_ptr<Storage>& storage(const Where& where = Where::current()) const {
+    return checked("storage()", where).storage;
+  }
 
   // Host pointer to the first element, for CPU code; T must match dtype(). Both throw for a
   // tensor on another device (naming the CPU op that asked, when known), so CPU code never
@@ -139,10 +147,12 @@ class Tensor {
   std::string to_string() const;  // values (abbreviated when large), shape, dtype
 
  private:
-  TensorImpl& checked() const {
-    STRATA_CHECK(impl_ != nullptr, "operation on an undefined tensor");
+  TensorImpl& checked(const char* accessor = nullptr, const Where& where = Where::current()) const {
+    if (impl_ == nullptr) [[unlikely]]
+      undefined_tensor(accessor, where);
     return *impl_;
   }
+  [[noreturn]] static void undefined_tensor(const char* accessor, const Where& where);
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -1,0 +1,32 @@
+// An op handed an undefined (default-constructed) tensor says which op and where, not only
+// "operation on an undefined tensor".
+#include <gtest/gtest.h>
+
+#include "strata/strata.h"
+#include "test_util.h"
+
+using namespace strata;
+using strata::testing::error_of;
+using strata::testing::expect_contains;
+
+namespace {
+
+TEST(UndefinedTensorMessage, NamesTheOpThatWasHandedIt) {
+  const Tensor none;
+  const std::string s = error_of([&] { (void)sum(none); });
+  expect_contains(s, "operation on an undefined tensor: ");
+  expect_contains(s, "strata::sum");
+  expect_contains(error_of([&] { (void)softmax(none, -1); }), "strata::softmax");
+  expect_contains(error_of([&] { (void)none.reshape({2}); }), "strata::Tensor::reshape");
+}
+
+TEST(UndefinedTensorMessage, NamesTheAccessorAndTheCallerFileAndLine) {
+  const Tensor none;
+  const int line = __LINE__ + 1;
+  const std::string msg = error_of([&] { (void)none.shape(); });
+  expect_contains(msg, "shape() in ");
+  expect_contains(msg, "test_undefined_tensor_message.cpp:" + std::to_string(line));
+  expect_contains(error_of([&] { (void)none.detach(); }), "detach()");
+}
+
+}  // namespace
