@@ -7,14 +7,6 @@
 namespace strata {
 namespace {
 
-// "strata::matmul" from GCC's "strata::Tensor strata::matmul(const strata::Tensor&, ...)":
-// the qualified name without return type and parameters.
-std::string_view function_of(std::string_view signature) {
-  signature = signature.substr(0, signature.find('('));
-  const size_t space = signature.rfind(' ');
-  return space == std::string_view::npos ? signature : signature.substr(space + 1);
-}
-
 std::string_view file_of(std::string_view path) {
   const size_t slash = path.rfind('/');
   return slash == std::string_view::npos ? path : path.substr(slash + 1);
@@ -22,9 +14,9 @@ std::string_view file_of(std::string_view path) {
 
 }  // namespace
 
-void Tensor::undefined_tensor(const char* accessor, const Where& where) {
-  STRATA_FAIL("operation on an undefined tensor: ", accessor ? accessor : "its metadata", " in ",
-              function_of(where.function_name()), " (", file_of(where.file_name()), ":", where.line(),
+void Tensor::undefined_tensor(const char* accessor, const CallSite& where) {
+  STRATA_FAIL("operation on an undefined tensor: ", accessor ? accessor : "its metadata", " in ", where.function, " (",
+              file_of(where.file), ":", where.line,
               "), which was given a default-constructed Tensor (an optional argument left empty, or a .grad() "
               "that no backward has filled?)");
 }

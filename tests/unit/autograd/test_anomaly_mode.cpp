@@ -121,7 +121,8 @@ TEST(NonFiniteCount, CountsEveryFloatingDtypeAndStridedViews) {
     EXPECT_EQ(c.inf, 2) << dtype;
     EXPECT_EQ(c.first, 1) << dtype;
   }
-  const backend::NonFiniteCount column = backend::count_non_finite(t.transpose(0, 1));  // [[1, inf], [nan, -inf], [3, 6]]
+  const backend::NonFiniteCount column =
+      backend::count_non_finite(t.transpose(0, 1));  // [[1, inf], [nan, -inf], [3, 6]]
   EXPECT_EQ(column.nan, 1);
   EXPECT_EQ(column.inf, 2);
   EXPECT_EQ(column.first, 1);

@@ -35,8 +35,7 @@ TEST(GradClipNonFinite, ErrorNamesTheNormAndLeavesTheGradients) {
   for (float poison : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     const std::vector<Tensor> params = params_with_grads(poison);
     const std::vector<float> before = grads_of(params);
-    const std::string msg =
-        error_of([&] { optim::clip_grad_norm(params, 1.0, {.error_if_nonfinite = true}); });
+    const std::string msg = error_of([&] { optim::clip_grad_norm(params, 1.0, {.error_if_nonfinite = true}); });
     expect_contains(msg, "clip_grad_norm: the total norm of the gradients is ");
     expect_contains(msg, std::isnan(poison) ? "nan" : "inf");
     expect_contains(msg, "non-finite");
