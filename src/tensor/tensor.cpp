@@ -24,8 +24,8 @@ void Tensor::undefined_tensor(const char* accessor, const CallSite& where) {
 int64_t Tensor::size(int64_t d) const { return shape()[static_cast<size_t>(normalize_dim(d, dim(), "size"))]; }
 int64_t Tensor::stride(int64_t d) const { return strides()[static_cast<size_t>(normalize_dim(d, dim(), "stride"))]; }
 
-bool Tensor::is_contiguous() const {
-  const TensorImpl& t = checked("is_contiguous()");
+bool Tensor::is_contiguous(CallSite where) const {
+  const TensorImpl& t = checked("is_contiguous()", where);
   int64_t expected = 1;
   for (size_t i = t.shape.size(); i-- > 0;) {
     if (t.shape[i] != 1 && t.strides[i] != expected) return false;

@@ -77,7 +77,7 @@ class Tensor {
   DType dtype(CallSite where = CallSite()) const { return checked("dtype()", where).dtype; }
   Device device(CallSite where = CallSite()) const { return checked("device()", where).storage->device(); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
-  bool is_contiguous() const;
+  bool is_contiguous(CallSite where = CallSite()) const;
   const std::shared_ptr<Storage>& storage(CallSite where = CallSite()) const {
     return checked("storage()", where).storage;
   }
