@@ -9,9 +9,9 @@
 
 namespace strata::autograd {
 
-// Throws naming `op` and the output when an output holds nan or inf.
+// Throws naming `op` and the output when an output holds nan or +inf (-inf is allowed).
 void check_forward_outputs(std::string_view op, const std::vector<Tensor>& outputs);
-// Throws naming the node `op` and the input whose gradient holds nan or inf.
+// Throws naming the node `op` and the input whose gradient holds nan, +inf or -inf.
 void check_backward_outputs(std::string_view op, const std::vector<Tensor>& input_grads);
 
 }  // namespace strata::autograd

@@ -1,7 +1,8 @@
 #pragma once
 // Anomaly detection (torch.autograd.detect_anomaly / set_detect_anomaly): while it is on,
-// every op that records autograd history has its forward outputs checked for nan and inf,
-// and every backward node the gradients it returns; the first non-finite value throws
+// every op that records autograd history has its forward outputs checked for nan and +inf
+// (-inf is allowed there: attention masks add it on purpose), and every backward node the
+// gradients it returns for nan and +-inf; the first such value throws
 // strata::Error naming the op (the node's name, e.g. "MulBackward", or a custom Function's
 // type), forward or backward, the output or input index, its shape, and how many elements
 // are nan and inf. Off by default: then the cost is one thread-local flag test per op and per

@@ -12,15 +12,17 @@ namespace strata::backend {
 namespace {
 
 template <class T>
-NonFiniteCount count_host(const T* data, int64_t n) {
+NonFiniteCount count_host(const T* data, int64_t n, bool negative_inf) {
   NonFiniteCount c;
   for (int64_t i = 0; i < n; ++i) {
     const T x = data[i];
     if (x - x == T(0)) continue;  // finite: the common case, one compare
     if (std::isnan(x)) {
       ++c.nan;
-    } else {
+    } else if (x > 0 || negative_inf) {
       ++c.inf;
+    } else {
+      continue;
     }
     if (c.first < 0) c.first = i;
   }
@@ -37,10 +39,10 @@ Tensor host_float(const Tensor& t) {
   return host;
 }
 
-NonFiniteCount count_on_host(const Tensor& t) {
+NonFiniteCount count_on_host(const Tensor& t, bool negative_inf) {
   const Tensor host = host_float(t);
-  if (host.dtype() == DType::Float64) return count_host(host.data<double>(), host.numel());
-  return count_host(host.data<float>(), host.numel());
+  if (host.dtype() == DType::Float64) return count_host(host.data<double>(), host.numel(), negative_inf);
+  return count_host(host.data<float>(), host.numel(), negative_inf);
 }
 
 // Below this many elements a CUDA tensor is copied to the host at once: the device test's
@@ -64,11 +66,11 @@ bool all_finite_on_device(const Tensor& t) {
 
 }  // namespace
 
-NonFiniteCount count_non_finite(const Tensor& t) {
+NonFiniteCount count_non_finite(const Tensor& t, bool negative_inf) {
   STRATA_CHECK(t.defined(), "count_non_finite: the tensor is undefined");
   if (!is_floating(t.dtype()) || t.numel() == 0) return {};
   if (!t.device().is_cpu() && t.numel() >= kDeviceTestElements && all_finite_on_device(t)) return {};
-  return count_on_host(t);
+  return count_on_host(t, negative_inf);
 }
 
 }  // namespace strata::backend

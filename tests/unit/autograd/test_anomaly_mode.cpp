@@ -57,7 +57,7 @@ TEST(AnomalyMode, NanMadeInForwardNamesTheOpTheOutputAndItsShape) {
   const std::string msg = error_of([&] { (void)log(x); });
   expect_contains(msg, "anomaly detected");
   expect_contains(msg, "in forward, output 0 of LogBackward");
-  expect_contains(msg, "1 nan and 0 inf of its 6 elements");
+  expect_contains(msg, "1 nan and 0 +inf of its 6 elements");
   expect_contains(msg, "[2, 3]");
   expect_contains(msg, "the first at element 2");
 }
@@ -68,7 +68,23 @@ TEST(AnomalyMode, InfMadeInForwardIsCountedAsInf) {
   autograd::DetectAnomaly anomaly;
   const std::string msg = error_of([&] { (void)div(a, b); });
   expect_contains(msg, "output 0 of DivBackward");
-  expect_contains(msg, "0 nan and 2 inf of its 3 elements");
+  expect_contains(msg, "0 nan and 2 +inf of its 3 elements");
+  expect_contains(msg, "the first at element 1");
+}
+
+// -inf is a value forward passes make on purpose (attention's additive masks), so forward lets
+// it pass; an infinite gradient never is.
+TEST(AnomalyMode, ForwardAllowsMinusInfBackwardRefusesAnyInf) {
+  Tensor x = leaf({1, 0, 2}, {3});
+  autograd::DetectAnomaly anomaly;
+  Tensor y = log(x);  // [0, -inf, log 2]: no error
+  EXPECT_TRUE(std::isinf(y.to_vector<float>()[1]));
+  const Tensor keep = gt(from_vector(std::vector<float>{1, 0, 1, 1, 1, 0}, {2, 3}), 0.5);  // bool [Tq, Tk]
+  Tensor q = ones({1, 1, 2, 4}).set_requires_grad(true);
+  Tensor masked = attention(q, ones({1, 1, 3, 4}), ones({1, 1, 3, 4}), {.mask = keep});  // scores + (0 or -inf)
+  EXPECT_EQ(masked.shape(), Shape({1, 1, 2, 4}));
+  const std::string msg = error_of([&] { sum(y).backward(); });  // d log(x) / dx = 1 / 0 at x = 0
+  expect_contains(msg, "in backward, the gradient for input 0 of LogBackward holds 0 nan and 1 inf of its 3");
   expect_contains(msg, "the first at element 1");
 }
 
@@ -126,6 +142,10 @@ TEST(NonFiniteCount, CountsEveryFloatingDtypeAndStridedViews) {
   EXPECT_EQ(column.nan, 1);
   EXPECT_EQ(column.inf, 2);
   EXPECT_EQ(column.first, 1);
+  const backend::NonFiniteCount no_minus = backend::count_non_finite(t, /*negative_inf=*/false);
+  EXPECT_EQ(no_minus.inf, 1);
+  EXPECT_EQ(no_minus.first, 1);
+  EXPECT_FALSE(backend::count_non_finite(full({2}, -kInf), false).any());
   EXPECT_FALSE(backend::count_non_finite(from_vector(std::vector<int64_t>{1, 2}, {2})).any());
   EXPECT_FALSE(backend::count_non_finite(full({3}, 1e300, {.dtype = DType::Float64})).any());
 }
