@@ -146,6 +146,10 @@ void Checkpointing::finish(int64_t completed) {
   if (async_) report(async_->finish());
 }
 
+void Checkpointing::complete_pending() {
+  if (async_) report(async_->finish());
+}
+
 bool Checkpointing::stopped_early(int64_t end, int64_t steps) const {
   if (end >= steps) return false;
   if (lead_)

@@ -66,6 +66,9 @@ class Checkpointing {
   // Collective, after the last step: saves (unless that step was just saved) and waits for a
   // background save to be complete.
   void finish(int64_t completed);
+  // Collective, when a run stops early on an error every rank saw alike (a non-finite loss):
+  // completes a background save of an earlier step, so that it is not lost, and saves nothing.
+  void complete_pending();
   // After finish(`end`): true when --stop-at ended the run before all `steps` (rank 0 says
   // so), and the run skips what comes after its last step (final evaluation, export).
   bool stopped_early(int64_t end, int64_t steps) const;

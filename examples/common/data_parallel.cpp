@@ -1,6 +1,9 @@
 #include "common/data_parallel.h"
 
 #include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
 
 #include "strata/optim/param_groups.h"
 #include "strata/parallel/tp_grad_norm.h"
@@ -12,7 +15,7 @@ DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& 
                                          nn::ModulePredicate zero3_unit, dist::ProcessGroup* tensor,
                                          dist::ProcessGroup* pipeline,
                                          std::function<bool(const std::string&)> duplicate)
-    : world_(world), clip_(o.clip) {
+    : world_(world), clip_(o.clip), total_steps_(o.steps), skip_nonfinite_(o.skip_nonfinite_steps) {
   const optim::AdamWOptions adamw{.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay};
   auto groups = optim::weight_decay_groups(model.named_parameters(), o.lr, o.weight_decay);
   parallel::ZeroOptions zo;
@@ -26,18 +29,42 @@ DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& 
       optim::CosineScheduleOptions{.warmup_steps = o.warmup, .total_steps = o.steps, .min_lr_ratio = o.min_lr_ratio});
 }
 
-StepResult DataParallelTrainer::step(const Tensor& loss) { return step(loss.item()); }
+StepResult DataParallelTrainer::step(int64_t step, const Tensor& loss) { return this->step(step, loss.item()); }
 
-StepResult DataParallelTrainer::step(double loss) {
+StepResult DataParallelTrainer::step(int64_t step, double loss) {
   StepResult r;
-  if (clip_ > 0) r.grad_norm = zero_->clip_grad_norm(clip_);  // across shards, stages and tensor ranks
   r.lr = zero_->param_groups()[0].lr;
-  zero_->step();
-  zero_->zero_grad();
-  schedule_->step();
+  // The mean first: a nan or inf on any rank makes it non-finite on every rank, so all ranks
+  // decide alike, before anything writes the weights.
   Tensor global = full({1}, loss, {.dtype = DType::Float64});
   if (world_.size() > 1) world_.all_reduce(global, dist::ReduceOp::Avg)->wait();
   r.loss = global.item();
+  if (!std::isfinite(r.loss)) return skip_or_stop(step, r, "the loss", r.loss);
+  if (clip_ > 0) {
+    r.grad_norm = zero_->clip_grad_norm(clip_);  // across shards, stages and tensor ranks
+    if (!std::isfinite(r.grad_norm)) return skip_or_stop(step, r, "the gradient norm", r.grad_norm);
+  }
+  zero_->step();
+  zero_->zero_grad();
+  schedule_->step();
+  r.skipped_steps = skipped_;
+  return r;
+}
+
+StepResult DataParallelTrainer::skip_or_stop(int64_t step, StepResult r, const char* what, double value) {
+  std::ostringstream where;
+  where << "step " << step + 1 << "/" << total_steps_ << ": " << what << " is " << value;
+  if (!skip_nonfinite_)
+    throw NonFiniteStep(where.str() +
+                        " (non-finite). Stopped before the optimizer step: the weights and optimizer "
+                        "state are those after step " +
+                        std::to_string(step) +
+                        ", and no checkpoint of this state was written. Resume from the last checkpoint (perhaps "
+                        "with a lower --lr or --clip), or pass --skip-nonfinite-steps to skip such steps");
+  zero_->zero_grad();  // the step's gradients are dropped; weights and optimizer state stay
+  schedule_->step();
+  r.skipped = true;
+  r.skipped_steps = ++skipped_;
   return r;
 }
 

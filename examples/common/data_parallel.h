@@ -2,11 +2,13 @@
 // How an example's model trains on N ranks (or one process): one data-parallel path, a
 // ZeroOptimizer (AdamW over weight-decay groups) at --zero STAGE, stage 0 (DDP: gradients
 // averaged, every rank updates everything) without --zero, with a cosine schedule.
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 
 #include "common/train_options.h"
+#include "strata/core/error.h"
 #include "strata/distributed/process_group.h"
 #include "strata/nn/module.h"
 #include "strata/optim/adam.h"
@@ -16,9 +18,19 @@
 namespace strata::examples {
 
 struct StepResult {
-  double loss = 0;       // the global batch's mean loss (the mean of the ranks' means)
-  double lr = 0;         // the learning rate this step used
-  double grad_norm = 0;  // before clipping (0 without --clip)
+  double loss = 0;            // the global batch's mean loss (the mean of the ranks' means)
+  double lr = 0;              // the learning rate this step used
+  double grad_norm = 0;       // before clipping (0 without --clip)
+  bool skipped = false;       // --skip-nonfinite-steps skipped this step: the weights are unchanged
+  int64_t skipped_steps = 0;  // steps skipped so far in this run
+};
+
+// A step whose loss or gradient norm is nan or inf, without --skip-nonfinite-steps: thrown on
+// every rank alike (the loss is averaged first, the norm is global), before the optimizer
+// writes anything, so the weights and the checkpoints still hold the step before.
+class NonFiniteStep : public Error {
+ public:
+  using Error::Error;
 };
 
 class DataParallelTrainer {
@@ -33,18 +45,27 @@ class DataParallelTrainer {
   DataParallelTrainer(const DataParallelTrainer&) = delete;
   DataParallelTrainer& operator=(const DataParallelTrainer&) = delete;
 
-  // After loss.backward(): clips, updates, zeroes the gradients, advances the schedule and
-  // averages the loss over the ranks (collective).
-  StepResult step(const Tensor& loss);
-  StepResult step(double loss);  // the same with this rank's loss as a number (a pipeline's)
+  // After loss.backward() of step `step` (0-based): averages the loss over the ranks, clips,
+  // updates, zeroes the gradients and advances the schedule (collective). A nan or inf loss or
+  // gradient norm throws NonFiniteStep before the update, or with --skip-nonfinite-steps
+  // clears the gradients instead and returns the step marked skipped (the schedule still
+  // advances: the learning rate stays a function of the step, as on a resume).
+  StepResult step(int64_t step, const Tensor& loss);
+  StepResult step(int64_t step, double loss);  // with this rank's loss as a number (a pipeline's)
 
   optim::Optimizer& optimizer() { return *zero_; }
   optim::CosineSchedule& schedule() { return *schedule_; }
   parallel::ZeroOptimizer* zero() { return zero_.get(); }
 
  private:
+  // Skips (or with --skip-nonfinite-steps off, refuses) step `step`: `what` is nan or inf.
+  StepResult skip_or_stop(int64_t step, StepResult r, const char* what, double value);
+
   dist::ProcessGroup& world_;  // the data-parallel group
   double clip_;
+  int64_t total_steps_;
+  bool skip_nonfinite_;
+  int64_t skipped_ = 0;
   std::unique_ptr<parallel::ZeroOptimizer> zero_;
   std::unique_ptr<optim::CosineSchedule> schedule_;
 };

@@ -34,6 +34,16 @@ StepResult ModelTraining::step(int64_t step, const data::Batch& batch) {
   return train_step(step, model_, pipeline_.get(), batch, trainer_, step_timeline_);
 }
 
+StepResult step_keeping_checkpoints(ModelTraining& training, Checkpointing& checkpointing, int64_t step,
+                                    const data::Batch& batch) {
+  try {
+    return training.step(step, batch);
+  } catch (const NonFiniteStep&) {
+    checkpointing.complete_pending();
+    throw;
+  }
+}
+
 train::CheckpointTarget ModelTraining::checkpoint_target(data::BatchSampler& sampler, checkpoint::Metadata config) {
   auto* tp_factory = dynamic_cast<parallel::TensorParallelFactory*>(layout_.factory.get());
   config.erase("config.param_dtype");

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "common/checkpointing.h"
 #include "common/data_parallel.h"
 #include "common/layout.h"
 #include "common/step_timeline.h"
@@ -55,5 +56,11 @@ class ModelTraining {
   StepTimeline step_timeline_;
   std::unique_ptr<parallel::Pipeline> pipeline_;
 };
+
+// training.step, except that a step stopped by a non-finite loss (NonFiniteStep, on every
+// rank) first lets a background save of an earlier step complete: the newest checkpoint is
+// then the last good state, and the bad one is never saved.
+StepResult step_keeping_checkpoints(ModelTraining& training, Checkpointing& checkpointing, int64_t step,
+                                    const data::Batch& batch);
 
 }  // namespace strata::examples

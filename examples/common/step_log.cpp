@@ -1,20 +1,34 @@
 #include "common/step_log.h"
 
 #include <cstdio>
+#include <map>
+#include <string>
 
 namespace strata::examples {
 
 void log_step(train::Progress& progress, train::MetricsWriter& metrics, int64_t step, int64_t total_steps,
               int64_t log_every, bool lead, const StepResult& r) {
-  if (lead && ((step + 1) % log_every == 0 || step + 1 == total_steps)) {
+  if (lead && r.skipped) {  // always said, whatever --log-every
+    std::printf(
+        "step %lld/%lld skipped: loss %g, gradient norm %g (non-finite); gradients dropped, weights unchanged "
+        "(%lld step(s) skipped so far)\n",
+        static_cast<long long>(step + 1), static_cast<long long>(total_steps), r.loss, r.grad_norm,
+        static_cast<long long>(r.skipped_steps));
+    std::fflush(stdout);
+  } else if (lead && ((step + 1) % log_every == 0 || step + 1 == total_steps)) {
     std::printf("%s\n", progress.line(step, r.loss, r.lr).c_str());
     std::fflush(stdout);
   }
-  metrics.write({{"step", step + 1},
-                 {"loss", r.loss},
-                 {"lr", r.lr},
-                 {"grad_norm", r.grad_norm},
-                 {"tokens_per_second", progress.tokens_per_second(step)}});
+  std::map<std::string, train::MetricsWriter::Value> record{{"step", step + 1},
+                                                            {"loss", r.loss},
+                                                            {"lr", r.lr},
+                                                            {"grad_norm", r.grad_norm},
+                                                            {"tokens_per_second", progress.tokens_per_second(step)}};
+  if (r.skipped_steps > 0) {  // runs that skip nothing keep their records as they were
+    record["skipped"] = int64_t{r.skipped ? 1 : 0};
+    record["skipped_steps"] = r.skipped_steps;
+  }
+  metrics.write(record);
 }
 
 }  // namespace strata::examples

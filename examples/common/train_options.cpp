@@ -38,6 +38,9 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str()->check(fits_int64());
   app.add_option("--weight-decay", o.weight_decay, "AdamW decay on matrices")->capture_default_str();
   app.add_option("--clip", o.clip, "clip the global gradient norm (0: off)")->capture_default_str();
+  app.add_flag("--skip-nonfinite-steps", o.skip_nonfinite_steps,
+               "skip a step whose loss or gradient norm is nan or inf (its gradients are dropped, the weights "
+               "unchanged; counted in the log and metrics) instead of stopping the run at it");
   app.add_option("--seed", o.seed, "seed of the weights and the data order")->capture_default_str();
   app.add_option("--log-every", o.log_every, "progress line every N steps")->capture_default_str()->check(fits_int64());
   app.add_option("--metrics", o.metrics, "JSONL metrics file ('' to disable)")->capture_default_str();

@@ -22,6 +22,7 @@ struct TrainOptions {
   int64_t warmup = 50;
   double weight_decay = 0.1;
   double clip = 1.0;
+  bool skip_nonfinite_steps = false;  // nan/inf loss or gradient norm: skip the step (default: stop)
   uint64_t seed = 1;
   int64_t log_every = 50;
   std::string metrics;                  // JSONL file; empty: none

@@ -1,6 +1,21 @@
 #include "common/train_step.h"
 
+#include <cstdlib>
+#include <limits>
+
 namespace strata::examples {
+namespace {
+
+// Test hook (tests/examples/nonfinite_loss_checks.sh): the loss of step
+// STRATA_TEST_NAN_LOSS_AT_STEP (0-based, as the other STRATA_TEST_ hooks; the log calls it
+// step N + 1) reads as nan on every rank, as after an overflow; the gradients stay as computed.
+double injected_loss(int64_t step, double loss) {
+  static const char* at = std::getenv("STRATA_TEST_NAN_LOSS_AT_STEP");
+  if (at != nullptr && std::atoll(at) == step) return std::numeric_limits<double>::quiet_NaN();
+  return loss;
+}
+
+}  // namespace
 
 StepResult train_step(int64_t step, nn::CausalLM& model, parallel::Pipeline* pipeline, const data::Batch& batch,
                       DataParallelTrainer& trainer, StepTimeline& timeline) {
@@ -23,7 +38,7 @@ StepResult train_step(int64_t step, nn::CausalLM& model, parallel::Pipeline* pip
       loss = l.item();
     }
     auto span = spans.span("optimizer (clip, step, loss average)", "optimizer");
-    result = trainer.step(loss);
+    result = trainer.step(step, injected_loss(step, loss));
   }
   timeline.end(step);
   return result;

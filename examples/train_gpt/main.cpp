@@ -241,7 +241,7 @@ int run(const Options& o) {
     faults.before_step(step);
     std::vector<int64_t> indices = sampler.next();
     data::Batch batch = task.make_batch(indices);
-    const examples::StepResult result = training.step(step, batch);
+    const examples::StepResult result = examples::step_keeping_checkpoints(training, checkpointing, step, batch);
     examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
     checkpointing.after_step(step + 1);  // collective: every rank writes its part
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 != t.steps)

@@ -354,7 +354,7 @@ int run(Options o) {
   if (start == 0) evaluate(0);
   for (int64_t step = start; step < end; ++step) {
     data::Batch batch = corpus.train_batch(sampler.next(), o.context);
-    const examples::StepResult result = training.step(step, batch);
+    const examples::StepResult result = examples::step_keeping_checkpoints(training, checkpointing, step, batch);
     examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
     checkpointing.after_step(step + 1);
     if ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || step + 1 == t.steps) evaluate(step + 1);

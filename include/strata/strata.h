@@ -1,5 +1,6 @@
 #pragma once
 // The umbrella header: everything a training program needs.
+#include "strata/autograd/anomaly_mode.h"
 #include "strata/autograd/custom_function.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/function.h"
@@ -17,6 +18,7 @@
 #include "strata/core/error.h"
 #include "strata/core/random.h"
 #include "strata/core/shape.h"
+#include "strata/core/type_name.h"
 #include "strata/data/byte_text.h"
 #include "strata/data/data_loader.h"
 #include "strata/data/dataset.h"

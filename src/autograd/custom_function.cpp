@@ -1,23 +1,12 @@
 #include "strata/autograd/custom_function.h"
 
-#include <cxxabi.h>
-
-#include <cstdlib>
-
 #include "strata/autograd/function.h"
 #include "strata/autograd/node.h"
+#include "strata/core/type_name.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::autograd {
 namespace {
-
-std::string type_name(const std::type_info& type) {
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
-  std::string name = status == 0 && demangled ? demangled : type.name();
-  std::free(demangled);
-  return name;
-}
 
 bool has_history(const Tensor& t) { return t.requires_grad() || !t.is_leaf(); }
 
@@ -55,7 +44,7 @@ std::vector<bool> needs_input_grad_of(const std::vector<Tensor>& inputs) {
 std::vector<Tensor> finish_function(const std::type_info& type, std::shared_ptr<AutogradContext> ctx,
                                     const std::vector<Tensor>& inputs, std::vector<Tensor> outputs,
                                     CustomBackward backward) {
-  const std::string name = type_name(type);
+  const std::string name = demangled_name(type);
   std::vector<size_t> differentiable;  // positions in `outputs` that get a node slot
   std::vector<TensorMeta> metas;       // of every output, to give backward zeros
   for (size_t i = 0; i < outputs.size(); ++i) {

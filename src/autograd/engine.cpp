@@ -5,6 +5,8 @@
 #include <unordered_set>
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/anomaly_check.h"
+#include "strata/autograd/anomaly_mode.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/autograd/node.h"
 #include "strata/tensor/factory.h"
@@ -138,6 +140,7 @@ std::vector<Tensor> run_node(Node& node, std::vector<Tensor> inputs, bool retain
   if (!retain_graph) node.release();
   STRATA_CHECK(outputs.empty() || outputs.size() == node.next_edges().size(), "backward: ", node.name(), " returned ",
                outputs.size(), " gradients for ", node.next_edges().size(), " inputs");
+  if (anomaly_mode_enabled()) check_backward_outputs(node.name(), outputs);
   return outputs;
 }
 

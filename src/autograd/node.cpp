@@ -3,7 +3,9 @@
 #include <atomic>
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/anomaly_check.h"
 #include "backend/dispatch/accumulate.h"
+#include "strata/autograd/anomaly_mode.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
@@ -163,6 +165,7 @@ void own_saved_handles(std::vector<SavedTensor>& saved, const std::vector<Tensor
 
 void record(std::string name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             std::vector<SavedTensor> saved, BackwardFn fn) {
+  if (anomaly_mode_enabled()) check_forward_outputs(name, outputs);  // before any history is attached
   own_saved_handles(saved, outputs);
   auto node = std::make_shared<FunctionNode>(std::move(name), std::move(saved), std::move(fn));
   auto& edges = node->mutable_next_edges();
@@ -187,7 +190,7 @@ void record(std::string name, const std::vector<Tensor>& inputs, const std::vect
 // --- Tensor's autograd methods ---
 
 bool Tensor::requires_grad() const {
-  const auto& meta = checked().autograd;
+  const auto& meta = checked("requires_grad()").autograd;
   return meta && meta->requires_grad;
 }
 
@@ -201,18 +204,18 @@ Tensor& Tensor::set_requires_grad(bool requires_grad) {
 }
 
 bool Tensor::is_leaf() const {
-  const auto& meta = checked().autograd;
+  const auto& meta = checked("is_leaf()").autograd;
   return !meta || !meta->grad_fn;
 }
 
 const std::shared_ptr<Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<Node> kNone;
-  const auto& meta = checked().autograd;
+  const auto& meta = checked("grad_fn()").autograd;
   return meta ? meta->grad_fn : kNone;
 }
 
 Tensor Tensor::grad() const {
-  const auto& meta = checked().autograd;
+  const auto& meta = checked("grad()").autograd;
   return meta ? meta->grad : Tensor();
 }
 
@@ -225,7 +228,7 @@ void Tensor::set_grad(const Tensor& grad) {
 }
 
 Tensor Tensor::detach() const {
-  auto impl = std::make_shared<TensorImpl>(checked());
+  auto impl = std::make_shared<TensorImpl>(checked("detach()"));
   impl->autograd.reset();
   return Tensor(std::move(impl));
 }

@@ -89,6 +89,23 @@ json write_shard_file(const std::string& temp_dir, int rank, const SaveSnapshot&
           {"pieces", described}};
 }
 
+// Why pieces overlap, when the likely cause shows: several ranks each wrote the whole tensor,
+// as every rank of a data-parallel group does when the save was not told the group (its ranks
+// hold replicas, and one of them must write each). Empty otherwise.
+std::string overlap_hint(const std::vector<std::vector<Run>>& pieces, int64_t numel) {
+  int64_t whole = 0;
+  for (const auto& runs : pieces) {
+    int64_t n = 0;
+    for (const Run& r : runs) n += r.length;
+    if (n == numel) ++whole;
+  }
+  if (whole < 2) return "";
+  return ". " + std::to_string(whole) +
+         " pieces each hold the whole tensor: ranks that hold replicas of it (data parallelism: DDP or ZeRO) "
+         "must save it once. Did the save miss the data-parallel group? Pass it as train::CheckpointTarget::data "
+         "(and a tensor-parallel group as ::tensor) so that each replica is written by one rank";
+}
+
 // Rank 0: the index from every rank's shard description, after checking that every tensor
 // has one dtype and shape and that its pieces cover it exactly once.
 json build_index(const SaveSnapshot& snapshot, const std::string& save_id, const std::vector<json>& shards,
@@ -117,7 +134,7 @@ json build_index(const SaveSnapshot& snapshot, const std::string& save_id, const
     for (const json& p : t["pieces"]) runs.push_back(runs_of(detail::parse_piece(p, name).region, shape));
     const std::string problem = coverage_problem(runs, shape.numel());
     STRATA_CHECK(problem.empty(), "save_sharded: the ranks' pieces of tensor '", name, "' (shape ", shape,
-                 ") do not cover it exactly once: ", problem);
+                 ") do not cover it exactly once: ", problem, overlap_hint(runs, shape.numel()));
   }
   json index = {{"format", kShardedFormat},
                 {"version", kShardedFormatVersion},

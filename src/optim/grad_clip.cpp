@@ -34,10 +34,19 @@ void scale_grads(const std::vector<Tensor>& params, double factor) {
   multi_tensor::scale(grads, factor);
 }
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+void check_total_norm(double norm, const ClipOptions& options, std::string_view who) {
+  if (!options.error_if_nonfinite || std::isfinite(norm)) return;
+  STRATA_FAIL(who, ": the total norm of the gradients is ", norm,
+              " (non-finite), so they cannot be clipped; they are left unchanged. A nan or inf gradient usually "
+              "comes from a nan or inf loss or an overflow in backward (autograd::DetectAnomaly names the op); "
+              "skip this step, or set error_if_nonfinite = false to get the norm back instead");
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, const ClipOptions& options) {
   STRATA_CHECK(std::isfinite(max_norm) && max_norm > 0, "clip_grad_norm: max_norm ", max_norm,
                " must be finite and > 0");
   const double norm = std::sqrt(grad_norm_squared(params));
+  check_total_norm(norm, options, "clip_grad_norm");
   if (!std::isfinite(norm)) return norm;
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) scale_grads(params, coef);

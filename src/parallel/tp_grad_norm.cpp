@@ -35,10 +35,12 @@ double grad_norm(nn::Module& model, const ModelParallelGroups& groups) {
   return std::sqrt(total);
 }
 
-double clip_grad_norm(nn::Module& model, double max_norm, const ModelParallelGroups& groups) {
+double clip_grad_norm(nn::Module& model, double max_norm, const ModelParallelGroups& groups,
+                      const optim::ClipOptions& options) {
   STRATA_CHECK(std::isfinite(max_norm) && max_norm > 0, "clip_grad_norm: max_norm ", max_norm,
                " must be finite and > 0");
   const double norm = grad_norm(model, groups);
+  optim::check_total_norm(norm, options, "parallel::clip_grad_norm");
   if (!std::isfinite(norm)) return norm;
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) optim::scale_grads(model.parameters(), coef);
@@ -47,8 +49,9 @@ double clip_grad_norm(nn::Module& model, double max_norm, const ModelParallelGro
 
 double tp_grad_norm(nn::Module& model, dist::ProcessGroup& tp) { return grad_norm(model, {.tensor = &tp}); }
 
-double tp_clip_grad_norm(nn::Module& model, double max_norm, dist::ProcessGroup& tp) {
-  return clip_grad_norm(model, max_norm, {.tensor = &tp});
+double tp_clip_grad_norm(nn::Module& model, double max_norm, dist::ProcessGroup& tp,
+                         const optim::ClipOptions& options) {
+  return clip_grad_norm(model, max_norm, {.tensor = &tp}, options);
 }
 
 std::function<bool(const std::string&)> split_parameter_predicate(nn::Module& model) {

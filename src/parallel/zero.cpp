@@ -14,6 +14,7 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
 #include "strata/ops/elementwise.h"
+#include "strata/optim/grad_clip.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::parallel {
@@ -302,7 +303,7 @@ bool ZeroOptimizer::unscale_gradients(double factor) {
   return found != 0.0;
 }
 
-double ZeroOptimizer::clip_grad_norm(double max_norm) {
+double ZeroOptimizer::clip_grad_norm(double max_norm, const optim::ClipOptions& options) {
   NoGradGuard no_grad;
   State& s = *state_;
   STRATA_CHECK(!s.unsynced,
@@ -350,6 +351,7 @@ double ZeroOptimizer::clip_grad_norm(double max_norm) {
   double sum = split + replicated;
   if (pp.group != nullptr && pp.group->size() > 1) sum = group_sum(*pp.group, {sum})[0];  // every stage's squares
   const double norm = std::sqrt(sum);
+  optim::check_total_norm(norm, options, "ZeroOptimizer::clip_grad_norm");  // the same norm on every rank
   if (!std::isfinite(norm)) return norm;
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {

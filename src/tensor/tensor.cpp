@@ -1,14 +1,31 @@
 #include "strata/tensor/tensor.h"
 
+#include <string_view>
+
 #include "tensor/dtype_dispatch.h"
 
 namespace strata {
+namespace {
+
+std::string_view file_of(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+void Tensor::undefined_tensor(const char* accessor, const CallSite& where) {
+  STRATA_FAIL("operation on an undefined tensor: ", accessor ? accessor : "its metadata", " in ", where.function, " (",
+              file_of(where.file), ":", where.line,
+              "), which was given a default-constructed Tensor (an optional argument left empty, or a .grad() "
+              "that no backward has filled?)");
+}
 
 int64_t Tensor::size(int64_t d) const { return shape()[static_cast<size_t>(normalize_dim(d, dim(), "size"))]; }
 int64_t Tensor::stride(int64_t d) const { return strides()[static_cast<size_t>(normalize_dim(d, dim(), "stride"))]; }
 
-bool Tensor::is_contiguous() const {
-  const TensorImpl& t = checked();
+bool Tensor::is_contiguous(CallSite where) const {
+  const TensorImpl& t = checked("is_contiguous()", where);
   int64_t expected = 1;
   for (size_t i = t.shape.size(); i-- > 0;) {
     if (t.shape[i] != 1 && t.strides[i] != expected) return false;
@@ -28,7 +45,7 @@ CpuOpScope::~CpuOpScope() { t_cpu_op = previous_; }
 }  // namespace detail
 
 void* Tensor::data_ptr() const {
-  const TensorImpl& t = checked();
+  const TensorImpl& t = checked("data_ptr()");
   if (t.storage->released()) [[unlikely]] {
     if (const auto& note = t.storage->released_note())
       STRATA_FAIL(note(static_cast<size_t>(t.offset) * dtype_size(t.dtype)), " (read of a tensor of shape ", t.shape,
@@ -41,7 +58,7 @@ void* Tensor::data_ptr() const {
 }
 
 void* Tensor::raw_data() const {
-  const TensorImpl& t = checked();
+  const TensorImpl& t = checked("data()");
   if (!t.storage->device().is_cpu()) [[unlikely]] {
     const char* op = detail::current_cpu_op();
     STRATA_FAIL(op ? op : "a CPU op", ": ", t.dtype, " tensor of shape ", t.shape, " is on ", t.storage->device(),

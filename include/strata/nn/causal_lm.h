@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/core/type_name.h"
 #include "strata/nn/kv_cache.h"
 #include "strata/nn/layer_factory.h"
 #include "strata/nn/module.h"
@@ -46,7 +47,8 @@ class BlockList : public Module {
   template <class B>
   B& at(size_t index) {
     auto* typed = dynamic_cast<B*>(&(*this)[index]);
-    STRATA_CHECK(typed != nullptr, "BlockList: block ", index, " is not a ", typeid(B).name());
+    STRATA_CHECK(typed != nullptr, "BlockList: block ", index, " is a ", dynamic_type_name((*this)[index]), ", not a ",
+                 demangled_name(typeid(B)));
     return *typed;
   }
 

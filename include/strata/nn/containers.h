@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/core/type_name.h"
 #include "strata/nn/module.h"
 
 namespace strata::nn {
@@ -44,7 +45,8 @@ namespace detail {
 template <class M>
 std::shared_ptr<M> entry_as(const std::shared_ptr<Module>& module, const char* container, const std::string& key) {
   std::shared_ptr<M> cast = std::dynamic_pointer_cast<M>(module);
-  STRATA_CHECK(cast != nullptr, container, ": entry '", key, "' is not a ", typeid(M).name());
+  STRATA_CHECK(cast != nullptr, container, ": entry '", key, "' is a ", dynamic_type_name(*module), ", not a ",
+               demangled_name(typeid(M)));
   return cast;
 }
 }  // namespace detail

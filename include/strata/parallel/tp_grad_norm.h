@@ -9,14 +9,17 @@
 
 #include "strata/distributed/process_group.h"
 #include "strata/nn/module.h"
+#include "strata/optim/grad_clip.h"
 
 namespace strata::parallel {
 
 // The global norm of `model`'s gradients (collective over `tp`: one 8-byte all-reduce).
 double tp_grad_norm(nn::Module& model, dist::ProcessGroup& tp);
 // Scales every gradient by max_norm / (norm + 1e-6) when below 1, as
-// optim::clip_grad_norm; returns the norm before clipping (inf or nan: gradients untouched).
-double tp_clip_grad_norm(nn::Module& model, double max_norm, dist::ProcessGroup& tp);
+// optim::clip_grad_norm; returns the norm before clipping (inf or nan: gradients untouched,
+// and with options.error_if_nonfinite an error on every rank, which all see the same norm).
+double tp_clip_grad_norm(nn::Module& model, double max_norm, dist::ProcessGroup& tp,
+                         const optim::ClipOptions& options = {});
 // The global norm under tensor and pipeline parallelism together: split parameters summed
 // over `tensor`, each stage's part summed over `pipeline`, and a parameter for which
 // `duplicate(name)` holds (a pipeline stage's copy of a tied parameter, counted by the stage
@@ -29,7 +32,8 @@ struct ModelParallelGroups {
 };
 double grad_norm(nn::Module& model, const ModelParallelGroups& groups);
 // Clips to max_norm as tp_clip_grad_norm does, with that norm; returns the norm before clipping.
-double clip_grad_norm(nn::Module& model, double max_norm, const ModelParallelGroups& groups);
+double clip_grad_norm(nn::Module& model, double max_norm, const ModelParallelGroups& groups,
+                      const optim::ClipOptions& options = {});
 
 // Whether a parameter name belongs to a tensor-parallel layer's split parameters in `model`
 // (for ZeroOptions::tensor_parallel.is_split). Holds a copy of the names.

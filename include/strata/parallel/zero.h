@@ -54,6 +54,7 @@
 #include "strata/nn/module.h"
 #include "strata/nn/module_predicates.h"
 #include "strata/optim/adam.h"
+#include "strata/optim/grad_clip.h"
 #include "strata/optim/optimizer.h"
 #include "strata/optim/sgd.h"
 
@@ -137,8 +138,9 @@ class ZeroOptimizer : public optim::Optimizer {
   void load_state_dict(const StateDict& state) override;
   // Clips the global L2 norm of the (reduced) gradients to max_norm, like
   // optim::clip_grad_norm; the norm is summed across shards (one all_reduce of 8 bytes at
-  // stages 1-3). Call it between backward and step(). Returns the norm before clipping.
-  double clip_grad_norm(double max_norm);
+  // stages 1-3). Call it between backward and step(). Returns the norm before clipping (nan
+  // or inf: gradients untouched; with options.error_if_nonfinite an error, on every rank).
+  double clip_grad_norm(double max_norm, const optim::ClipOptions& options = {});
   // Loss scaling (optim::GradScaler calls it: scaler.step(zero)): multiplies this rank's
   // reduced gradient shard by `factor` in place and returns whether any rank found inf or
   // nan in its shard (an all_reduce over ZeRO's group, and the tensor and pipeline groups

@@ -45,6 +45,18 @@ struct TensorImpl {
   std::shared_ptr<AutogradMeta> autograd;  // null until autograd needs it
 };
 
+// Where a Tensor accessor was called from, filled in at the call site by the default
+// arguments (GCC's and clang's builtins: clang 14, which clang-tidy runs, has no
+// std::source_location), for the error an undefined tensor gives.
+struct CallSite {
+  explicit CallSite(const char* function = __builtin_FUNCTION(), const char* file = __builtin_FILE(),
+                    int line = __builtin_LINE())
+      : function(function), file(file), line(line) {}
+  const char* function;
+  const char* file;
+  int line;
+};
+
 // A cheap shared handle to a strided view of a Storage. Copies share the data and the
 // autograd identity, like torch::Tensor. A default-constructed Tensor is "undefined".
 class Tensor {
@@ -58,18 +70,22 @@ class Tensor {
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
 
   // --- metadata ---
-  const Shape& shape() const { return checked().shape; }
-  const Strides& strides() const { return checked().strides; }
-  int64_t dim() const { return static_cast<int64_t>(checked().shape.size()); }
+  // On an undefined tensor each throws naming itself and its caller (`where`, filled in at
+  // the call site: the op that was handed the undefined tensor).
+  const Shape& shape(CallSite where = CallSite()) const { return checked("shape()", where).shape; }
+  const Strides& strides(CallSite where = CallSite()) const { return checked("strides()", where).strides; }
+  int64_t dim(CallSite where = CallSite()) const { return static_cast<int64_t>(checked("dim()", where).shape.size()); }
   int64_t size(int64_t d) const;  // negative d counts from the end
   int64_t stride(int64_t d) const;
-  int64_t numel() const { return checked().shape.numel(); }
-  int64_t offset() const { return checked().offset; }
-  DType dtype() const { return checked().dtype; }
-  Device device() const { return checked().storage->device(); }
+  int64_t numel(CallSite where = CallSite()) const { return checked("numel()", where).shape.numel(); }
+  int64_t offset(CallSite where = CallSite()) const { return checked("offset()", where).offset; }
+  DType dtype(CallSite where = CallSite()) const { return checked("dtype()", where).dtype; }
+  Device device(CallSite where = CallSite()) const { return checked("device()", where).storage->device(); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
-  bool is_contiguous() const;
-  const std::shared_ptr<Storage>& storage() const { return checked().storage; }
+  bool is_contiguous(CallSite where = CallSite()) const;
+  const std::shared_ptr<Storage>& storage(CallSite where = CallSite()) const {
+    return checked("storage()", where).storage;
+  }
 
   // Host pointer to the first element, for CPU code; T must match dtype(). Both throw for a
   // tensor on another device (naming the CPU op that asked, when known), so CPU code never
@@ -182,10 +198,12 @@ class Tensor {
   std::string to_string() const;
 
  private:
-  TensorImpl& checked() const {
-    STRATA_CHECK(impl_ != nullptr, "operation on an undefined tensor");
+  TensorImpl& checked(const char* accessor = nullptr, const CallSite& where = CallSite()) const {
+    if (impl_ == nullptr) [[unlikely]]
+      undefined_tensor(accessor, where);
     return *impl_;
   }
+  [[noreturn]] static void undefined_tensor(const char* accessor, const CallSite& where);
   std::shared_ptr<TensorImpl> impl_;
 };
 

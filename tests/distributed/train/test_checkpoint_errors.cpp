@@ -491,3 +491,24 @@ TEST(TrainingCheckpoint, RefusesReservedMetadataKeys) {
 }
 
 }  // namespace strata::test
+
+namespace strata::test {
+namespace {
+
+// A save that was not told the data-parallel group: every rank writes the replicated weights
+// in full. The error says so and names the field that was missed.
+TEST(TrainingCheckpoint, AMissingDataGroupIsNamedAsTheLikelyCause) {
+  SharedDir dir("nodata");
+  CheckpointedRun run(0);  // stage 0 (DDP): every rank holds all the weights
+  train::CheckpointTarget target = run.target();
+  target.data = nullptr;
+  const std::string msg = error_of([&] { train::save_training_checkpoint(dir.path(), target, 1); });
+  EXPECT_NE(msg.find("written twice"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::to_string(dist::world().size()) + " pieces each hold the whole tensor"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("train::CheckpointTarget::data"), std::string::npos) << msg;
+  run.save(dir.path(), 1);  // with the group the same state saves
+}
+
+}  // namespace
+}  // namespace strata::test
