@@ -192,8 +192,6 @@ void broadcast_buckets(State& s, nn::Module& module) {
   strata::detail::broadcast_from_rank0(*s.group, std::move(tensors), module, s.dp.owner);
 }
 
-bool arithmetic(DType d) { return d == DType::Float32 || d == DType::Float64; }
-
 // This rank's part of bucket b: its parameter shard (stage 3: a copy, and the full bucket
 // released), its gradients (stages 0-1: the full bucket, the parameters' .grad() views into
 // it when the dtype allows; stages 2-3: only a shard) and, with an optimizer, its master weights.
@@ -208,13 +206,12 @@ void shard_bucket(State& s, State::Bucket& b) {
   } else {
     b.param_shard = b.param->data().narrow(0, b.own_begin, b.own_numel);
   }
+  // The parameters' .grad() stay as they are: the first gradient a backward hands a
+  // parameter becomes its slot (gradient_into_bucket), so a parameter no backward reached
+  // has none, as in one process.
   if (stage <= 1) {
     b.grad->allocate(s.device);
     b.grad_shard = b.grad->data().narrow(0, b.own_begin, b.own_numel);
-    if (!s.dp.has_optimizer || arithmetic(b.dtype)) {
-      for (size_t e = 0; e < b.params.size(); ++e)
-        s.params[static_cast<size_t>(b.params[e])].tensor.set_grad(b.grad->view(e));
-    }
   } else {
     b.grad_shard = zeros({b.own_numel}, {.dtype = b.dtype, .device = s.device});
   }
@@ -286,8 +283,12 @@ void DataParallelState::rebuild() {
   std::vector<Bucket> old = std::move(buckets);  // the parameters view it until they are repacked
   pack_buckets(*this, plan_size_buckets(*this, std::vector<int>(rank0.begin(), rank0.end())));
   for (Bucket& b : buckets) shard_bucket(*this, b);
-  for (size_t i = 0; i < params.size(); ++i)
-    if (grads[i].defined()) params[i].tensor.grad().copy_(grads[i]);
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    Tensor slot = buckets[static_cast<size_t>(params[i].bucket)].grad->view(params[i].entry);
+    slot.copy_(grads[i]);
+    params[i].tensor.set_grad(slot);
+  }
   rebuilt = true;
 }
 

@@ -58,12 +58,17 @@ void accumulate_into(const Tensor& dst, const Tensor& src) {
 // Stages 0-1: the parameter's gradient lands in its slot of the gradient bucket. The slot
 // stays .grad() (AccumulateGrad then adds in place); with an optimizer, 16-bit gradients are
 // added here instead and .grad() is cleared. A gradient that is no longer the slot
-// (zero_grad(set_to_none), set_grad) holds the whole gradient: it is copied in.
+// (zero_grad(set_to_none), set_grad) holds the whole gradient: it is copied in. No gradient
+// (set to none, and none arrived) contributes zero, whatever the slot held before.
 void DataParallelState::gradient_into_bucket(Param& p, Bucket& b) {
   Tensor g = p.tensor.grad();
   Tensor view = b.grad->view(p.entry);
   if (!dp.has_optimizer || arithmetic(b.dtype)) {
-    if (g.defined() && !(g.data_ptr() == view.data_ptr() && g.is_contiguous())) view.copy_(g);
+    if (!g.defined()) {
+      view.zero_();
+    } else if (!(g.data_ptr() == view.data_ptr() && g.is_contiguous())) {
+      view.copy_(g);
+    }
     p.tensor.set_grad(view);
   } else if (g.defined()) {
     accumulate_into(view, g);
@@ -102,6 +107,7 @@ void DataParallelState::on_ready(int index) {
 // the shard is kept) and the bucket counts it.
 void DataParallelState::mark_ready(Param& p) {
   Bucket& b = buckets[static_cast<size_t>(p.bucket)];
+  note_gradient(p);
   p.ready = true;
   if (!rebuilt) ready_order.push_back(static_cast<int>(&p - params.data()));
   if (options.stage <= 1) {
@@ -124,6 +130,7 @@ void DataParallelState::mark_ready(Param& p) {
 // no_sync(): the gradient joins this rank's local sum, nothing is launched. Stages 0-1 sum in
 // the gradient buckets as a synchronised pass does; stages 2-3 keep the full bucket.
 void DataParallelState::accumulate_locally(Param& p, Bucket& b) {
+  note_gradient(p);
   unsynced = true;
   if (options.stage <= 1) {
     gradient_into_bucket(p, b);
@@ -142,6 +149,31 @@ void DataParallelState::accumulate_locally(Param& p, Bucket& b) {
       if (!self->pinned)
         for (size_t u = 0; u < self->buckets.size(); ++u) self->release_unit(static_cast<int>(u));
     });
+  }
+}
+
+// Before the gradient moves into its bucket: does this rank hold one for the parameter?
+void DataParallelState::note_gradient(Param& p) {
+  const bool has = p.tensor.grad().defined();
+  p.holds_grad = dp.has_optimizer ? (p.holds_grad || has) : has;
+}
+
+// Which parameters some rank holds a gradient for: the max over the ranks of this rank's
+// flags, started after the buckets (every rank issues it at the same point).
+dist::WorkPtr DataParallelState::share_gradient_flags(Tensor& flags) {
+  std::vector<int64_t> mine(params.size());
+  for (size_t i = 0; i < params.size(); ++i) mine[i] = params[i].holds_grad ? 1 : 0;
+  flags = from_vector(mine, {static_cast<int64_t>(mine.size())}).to(group->tensor_device());
+  return group->all_reduce(flags, dist::ReduceOp::Max);
+}
+
+// A parameter no rank held a gradient for keeps none (PyTorch's DDP leaves it untouched), so
+// that the step skips it as a single process would; the others keep their averaged slots.
+void DataParallelState::apply_gradient_flags(const Tensor& flags) {
+  const std::vector<int64_t> any = flags.to_vector<int64_t>();
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].any_rank_grad = any[i] != 0;
+    if (!params[i].any_rank_grad) params[i].tensor.set_grad(Tensor());
   }
 }
 
@@ -282,13 +314,22 @@ void DataParallelState::finalize() {
   NoGradGuard no_grad;
   const std::vector<int> unused = settle_unready();
   launch_in_order(true);  // every bucket not launched yet (all of them without overlap), in order
-  const std::string error = wait_all();
+  // With unused parameters an error, every parameter has a gradient: nothing to agree on.
+  Tensor flags;
+  const dist::WorkPtr flags_work = dp.unused_is_error ? nullptr : share_gradient_flags(flags);
+  std::string error = wait_all();
+  try {
+    if (flags_work) flags_work->wait();
+  } catch (const Error& e) {
+    if (error.empty()) error = e.what();
+  }
   const bool first_pass = !rebuilt;
   reset_pass(error);
   STRATA_CHECK(error.empty(), dp.owner, ": gradient reduction failed: ", error);
   // The rebuild's broadcast comes before the unused-parameter error so that a rank that
   // throws has issued exactly the collectives of the ranks that do not.
   if (first_pass) rebuild();
+  if (flags_work) apply_gradient_flags(flags);
   if (!unused.empty() && dp.unused_is_error) throw Error(unused_message(*this, unused));
   if (inner == nullptr) return;
   drop_master_grads();
@@ -303,6 +344,10 @@ void DataParallelState::prepare_master_grads() {
     b.master_grad = b.master_separate ? b.grad_shard.to(master_dtype) : b.grad_shard;
     for (size_t k = 0; k < b.pieces.size(); ++k) {
       Tensor& piece = b.pieces[k];
+      if (!params[static_cast<size_t>(b.piece_param[k])].any_rank_grad) {
+        piece.set_grad(Tensor());  // no rank had a gradient for it: the inner optimizer skips it
+        continue;
+      }
       piece.set_grad(b.master_grad.narrow(0, b.piece_begin[k], piece.numel()).view(piece.shape()));
     }
   }
@@ -318,8 +363,8 @@ void DataParallelState::drop_master_grads() {
 }
 
 // Zeroes the gradients: the buckets (stages 0-1) or this rank's gradient shard, discarding
-// no_sync() sums.
-void DataParallelState::zero_gradients() {
+// no_sync() sums. set_to_none also clears .grad() and which parameters had gradients.
+void DataParallelState::zero_gradients(bool set_to_none) {
   NoGradGuard no_grad;
   for (Bucket& b : buckets) {
     if (options.stage <= 1) {
@@ -332,8 +377,10 @@ void DataParallelState::zero_gradients() {
     }
   }
   unsynced = false;
-  if (options.stage >= 2 || (dp.has_optimizer && !arithmetic(param_dtype)))
+  if (set_to_none || options.stage >= 2 || (dp.has_optimizer && !arithmetic(param_dtype)))
     for (auto& p : params) p.tensor.set_grad(Tensor());
+  if (set_to_none)
+    for (auto& p : params) p.holds_grad = p.any_rank_grad = false;
   reduced_in_place = false;
   drop_master_grads();
 }

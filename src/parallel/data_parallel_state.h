@@ -45,6 +45,13 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
     size_t entry = 0;  // in the bucket's FlatBuffer
     int group = 0;     // the user's parameter group
     bool ready = false;
+    // This rank holds a gradient for it: DistributedDataParallel, in this synchronised pass
+    // (its .grad() was defined when it was marked ready); ZeroOptimizer, in some pass since
+    // the last zero_grad(set_to_none).
+    bool holds_grad = false;
+    // Some rank held a gradient at the last reduction (an all_reduce of holds_grad): a
+    // parameter no rank used keeps no gradient and is skipped by the step.
+    bool any_rank_grad = false;
   };
   struct Bucket {
     DType dtype = DType::Float32;
@@ -60,6 +67,7 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
     Tensor master_grad;                // [own] master dtype: grad_shard, or a transient converted copy
     std::vector<Tensor> pieces;        // what the inner optimizer updates: views of `master`
     std::vector<int64_t> piece_begin;  // their offsets within `own`
+    std::vector<int> piece_param;      // the index in `params` of each piece's parameter
     // Per backward pass.
     int pending = 0;
     bool launched = false;
@@ -127,7 +135,10 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
   void finish_reduced_bucket(Bucket& b);
   void prepare_master_grads();
   void drop_master_grads();
-  void zero_gradients();
+  void zero_gradients(bool set_to_none);
+  void note_gradient(Param& p);
+  dist::WorkPtr share_gradient_flags(Tensor& flags);
+  void apply_gradient_flags(const Tensor& flags);
   // data_parallel_build.cpp
   void rebuild();
   // zero_stage3.cpp

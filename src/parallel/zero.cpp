@@ -93,6 +93,7 @@ void add_pieces(const State& s, State::Bucket& b, std::vector<optim::ParamGroup>
     if (s.options.stage == 0) piece = piece.view(b.param->entries()[pc.entry].shape);
     b.pieces.push_back(std::move(piece));
     b.piece_begin.push_back(pc.shard_offset);
+    b.piece_param.push_back(b.params[pc.entry]);
     const int group = s.params[static_cast<size_t>(b.params[pc.entry])].group;
     inner_groups[static_cast<size_t>(group)].params.push_back(b.pieces.back());
   }
@@ -249,10 +250,7 @@ ZeroOptimizer::NoSyncGuard::~NoSyncGuard() { zero_.state_->no_sync = previous_; 
 void ZeroOptimizer::zero_grad(bool set_to_none) {
   State& s = *state_;
   STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::zero_grad: called during backward");
-  s.zero_gradients();
-  // The buckets are zero either way; the hooks make the slots the gradients again.
-  if (set_to_none)
-    for (auto& p : s.params) p.tensor.set_grad(Tensor());
+  s.zero_gradients(set_to_none);
 }
 
 void ZeroOptimizer::step() {

@@ -70,7 +70,7 @@ class Module {
   // Copies values in place, so tensors held elsewhere (optimizers) stay valid. With strict,
   // missing or unexpected names are errors; shapes and dtypes must always match.
   void load_state_dict(const StateDict& state, bool strict = true);
-  void zero_grad(bool set_to_none = false);
+  void zero_grad(bool set_to_none = true);
 
   // Draws every parameter registered with a recipe (register_parameter's third argument)
   // from named_stream(seed, its full name below this module): the values depend on the seed

@@ -28,9 +28,11 @@ class Optimizer {
 
   // Updates every parameter that has a gradient (parameters without one are skipped).
   virtual void step() = 0;
-  // Zeroes gradients in place by default, so gradients that are views into a DDP bucket stay
-  // views; set_to_none drops them instead. (Virtual: parallel::ZeroOptimizer zeroes its shards.)
-  virtual void zero_grad(bool set_to_none = false);
+  // Drops the gradients by default (as PyTorch 2.x): a parameter that gets none in the next
+  // backward is then skipped by step(), as it would be after a restart. set_to_none = false
+  // zeroes them in place instead (a zero gradient still moves a parameter under weight decay
+  // or momentum). (Virtual: parallel::ZeroOptimizer keeps its own shards.)
+  virtual void zero_grad(bool set_to_none = true);
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }

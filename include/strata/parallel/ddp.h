@@ -8,7 +8,7 @@
 //   DistributedDataParallel ddp(model, world);   // broadcasts rank 0's weights
 //   optim::AdamW opt(model.parameters(), ...);
 //   loss = model.loss(x, y); loss.backward();    // gradients are averaged when it returns
-//   opt.step(); opt.zero_grad();                 // zero_grad keeps the bucket views
+//   opt.step(); opt.zero_grad();                 // gradients to none (the next backward refills the buckets)
 //
 // DDP is ZeroOptimizer stage 0 without the optimizer: one data-parallel path (the same
 // flat buckets, hooks and reductions, src/parallel/data_parallel_state.h). The parameters
@@ -18,7 +18,8 @@
 // Gradients live in buckets: one contiguous tensor per bucket (one dtype each), filled in
 // reverse registration order (the order backward usually produces them), the first bucket
 // capped at first_bucket_cap_bytes, the others at bucket_cap_bytes. Each parameter's .grad()
-// is a view into its bucket, so AccumulateGrad accumulates in place and no copy is made.
+// is a view into its bucket, so AccumulateGrad accumulates in place (after zero_grad's
+// default, set to none, the next gradient is copied into the slot).
 // When a bucket's last gradient has been accumulated, its all_reduce starts asynchronously
 // and overlaps the rest of backward. Buckets start in index order on every rank (a bucket
 // that is complete early waits for the ones before it), so the ranks issue the same
@@ -55,9 +56,9 @@ CommHook fp16_compress();
 struct DDPOptions {
   int64_t bucket_cap_bytes = int64_t{25} << 20;
   int64_t first_bucket_cap_bytes = int64_t{1} << 20;
-  // A parameter that receives no gradient in a backward pass is reduced with whatever its
-  // .grad() holds (zero after zero_grad). Neither setting adds communication: per
-  // synchronised backward the only collectives are one all_reduce per bucket.
+  // A parameter that receives no gradient in a backward pass counts as zero on that rank.
+  // After the buckets, one all_reduce of a flag per parameter finds those no rank had a
+  // gradient for: they keep no .grad(), so the optimizer skips them as one process would.
   // Without it, a rank on which parameters received no gradient notices at the end of
   // backward, still reduces every remaining bucket (those parameters contribute zero, so
   // the ranks stay in step), and then throws, naming them. When every rank skips them,

@@ -123,9 +123,12 @@ class ZeroOptimizer : public optim::Optimizer {
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
 
-  // Zeroes the gradients (the buckets, or this rank's gradient shard); set_to_none also
-  // clears the parameters' .grad() (the next backward makes the bucket slots them again).
-  void zero_grad(bool set_to_none = false) override;
+  // Zeroes the gradients (the buckets, or this rank's gradient shard). set_to_none (the
+  // default, as optim::Optimizer) also clears the parameters' .grad() and forgets which
+  // parameters had a gradient: one that no rank gives a gradient before the next step() is
+  // skipped by it, as a single process skips it. set_to_none = false keeps that knowledge
+  // (a parameter that had a gradient is stepped with a zero one, as a single process does).
+  void zero_grad(bool set_to_none = true) override;
   // Updates this rank's shard with the inner optimizer (taking this optimizer's lr and
   // weight decay), then refreshes the parameters (stages 1-2: all_gather; stage 3: the
   // shard, gathered at the next use).

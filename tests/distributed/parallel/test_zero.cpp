@@ -18,14 +18,16 @@ constexpr double kClip = 0.05;  // below the tiny GPT's gradient norm: clipping 
 // Bytes a ring implementation moves per rank for the ops in `stats` on a group of n ranks:
 // all_reduce 2(n-1)/n x its bytes, reduce_scatter (n-1)/n x its input, all_gather (n-1) x its
 // contribution, broadcast its bytes. Stages 1-2 move what DDP moves; stage 3 1.5x.
-double ring_wire_bytes(const dist::CommStats& stats, int n) {
+// (`flag_bytes` of all_reduce, the per-parameter gradient flags, left out.)
+double ring_wire_bytes(const dist::CommStats& stats, int n, uint64_t flag_bytes = 0) {
   auto bytes = [&](dist::OpType op) {
     auto it = stats.find(op);
     return it == stats.end() ? 0.0 : static_cast<double>(it->second.bytes);
   };
   const double f = static_cast<double>(n - 1) / n;
-  return 2 * f * bytes(dist::OpType::AllReduce) + f * bytes(dist::OpType::ReduceScatter) +
-         (n - 1) * bytes(dist::OpType::AllGather) + bytes(dist::OpType::Broadcast);
+  return 2 * f * (bytes(dist::OpType::AllReduce) - static_cast<double>(flag_bytes)) +
+         f * bytes(dist::OpType::ReduceScatter) + (n - 1) * bytes(dist::OpType::AllGather) +
+         bytes(dist::OpType::Broadcast);
 }
 
 // The equivalence tests run on each model family (GPT, Llama).
@@ -162,6 +164,8 @@ TEST_P(ZeroEquivalence, StageZeroMatchesDistributedDataParallel) {
 // Communication per step, from the process-group counters: stage 0 all-reduces every
 // (padded) gradient bucket; stages 1 and 2 reduce-scatter them and all-gather the updated
 // shards, the same ring bytes; stage 3 gathers every unit twice (forward and backward), 1.5x.
+// Every stage adds one all_reduce of an int64 flag per parameter (did any rank have a
+// gradient for it), left out of the ring comparison.
 TEST(Zero, CommunicationVolume) {
   auto& world = dist::world();
   const int n = world.size();
@@ -176,6 +180,7 @@ TEST(Zero, CommunicationVolume) {
     for (const Tensor& p : model.parameters()) used += p.numel() * 4;
     EXPECT_LE(padded - used, zero.bucket_bytes().size() * (n - 1) * 4) << "padding below N elements per bucket";
     const uint64_t buckets = zero.bucket_bytes().size();
+    const uint64_t flag_bytes = model.parameters().size() * sizeof(int64_t);
     for (int s = 0; s < 2; ++s) {
       Batch mine = rank_slice(global_batch(s, n * kZeroPerRank, model.config()), world.rank(), kZeroPerRank);
       world.reset_stats();
@@ -185,13 +190,14 @@ TEST(Zero, CommunicationVolume) {
       auto st = world.stats();
       const std::string where = "stage " + std::to_string(stage) + " step " + std::to_string(s);
       if (stage == 0) {
-        EXPECT_EQ(st[dist::OpType::AllReduce].calls, buckets) << where;
-        EXPECT_EQ(st[dist::OpType::AllReduce].bytes, padded) << where;
+        EXPECT_EQ(st[dist::OpType::AllReduce].calls, buckets + 1) << where;
+        EXPECT_EQ(st[dist::OpType::AllReduce].bytes, padded + flag_bytes) << where;
         EXPECT_EQ(st[dist::OpType::AllGather].calls, 0u) << where;
-        ddp_wire = ring_wire_bytes(st, n);
+        ddp_wire = ring_wire_bytes(st, n, flag_bytes);
         ddp_padded = static_cast<double>(padded);
       } else {
-        EXPECT_EQ(st[dist::OpType::AllReduce].calls, 0u) << where;
+        EXPECT_EQ(st[dist::OpType::AllReduce].calls, 1u) << where;
+        EXPECT_EQ(st[dist::OpType::AllReduce].bytes, flag_bytes) << where;
         EXPECT_EQ(st[dist::OpType::ReduceScatter].calls, buckets) << where;
         EXPECT_EQ(st[dist::OpType::ReduceScatter].bytes, padded) << where;
         const uint64_t gathers = stage == 3 ? 2 : 1;
@@ -201,10 +207,10 @@ TEST(Zero, CommunicationVolume) {
         // buckets (stage 3's units pad differently) within the padding.
         const double factor = stage == 3 ? 1.5 : 1.0;
         const double f = static_cast<double>(n - 1) / n;
-        EXPECT_NEAR(ring_wire_bytes(st, n), factor * 2 * f * static_cast<double>(padded), 1e-6) << where;
+        EXPECT_NEAR(ring_wire_bytes(st, n, flag_bytes), factor * 2 * f * static_cast<double>(padded), 1e-6) << where;
         if (n > 1) {
           const double padding_tolerance = factor * std::abs(static_cast<double>(padded) - ddp_padded) / ddp_padded;
-          EXPECT_NEAR(ring_wire_bytes(st, n) / ddp_wire, factor, padding_tolerance + 1e-12) << where;
+          EXPECT_NEAR(ring_wire_bytes(st, n, flag_bytes) / ddp_wire, factor, padding_tolerance + 1e-12) << where;
         }
       }
       for (auto op : {dist::OpType::Broadcast, dist::OpType::AllToAll, dist::OpType::Send, dist::OpType::Recv,

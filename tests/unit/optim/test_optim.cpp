@@ -344,7 +344,7 @@ TEST(Optimizer, ZeroGradInPlaceKeepsViewsAndSetToNone) {
   params[0].set_grad(bucket.narrow(0, 0, 6).view({2, 3}));
   params[1].set_grad(bucket.narrow(0, 6, 3));
   SGD opt(params, {.lr = 0.1});
-  opt.zero_grad();
+  opt.zero_grad(/*set_to_none=*/false);
   EXPECT_EQ(bucket.to_vector<double>(), std::vector<double>(9, 0.0));
   EXPECT_EQ(params[0].grad().storage().get(), bucket.storage().get());
   EXPECT_EQ(params[1].grad().storage().get(), bucket.storage().get());
