@@ -1,7 +1,7 @@
 #pragma once
 // How an example's model trains on N ranks (or one process): one data-parallel path, a
 // ZeroOptimizer (AdamW over weight-decay groups) at --zero STAGE, stage 0 (DDP: gradients
-// averaged, every rank updates everything) without --zero, with a cosine schedule.
+// averaged, every rank updates everything) without --zero, with the --lr-schedule.
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +21,9 @@ struct StepResult {
   double grad_norm = 0;  // before clipping (0 without --clip)
 };
 
+// The --lr-schedule (with --warmup, --steps, --min-lr-ratio, --decay-fraction) over `optimizer`.
+std::unique_ptr<optim::LrScheduler> make_lr_schedule(optim::Optimizer& optimizer, const TrainOptions& o);
+
 class DataParallelTrainer {
  public:
   // Collective over `data`: every rank passes the same model (rank 0's weights are
@@ -39,14 +42,14 @@ class DataParallelTrainer {
   StepResult step(double loss);  // the same with this rank's loss as a number (a pipeline's)
 
   optim::Optimizer& optimizer() { return *zero_; }
-  optim::CosineSchedule& schedule() { return *schedule_; }
+  optim::LrScheduler& schedule() { return *schedule_; }
   parallel::ZeroOptimizer* zero() { return zero_.get(); }
 
  private:
   dist::ProcessGroup& world_;  // the data-parallel group
   double clip_;
   std::unique_ptr<parallel::ZeroOptimizer> zero_;
-  std::unique_ptr<optim::CosineSchedule> schedule_;
+  std::unique_ptr<optim::LrScheduler> schedule_;
 };
 
 }  // namespace strata::examples

@@ -20,8 +20,7 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params, const LionOptio
 
 }  // namespace
 
-Lion::Lion(std::vector<Tensor> params, LionOptions options)
-    : Lion(single_group(std::move(params), options), options) {}
+Lion::Lion(std::vector<Tensor> params, LionOptions options) : Lion(single_group(std::move(params), options), options) {}
 
 Lion::Lion(std::vector<ParamGroup> groups, LionOptions options) : Optimizer(std::move(groups)), options_(options) {
   STRATA_CHECK(options_.beta1 >= 0 && options_.beta1 < 1, "Lion: invalid beta1 ", options_.beta1,

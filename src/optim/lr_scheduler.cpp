@@ -83,7 +83,8 @@ StepSchedule::StepSchedule(Optimizer& optimizer, StepScheduleOptions options)
 
 double StepSchedule::factor_at(int64_t step) const {
   STRATA_CHECK(step >= 0, "StepSchedule.factor_at: step ", step, " is negative");
-  return std::pow(options_.gamma, static_cast<double>(step / options_.step_size));
+  const int64_t decays = step / options_.step_size;  // whole periods only, as StepLR
+  return std::pow(options_.gamma, static_cast<double>(decays));
 }
 
 OneCycleSchedule::OneCycleSchedule(Optimizer& optimizer, OneCycleOptions options)

@@ -95,7 +95,7 @@ void MasterWeights::step() {
     Tensor master = masters_[static_cast<size_t>(index)];
     if (master.is_same(param)) return;
     if (master.grad().defined()) Tensor(param).copy_(master);  // rounded to nearest
-    master.set_grad(Tensor());                                  // holds no gradient memory between steps
+    master.set_grad(Tensor());                                 // holds no gradient memory between steps
   });
   ++step_count_;
 }

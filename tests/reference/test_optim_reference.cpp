@@ -53,8 +53,7 @@ StateDict make_inputs() {
   for (size_t j = 0; j < kShapes.size(); ++j) f64["p." + std::to_string(j)] = rand64(kShapes[j], 10 + j);
   for (int k = 0; k < kSteps; ++k)
     for (int j = 0; j < static_cast<int>(kShapes.size()); ++j)
-      if (kNoGrad.count({j, k}) == 0)
-        f64[grad_key(k, j)] = rand64(kShapes[static_cast<size_t>(j)], 100 + 10 * k + j);
+      if (kNoGrad.count({j, k}) == 0) f64[grad_key(k, j)] = rand64(kShapes[static_cast<size_t>(j)], 100 + 10 * k + j);
   StateDict input;
   for (const auto& [name, t] : f64) {
     input[name + ".f64"] = t;
@@ -174,8 +173,9 @@ TEST_F(OptimReference, AdafactorMatchesItsDefinition) {
   }
   // The factored statistics themselves (the [4, 5] parameter's row and column averages).
   StateDict state;
-  run(*input, ".f64", DType::Float64,
-      [](std::vector<Tensor> ps) { return std::make_unique<Adafactor>(std::move(ps)); }, &state);
+  run(
+      *input, ".f64", DType::Float64, [](std::vector<Tensor> ps) { return std::make_unique<Adafactor>(std::move(ps)); },
+      &state);
   EXPECT_LE(rel_err(state.at("state.0.exp_avg_sq_row"), ref->at("adafactor_default.row.0.f64")), adafactor_bound());
   EXPECT_LE(rel_err(state.at("state.0.exp_avg_sq_col"), ref->at("adafactor_default.col.0.f64")), adafactor_bound());
   EXPECT_EQ(state.at("state.0.exp_avg_sq_row").shape(), Shape({4}));
@@ -200,8 +200,7 @@ void expect_schedule_matches(const StateDict& ref, const std::string& name, cons
   }
   const std::vector<double> expected = want.to_vector<double>();
   const double bound = static_cast<double>(steps + 2) * 8 * kU * max_lr;
-  for (size_t s = 0; s < got.size(); ++s)
-    EXPECT_NEAR(got[s], expected[s], bound) << name << " step " << s;
+  for (size_t s = 0; s < got.size(); ++s) EXPECT_NEAR(got[s], expected[s], bound) << name << " step " << s;
 }
 
 }  // namespace

@@ -10,16 +10,16 @@ namespace strata::optim {
 // Hyper-parameters of Adafactor, with the defaults of Hugging Face transformers' Adafactor
 // (its lr=None is lr 0 here: with relative_step the step size is computed, not given).
 struct AdafactorOptions {
-  double lr = 0.0;              // the step size when relative_step is false
-  double eps1 = 1e-30;          // added to g^2 before the second-moment averages
-  double eps2 = 1e-3;           // floor of RMS(p) in the scale_parameter step size
-  double clip_threshold = 1.0;  // the update's RMS is clipped to at most this
-  double decay_rate = -0.8;     // second-moment decay at step t: beta2_t = 1 - t^decay_rate
+  double lr = 0.0;                             // the step size when relative_step is false
+  double eps1 = 1e-30;                         // added to g^2 before the second-moment averages
+  double eps2 = 1e-3;                          // floor of RMS(p) in the scale_parameter step size
+  double clip_threshold = 1.0;                 // the update's RMS is clipped to at most this
+  double decay_rate = -0.8;                    // second-moment decay at step t: beta2_t = 1 - t^decay_rate
   std::optional<double> beta1 = std::nullopt;  // first moment of the (clipped) update; none by default
-  double weight_decay = 0.0;    // decoupled: p -= lr_t * weight_decay * p
-  bool scale_parameter = true;  // step size times max(eps2, RMS(p))
-  bool relative_step = true;    // step size min(1e-2, 1/sqrt(t)) instead of the group's lr
-  bool warmup_init = false;     // with relative_step: min(1e-6 t, 1/sqrt(t))
+  double weight_decay = 0.0;                   // decoupled: p -= lr_t * weight_decay * p
+  bool scale_parameter = true;                 // step size times max(eps2, RMS(p))
+  bool relative_step = true;                   // step size min(1e-2, 1/sqrt(t)) instead of the group's lr
+  bool warmup_init = false;                    // with relative_step: min(1e-6 t, 1/sqrt(t))
 };
 
 // Adafactor (Shazeer & Stern 2018), step for step as transformers.optimization.Adafactor.
@@ -53,7 +53,7 @@ class Adafactor : public Optimizer {
 
  private:
   struct ParamState {
-    int64_t step = 0;  // 0: no state yet
+    int64_t step = 0;                       // 0: no state yet
     Tensor exp_avg_sq_row, exp_avg_sq_col;  // factored (dim >= 2)
     Tensor exp_avg_sq;                      // dim < 2
     Tensor exp_avg;                         // with beta1

@@ -9,8 +9,8 @@ namespace strata::optim {
 // smaller than AdamW's, weight decay 3-10x larger).
 struct LionOptions {
   double lr = 1e-4;
-  double beta1 = 0.9;   // interpolation of the update direction
-  double beta2 = 0.99;  // decay of the momentum kept as state
+  double beta1 = 0.9;         // interpolation of the update direction
+  double beta2 = 0.99;        // decay of the momentum kept as state
   double weight_decay = 0.0;  // decoupled: p *= 1 - lr * wd
 };
 

@@ -23,9 +23,7 @@ struct FusedLionOp {
     T param, exp_avg, grad;
   };
   STRATA_HD Values load(const LionTensor<T>& t, int64_t i) const { return {t.param[i], t.exp_avg[i], t.grad[i]}; }
-  STRATA_HD void apply(const LionTensor<T>& t, Values& x) const {
-    lion_update(x.param, x.exp_avg, x.grad, t.scalars);
-  }
+  STRATA_HD void apply(const LionTensor<T>& t, Values& x) const { lion_update(x.param, x.exp_avg, x.grad, t.scalars); }
   STRATA_HD void store(const LionTensor<T>& t, int64_t i, const Values& x) const {
     t.param[i] = x.param;
     t.exp_avg[i] = x.exp_avg;
