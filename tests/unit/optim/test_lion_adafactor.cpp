@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "unit/optim/optim_test_helpers.h"
 #include "strata/strata.h"
 #include "strata_kernels/common/lion.h"
+#include "unit/optim/optim_test_helpers.h"
 
 using namespace strata;
 using namespace strata::optim;

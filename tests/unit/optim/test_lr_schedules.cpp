@@ -5,8 +5,8 @@
 #include <cmath>
 #include <numbers>
 
-#include "unit/optim/optim_test_helpers.h"
 #include "strata/strata.h"
+#include "unit/optim/optim_test_helpers.h"
 
 using namespace strata;
 using namespace strata::optim;
@@ -31,8 +31,8 @@ TEST(OptimSchedules, WarmupThenLinearCosineOrConstant) {
   EXPECT_DOUBLE_EQ(constant.factor_at(0), 0.5);
   EXPECT_DOUBLE_EQ(constant.factor_at(500), 1.0);
   // With DecayShape::Cosine it is CosineSchedule, bit for bit.
-  WarmupDecaySchedule cosine(opt, {.warmup_steps = 3, .total_steps = 17, .decay = DecayShape::Cosine,
-                                   .min_lr_ratio = 0.1});
+  WarmupDecaySchedule cosine(opt,
+                             {.warmup_steps = 3, .total_steps = 17, .decay = DecayShape::Cosine, .min_lr_ratio = 0.1});
   CosineSchedule reference(opt, {.warmup_steps = 3, .total_steps = 17, .min_lr_ratio = 0.1});
   for (int64_t s = 0; s < 25; ++s) EXPECT_EQ(cosine.factor_at(s), reference.factor_at(s)) << s;
   expect_error_naming([&] { WarmupDecaySchedule(opt, {.warmup_steps = 5, .total_steps = 4}); },
@@ -57,9 +57,9 @@ TEST(OptimSchedules, StepDecay) {
 
 TEST(OptimSchedules, OneCycle) {
   SGD opt = make_sgd(1.0);
-  OneCycleSchedule sched(opt, {.total_steps = 100});  // torch's defaults: 0.3, 25, 1e4, cosine
+  OneCycleSchedule sched(opt, {.total_steps = 100});       // torch's defaults: 0.3, 25, 1e4, cosine
   EXPECT_NEAR(opt.param_groups()[0].lr, 1.0 / 25, 1e-15);  // 1 + (1/25 - 1): cancellation
-  EXPECT_DOUBLE_EQ(sched.factor_at(29), 1.0);  // the peak at pct_start * total - 1
+  EXPECT_DOUBLE_EQ(sched.factor_at(29), 1.0);              // the peak at pct_start * total - 1
   // Half way down: the mean of the peak and the final factor.
   const double last = 1.0 / 25 / 1e4;
   EXPECT_DOUBLE_EQ(sched.factor_at(29 + 35), (1.0 + last) / 2);
@@ -95,8 +95,7 @@ TEST(OptimSchedules, WarmupStableDecay) {
   EXPECT_DOUBLE_EQ(no_decay.factor_at(9), 1.0);
   expect_error_naming([&] { WsdSchedule(opt, {.warmup_steps = 50, .total_steps = 100, .decay_fraction = 0.6}); },
                       {"WsdSchedule", "warmup_steps 50", "decay steps 60", "total_steps 100"});
-  expect_error_naming([&] { WsdSchedule(opt, {.total_steps = 100, .decay_fraction = 1.5}); },
-                      {"decay_fraction 1.5"});
+  expect_error_naming([&] { WsdSchedule(opt, {.total_steps = 100, .decay_fraction = 1.5}); }, {"decay_fraction 1.5"});
 }
 
 TEST(OptimSchedules, ResumingAtAStepEqualsSteppingThere) {

@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "unit/optim/optim_test_helpers.h"
 #include "strata/strata.h"
+#include "unit/optim/optim_test_helpers.h"
 
 using namespace strata;
 using namespace strata::optim;
@@ -81,7 +81,8 @@ TEST(OptimMasterWeights, MastersAccumulateStepsTheParametersCannotHold) {
   // Steps of 1e-4 on a parameter of 1: each is below bfloat16's resolution there (2^-7), so
   // a bf16 parameter stepped directly would never move; the master adds them up.
   Tensor p = full({4}, 1.0, {.dtype = DType::BFloat16}).set_requires_grad(true);
-  MasterWeights opt({p}, [](std::vector<Tensor> ps) { return std::make_unique<SGD>(std::move(ps), SGDOptions{.lr = 1e-4}); });
+  MasterWeights opt(
+      {p}, [](std::vector<Tensor> ps) { return std::make_unique<SGD>(std::move(ps), SGDOptions{.lr = 1e-4}); });
   for (int k = 0; k < 100; ++k) {
     p.set_grad(full({4}, -1.0, {.dtype = DType::BFloat16}));
     opt.step();
@@ -111,8 +112,8 @@ TEST(OptimMasterWeights, SkipsParamsWithoutGradAndStepsFloat32ParamsDirectly) {
 
 TEST(OptimMasterWeights, ResumesBitwiseFromTheMastersNotTheRoundedParams) {
   for (DType dtype : {DType::BFloat16, DType::Float16}) {
-    expect_resume_bitwise(dtype,
-                          [](const std::vector<Tensor>& ps) { return std::make_unique<MasterWeights>(ps, make_adamw); });
+    expect_resume_bitwise(
+        dtype, [](const std::vector<Tensor>& ps) { return std::make_unique<MasterWeights>(ps, make_adamw); });
   }
   auto params = make_params(DType::BFloat16);
   MasterWeights opt(params, make_adamw);
