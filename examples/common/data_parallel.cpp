@@ -11,6 +11,24 @@
 
 namespace strata::examples {
 
+std::unique_ptr<optim::LrScheduler> make_lr_schedule(optim::Optimizer& optimizer, const TrainOptions& o) {
+  if (o.lr_schedule == "cosine")
+    return std::make_unique<optim::CosineSchedule>(
+        optimizer,
+        optim::CosineScheduleOptions{.warmup_steps = o.warmup, .total_steps = o.steps, .min_lr_ratio = o.min_lr_ratio});
+  if (o.lr_schedule == "wsd")
+    return std::make_unique<optim::WsdSchedule>(optimizer, optim::WsdOptions{.warmup_steps = o.warmup,
+                                                                             .total_steps = o.steps,
+                                                                             .decay_fraction = o.decay_fraction,
+                                                                             .min_lr_ratio = o.min_lr_ratio});
+  STRATA_CHECK(o.lr_schedule == "linear" || o.lr_schedule == "constant", "--lr-schedule ", o.lr_schedule,
+               " is not cosine, linear, constant or wsd");
+  const auto decay = o.lr_schedule == "linear" ? optim::DecayShape::Linear : optim::DecayShape::Constant;
+  return std::make_unique<optim::WarmupDecaySchedule>(
+      optimizer, optim::WarmupDecayOptions{
+                     .warmup_steps = o.warmup, .total_steps = o.steps, .decay = decay, .min_lr_ratio = o.min_lr_ratio});
+}
+
 DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& world, const TrainOptions& o,
                                          nn::ModulePredicate zero3_unit, dist::ProcessGroup* tensor,
                                          dist::ProcessGroup* pipeline,
@@ -24,9 +42,7 @@ DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& 
   if (tensor != nullptr) zo.tensor_parallel = {.group = tensor, .is_split = parallel::split_parameter_predicate(model)};
   if (pipeline != nullptr) zo.pipeline_parallel = {.group = pipeline, .duplicate = std::move(duplicate)};
   zero_ = std::make_unique<parallel::ZeroOptimizer>(model, adamw, world, zo, std::move(groups));
-  schedule_ = std::make_unique<optim::CosineSchedule>(
-      *zero_,
-      optim::CosineScheduleOptions{.warmup_steps = o.warmup, .total_steps = o.steps, .min_lr_ratio = o.min_lr_ratio});
+  schedule_ = make_lr_schedule(*zero_, o);
 }
 
 StepResult DataParallelTrainer::step(int64_t step, const Tensor& loss) { return this->step(step, loss.item()); }

@@ -1,7 +1,7 @@
 #pragma once
 // How an example's model trains on N ranks (or one process): one data-parallel path, a
 // ZeroOptimizer (AdamW over weight-decay groups) at --zero STAGE, stage 0 (DDP: gradients
-// averaged, every rank updates everything) without --zero, with a cosine schedule.
+// averaged, every rank updates everything) without --zero, with the --lr-schedule.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -33,6 +33,9 @@ class NonFiniteStep : public Error {
   using Error::Error;
 };
 
+// The --lr-schedule (with --warmup, --steps, --min-lr-ratio, --decay-fraction) over `optimizer`.
+std::unique_ptr<optim::LrScheduler> make_lr_schedule(optim::Optimizer& optimizer, const TrainOptions& o);
+
 class DataParallelTrainer {
  public:
   // Collective over `data`: every rank passes the same model (rank 0's weights are
@@ -54,7 +57,7 @@ class DataParallelTrainer {
   StepResult step(int64_t step, double loss);  // with this rank's loss as a number (a pipeline's)
 
   optim::Optimizer& optimizer() { return *zero_; }
-  optim::CosineSchedule& schedule() { return *schedule_; }
+  optim::LrScheduler& schedule() { return *schedule_; }
   parallel::ZeroOptimizer* zero() { return zero_.get(); }
 
  private:
@@ -67,7 +70,7 @@ class DataParallelTrainer {
   bool skip_nonfinite_;
   int64_t skipped_ = 0;
   std::unique_ptr<parallel::ZeroOptimizer> zero_;
-  std::unique_ptr<optim::CosineSchedule> schedule_;
+  std::unique_ptr<optim::LrScheduler> schedule_;
 };
 
 }  // namespace strata::examples

@@ -34,8 +34,15 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                  "--batch (the same run at any world size: for restarts on fewer ranks)")
       ->check(fits_int64());
   app.add_option("--lr", o.lr, "peak learning rate (AdamW)")->capture_default_str();
-  app.add_option("--min-lr-ratio", o.min_lr_ratio, "final lr / peak lr (cosine)")->capture_default_str();
+  app.add_option("--min-lr-ratio", o.min_lr_ratio, "final lr / peak lr (cosine, linear, wsd)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str()->check(fits_int64());
+  app.add_option("--lr-schedule", o.lr_schedule,
+                 "after the warm-up: cosine or linear decay to --min-lr-ratio at --steps, constant, or wsd "
+                 "(constant, then linear decay over the last --decay-fraction of the steps)")
+      ->check(CLI::IsMember({"cosine", "linear", "constant", "wsd"}))
+      ->capture_default_str();
+  app.add_option("--decay-fraction", o.decay_fraction, "with --lr-schedule wsd: share of --steps spent decaying")
+      ->capture_default_str();
   app.add_option("--weight-decay", o.weight_decay, "AdamW decay on matrices")->capture_default_str();
   app.add_option("--clip", o.clip, "clip the global gradient norm (0: off)")->capture_default_str();
   app.add_flag("--skip-nonfinite-steps", o.skip_nonfinite_steps,
@@ -118,6 +125,13 @@ void validate_train_options(const TrainOptions& o) {
   STRATA_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a finite number > 0, got ", o.lr);
   STRATA_CHECK(std::isfinite(o.min_lr_ratio) && o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
                "--min-lr-ratio must be in [0, 1], got ", o.min_lr_ratio);
+  STRATA_CHECK(std::isfinite(o.decay_fraction) && o.decay_fraction >= 0 && o.decay_fraction <= 1,
+               "--decay-fraction must be in [0, 1], got ", o.decay_fraction);
+  STRATA_CHECK(o.lr_schedule == "wsd" || o.decay_fraction == 0.1,
+               "--decay-fraction takes effect with --lr-schedule wsd only");
+  STRATA_CHECK(
+      o.lr_schedule != "wsd" || o.warmup + std::llround(o.decay_fraction * static_cast<double>(o.steps)) <= o.steps,
+      "--warmup ", o.warmup, " plus --decay-fraction ", o.decay_fraction, " of --steps ", o.steps, " exceed --steps");
   STRATA_CHECK(std::isfinite(o.weight_decay) && o.weight_decay >= 0,
                "--weight-decay must be a finite number >= 0, got ", o.weight_decay);
   STRATA_CHECK(std::isfinite(o.collective_timeout) && o.collective_timeout > 0 && o.collective_timeout <= 1e6,

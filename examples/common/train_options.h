@@ -20,6 +20,8 @@ struct TrainOptions {
   double lr = 1e-3;
   double min_lr_ratio = 0.1;
   int64_t warmup = 50;
+  std::string lr_schedule = "cosine";  // after the warm-up: cosine, linear, constant or wsd
+  double decay_fraction = 0.1;         // with --lr-schedule wsd: the share of --steps spent decaying
   double weight_decay = 0.1;
   double clip = 1.0;
   bool skip_nonfinite_steps = false;  // nan/inf loss or gradient norm: skip the step (default: stop)

@@ -1,5 +1,6 @@
 #include "cuda/executor.cuh"
 #include "strata_kernels/common/fused_adam.h"
+#include "strata_kernels/common/fused_lion.h"
 #include "strata_kernels/common/fused_sgd.h"
 #include "strata_kernels/multi_tensor_optim.h"
 
@@ -26,4 +27,10 @@ extern "C" cudaError_t strata_fused_sgd_f32(const void* t, const void* c, int64_
 }
 extern "C" cudaError_t strata_fused_sgd_f64(const void* t, const void* c, int64_t n, cudaStream_t s) {
   return launch<SgdTensor, FusedSgdOp, double>(t, c, n, s);
+}
+extern "C" cudaError_t strata_fused_lion_f32(const void* t, const void* c, int64_t n, cudaStream_t s) {
+  return launch<LionTensor, FusedLionOp, float>(t, c, n, s);
+}
+extern "C" cudaError_t strata_fused_lion_f64(const void* t, const void* c, int64_t n, cudaStream_t s) {
+  return launch<LionTensor, FusedLionOp, double>(t, c, n, s);
 }

@@ -12,6 +12,7 @@
 #include "strata_kernels/common/chunk_reduce.h"
 #include "strata_kernels/common/cpu_executor.h"
 #include "strata_kernels/common/fused_adam.h"
+#include "strata_kernels/common/fused_lion.h"
 #include "strata_kernels/common/fused_sgd.h"
 #include "strata_kernels/common/grad_ops.h"
 
@@ -176,6 +177,23 @@ void sgd_batch(const Batch<SgdTensorArgs>& batch, const SgdHyper& h, int64_t chu
       batch.device, batch.dtype, cuda_detail::MultiTensorKernel::Sgd, entries, sizes, chunk_elements);
 }
 
+template <class T>
+void lion_batch(const Batch<LionTensorArgs>& batch, const LionHyper& h, int64_t chunk_elements) {
+  std::vector<strata_kernels::LionTensor<T>> entries;
+  std::vector<int64_t> sizes;
+  for (const LionTensorArgs* a : batch.args) {
+    entries.push_back({.param = ptr<T>(a->param),
+                       .exp_avg = ptr<T>(a->exp_avg),
+                       .grad = ptr<T>(a->grad),
+                       .low_copy = low_bits(a->low_copy),
+                       .low_kind = low_kind(a->low_copy),
+                       .scalars = strata_kernels::lion_scalars<T>(a->lr, h.beta1, h.beta2, a->weight_decay)});
+    sizes.push_back(a->param.numel());
+  }
+  launch<strata_kernels::LionTensor<T>, strata_kernels::FusedLionOp<T>>(
+      batch.device, batch.dtype, cuda_detail::MultiTensorKernel::Lion, entries, sizes, chunk_elements);
+}
+
 // One reduction over `entries`; the chunks' partials, in chunk order.
 template <class Entry, class Op>
 std::vector<typename Op::Acc> reduce(Device device, DType dtype, cuda_detail::MultiTensorReduction reduction,
@@ -323,6 +341,25 @@ void fused_sgd_step(std::span<const SgdTensorArgs> tensors, const SgdHyper& hype
     }
   }
   for (const SgdTensorArgs& a : tensors) bump_versions({a.param, a.momentum_buffer, a.low_copy});
+}
+
+void fused_lion_step(std::span<const LionTensorArgs> tensors, const LionHyper& hyper, int64_t chunk_elements) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const LionTensorArgs& a = tensors[i];
+    const std::string w = who("Lion step", i);
+    check_param(w, a.param);
+    check_like(w, a.param, "gradient", a.grad);
+    check_like(w, a.param, "exp_avg", a.exp_avg);
+    check_low_copy(w, a.param, a.low_copy);
+  }
+  for (const auto& batch : batch_by_param(tensors)) {
+    if (batch.dtype == DType::Float32) {
+      lion_batch<float>(batch, hyper, chunk_elements);
+    } else {
+      lion_batch<double>(batch, hyper, chunk_elements);
+    }
+  }
+  for (const LionTensorArgs& a : tensors) bump_versions({a.param, a.exp_avg, a.low_copy});
 }
 
 }  // namespace strata::optim::multi_tensor

@@ -1,8 +1,8 @@
 #pragma once
 // Multi-tensor optimizer steps: every parameter of a step in one pass per (device, dtype),
 // through a chunk table (strata_kernels/common/multi_tensor.h). On CUDA one kernel launch, on the
-// CPU the same functors (strata_kernels/common/fused_adam.h, fused_sgd.h) under OpenMP, so both
-// round alike. optim::Adam/AdamW and optim::SGD step through them.
+// CPU the same functors (strata_kernels/common/fused_adam.h, fused_sgd.h, fused_lion.h) under
+// OpenMP, so both round alike. optim::Adam/AdamW, optim::SGD and optim::Lion step through them.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -47,12 +47,26 @@ struct SgdTensorArgs {
   bool init_buffer = false;
 };
 
+struct LionHyper {
+  double beta1 = 0.9;
+  double beta2 = 0.99;
+};
+
+// exp_avg: zero-filled on the parameter's first step.
+struct LionTensorArgs {
+  Tensor param{}, exp_avg{}, grad{}, low_copy{};
+  double lr = 0;
+  double weight_decay = 0;  // decoupled: p *= 1 - lr * weight_decay
+};
+
 // Update every tensor; one launch per (device, dtype). Every argument is checked first: a
 // bad one fails naming the tensor by its position, and nothing is updated.
 void fused_adam_step(std::span<const AdamTensorArgs> tensors, const AdamHyper& hyper,
                      int64_t chunk_elements = strata_kernels::kDefaultChunkElements);
 void fused_sgd_step(std::span<const SgdTensorArgs> tensors, const SgdHyper& hyper,
                     int64_t chunk_elements = strata_kernels::kDefaultChunkElements);
+void fused_lion_step(std::span<const LionTensorArgs> tensors, const LionHyper& hyper,
+                     int64_t chunk_elements = strata_kernels::kDefaultChunkElements);
 
 // Gradient operations over many tensors (float32 or float64, contiguous; any mix of devices
 // and dtypes, one launch per (device, dtype)). The reductions add in

@@ -26,7 +26,8 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, bool check_parameters) : gr
       STRATA_CHECK(p.dtype() == DType::Float32 || p.dtype() == DType::Float64, "Optimizer: parameter ", i, " of group ",
                    g, " (shape ", p.shape(), ") has dtype ", p.dtype(),
                    "; optimizers update float32 or float64 parameters (for bfloat16/float16 parameters keep float32 "
-                   "master weights: ZeroOptimizer with ZeroOptions::master_dtype, any stage)");
+                   "master weights: optim::MasterWeights in one process, or ZeroOptimizer with "
+                   "ZeroOptions::master_dtype, any stage)");
       // The step is one pass over the parameter's buffer, so it must be contiguous.
       STRATA_CHECK(p.is_contiguous(), "Optimizer: parameter ", i, " of group ", g, " (shape ", p.shape(),
                    ") is not contiguous");

@@ -13,10 +13,14 @@ const Tensor& StateReader::find(const std::string& key, const std::string& expec
 }
 
 const Tensor& StateReader::tensor_like(const std::string& key, const Tensor& like) {
-  const std::string expected = "shape " + like.shape().str() + ", dtype " + std::string(dtype_name(like.dtype()));
+  return tensor_like(key, like, like.shape());
+}
+
+const Tensor& StateReader::tensor_like(const std::string& key, const Tensor& like, const Shape& shape) {
+  const std::string expected = "shape " + shape.str() + ", dtype " + std::string(dtype_name(like.dtype()));
   const Tensor& t = find(key, expected);
-  STRATA_CHECK(t.shape() == like.shape() && t.dtype() == like.dtype(), who_, ": key \"", key, "\" has shape ",
-               t.shape(), ", dtype ", t.dtype(), "; expected ", expected, " (the parameter's)");
+  STRATA_CHECK(t.shape() == shape && t.dtype() == like.dtype(), who_, ": key \"", key, "\" has shape ", t.shape(),
+               ", dtype ", t.dtype(), "; expected ", expected, " (from the parameter's)");
   STRATA_CHECK(t.device() == like.device(), who_, ": key \"", key, "\" is on ", t.device(), ", the parameter on ",
                like.device());
   return t;

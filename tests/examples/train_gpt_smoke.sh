@@ -83,6 +83,17 @@ opts --metrics "$work/flat.jsonl" --min-lr-ratio 1 --clip 0 > /dev/null
 [ "$(field "$work/flat.jsonl" lr)" = "0.001 " ] \
   || { echo "--min-lr-ratio 1: lr $(field "$work/flat.jsonl" lr)"; exit 1; }
 [ "$(field "$work/flat.jsonl" grad_norm)" = "0.0 " ] || { echo "--clip 0 recorded gradient norms"; exit 1; }
+# --lr-schedule: wsd holds the peak until the last --decay-fraction 0.5 of the steps, then
+# decays linearly to --min-lr-ratio (0.1: 0.7 and 0.4 of the peak); constant never decays.
+opts --metrics "$work/wsd.jsonl" --lr-schedule wsd --decay-fraction 0.5 > /dev/null
+[ "$(field "$work/wsd.jsonl" lr)" = "0.0004 0.0007000000000000001 0.001 " ] \
+  || { echo "--lr-schedule wsd: lr $(field "$work/wsd.jsonl" lr)"; exit 1; }
+opts --metrics "$work/const.jsonl" --lr-schedule constant > /dev/null
+[ "$(field "$work/const.jsonl" lr)" = "0.001 " ] || { echo "--lr-schedule constant decayed"; exit 1; }
+if "$bin" "${common[@]}" --decay-fraction 0.3 > "$work/bad.log" 2>&1; then
+  echo "--decay-fraction without --lr-schedule wsd was accepted"; exit 1
+fi
+grep -q -- "--decay-fraction takes effect with --lr-schedule wsd only" "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
 opts --metrics "$work/seed1.jsonl" > /dev/null
 opts --metrics "$work/seed2.jsonl" --seed 2 > /dev/null
 opts --metrics "$work/wd.jsonl" --weight-decay 0.5 --lr 0.05 > /dev/null

@@ -114,6 +114,12 @@ field() { grep -o "\"$2\":[^,}]*" "$1" | cut -d: -f2 | sort -u | tr '\n' ' '; }
 opts --samples 0 --warmup 0 --lr 0.002 --metrics "$work/flat.jsonl" --min-lr-ratio 1 --clip 0 > /dev/null
 [ "$(field "$work/flat.jsonl" lr)" = "0.002 " ] || fail "--min-lr-ratio 1: lr $(field "$work/flat.jsonl" lr)"
 [ "$(field "$work/flat.jsonl" grad_norm)" = "0.0 " ] || fail "--clip 0 recorded gradient norms"
+# --lr-schedule linear decays to --min-lr-ratio 0.1 of the peak; wsd with --decay-fraction 0
+# never decays before the last step.
+opts --samples 0 --warmup 0 --lr 0.002 --metrics "$work/linear.jsonl" --lr-schedule linear > /dev/null
+[ "$(field "$work/linear.jsonl" lr)" != "0.002 " ] || fail "--lr-schedule linear kept the peak lr"
+opts --samples 0 --warmup 0 --lr 0.002 --metrics "$work/wsd.jsonl" --lr-schedule wsd --decay-fraction 0 > /dev/null
+[ "$(field "$work/wsd.jsonl" lr)" = "0.002 " ] || fail "--lr-schedule wsd --decay-fraction 0: $(field "$work/wsd.jsonl" lr)"
 opts --samples 0 --metrics "$work/seed1.jsonl" > /dev/null
 opts --samples 0 --metrics "$work/seed2.jsonl" --seed 2 > /dev/null
 opts --samples 0 --metrics "$work/wd.jsonl" --weight-decay 0.5 --lr 0.05 > /dev/null

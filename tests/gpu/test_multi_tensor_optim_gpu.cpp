@@ -1,4 +1,4 @@
-// The multi-tensor Adam and SGD steps on a GPU against the CPU executor (label gpu): the same chunk
+// The multi-tensor Adam, SGD and Lion steps on a GPU against the CPU executor (label gpu): the same chunk
 // table and functor, so the results must be equal bit for bit (no contraction on either
 // side, IEEE sqrt and division). Outputs are poisoned first, so an element the kernel never
 // writes shows.
@@ -132,6 +132,75 @@ TEST_F(MultiTensorOptimGpu, SgdOnCudaParametersEqualsTheCpu) {
     }
     EXPECT_TRUE(same_bytes(gpu_w.detach(), cpu_w.detach())) << "nesterov " << o.nesterov;
   }
+}
+
+// The multi-tensor Lion step: the CUDA kernel against the CPU executor, bit for bit, with
+// 16-bit copies and unaligned views (the scalar path), over the sizes above.
+TEST_F(MultiTensorOptimGpu, LionEqualsTheCpuExecutorBitForBit) {
+  const std::vector<int64_t> sizes = test_sizes();
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    Generator gen(23);
+    std::vector<optim::multi_tensor::LionTensorArgs> host, dev;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      optim::multi_tensor::LionTensorArgs a;
+      const Shape shape{sizes[i]};
+      a.param = randn(shape, {.dtype = dtype}, &gen);
+      a.grad = randn(shape, {.dtype = dtype}, &gen);
+      a.exp_avg = randn(shape, {.dtype = dtype}, &gen);
+      a.lr = i % 2 == 0 ? 1e-4 : 3e-3;
+      a.weight_decay = i % 3 == 0 ? 0.0 : 0.1;
+      if (dtype == DType::Float32) a.low_copy = zeros(shape, {.dtype = i % 2 == 0 ? DType::BFloat16 : DType::Float16});
+      optim::multi_tensor::LionTensorArgs d = a;
+      const bool offset = i % 5 == 4;
+      const auto to_gpu = [&](const Tensor& h) {
+        if (!offset) return h.to(gpu);
+        Tensor view = zeros({h.numel() + 1}, {.dtype = h.dtype(), .device = gpu}).narrow(0, 1, h.numel());
+        view.copy_(h);
+        return view;
+      };
+      d.param = to_gpu(a.param);
+      d.grad = to_gpu(a.grad);
+      d.exp_avg = to_gpu(a.exp_avg);
+      if (a.low_copy.defined()) d.low_copy = full(shape, std::nan(""), {.dtype = a.low_copy.dtype(), .device = gpu});
+      host.push_back(a);
+      dev.push_back(d);
+    }
+    for (int step = 0; step < 3; ++step) {
+      optim::multi_tensor::fused_lion_step(host, {.beta1 = 0.9, .beta2 = 0.99});
+      optim::multi_tensor::fused_lion_step(dev, {.beta1 = 0.9, .beta2 = 0.99});
+    }
+    cuda::synchronize();
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << dtype << " tensor " << i << " of " << sizes[i] << " elements");
+      ASSERT_TRUE(same_bytes(dev[i].param, host[i].param));
+      ASSERT_TRUE(same_bytes(dev[i].exp_avg, host[i].exp_avg));
+      if (host[i].low_copy.defined()) {
+        ASSERT_TRUE(same_bytes(dev[i].low_copy, host[i].low_copy));
+      }
+    }
+  }
+}
+
+// optim::Lion on CUDA parameters (one without a gradient in the first step): the CPU's bits.
+TEST_F(MultiTensorOptimGpu, LionOnCudaParametersEqualsTheCpu) {
+  Generator gen(9);
+  Tensor cpu_w = randn({513, 31}, {}, &gen), cpu_b = randn({31}, {}, &gen);
+  Tensor gpu_w = cpu_w.to(gpu), gpu_b = cpu_b.to(gpu);
+  for (Tensor* t : {&cpu_w, &cpu_b, &gpu_w, &gpu_b}) t->set_requires_grad(true);
+  optim::Lion cpu_opt({cpu_w, cpu_b}, {.lr = 1e-3, .weight_decay = 0.1});
+  optim::Lion gpu_opt({gpu_w, gpu_b}, {.lr = 1e-3, .weight_decay = 0.1});
+  for (int step = 0; step < 4; ++step) {
+    const Tensor gw = randn({513, 31}, {}, &gen), gb = randn({31}, {}, &gen);
+    cpu_w.set_grad(gw);
+    gpu_w.set_grad(gw.to(gpu));
+    cpu_b.set_grad(step == 0 ? Tensor() : gb);
+    gpu_b.set_grad(step == 0 ? Tensor() : gb.to(gpu));
+    cpu_opt.step();
+    gpu_opt.step();
+  }
+  EXPECT_TRUE(same_bytes(gpu_w.detach(), cpu_w.detach()));
+  EXPECT_TRUE(same_bytes(gpu_b.detach(), cpu_b.detach()));
+  EXPECT_TRUE(same_bytes(gpu_opt.state_dict().at("state.1.exp_avg"), cpu_opt.state_dict().at("state.1.exp_avg")));
 }
 
 // The fixed-order reductions on the GPU (lanes = threads, the tree in shared memory) give

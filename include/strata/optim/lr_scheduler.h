@@ -66,4 +66,97 @@ class CosineSchedule : public LrScheduler {
   CosineScheduleOptions options_;
 };
 
+// The shape of a decay from 1 to r = min_lr_ratio over progress x in [0, 1]:
+//   Constant: 1 (no decay)    Linear: r + (1 - r) (1 - x)
+//   Cosine:   r + (1 - r) (1 + cos(pi x)) / 2    OneMinusSqrt: r + (1 - r) (1 - sqrt(x))
+enum class DecayShape { Constant, Linear, Cosine, OneMinusSqrt };
+double decay_factor(DecayShape shape, double progress, double min_lr_ratio);
+
+struct WarmupDecayOptions {
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 1;  // the step at which the decay reaches min_lr_ratio
+  DecayShape decay = DecayShape::Linear;
+  double min_lr_ratio = 0.0;
+};
+
+// Linear warm-up, then a decay of the given shape (transformers' get_linear_schedule_with_warmup
+// and get_constant_schedule_with_warmup, with a floor):
+//   step < warmup:          (step + 1) / warmup
+//   warmup <= step < total: decay_factor(decay, (step - warmup) / (total - warmup), r)
+//   step >= total:          decay_factor(decay, 1, r)
+// With DecayShape::Cosine this is CosineSchedule.
+class WarmupDecaySchedule : public LrScheduler {
+ public:
+  WarmupDecaySchedule(Optimizer& optimizer, WarmupDecayOptions options);
+  double factor_at(int64_t step) const override;
+  const WarmupDecayOptions& options() const { return options_; }
+
+ private:
+  WarmupDecayOptions options_;
+};
+
+struct StepScheduleOptions {
+  int64_t step_size = 1;  // steps between decays
+  double gamma = 0.1;     // factor per decay
+};
+
+// torch.optim.lr_scheduler.StepLR: gamma^(step / step_size) (integer division).
+class StepSchedule : public LrScheduler {
+ public:
+  StepSchedule(Optimizer& optimizer, StepScheduleOptions options);
+  double factor_at(int64_t step) const override;
+  const StepScheduleOptions& options() const { return options_; }
+
+ private:
+  StepScheduleOptions options_;
+};
+
+struct OneCycleOptions {
+  int64_t total_steps = 1;
+  double pct_start = 0.3;         // the share of the steps spent raising the lr
+  double div_factor = 25.0;       // the first lr is max_lr / div_factor
+  double final_div_factor = 1e4;  // the last is the first / final_div_factor
+  bool cosine = true;             // false: linear annealing (anneal_strategy='linear')
+  bool three_phase = false;       // back down to the first lr before the final annealing
+};
+
+// torch.optim.lr_scheduler.OneCycleLR with the groups' initial_lr as max_lr (the factor is
+// relative to it), for the lr only (torch also cycles momentum with cycle_momentum=True).
+// Phases end at steps pct_start * total - 1, (with three_phase: 2 * pct_start * total - 2)
+// and total - 1; each anneals between its end factors over its steps. Steps past total - 1
+// hold the final factor (torch raises past total_steps).
+class OneCycleSchedule : public LrScheduler {
+ public:
+  OneCycleSchedule(Optimizer& optimizer, OneCycleOptions options);
+  double factor_at(int64_t step) const override;
+  const OneCycleOptions& options() const { return options_; }
+
+ private:
+  OneCycleOptions options_;
+};
+
+struct WsdOptions {
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 1;      // the step at which the decay reaches min_lr_ratio
+  double decay_fraction = 0.1;  // the share of total_steps spent decaying (rounded to steps)
+  DecayShape decay = DecayShape::Linear;
+  double min_lr_ratio = 0.0;
+};
+
+// Warmup-stable-decay (the "trapezoidal" schedule of Hägele et al. 2024 / MiniCPM): linear
+// warm-up (step + 1) / warmup, then 1 until the decay starts at total - D (D =
+// round(decay_fraction * total)), then decay_factor(decay, (step - (total - D)) / D, r),
+// r from step total on. Checks warmup + D <= total.
+class WsdSchedule : public LrScheduler {
+ public:
+  WsdSchedule(Optimizer& optimizer, WsdOptions options);
+  double factor_at(int64_t step) const override;
+  const WsdOptions& options() const { return options_; }
+  int64_t decay_steps() const { return decay_steps_; }
+
+ private:
+  WsdOptions options_;
+  int64_t decay_steps_;
+};
+
 }  // namespace strata::optim

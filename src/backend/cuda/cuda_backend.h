@@ -16,12 +16,12 @@ void copy(const Tensor& dst, const Tensor& src);
 // dst (on CUDA) = value, converted to dst's dtype.
 void fill(const Tensor& dst, double value);
 // Multi-tensor operations (optim/multi_tensor.cpp builds the tables): `tensors` is a host
-// array of the kernel's entries (strata_kernels::AdamTensor<T>, SgdTensor<T>, GradTensor<T>;
-// T float for float32, double for float64) holding device pointers, `chunks` a host array of
-// n_chunks strata_kernels::TensorChunk. Both are uploaded, then one launch on the current
+// array of the kernel's entries (strata_kernels::AdamTensor<T>, SgdTensor<T>, LionTensor<T>,
+// GradTensor<T>; T float for float32, double for float64) holding device pointers, `chunks`
+// a host array of n_chunks strata_kernels::TensorChunk. Both are uploaded, then one launch on the current
 // stream. A reduction also copies its n_chunks partials (partial_bytes each) into the host
 // array `partials` and returns once they are there.
-enum class MultiTensorKernel { Adam, Sgd, Scale };
+enum class MultiTensorKernel { Adam, Sgd, Lion, Scale };
 enum class MultiTensorReduction { SumOfSquares, UnscaleCheck };
 void multi_tensor_launch(MultiTensorKernel kernel, DType dtype, int device, const void* tensors, size_t tensors_bytes,
                          const void* chunks, int64_t n_chunks);

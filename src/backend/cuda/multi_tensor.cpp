@@ -69,6 +69,7 @@ Launcher launcher(MultiTensorKernel kernel, DType dtype) {
   switch (kernel) {
     case MultiTensorKernel::Adam: return f32 ? strata_fused_adam_f32 : strata_fused_adam_f64;
     case MultiTensorKernel::Sgd: return f32 ? strata_fused_sgd_f32 : strata_fused_sgd_f64;
+    case MultiTensorKernel::Lion: return f32 ? strata_fused_lion_f32 : strata_fused_lion_f64;
     case MultiTensorKernel::Scale: return f32 ? strata_scale_f32 : strata_scale_f64;
   }
   STRATA_FAIL("multi-tensor operation: unknown kernel");
