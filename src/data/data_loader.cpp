@@ -73,8 +73,8 @@ Fields stack_collate(std::vector<Fields>&& examples) {
     std::vector<Tensor> column;
     column.reserve(examples.size());
     for (size_t e = 0; e < examples.size(); ++e) {
-      STRATA_CHECK(examples[e].size() == fields, "stack_collate: example ", e, " of the batch has ",
-                   examples[e].size(), " fields but example 0 has ", fields);
+      STRATA_CHECK(examples[e].size() == fields, "stack_collate: example ", e, " of the batch has ", examples[e].size(),
+                   " fields but example 0 has ", fields);
       const Tensor& t = examples[e][f];
       STRATA_CHECK(t.defined(), "stack_collate: field ", f, " of example ", e, " of the batch is undefined");
       STRATA_CHECK(t.shape() == examples.front()[f].shape() && t.dtype() == examples.front()[f].dtype(),
@@ -94,8 +94,8 @@ class BatchStream::State {
  public:
   State(std::shared_ptr<const DataLoader::Source> source, int64_t epoch, int64_t first_step)
       : source_(std::move(source)), epoch_(epoch), next_step_(first_step), end_step_(source_->steps()) {
-    STRATA_CHECK(first_step >= 0 && first_step <= end_step_, "DataLoader: first batch ", first_step,
-                 " is outside [0, ", end_step_, "] for epoch ", epoch);
+    STRATA_CHECK(first_step >= 0 && first_step <= end_step_, "DataLoader: first batch ", first_step, " is outside [0, ",
+                 end_step_, "] for epoch ", epoch);
     STRATA_CHECK(epoch >= 0, "DataLoader: epoch must be >= 0, got ", epoch);
     if (source_->options.prefetch > 0) producer_ = std::thread([this] { produce(); });
   }

@@ -20,10 +20,10 @@ ParamInit xavier_uniform(int64_t fan_out, int64_t fan_in) {
 class OutProjection : public Linear {
  public:
   OutProjection(int64_t dim, bool with_bias, const InitOptions& init)
-      : Linear(initial_value({dim, dim}, linear_weight_init(dim, {.linear_init = LinearInit::KaimingUniform}), init),
-               with_bias ? initial_value({dim}, {.kind = ParamInit::Kind::Constant, .scale = 0.0}, init)
-                         : InitialValue{},
-               init.by_name) {}
+      : Linear(
+            initial_value({dim, dim}, linear_weight_init(dim, {.linear_init = LinearInit::KaimingUniform}), init),
+            with_bias ? initial_value({dim}, {.kind = ParamInit::Kind::Constant, .scale = 0.0}, init) : InitialValue{},
+            init.by_name) {}
 };
 
 // Sizes of one forward, batch first: query [B, L, E], key [B, S, kdim], value [B, S, vdim].
@@ -35,7 +35,8 @@ struct Dims {
 // neither is given. Bool true (excluded) becomes -inf; floating masks are added as they are.
 class MaskBuilder {
  public:
-  MaskBuilder(DType dtype, Dims d, int64_t heads, bool batched) : dtype_(dtype), d_(d), heads_(heads), batched_(batched) {}
+  MaskBuilder(DType dtype, Dims d, int64_t heads, bool batched)
+      : dtype_(dtype), d_(d), heads_(heads), batched_(batched) {}
 
   Tensor combine(const Tensor& key_padding_mask, const Tensor& attn_mask) const {
     Tensor padding, attn;
@@ -153,8 +154,8 @@ AttentionOutput composed_heads(const Heads& x, const Tensor& mask, double dropou
 }  // namespace
 
 AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                            const Tensor& key_padding_mask, const Tensor& attn_mask,
-                                            bool need_weights, bool average_attn_weights) {
+                                            const Tensor& key_padding_mask, const Tensor& attn_mask, bool need_weights,
+                                            bool average_attn_weights) {
   auto hooks = forward_hooks();
   STRATA_CHECK(query.defined() && key.defined() && value.defined(),
                "MultiheadAttention: query, key and value must be defined");
@@ -176,8 +177,8 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
                " and vdim ", vdim);
   STRATA_CHECK(k_in.size(0) == q_in.size(0) && v_in.size(0) == q_in.size(0) && v_in.size(1) == k_in.size(1),
                "MultiheadAttention: query ", query.shape(), ", key ", key.shape(), " and value ", value.shape(),
-               " must share the batch size, and key and value the source length (batch_first = ",
-               options_.batch_first, ")");
+               " must share the batch size, and key and value the source length (batch_first = ", options_.batch_first,
+               ")");
   const Dims d{q_in.size(0), q_in.size(1), k_in.size(1)};
   const Tensor mask = MaskBuilder(q_in.dtype(), d, num_heads_, batched).combine(key_padding_mask, attn_mask);
   const Heads heads = project(*this, q_in, k_in, v_in);

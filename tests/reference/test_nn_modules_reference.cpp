@@ -85,8 +85,7 @@ void add_case_inputs(const MhaCase& c, uint64_t seed, StateDict* in) {
     (*in)[p + "key"] = rand64(c.layout(c.source, c.kdim), seed + 1);
     (*in)[p + "value"] = rand64(c.layout(c.source, c.vdim), seed + 2);
   }
-  const Shape attn_shape =
-      c.attn_per_head ? Shape{c.batch * c.heads, c.target, c.source} : Shape{c.target, c.source};
+  const Shape attn_shape = c.attn_per_head ? Shape{c.batch * c.heads, c.target, c.source} : Shape{c.target, c.source};
   if (c.kpm == MaskKind::Bool) (*in)[p + "kpm"] = padding01(c);
   if (c.kpm == MaskKind::Float) (*in)[p + "kpm"] = rand64({c.batch, c.source}, seed + 3);
   if (c.attn == MaskKind::Bool) (*in)[p + "attn_mask"] = attention01(c);
@@ -117,8 +116,8 @@ void run_case(const MhaCase& c, uint64_t seed, StateDict* in, StateDict* ours) {
   };
   const Tensor query = input("query");
   const Tensor key = c.self ? query : input("key"), value = c.self ? query : input("value");
-  nn::AttentionOutput r = mha.forward(query, key, value, mask("kpm", c.kpm), mask("attn_mask", c.attn),
-                                      c.need_weights, c.average);
+  nn::AttentionOutput r =
+      mha.forward(query, key, value, mask("kpm", c.kpm), mask("attn_mask", c.attn), c.need_weights, c.average);
   Tensor loss = sum(mul(r.output, in->at(p + "w_out")));
   if (c.need_weights) {
     loss = add(loss, sum(mul(r.weights, in->at(p + "w_weights"))));
@@ -229,7 +228,8 @@ TEST(Reference, NnModulesMatchPyTorch) {
   }
   // The padding row's gradient is zero although the padding index is looked up three times.
   for (const auto& [name, row] : {std::pair{"p2", int64_t{2}}, std::pair{"neg1", int64_t{5}}}) {
-    const std::vector<double> g = ours.at(std::string("emb.") + name + ".grad.weight").select(0, row).to_vector<double>();
+    const std::vector<double> g =
+        ours.at(std::string("emb.") + name + ".grad.weight").select(0, row).to_vector<double>();
     EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](double v) { return v == 0.0; })) << name;
   }
 }

@@ -193,14 +193,12 @@ TEST(DataLoader, DatasetErrorsReachTheConsumerInOrder) {
 
 TEST(DataLoader, CollateErrorsAndCustomCollate) {
   for (const int prefetch : {0, 2}) {
-    DataLoader summed(numbers(8), {.batch_size = 4,
-                                   .shuffle = false,
-                                   .prefetch = prefetch,
-                                   .collate = [](std::vector<Fields>&& ex) {
-                                     int64_t total = 0;
-                                     for (const Fields& f : ex) total += f[0].to_vector<int64_t>()[0];
-                                     return Fields{from_vector(std::vector<int64_t>{total}, {1})};
-                                   }});
+    DataLoader summed(
+        numbers(8), {.batch_size = 4, .shuffle = false, .prefetch = prefetch, .collate = [](std::vector<Fields>&& ex) {
+                       int64_t total = 0;
+                       for (const Fields& f : ex) total += f[0].to_vector<int64_t>()[0];
+                       return Fields{from_vector(std::vector<int64_t>{total}, {1})};
+                     }});
     BatchStream s = summed.stream(0);
     EXPECT_EQ(s.next()->at(0).to_vector<int64_t>(), (std::vector<int64_t>{0 + 1 + 2 + 3}));
     EXPECT_EQ(s.next()->at(0).to_vector<int64_t>(), (std::vector<int64_t>{4 + 5 + 6 + 7}));

@@ -76,10 +76,9 @@ TEST(MultiheadAttention, GradientsMatchFiniteDifferencesOnTheFusedPath) {
   MultiheadAttention mha(6, 2, f64());
   const Tensor kpm = bool_mask({0, 0, 0, 1, 0, 0, 1, 1}, {2, 4});
   const Tensor attn = rand64({3, 4}, 9);  // additive
-  expect_gradients_match(
-      [&](const V& in) { return mha.forward(in[0], in[1], in[2], kpm, attn).output; },
-      {leaf64({2, 3, 6}, 1), leaf64({2, 4, 6}, 2), leaf64({2, 4, 6}, 3), mha.in_proj_weight, mha.in_proj_bias,
-       mha.out_proj->weight, mha.out_proj->bias});
+  expect_gradients_match([&](const V& in) { return mha.forward(in[0], in[1], in[2], kpm, attn).output; },
+                         {leaf64({2, 3, 6}, 1), leaf64({2, 4, 6}, 2), leaf64({2, 4, 6}, 3), mha.in_proj_weight,
+                          mha.in_proj_bias, mha.out_proj->weight, mha.out_proj->bias});
 }
 
 TEST(MultiheadAttention, GradientsMatchFiniteDifferencesWithWeights) {
@@ -183,12 +182,21 @@ TEST(MultiheadAttention, BadInputsAreNamed) {
   expect_error_mentions([] { MultiheadAttention(8, 2, {.dropout = 1.0}); }, {"dropout", "[0, 1)"});
   MultiheadAttention mha(8, 2, f64());
   const Tensor q = rand64({2, 3, 8}, 1), kv = rand64({2, 5, 8}, 2);
-  expect_error_mentions([&] { mha.forward(q, kv, kv, bool_mask(std::vector<double>(6, 0), {2, 3})); },
-                        {"key_padding_mask", "[2, 3]", "[2, 5]"});
-  expect_error_mentions([&] { mha.forward(q, kv, kv, {}, zeros({5, 3}, {.dtype = DType::Float64})); },
-                        {"attn_mask", "[5, 3]", "[3, 5]", "[4, 3, 5]"});
-  expect_error_mentions([&] { mha.forward(q, kv, kv, {}, zeros({3, 5}, {.dtype = DType::Int64})); },
-                        {"attn_mask", "int64", "Bool"});
+  expect_error_mentions(
+      [&] {
+        mha.forward(q, kv, kv, bool_mask(std::vector<double>(6, 0), {2, 3}));
+      },
+      {"key_padding_mask", "[2, 3]", "[2, 5]"});
+  expect_error_mentions(
+      [&] {
+        mha.forward(q, kv, kv, {}, zeros({5, 3}, {.dtype = DType::Float64}));
+      },
+      {"attn_mask", "[5, 3]", "[3, 5]", "[4, 3, 5]"});
+  expect_error_mentions(
+      [&] {
+        mha.forward(q, kv, kv, {}, zeros({3, 5}, {.dtype = DType::Int64}));
+      },
+      {"attn_mask", "int64", "Bool"});
   expect_error_mentions([&] { mha.forward(q, rand64({2, 5, 6}, 3), kv); }, {"kdim 8", "[2, 5, 6]"});
   expect_error_mentions([&] { mha.forward(q, kv, rand64({2, 4, 8}, 3)); }, {"source length", "[2, 4, 8]"});
   expect_error_mentions([&] { mha.forward(q, kv, kv, {}, leaf64({3, 5}, 4)); }, {"attn_mask requires grad"});
