@@ -8,18 +8,11 @@
 #include "strata/autograd/grad_mode.h"
 #include "strata/ops/elementwise.h"
 #include "strata/ops/reduce.h"
+#include "strata/optim/param_groups.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::optim {
 namespace {
-
-std::vector<ParamGroup> single_group(std::vector<Tensor> params, const AdafactorOptions& options) {
-  std::vector<ParamGroup> groups(1);
-  groups[0].params = std::move(params);
-  groups[0].lr = options.lr;
-  groups[0].weight_decay = options.weight_decay;
-  return groups;
-}
 
 bool factored(const Tensor& param) { return param.dim() >= 2; }
 
@@ -40,7 +33,7 @@ double rms(const Tensor& t) {
 }  // namespace
 
 Adafactor::Adafactor(std::vector<Tensor> params, AdafactorOptions options)
-    : Adafactor(single_group(std::move(params), options), options) {}
+    : Adafactor(one_group(std::move(params), options.lr, options.weight_decay), options) {}
 
 Adafactor::Adafactor(std::vector<ParamGroup> groups, AdafactorOptions options)
     : Optimizer(std::move(groups)), options_(options) {

@@ -5,18 +5,11 @@
 #include "optim/multi_tensor.h"
 #include "optim/state_reader.h"
 #include "strata/autograd/grad_mode.h"
+#include "strata/optim/param_groups.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::optim {
 namespace {
-
-std::vector<ParamGroup> single_group(std::vector<Tensor> params, double lr, double weight_decay) {
-  std::vector<ParamGroup> groups(1);
-  groups[0].params = std::move(params);
-  groups[0].lr = lr;
-  groups[0].weight_decay = weight_decay;
-  return groups;
-}
 
 AdamOptions to_adam(const AdamWOptions& o) {
   return {.lr = o.lr,
@@ -30,7 +23,7 @@ AdamOptions to_adam(const AdamWOptions& o) {
 }  // namespace
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
-    : Adam(single_group(std::move(params), options.lr, options.weight_decay), options) {}
+    : Adam(one_group(std::move(params), options.lr, options.weight_decay), options) {}
 
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions options) : Optimizer(std::move(groups)), options_(options) {
   STRATA_CHECK(options_.beta1 >= 0 && options_.beta1 < 1, "Adam: invalid beta1 ", options_.beta1,

@@ -5,22 +5,12 @@
 #include "optim/multi_tensor.h"
 #include "optim/state_reader.h"
 #include "strata/autograd/grad_mode.h"
+#include "strata/optim/param_groups.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::optim {
-namespace {
-
-std::vector<ParamGroup> single_group(std::vector<Tensor> params, const LionOptions& options) {
-  std::vector<ParamGroup> groups(1);
-  groups[0].params = std::move(params);
-  groups[0].lr = options.lr;
-  groups[0].weight_decay = options.weight_decay;
-  return groups;
-}
-
-}  // namespace
-
-Lion::Lion(std::vector<Tensor> params, LionOptions options) : Lion(single_group(std::move(params), options), options) {}
+Lion::Lion(std::vector<Tensor> params, LionOptions options)
+    : Lion(one_group(std::move(params), options.lr, options.weight_decay), options) {}
 
 Lion::Lion(std::vector<ParamGroup> groups, LionOptions options) : Optimizer(std::move(groups)), options_(options) {
   STRATA_CHECK(options_.beta1 >= 0 && options_.beta1 < 1, "Lion: invalid beta1 ", options_.beta1,

@@ -4,6 +4,14 @@
 
 namespace strata::optim {
 
+std::vector<ParamGroup> one_group(std::vector<Tensor> params, double lr, double weight_decay) {
+  std::vector<ParamGroup> groups(1);
+  groups[0].params = std::move(params);
+  groups[0].lr = lr;
+  groups[0].weight_decay = weight_decay;
+  return groups;
+}
+
 std::vector<ParamGroup> weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params, double lr,
                                             double weight_decay) {
   std::vector<ParamGroup> groups(2);

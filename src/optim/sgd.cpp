@@ -5,22 +5,12 @@
 #include "optim/multi_tensor.h"
 #include "optim/state_reader.h"
 #include "strata/autograd/grad_mode.h"
+#include "strata/optim/param_groups.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::optim {
-namespace {
-
-std::vector<ParamGroup> single_group(std::vector<Tensor> params, const SGDOptions& options) {
-  std::vector<ParamGroup> groups(1);
-  groups[0].params = std::move(params);
-  groups[0].lr = options.lr;
-  groups[0].weight_decay = options.weight_decay;
-  return groups;
-}
-
-}  // namespace
-
-SGD::SGD(std::vector<Tensor> params, SGDOptions options) : SGD(single_group(std::move(params), options), options) {}
+SGD::SGD(std::vector<Tensor> params, SGDOptions options)
+    : SGD(one_group(std::move(params), options.lr, options.weight_decay), options) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options) : Optimizer(std::move(groups)), options_(options) {
   STRATA_CHECK(std::isfinite(options_.momentum) && options_.momentum >= 0, "SGD: invalid momentum ", options_.momentum);

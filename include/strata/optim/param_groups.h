@@ -16,4 +16,8 @@ namespace strata::optim {
 std::vector<ParamGroup> weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params, double lr,
                                             double weight_decay);
 
+// One group of `params` with `lr` and `weight_decay`: what an optimizer built from a plain
+// parameter list holds.
+std::vector<ParamGroup> one_group(std::vector<Tensor> params, double lr, double weight_decay);
+
 }  // namespace strata::optim
