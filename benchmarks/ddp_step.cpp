@@ -84,7 +84,7 @@ struct Runner {
       loss.backward();
     }
     opt.step();
-    opt.zero_grad();  // keeps the bucket views (no copy back into the buckets)
+    opt.zero_grad(/*set_to_none=*/false);  // keeps the bucket views (no copy back into the buckets)
     return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
 };
