@@ -134,7 +134,7 @@ std::vector<Tensor> run_node(Node& node, std::vector<Tensor> inputs, bool retain
   node.run_output_grad_hooks(inputs);  // Tensor::register_hook on this node's outputs
   const auto& metas = node.output_meta();
   for (size_t i = 0; i < metas.size(); ++i) {
-    if (!inputs[i].defined()) inputs[i] = zeros(metas[i].shape, {.dtype = metas[i].dtype});
+    if (!inputs[i].defined()) inputs[i] = zeros(metas[i].shape, {.dtype = metas[i].dtype, .device = metas[i].device});
   }
   std::vector<Tensor> outputs = node.apply(std::move(inputs));
   if (!retain_graph) node.release();
