@@ -3,8 +3,8 @@
 #include <memory>
 
 #include "distributed/work_list.h"
-#include "strata/autograd/grad_mode.h"
 #include "strata/tensor/factory.h"
+#include "tensor/device_copy.h"
 
 namespace strata::dist::detail {
 namespace {
@@ -35,8 +35,9 @@ Tensor HostStage::output(const Tensor& t) {
 WorkPtr HostStage::finish(WorkPtr inner) {
   if (back_.empty()) return inner;
   return std::make_unique<StagedWork>(std::move(inner), [back = std::move(back_)]() mutable {
-    NoGradGuard no_grad;
-    for (auto& [device, host] : back) device.copy_(host);
+    // As the collective writes a host tensor's memory in place, not as a user's copy_: the
+    // version is left alone (ZeRO-3 regathers parameters that backward has saved).
+    for (auto& [device, host] : back) strata::detail::copy_any(device, host);
   });
 }
 

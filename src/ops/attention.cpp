@@ -72,7 +72,8 @@ void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op
   const char* names[3] = {"q", "k", "v"};
   const Tensor* inputs[3] = {&q, &k, &v};
   for (int i = 0; i < 3; ++i) {
-    detail::check_nn_input(*inputs[i], op, names[i]);
+    // 16-bit inputs are taken too: the fused kernel reads them, or they are widened below.
+    if (!detail::is_16bit(inputs[i]->dtype())) detail::check_nn_input(*inputs[i], op, names[i]);
     STRATA_CHECK(inputs[i]->dim() == 4, op, ": ", names[i], " must be [B, heads, T, D], got shape ",
                  inputs[i]->shape());
     STRATA_CHECK(inputs[i]->dtype() == q.dtype(), op, ": ", names[i], " has dtype ", inputs[i]->dtype(), " but q has ",
@@ -124,6 +125,21 @@ Tensor cuda_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
 
 double default_scale(const Tensor& q) { return 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(q.size(3), 1))); }
 
+// bfloat16/float16 q, k, v: cuDNN's fused attention on CUDA where it takes the problem (it
+// computes in float32 and rounds the output once), else the float32 attention of the
+// widened inputs rounded once to q's dtype, on either device.
+Tensor sixteen_bit_attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options,
+                             const Device& device) {
+  const double scale = options.scale.value_or(default_scale(q));
+  if (device.is_cuda() && detail::fused_attention_refusal(q, k, options.mask, options.causal).empty()) {
+    if (auto out = detail::fused_attention(q, k, v, options.causal, scale)) return *out;
+  }
+  AttentionOptions wide = options;
+  wide.scale = scale;
+  if (wide.mask.defined() && wide.mask.dtype() != DType::Bool) wide.mask = wide.mask.to(DType::Float32);
+  return attention(q.to(DType::Float32), k.to(DType::Float32), v.to(DType::Float32), wide).to(q.dtype());
+}
+
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& options) {
@@ -143,6 +159,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   const Shape scores{batch, heads, tq, tk};
   if (options.mask.defined()) check_mask(options.mask, scores, q.dtype());
   const Device device = detail::common_device("attention", {{"q", q}, {"k", k}, {"v", v}, {"mask", options.mask}});
+  if (detail::is_16bit(q.dtype())) return sixteen_bit_attention(q, k, v, options, device);
   Tensor mask = options.mask.defined() ? additive_mask(options.mask, scores, q.dtype()) : Tensor();
   if (under_autocast(q) && !device.is_cuda()) return detail::composite_attention(q, k, v, options.causal, scale, mask);
   return detail::on_device(
@@ -158,6 +175,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
                  q.shape(), " (all three must be [B, H, T, D])");
   }
   const Device device = detail::common_device("causal_attention", {{"q", q}, {"k", k}, {"v", v}});
+  if (detail::is_16bit(q.dtype())) return sixteen_bit_attention(q, k, v, {.causal = true}, device);
   if (under_autocast(q) && !device.is_cuda())
     return detail::composite_attention(q, k, v, true, default_scale(q), Tensor());
   return detail::on_device(

@@ -72,10 +72,11 @@ double max_abs(const Tensor& t) {
   return max_abs_diff(c, zeros_like(c));
 }
 
-// Switches the fused attention on for one test.
+// Switches the fused attention on for one test (it is on by default; the environment may not be).
 struct FusedOn {
+  bool was = cuda::fused_attention();
   FusedOn() { cuda::set_fused_attention(true); }
-  ~FusedOn() { cuda::set_fused_attention(false); }
+  ~FusedOn() { cuda::set_fused_attention(was); }
 };
 
 // bf16 and fp16, causal and not, GPT-2's head size and 128, against float32 on the CPU. The

@@ -49,6 +49,7 @@ void copy(const Tensor& dst, const Tensor& src) {
   no_cuda("copy", dst.device().is_cuda() ? dst.device() : src.device());
 }
 void fill(const Tensor& dst, double) { no_cuda("fill", dst.device()); }
+int64_t same_device_host_round_trips() { return 0; }
 void multi_tensor_launch(MultiTensorKernel, DType, int device, const void*, size_t, const void*, int64_t) {
   no_cuda("multi-tensor operation", Device::cuda(device));
 }

@@ -1,9 +1,11 @@
 // Copies between devices, dtype conversion and fill for CUDA tensors. Contiguous data moves
 // with one cudaMemcpy (or one conversion kernel for float32 <-> bfloat16/float16 on a
 // device); strided views on one device of one dtype with one kernel that writes only the
-// destination's elements (kernels/cuda/strided_copy.cu); anything else (other conversions,
-// views across devices, a copy within one storage) is staged through host memory, which is
-// slow but exact.
+// destination's elements (kernels/cuda/strided_copy.cu), and with a conversion between
+// float32 and a 16-bit dtype through contiguous device buffers; anything else (other
+// conversions, views across devices, a copy within one storage) is staged through host
+// memory, which is slow (it waits for the device) but exact.
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -19,6 +21,8 @@
 
 namespace strata::cuda_detail {
 namespace {
+
+std::atomic<int64_t> same_device_round_trips{0};
 
 // The storage elements [first, last) a view touches (strides are never negative in strata).
 std::pair<int64_t, int64_t> covered_range(const Tensor& t) {
@@ -138,7 +142,33 @@ bool strided_copy_on_device(const Tensor& dst, const Tensor& src) {
   return true;
 }
 
+// float32 <-> bfloat16/float16 on one device where either side is a strided view: the
+// source gathered into a contiguous buffer of its dtype, converted by one kernel, and
+// scattered into the destination: three kernels, no host round trip (autocast converts
+// the strided q, k, v views of attention this way).
+bool convert_strided_on_device(const Tensor& dst, const Tensor& src) {
+  if (!(dst.device() == src.device() && dst.device().is_cuda() && dst.dtype() != src.dtype() &&
+        dst.dim() <= strata_kernels::kMaxDims))
+    return false;
+  const auto floating16 = [](DType d) { return d == DType::BFloat16 || d == DType::Float16; };
+  const bool supported = (src.dtype() == DType::Float32 && floating16(dst.dtype())) ||
+                         (floating16(src.dtype()) && dst.dtype() == DType::Float32);
+  if (!supported) return false;
+  const TensorOptions on_device{.dtype = src.dtype(), .device = src.device()};
+  Tensor packed = src;
+  if (!src.is_contiguous()) {
+    packed = empty(src.shape(), on_device);
+    strided_copy_on_device(packed, src);
+  }
+  if (dst.is_contiguous()) return convert_on_device(dst, packed);
+  Tensor converted = empty(dst.shape(), {.dtype = dst.dtype(), .device = dst.device()});
+  convert_on_device(converted, packed);
+  return strided_copy_on_device(dst, converted);
+}
+
 }  // namespace
+
+int64_t same_device_host_round_trips() { return same_device_round_trips.load(std::memory_order_relaxed); }
 
 void copy(const Tensor& dst, const Tensor& src) {
   STRATA_CHECK(dst.shape() == src.shape(), "copy: destination shape ", dst.shape(), " differs from source shape ",
@@ -150,7 +180,8 @@ void copy(const Tensor& dst, const Tensor& src) {
     copy_bytes(dst.data_ptr(), dst.device(), src.data_ptr(), src.device(), dst.nbytes());
     return;
   }
-  if (convert_on_device(dst, src) || strided_copy_on_device(dst, src)) return;
+  if (convert_on_device(dst, src) || strided_copy_on_device(dst, src) || convert_strided_on_device(dst, src)) return;
+  if (dst.device() == src.device()) same_device_round_trips.fetch_add(1, std::memory_order_relaxed);
   Tensor h = host_contiguous(src);
   if (dst.device().is_cpu()) {
     cpu::copy_strided(dst, h);

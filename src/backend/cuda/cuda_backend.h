@@ -3,6 +3,7 @@
 // src/backend/cuda/*.cpp. A build without CUDA compiles src/backend/cuda/absent.cpp
 // instead, whose definitions throw "strata was built without CUDA".
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "strata/tensor/tensor.h"
@@ -13,6 +14,10 @@ namespace strata::cuda_detail {
 // dst = src element by element (shapes equal, dtypes may differ), at least one on CUDA.
 // Synchronous for the host: when dst is on the CPU it holds the values on return.
 void copy(const Tensor& dst, const Tensor& src);
+// How many copies with both sides on one GPU went through host memory (a conversion or
+// layout the device kernels do not take): each waits for the device, so a training step
+// should make none (tests/gpu/test_copy_gpu.cpp counts them).
+int64_t same_device_host_round_trips();
 // dst (on CUDA) = value, converted to dst's dtype.
 void fill(const Tensor& dst, double value);
 // Multi-tensor operations (optim/multi_tensor.cpp builds the tables): `tensors` is a host

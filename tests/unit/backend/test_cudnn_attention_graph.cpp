@@ -8,6 +8,8 @@
 // is tests/gpu/test_attention_gpu.cpp's part.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <set>
 #include <string>
 #include <vector>
@@ -171,6 +173,10 @@ TEST(CudnnAttentionGraph, AnUnknownDeviceDescriptionIsAClearError) {
 // Which calls the fused attention takes, decided without a GPU.
 TEST(FusedAttentionChoice, RefusesWhatCuDnnCannotTake) {
   const Tensor q = zeros({2, 4, 8, 64}, {.dtype = DType::BFloat16});
+  if (std::getenv("STRATA_FUSED_ATTENTION") == nullptr) {
+    EXPECT_TRUE(cuda::fused_attention()) << "on by default";
+  }
+  cuda::set_fused_attention(false);
   EXPECT_EQ(detail::fused_attention_refusal(q, q, Tensor(), true), "cuda::fused_attention() is off");
   cuda::set_fused_attention(true);
   EXPECT_EQ(detail::fused_attention_refusal(q.to(DType::Float32), q, Tensor(), true),
@@ -193,7 +199,6 @@ TEST(FusedAttentionChoice, RefusesWhatCuDnnCannotTake) {
   const Tensor empty_q = zeros({0, 4, 8, 64}, {.dtype = DType::BFloat16});
   EXPECT_EQ(detail::fused_attention_refusal(empty_q, empty_q, Tensor(), true), "empty");
   EXPECT_EQ(detail::fused_attention_refusal(q, q, Tensor(), true), "not on CUDA");
-  cuda::set_fused_attention(false);
 }
 
 }  // namespace

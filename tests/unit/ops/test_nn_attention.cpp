@@ -168,3 +168,34 @@ TEST(CausalAttention, Errors) {
     EXPECT_NE(std::string(e.what()).find("k has shape [1, 2, 3, 5]"), std::string::npos) << e.what();
   }
 }
+
+// bfloat16/float16 q, k, v (where no fused kernel takes them: always on the CPU) run the
+// float32 attention of the widened inputs and round the output once: bit for bit that
+// composition, with the gradient reaching the 16-bit leaves through the conversions.
+TEST(CausalAttention, SixteenBitInputsAreTheFloat32AttentionRoundedOnce) {
+  Generator gen(5);
+  for (DType dtype : {DType::BFloat16, DType::Float16}) {
+    for (bool causal : {true, false}) {
+      const Tensor q = randn({2, 3, 5, 8}, {}, &gen).to(dtype), k = randn({2, 3, 5, 8}, {}, &gen).to(dtype),
+                   v = randn({2, 3, 5, 8}, {}, &gen).to(dtype);
+      const Tensor mask = causal ? Tensor() : randn({5, 5}, {}, &gen).to(dtype);  // additive
+      const Tensor wide_mask = causal ? Tensor() : mask.to(DType::Float32);
+      const Tensor want = attention(q.to(DType::Float32), k.to(DType::Float32), v.to(DType::Float32),
+                                    {.causal = causal, .mask = wide_mask})
+                              .to(dtype);
+      Tensor q16 = q.detach().set_requires_grad(true);
+      const Tensor got = causal ? causal_attention(q16, k, v) : attention(q16, k, v, {.mask = mask});
+      EXPECT_EQ(got.dtype(), dtype);
+      EXPECT_EQ(got.to(DType::Float32).to_vector<float>(), want.to(DType::Float32).to_vector<float>()) << dtype;
+      got.to(DType::Float32).sum().backward();
+      ASSERT_TRUE(q16.grad().defined());
+      EXPECT_EQ(q16.grad().dtype(), dtype);
+    }
+  }
+  const Tensor b = ones({1, 1, 2, 8}, {.dtype = DType::BFloat16});
+  strata::testing::expect_error_mentions(
+      [&] {
+        (void)causal_attention(b, b, ones({1, 1, 2, 8}));
+      },
+      {"causal_attention", "v has dtype float32", "q has bfloat16"});
+}
