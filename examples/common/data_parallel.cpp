@@ -5,6 +5,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/device_setup.h"
 #include "strata/optim/param_groups.h"
 #include "strata/parallel/tp_grad_norm.h"
 #include "strata/tensor/factory.h"
@@ -33,7 +34,12 @@ DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& 
                                          nn::ModulePredicate zero3_unit, dist::ProcessGroup* tensor,
                                          dist::ProcessGroup* pipeline,
                                          std::function<bool(const std::string&)> duplicate)
-    : world_(world), clip_(o.clip), total_steps_(o.steps), skip_nonfinite_(o.skip_nonfinite_steps) {
+    : world_(world),
+      clip_(o.clip),
+      total_steps_(o.steps),
+      skip_nonfinite_(o.skip_nonfinite_steps),
+      autocast_(autocast_dtype(o)),
+      scaler_(optim::GradScalerOptions{.enabled = o.autocast == "fp16"}) {
   const optim::AdamWOptions adamw{.lr = o.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = o.weight_decay};
   auto groups = optim::weight_decay_groups(model.named_parameters(), o.lr, o.weight_decay);
   parallel::ZeroOptions zo;
@@ -56,14 +62,34 @@ StepResult DataParallelTrainer::step(int64_t step, double loss) {
   if (world_.size() > 1) world_.all_reduce(global, dist::ReduceOp::Avg)->wait();
   r.loss = global.item();
   if (!std::isfinite(r.loss)) return skip_or_stop(step, r, "the loss", r.loss);
+  if (scaler_.options().enabled) {
+    r.loss_scale = scaler_.scale_value();
+    scaler_.unscale(*zero_);  // agreed over every group: all ranks skip or step together
+    if (scaler_.found_inf()) return skip_overflow(r);
+  }
   if (clip_ > 0) {
     r.grad_norm = zero_->clip_grad_norm(clip_);  // across shards, stages and tensor ranks
+    // With fp16 the scaler has unscaled this step: a skip must also close its step.
+    if (!std::isfinite(r.grad_norm) && scaler_.options().enabled && skip_nonfinite_) return skip_overflow(r);
     if (!std::isfinite(r.grad_norm)) return skip_or_stop(step, r, "the gradient norm", r.grad_norm);
   }
-  zero_->step();
+  scaler_.step(*zero_);  // without fp16: zero_->step()
+  scaler_.update();
   zero_->zero_grad();
   schedule_->step();
   r.skipped_steps = skipped_;
+  r.overflow_steps = overflows_;
+  return r;
+}
+
+StepResult DataParallelTrainer::skip_overflow(StepResult r) {
+  scaler_.step(*zero_);  // records the skip: no update
+  scaler_.update();      // halves the scale
+  zero_->zero_grad();
+  schedule_->step();  // the learning rate stays a function of the step
+  r.overflow = true;
+  r.skipped_steps = skipped_;
+  r.overflow_steps = ++overflows_;
   return r;
 }
 

@@ -1,10 +1,12 @@
 #pragma once
 // How an example's model trains on N ranks (or one process): one data-parallel path, a
 // ZeroOptimizer (AdamW over weight-decay groups) at --zero STAGE, stage 0 (DDP: gradients
-// averaged, every rank updates everything) without --zero, with the --lr-schedule.
+// averaged, every rank updates everything) without --zero, with the --lr-schedule, and the
+// loss scaler of --autocast fp16.
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/train_options.h"
@@ -12,17 +14,21 @@
 #include "strata/distributed/process_group.h"
 #include "strata/nn/module.h"
 #include "strata/optim/adam.h"
+#include "strata/optim/grad_scaler.h"
 #include "strata/optim/lr_scheduler.h"
 #include "strata/parallel/zero.h"
 
 namespace strata::examples {
 
 struct StepResult {
-  double loss = 0;            // the global batch's mean loss (the mean of the ranks' means)
-  double lr = 0;              // the learning rate this step used
-  double grad_norm = 0;       // before clipping (0 without --clip)
-  bool skipped = false;       // --skip-nonfinite-steps skipped this step: the weights are unchanged
-  int64_t skipped_steps = 0;  // steps skipped so far in this run
+  double loss = 0;             // the global batch's mean loss (the mean of the ranks' means)
+  double lr = 0;               // the learning rate this step used
+  double grad_norm = 0;        // before clipping (0 without --clip)
+  bool skipped = false;        // --skip-nonfinite-steps skipped this step: the weights are unchanged
+  int64_t skipped_steps = 0;   // steps skipped so far in this run
+  double loss_scale = 0;       // --autocast fp16: the loss scale this step used (0: no scaling)
+  bool overflow = false;       // --autocast fp16: the gradients overflowed, the step was skipped
+  int64_t overflow_steps = 0;  // --autocast fp16: steps skipped for overflow so far in this run
 };
 
 // A step whose loss or gradient norm is nan or inf, without --skip-nonfinite-steps: thrown on
@@ -56,6 +62,12 @@ class DataParallelTrainer {
   StepResult step(int64_t step, const Tensor& loss);
   StepResult step(int64_t step, double loss);  // with this rank's loss as a number (a pipeline's)
 
+  // --autocast fp16: backward runs from the loss times this scale (a power of two), and
+  // step() unscales the gradients, skipping a step whose gradients overflowed (the scale then
+  // halves; after 2000 good steps it doubles), as torch's GradScaler. 1 without.
+  double loss_scale() const { return scaler_.options().enabled ? scaler_.scale_value() : 1.0; }
+  std::optional<DType> autocast() const { return autocast_; }
+
   optim::Optimizer& optimizer() { return *zero_; }
   optim::LrScheduler& schedule() { return *schedule_; }
   parallel::ZeroOptimizer* zero() { return zero_.get(); }
@@ -63,12 +75,17 @@ class DataParallelTrainer {
  private:
   // Skips (or with --skip-nonfinite-steps off, refuses) step `step`: `what` is nan or inf.
   StepResult skip_or_stop(int64_t step, StepResult r, const char* what, double value);
+  // --autocast fp16: the loss scaler found inf or nan in the unscaled gradients.
+  StepResult skip_overflow(StepResult r);
 
   dist::ProcessGroup& world_;  // the data-parallel group
   double clip_;
   int64_t total_steps_;
   bool skip_nonfinite_;
   int64_t skipped_ = 0;
+  int64_t overflows_ = 0;
+  std::optional<DType> autocast_;
+  optim::GradScaler scaler_;
   std::unique_ptr<parallel::ZeroOptimizer> zero_;
   std::unique_ptr<optim::LrScheduler> schedule_;
 };

@@ -1,5 +1,6 @@
 #include "common/layout.h"
 
+#include "common/device_setup.h"
 #include "strata/core/error.h"
 #include "strata/parallel/tp_factory.h"
 
@@ -8,6 +9,7 @@ namespace strata::examples {
 Layout make_layout(dist::ProcessGroup& world, const TrainOptions& o) {
   Layout layout;
   layout.lead = world.rank() == 0;
+  layout.device = training_device(o);
   layout.data = &world;
   if (o.tp <= 1 && o.pp <= 1) return layout;
   STRATA_CHECK(world.size() % (o.tp * o.pp) == 0, "--pp ", o.pp, " x --tp ", o.tp, " does not divide the ",

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/train_options.h"
+#include "strata/core/device.h"
 #include "strata/distributed/device_mesh.h"
 #include "strata/nn/layer_factory.h"
 
@@ -18,10 +19,11 @@ struct Layout {
   dist::ProcessGroup* pipeline = nullptr;     // null without --pp
   std::shared_ptr<nn::LayerFactory> factory;  // the models' layers (null: one process's)
   bool lead = true;                           // rank 0 of the world: prints and writes files
+  Device device = Device::cpu();              // where this rank trains (--device)
 };
 
 // Collective over `world` with --tp or --pp > 1 (it builds the mesh). Degrees that do not
-// divide the world size are refused, naming them.
+// divide the world size are refused, naming them. Selects this rank's --device (current GPU).
 Layout make_layout(dist::ProcessGroup& world, const TrainOptions& o);
 
 // " (data) x 2 tensor-parallel ranks (sequence parallel) x 2 pipeline stages (1F1B, 4

@@ -1,5 +1,7 @@
 #include "common/model_training.h"
 
+#include <exception>
+#include <string>
 #include <utility>
 
 #include "common/pipeline_setup.h"
@@ -16,12 +18,19 @@ std::function<bool(const std::string&)> stage_duplicates(const nn::CausalLM& mod
   return parallel::duplicate_parameters(model, *layout.pipeline);
 }
 
+// The model on the layout's --device, before anything (optimizer, flat buffers) sees its
+// parameters.
+nn::CausalLM& on_device(nn::CausalLM& model, Device device) {
+  if (device.is_cuda()) model.to(device);
+  return model;
+}
+
 }  // namespace
 
 ModelTraining::ModelTraining(nn::CausalLM& model, const train::ModelFamily& family, const Layout& layout,
                              const parallel::PipelinePartition& partition, const TrainOptions& o,
                              dist::ProcessGroup& world)
-    : model_(model),
+    : model_(on_device(model, layout.device)),
       layout_(layout),
       o_(o),
       world_(world),
@@ -31,7 +40,8 @@ ModelTraining::ModelTraining(nn::CausalLM& model, const train::ModelFamily& fami
       pipeline_(make_pipeline(model, layout, partition, o, trainer_, step_timeline_.timeline())) {}
 
 StepResult ModelTraining::step(int64_t step, const data::Batch& batch) {
-  return train_step(step, model_, pipeline_.get(), batch, trainer_, step_timeline_);
+  const data::Batch here{batch.inputs.to(layout_.device), batch.targets.to(layout_.device)};
+  return train_step(step, model_, pipeline_.get(), here, trainer_, step_timeline_);
 }
 
 StepResult step_keeping_checkpoints(ModelTraining& training, Checkpointing& checkpointing, int64_t step,
@@ -41,6 +51,12 @@ StepResult step_keeping_checkpoints(ModelTraining& training, Checkpointing& chec
   } catch (const NonFiniteStep&) {
     checkpointing.complete_pending();
     throw;
+  } catch (const std::exception& e) {
+    // Out of memory (the allocator names the bytes requested and free) or any other failure:
+    // said with the step. The caller ends the process with status 1; under mpirun that ends
+    // every rank, including those waiting for this one in a collective.
+    throw Error("step " + std::to_string(step + 1) + "/" + std::to_string(training.total_steps()) +
+                " failed: " + e.what());
   }
 }
 

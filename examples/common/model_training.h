@@ -28,13 +28,15 @@ class ModelTraining {
  public:
   // Collective over the layout's groups: the members below are made in their order, each
   // from the ones before (the trainer broadcasts rank 0's weights; the pipeline reduces
-  // through the trainer). `model` is this rank's part (`partition`'s stage with --pp).
+  // through the trainer). `model` is this rank's part (`partition`'s stage with --pp); it is
+  // moved to the layout's device first.
   ModelTraining(nn::CausalLM& model, const train::ModelFamily& family, const Layout& layout,
                 const parallel::PipelinePartition& partition, const TrainOptions& o, dist::ProcessGroup& world);
   ModelTraining(const ModelTraining&) = delete;
   ModelTraining& operator=(const ModelTraining&) = delete;
 
-  // Collective: forward, backward and the optimizer (or the pipeline's schedule) on `batch`.
+  // Collective: forward, backward and the optimizer (or the pipeline's schedule) on `batch`
+  // (moved to the layout's device), under --autocast.
   StepResult step(int64_t step, const data::Batch& batch);
 
   // What --save writes and --resume loads: the model, optimizer, schedule, `sampler`'s
@@ -44,6 +46,7 @@ class ModelTraining {
   train::CheckpointTarget checkpoint_target(data::BatchSampler& sampler, checkpoint::Metadata config);
 
   parallel::Pipeline* pipeline() { return pipeline_.get(); }  // null without --pp
+  int64_t total_steps() const { return o_.steps; }
   parallel::ZeroOptimizer* zero() { return trainer_.zero(); }
 
  private:
@@ -59,7 +62,8 @@ class ModelTraining {
 
 // training.step, except that a step stopped by a non-finite loss (NonFiniteStep, on every
 // rank) first lets a background save of an earlier step complete: the newest checkpoint is
-// then the last good state, and the bad one is never saved.
+// then the last good state, and the bad one is never saved. Any other failure (out of memory)
+// is rethrown as an Error naming the step: "step 3/100 failed: out of memory on cuda:0: ...".
 StepResult step_keeping_checkpoints(ModelTraining& training, Checkpointing& checkpointing, int64_t step,
                                     const data::Batch& batch);
 

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <string>
 
+#include "strata/core/device.h"
+
 namespace strata::examples {
 
 // Creates `dir` if needed; fails naming `option` when it cannot be created or written.
@@ -18,7 +20,9 @@ double available_memory_bytes();
 
 // Fails with "out of memory: requested N bytes for one training step's activations (<what>,
 // K rank(s) on this node)" when `rank_bytes` times the ranks on this node (they share its
-// memory) exceeds MemAvailable; `what` names the options that set the size.
-void check_step_memory(double rank_bytes, const std::string& what);
+// memory) exceeds MemAvailable; `what` names the options that set the size. On CUDA
+// (`device`) the activations live in GPU memory: nothing is checked here, and a step that does
+// not fit fails with the allocator's error naming the bytes requested and free.
+void check_step_memory(double rank_bytes, const std::string& what, Device device);
 
 }  // namespace strata::examples

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/device_setup.h"
 #include "common/preflight.h"
 #include "strata/core/error.h"
 #include "strata/distributed/init.h"
@@ -87,6 +88,15 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--timeline-step", o.timeline_step, "the step --timeline records (0-based)")
       ->capture_default_str()
       ->check(fits_int64());
+  app.add_option("--device", o.device,
+                 "where each rank trains: cpu, cuda (GPU local-rank % visible GPUs) or cuda:N; the model, "
+                 "optimizer state and batches live there")
+      ->capture_default_str();
+  app.add_option("--autocast", o.autocast,
+                 "mixed precision of the matrix products: none, bf16, or fp16 (with dynamic loss scaling: a "
+                 "step whose gradients overflow is skipped and the scale halved)")
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}))
+      ->capture_default_str();
   app.add_option("--collective-timeout", o.collective_timeout,
                  "seconds a collective may wait for the other ranks before the run fails (default: "
                  "$STRATA_COLLECTIVE_TIMEOUT, else 600)")
@@ -102,6 +112,7 @@ void check_not_negative(NamedValues options) {
 }
 
 void validate_train_options(const TrainOptions& o) {
+  check_device_option(o);
   check_at_least_one({{"--steps", o.steps}, {"--batch", o.batch}, {"--log-every", o.log_every}});
   check_not_negative({{"--warmup", o.warmup}, {"--global-batch", o.global_batch}});
   STRATA_CHECK(o.warmup <= o.steps, "--warmup ", o.warmup, " must not exceed --steps ", o.steps);

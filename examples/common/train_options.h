@@ -39,6 +39,8 @@ struct TrainOptions {
   int64_t chunks = 2;                   // with --schedule interleaved: model chunks per rank
   std::string timeline = {};            // Chrome-trace JSON of step --timeline-step ('' : none)
   int64_t timeline_step = 1;            // the (0-based) step --timeline records
+  std::string device = "cpu";           // cpu, cuda (local rank % GPUs) or cuda:N
+  std::string autocast = "none";        // none, bf16 or fp16 (with dynamic loss scaling)
 };
 
 // CLI11 saturates integers that overflow; this refuses them instead, naming the value.

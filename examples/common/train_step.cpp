@@ -2,6 +2,10 @@
 
 #include <cstdlib>
 #include <limits>
+#include <optional>
+
+#include "strata/ops/autocast.h"
+#include "strata/ops/elementwise.h"
 
 namespace strata::examples {
 namespace {
@@ -25,16 +29,21 @@ StepResult train_step(int64_t step, nn::CausalLM& model, parallel::Pipeline* pip
   {
     auto step_span = spans.span("training step", "step", {{"step", step}});
     double loss = 0;
+    const std::optional<DType> autocast = trainer.autocast();
     if (pipeline != nullptr) {
+      pipeline->set_loss_scale(trainer.loss_scale());
+      autocast::Scope scope(autocast.value_or(DType::BFloat16), autocast.has_value());
       loss = pipeline->train_step(batch.inputs, batch.targets);  // its spans per micro-batch
     } else {
       Tensor l;
       {
         auto span = spans.span("forward", "compute");
+        autocast::Scope scope(autocast.value_or(DType::BFloat16), autocast.has_value());
         l = model.loss(batch.inputs, batch.targets);
       }
       auto span = spans.span("backward (with DDP/ZeRO reductions)", "compute");
-      l.backward();
+      // fp16: the scaled loss, so that small gradients do not flush to zero (1: unchanged).
+      (trainer.loss_scale() == 1.0 ? l : mul(l, trainer.loss_scale())).backward();
       loss = l.item();
     }
     auto span = spans.span("optimizer (clip, step, loss average)", "optimizer");

@@ -12,6 +12,7 @@
 //   mpirun -np 4 train_gpt --tp 2 --zero 1       # dp=2 x tp=2: each layer split over 2 ranks
 //   mpirun -np 8 train_gpt --pp 2 --tp 2 --layers 4   # pp=2 x dp=2 x tp=2 (1F1B, 4 micro-batches)
 //   train_gpt --timeline runs/step.json          # Perfetto timeline of step 1 (every rank)
+//   mpirun -np 2 train_gpt --device cuda --autocast bf16   # each rank on its GPU, bf16 products
 //
 // Under mpirun every rank builds the same model, DistributedDataParallel averages the
 // gradients, and the BatchSampler gives each rank its slice of every global batch (so N
@@ -40,6 +41,7 @@
 
 #include "common/checkpointing.h"
 #include "common/data_parallel.h"
+#include "common/device_setup.h"
 #include "common/layout.h"
 #include "common/model_training.h"
 #include "common/pipeline_setup.h"
@@ -96,8 +98,11 @@ double evaluate(nn::GPT& model, parallel::Pipeline* pipeline, const data::Synthe
                 train::MetricsWriter& metrics, int64_t step) {
   // ZeRO-3 gathers each block as evaluation reaches it (module hooks), like training does.
   model.eval();
+  const Device device = model.parameters().front().device();  // --device (the pipeline moves its own)
   data::EvalResult r = task.evaluate(
-      [&](const Tensor& tokens) { return pipeline ? pipeline->forward_logits(tokens) : model.forward(tokens); },
+      [&](const Tensor& tokens) {
+        return pipeline ? pipeline->forward_logits(tokens) : model.forward(tokens.to(device));
+      },
       examples);
   model.train();
   if (!g_lead) return r.accuracy;
@@ -155,15 +160,17 @@ double step_flops(const nn::GPT& model, bool pipelined, const nn::GPTConfig& con
                                           global_batch);
 }
 
-void print_banner(const Options& o, const examples::TrainOptions& t, const nn::GPTConfig& config, int data_ranks) {
+void print_banner(const Options& o, const examples::TrainOptions& t, const nn::GPTConfig& config, int data_ranks,
+                  const std::string& device_note) {
   if (!g_lead) return;
   std::printf(
       "GPT: %lld parameters (%lld layers, %lld heads, width %lld, context %lld, vocab %lld); "
-      "task: %d-digit addition; batch %lld x %d rank(s)%s; parameters %s\n",
+      "task: %d-digit addition; batch %lld x %d rank(s)%s; parameters %s%s\n",
       static_cast<long long>(whole_parameters(config)), static_cast<long long>(o.layers),
       static_cast<long long>(o.heads), static_cast<long long>(o.width), static_cast<long long>(config.context),
       static_cast<long long>(config.vocab_size), o.digits, static_cast<long long>(t.batch), data_ranks,
-      examples::tensor_parallel_note(t).c_str(), t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
+      examples::tensor_parallel_note(t).c_str(), t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32",
+      device_note.c_str());
 }
 
 // Test hook (tests/faults): rank STRATA_TEST_STALL_RANK stops participating at step
@@ -210,7 +217,8 @@ int run(const Options& o) {
   examples::check_step_memory(step_activation_bytes(t.batch, config),
                               "--batch " + std::to_string(t.batch) + " x context " + std::to_string(config.context) +
                                   " x width " + std::to_string(config.n_embd) + " x " + std::to_string(config.n_layer) +
-                                  " layers");
+                                  " layers",
+                              layout.device);
   // With --pp this rank builds its stage only (embedding on the first, head on the last).
   const parallel::PipelinePartition partition =
       examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
@@ -233,7 +241,7 @@ int run(const Options& o) {
   const int64_t global_batch = t.batch * data.size();
   train::Progress progress(t.steps, global_batch * task.sequence_length(),
                            step_flops(model, layout.pipeline != nullptr, config, global_batch));
-  print_banner(o, t, config, data.size());
+  print_banner(o, t, config, data.size(), examples::device_note(t, layout.device, world.size()));
 
   const int64_t end = examples::end_step(o.ckpt, t.steps);
   const InjectedFaults faults(world.rank());
@@ -242,7 +250,7 @@ int run(const Options& o) {
     std::vector<int64_t> indices = sampler.next();
     data::Batch batch = task.make_batch(indices);
     const examples::StepResult result = examples::step_keeping_checkpoints(training, checkpointing, step, batch);
-    examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
+    examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result, layout.device);
     checkpointing.after_step(step + 1);  // collective: every rank writes its part
     if (o.eval_every > 0 && (step + 1) % o.eval_every == 0 && step + 1 != t.steps)
       evaluate(model, pipeline, task, o.eval_examples, metrics, step + 1);

@@ -10,6 +10,7 @@
 //   mpirun -np 4 train_llama --pp 2 --zero 1      # 2 pipeline stages x 2 data ranks (1F1B)
 //   train_llama --save runs/l --save-every 200 --export-hf runs/hf   # resumable saves, HF weights
 //   mpirun -np 2 train_llama --zero 1 --resume runs/l --global-batch 8   # continue in any layout
+//   train_llama --device cuda --autocast fp16     # on the GPU, fp16 products with loss scaling
 //
 // Without --data, rank 0 turns --text (default /usr/share/common-licenses, from Debian's
 // base-files) into a byte-level token file, every byte one token (vocab 256), and every rank
@@ -39,6 +40,7 @@
 
 #include "common/checkpointing.h"
 #include "common/data_parallel.h"
+#include "common/device_setup.h"
 #include "common/layout.h"
 #include "common/model_training.h"
 #include "common/pipeline_setup.h"
@@ -145,17 +147,19 @@ double validation_loss(nn::CausalLM& model, parallel::Pipeline* pipeline, const 
   const int64_t windows = std::min(corpus.val_windows(o.context), o.eval_windows) / n * n;
   NoGradGuard no_grad;
   model.eval();
+  const Device device = model.parameters().front().device();  // --device
   double sum = 0;
   for (int64_t first = world.rank(); first < windows; first += o.train.batch * n) {
     std::vector<int64_t> mine;
     for (int64_t w = first; w < windows && static_cast<int64_t>(mine.size()) < o.train.batch; w += n) mine.push_back(w);
     data::Batch b = corpus.val_batch(mine, o.context);
-    // Through the pipeline: its last stage's logits, on every rank of the group.
-    const double loss = pipeline == nullptr
-                            ? model.loss(b.inputs, b.targets).item()
-                            : cross_entropy(pipeline->forward_logits(b.inputs).reshape({b.targets.numel(), -1}),
-                                            b.targets.reshape({b.targets.numel()}))
-                                  .item();
+    // Through the pipeline: its last stage's logits, on every rank of the group (on the last
+    // stage's device there, on the CPU elsewhere).
+    const Tensor logits = pipeline == nullptr ? Tensor() : pipeline->forward_logits(b.inputs);
+    const double loss = pipeline == nullptr ? model.loss(b.inputs.to(device), b.targets.to(device)).item()
+                                            : cross_entropy(logits.reshape({b.targets.numel(), -1}),
+                                                            b.targets.to(logits.device()).reshape({b.targets.numel()}))
+                                                  .item();
     sum += loss * static_cast<double>(mine.size());
   }
   model.train();
@@ -215,6 +219,7 @@ void print_samples(nn::CausalLM& model, parallel::Pipeline* pipeline, const std:
                    const Options& o) {
   const bool bytes = model.vocab_size() == data::kByteVocabSize;
   const int64_t new_tokens = std::min(o.sample_tokens, o.context - static_cast<int64_t>(prompt.size()));
+  // On the host: nn::generate and the pipeline move each step's input to the model's --device.
   const Tensor input = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())});
   for (int64_t i = 0; i < o.samples; ++i) {
     const nn::GenerateOptions g{.temperature = o.temperature,
@@ -291,14 +296,15 @@ void print_banner(const Options& o, const nn::LlamaConfig& config, const example
   std::printf(
       "LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
       "context %lld, vocab %lld); data: %lld training and %lld validation tokens; batch %lld x %d rank(s)"
-      "%s; %s; parameters %s\n",
+      "%s; %s; parameters %s%s\n",
       static_cast<long long>(whole_parameters(config)), static_cast<long long>(o.layers),
       static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads), static_cast<long long>(o.width),
       static_cast<long long>(o.intermediate), static_cast<long long>(o.context),
       static_cast<long long>(config.vocab_size), static_cast<long long>(corpus.train_tokens()),
       static_cast<long long>(corpus.val_tokens()), static_cast<long long>(t.batch), data_ranks,
       examples::tensor_parallel_note(t).c_str(), data_parallel_note(t, layout, data_ranks).c_str(),
-      t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32");
+      t.param_dtype == "bf16" ? "bf16 (fp32 master)" : "float32",
+      examples::device_note(t, layout.device, dist::world().size()).c_str());
 }
 
 int run(Options o) {
@@ -316,10 +322,11 @@ int run(Options o) {
   const std::vector<int64_t> prompt = sample_prompt(corpus, o);
 
   const nn::LlamaConfig config = model_config(o, corpus);
-  examples::check_step_memory(step_activation_bytes(t.batch, config), "--batch " + std::to_string(t.batch) +
-                                                                          " x --context " + std::to_string(o.context) +
-                                                                          " x --width " + std::to_string(o.width) +
-                                                                          " x " + std::to_string(o.layers) + " layers");
+  examples::check_step_memory(step_activation_bytes(t.batch, config),
+                              "--batch " + std::to_string(t.batch) + " x --context " + std::to_string(o.context) +
+                                  " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) +
+                                  " layers",
+                              layout.device);
   // With --pp this rank builds its stage only (embedding on the first, norm and head on the last).
   const parallel::PipelinePartition partition =
       examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
@@ -355,7 +362,7 @@ int run(Options o) {
   for (int64_t step = start; step < end; ++step) {
     data::Batch batch = corpus.train_batch(sampler.next(), o.context);
     const examples::StepResult result = examples::step_keeping_checkpoints(training, checkpointing, step, batch);
-    examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result);
+    examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result, layout.device);
     checkpointing.after_step(step + 1);
     if ((o.eval_every > 0 && (step + 1) % o.eval_every == 0) || step + 1 == t.steps) evaluate(step + 1);
   }

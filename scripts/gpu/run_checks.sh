@@ -57,6 +57,22 @@ for t in gpu_ddp gpu_zero gpu_tp; do
   [ -x "$bin/$t" ] && command -v mpirun >/dev/null &&
     check "${t}_np2" mpirun --oversubscribe -np 2 -x LD_LIBRARY_PATH "$bin/$t"
 done
+# The example trainers on the GPU: a handful of small steps, the progress lines printed (loss,
+# tokens/s, peak GPU memory); tests/gpu/train_gpt_cuda.sh checks the loss falls and the errors.
+if [ -x "$bin/train_gpt" ] && command -v mpirun >/dev/null; then
+  check train_gpt_cuda_np2 mpirun --oversubscribe -np 2 -x LD_LIBRARY_PATH "$bin/train_gpt" --device cuda \
+    --autocast bf16 --steps 40 --log-every 10 --layers 2 --width 64 --heads 4 --digits 2 --batch 32 --warmup 5 \
+    --lr 3e-3 --eval-examples 50 --metrics ""
+  # A batch that cannot fit: the run must fail at step 1, naming the bytes, and not hang.
+  # shellcheck disable=SC2016
+  check train_gpt_cuda_oom bash -c 'out=$("$0" "$@" 2>&1); rc=$?; echo "$out"; echo "exit $rc (expected non-zero)";
+    [ "$rc" -ne 0 ] && grep -q "step 1/2 failed: .*out of memory on cuda" <<< "$out"' "$bin/train_gpt" \
+    --device cuda --steps 2 --batch 1000000 --layers 2 --width 64 --heads 4 --digits 2 --metrics ""
+fi
+[ -x "$bin/train_llama" ] && [ -d /usr/share/common-licenses ] &&
+  check train_llama_cuda_np1 "$bin/train_llama" --device cuda --autocast fp16 --steps 40 --log-every 10 \
+    --layers 2 --width 64 --heads 4 --kv-heads 2 --intermediate 128 --context 64 --batch 16 --warmup 5 --lr 3e-3 \
+    --eval-windows 64 --samples 1 --sample-tokens 32 --tokens-out /tmp/strata-gpu/corpus.tokens --metrics ""
 check fused_adam_bench "$bin/bench_fused_adam" --device cuda --steps 50
 check fused_adam_bench_bf16 "$bin/bench_fused_adam" --device cuda --steps 50 --low-copy
 if command -v compute-sanitizer >/dev/null; then

@@ -190,18 +190,26 @@ std::function<bool(const std::string&)> Pipeline::duplicate_parameters() const {
   return parallel::duplicate_parameters(model_, group_);
 }
 
+Device Pipeline::model_device() const {
+  const std::vector<Tensor> parameters = model_.parameters();
+  return parameters.empty() ? Device::cpu() : parameters.front().device();
+}
+
 double Pipeline::train_step(const Tensor& tokens, const Tensor& targets) {
-  return run(tokens, targets, Mode::Train).item();
+  const Device device = model_device();
+  return run(tokens.to(device), targets.to(device), Mode::Train).item();
 }
 
 double Pipeline::eval_loss(const Tensor& tokens, const Tensor& targets) {
   NoGradGuard no_grad;
-  return run(tokens, targets, Mode::Eval).item();
+  const Device device = model_device();
+  return run(tokens.to(device), targets.to(device), Mode::Eval).item();
 }
 
 Tensor Pipeline::forward_logits(const Tensor& tokens) {
   NoGradGuard no_grad;
-  return run(tokens, tokens, Mode::Logits);
+  const Tensor here = tokens.to(model_device());
+  return run(here, here, Mode::Logits);
 }
 
 void Pipeline::agree_shapes(int64_t batch, int64_t seq_len) {
@@ -346,7 +354,7 @@ void Pipeline::forward(StepState& st, int micro_batch, int chunk) {
                                                          model_.vocab_size());
       const double weight = st.weights[static_cast<size_t>(micro_batch)];
       st.loss += loss.item() * weight;
-      if (st.training) slot.loss = mul(loss, weight);
+      if (st.training) slot.loss = mul(loss, weight * loss_scale_);
     } else {
       slot.output = y;
     }
@@ -398,7 +406,8 @@ void Pipeline::backward(StepState& st, int micro_batch, int chunk) {
 
 void Pipeline::post_transfers(StepState& st, const PipelineAction& action) {
   const Shape hidden{st.rows, st.local_seq_len, model_.hidden_size()};
-  const TensorOptions dtype{.dtype = model_.compute_dtype()};
+  // Received activations and gradients land where this stage computes.
+  const TensorOptions dtype{.dtype = model_.compute_dtype(), .device = model_device()};
   std::vector<dist::P2POp> ops;
   std::vector<Tensor> keep;  // alive until the batch completes
   std::vector<std::shared_ptr<dist::Work>*> arrivals;

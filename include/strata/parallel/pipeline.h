@@ -74,9 +74,13 @@ class Pipeline {
   Pipeline& operator=(const Pipeline&) = delete;
 
   // Forward and backward of one global batch: tokens and targets int64 [B, T], B divisible
-  // by m, the same on every rank of the group. Gradients are accumulated into the parameters
-  // (call zero_grad between steps as usual). Returns the batch's mean loss on every rank.
+  // by m, the same on every rank of the group, on any device (they are moved to the model's).
+  // Gradients are accumulated into the parameters (call zero_grad between steps as usual).
+  // Returns the batch's mean loss on every rank (unscaled).
   double train_step(const Tensor& tokens, const Tensor& targets);
+  // Loss scaling (optim::GradScaler with float16 autocast): train_step's backward starts from
+  // the loss times `scale`, so the gradients come out multiplied by it. 1 by default.
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
   // The mean loss of a batch without gradients (forwards only, micro-batches as in training).
   double eval_loss(const Tensor& tokens, const Tensor& targets);
   // Full logits [B, T, vocab] of any batch on every rank (forwards only, one micro-batch;
@@ -101,6 +105,7 @@ class Pipeline {
   void backward(StepState& st, int micro_batch, int chunk);
   void post_transfers(StepState& st, const PipelineAction& action);
   void finish_gradients();
+  Device model_device() const;  // where this stage's parameters (and so its activations) live
 
   nn::CausalLM& model_;
   dist::ProcessGroup& group_;
@@ -112,6 +117,7 @@ class Pipeline {
   std::unique_ptr<dist::ProcessGroup> tied_group_;  // first and last stage's ranks, when they differ
   std::pair<int64_t, int64_t> agreed_shape_{-1, -1};
   PipelineStepStats stats_;
+  double loss_scale_ = 1.0;
 };
 
 // True for the parameters pipeline stage `stage` holds as a copy of one another stage holds
