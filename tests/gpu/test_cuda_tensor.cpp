@@ -159,7 +159,10 @@ TEST_F(CudaTensor, EmptyCacheAfterResetPeakAndOutOfMemoryMessage) {
 
 TEST_F(CudaTensor, ErrorsNameOpAndDevice) {
   Tensor a = ones({4}, {.device = gpu});
-  expect_error_mentions([&] { (void)sum(a); }, {"sum", "cuda:0"});
+  // scatter_add has no CUDA kernel (src/ops/indexing.cpp runs the CPU's only); sum, which this
+  // test used before, has one now.
+  const Tensor index = zeros({4}, {.dtype = DType::Int64, .device = gpu});
+  expect_error_mentions([&] { (void)scatter_add(a, 0, index, a); }, {"scatter_add", "cuda:0"});
   expect_error_mentions([&] { (void)a.data<float>(); }, {"cuda:0", "host memory"});
   const int n = cuda::device_count();
   expect_error_mentions([&] { (void)zeros({1}, {.device = Device::cuda(n)}); },
@@ -182,15 +185,19 @@ TEST_F(CudaTensor, ToDeviceIsDifferentiable) {
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 2, 2}));
 }
 
-// Ops without a CUDA implementation refuse real device tensors in their device switch, with
-// one message naming the op and the device; mixing devices names both inputs.
+// Ops without a CUDA implementation (index_select, gather: src/ops/indexing.cpp) refuse
+// device tensors in their device switch, with one message naming the op and the device;
+// mixing devices is refused before that, naming the op and both inputs' devices.
 TEST_F(CudaTensor, OpsWithoutCudaKernelNameTheOpAndDevice) {
-  Tensor a = ones({2, 3}).to(gpu), w = ones({3, 4}).to(gpu);
+  Tensor a = ones({2, 3}).to(gpu);
   const std::string none = "no CUDA implementation yet (tensor on cuda:0)";
   const Tensor first = from_vector(std::vector<int64_t>{0}, {1});
-  expect_error_mentions([&] { (void)index_select(a, 1, first); }, {"index_select: " + none});
+  expect_error_mentions([&] { (void)index_select(a, 1, first.to(gpu)); }, {"index_select: " + none});
   const Tensor column = zeros({2, 1}, {.dtype = DType::Int64}).to(gpu);
   expect_error_mentions([&] { (void)gather(a, 1, column); }, {"gather: " + none});
+  expect_error_mentions([&] { (void)index_select(a, 1, first); },
+                        {"index_select: inputs are on different devices", "input of shape [2, 3] on cuda:0",
+                         "index of shape [1] on cpu"});
   expect_error_mentions([&] { (void)add(ones({2, 3}), a); }, {"add: inputs are on different devices", "cpu", "cuda:0"});
 }
 

@@ -4,11 +4,14 @@
 // is equal bit for bit, except logsumexp, which calls the platform's exp and log (CUDA's
 // device math vs glibc, a few ulps apart in double before the float64 sum, so its float64
 // result may differ by a few ulps; float32 rounds that double once, so by at most 1 ulp).
-// Inputs hold ties, NaN, infinities and -0.0; strided views and leading batch dimensions too;
+// Inputs hold ties, NaN, infinities and -0.0 (a NaN comes back from round/floor/ceil/trunc
+// with its own bits on both devices); strided views and leading batch dimensions too;
 // outputs are poisoned with NaN before each launch. Gradients are compared the same way.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -25,6 +28,11 @@ using testing::poison;
 using testing::same_bits;
 
 Tensor host(const Tensor& t) { return t.to(Device::cpu()); }
+
+struct RoundingCase {
+  const char* name;
+  Tensor (*op)(const Tensor&);
+};
 
 // Normal values times 3 with half-way values, signed zeros, NaN and infinities mixed in, and
 // (small integers) ties.
@@ -78,6 +86,30 @@ TEST_F(MathOpsGpu, RoundingAndClassTestsEqualTheCpuBitForBit) {
   Tensor leaf = specials({5, 6}, DType::Float32, 3).to(gpu).detach().set_requires_grad(true);
   sum(floor(leaf)).backward();
   EXPECT_EQ(host(leaf.grad()).to_vector<double>(), std::vector<double>(30, 0.0));
+}
+
+// NaNs of other signs and payloads than std::nan's, as bit patterns.
+template <class T, class Bits>
+Tensor nans_from_bits(const std::vector<Bits>& bits) {
+  std::vector<T> v(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) std::memcpy(&v[i], &bits[i], sizeof(T));
+  return from_vector(v, {static_cast<int64_t>(v.size())});
+}
+
+// Proves: round/floor/ceil/trunc hand a NaN back with its own bits (sign, payload) on the GPU
+// as on the CPU (the GPU's float32 rounding instructions would return their canonical NaN).
+TEST_F(MathOpsGpu, RoundingKeepsTheBitsOfANan) {
+  const Tensor f32 = nans_from_bits<float, uint32_t>({0x7fc01234u, 0xffc00001u, 0x7fc00000u});
+  const Tensor f64 = nans_from_bits<double, uint64_t>({0x7ff8000000001234ull, 0xfff8000000000001ull});
+  for (const Tensor& x : {f32, f64}) {
+    for (RoundingCase c : {RoundingCase{"round", [](const Tensor& a) { return round(a); }},
+                           RoundingCase{"floor", [](const Tensor& a) { return floor(a); }},
+                           RoundingCase{"ceil", [](const Tensor& a) { return ceil(a); }},
+                           RoundingCase{"trunc", [](const Tensor& a) { return trunc(a); }}}) {
+      EXPECT_TRUE(same_bits(c.op(x), x)) << c.name << " " << x.dtype() << " on the CPU";
+      EXPECT_TRUE(same_bits(host(c.op(x.to(gpu))), x)) << c.name << " " << x.dtype() << " on the GPU";
+    }
+  }
 }
 
 TEST_F(MathOpsGpu, MinAndArgminEqualTheCpuBitForBit) {

@@ -7,7 +7,9 @@
 // The rules are PyTorch 1.13's: round halves to even (rint in the default rounding mode:
 // 0.5 -> 0, 2.5 -> 2, -0.5 -> -0); sign is (0 < x) - (x < 0), so sign(-0.0) = +0 and
 // sign(NaN) = 0; integer inputs round to themselves; integers and bools are never NaN or
-// infinite.
+// infinite. A NaN input is returned as it is, bits and all: IEEE 754 leaves the payload of
+// rint/floor/ceil/trunc(NaN) open (x86 keeps the input's bits; an NVIDIA GPU's float32
+// instructions return the canonical NaN 0x7fffffff), so the bits would depend on the device.
 #include <math.h>
 #include <stdint.h>
 
@@ -29,6 +31,8 @@ struct RoundingFn {
     if constexpr (C == RoundingCode::Sign) {
       return static_cast<T>((T(0) < x) - (x < T(0)));
     } else if constexpr (std::is_integral<T>::value) {
+      return x;
+    } else if (x != x) {
       return x;
     } else if constexpr (C == RoundingCode::Round) {
       return rint(x);
