@@ -68,7 +68,8 @@ std::string device_note(const TrainOptions& o, Device device, int world_size) {
 
 std::string peak_memory_note(Device device) {
   if (!device.is_cuda()) return "";
-  const double gib = static_cast<double>(cuda_allocator::stats(device.index).peak_in_use_bytes) / (1024.0 * 1024 * 1024);
+  const double gib =
+      static_cast<double>(cuda_allocator::stats(device.index).peak_in_use_bytes) / (1024.0 * 1024 * 1024);
   char buf[64];
   std::snprintf(buf, sizeof buf, " | peak GPU memory %.2f GiB", gib);
   return buf;

@@ -67,7 +67,7 @@ if [ -x "$bin/train_gpt" ] && command -v mpirun >/dev/null; then
   # shellcheck disable=SC2016
   check train_gpt_cuda_oom bash -c 'out=$("$0" "$@" 2>&1); rc=$?; echo "$out"; echo "exit $rc (expected non-zero)";
     [ "$rc" -ne 0 ] && grep -q "step 1/2 failed: .*out of memory on cuda" <<< "$out"' "$bin/train_gpt" \
-    --device cuda --steps 2 --batch 1000000 --layers 2 --width 64 --heads 4 --digits 2 --metrics ""
+    --device cuda --steps 2 --warmup 0 --batch 1000000 --layers 2 --width 64 --heads 4 --digits 2 --metrics ""
 fi
 [ -x "$bin/train_llama" ] && [ -d /usr/share/common-licenses ] &&
   check train_llama_cuda_np1 "$bin/train_llama" --device cuda --autocast fp16 --steps 40 --log-every 10 \

@@ -12,18 +12,18 @@ const Tensor& StateReader::find(const std::string& key, const std::string& expec
   return it->second;
 }
 
-const Tensor& StateReader::tensor_like(const std::string& key, const Tensor& like) {
+Tensor StateReader::tensor_like(const std::string& key, const Tensor& like) {
   return tensor_like(key, like, like.shape());
 }
 
-const Tensor& StateReader::tensor_like(const std::string& key, const Tensor& like, const Shape& shape) {
+Tensor StateReader::tensor_like(const std::string& key, const Tensor& like, const Shape& shape) {
   const std::string expected = "shape " + shape.str() + ", dtype " + std::string(dtype_name(like.dtype()));
   const Tensor& t = find(key, expected);
   STRATA_CHECK(t.shape() == shape && t.dtype() == like.dtype(), who_, ": key \"", key, "\" has shape ", t.shape(),
                ", dtype ", t.dtype(), "; expected ", expected, " (from the parameter's)");
-  STRATA_CHECK(t.device() == like.device(), who_, ": key \"", key, "\" is on ", t.device(), ", the parameter on ",
-               like.device());
-  return t;
+  // State read from a checkpoint is on the CPU; it follows its parameter (as torch's
+  // Optimizer.load_state_dict moves state to the parameter's device).
+  return t.device() == like.device() ? t : t.to(like.device());
 }
 
 int64_t StateReader::int64_scalar(const std::string& key) {

@@ -17,11 +17,12 @@ class StateReader {
 
   const std::string& who() const { return who_; }
   bool contains(const std::string& key) const { return state_.count(key) != 0; }
-  // The entry `key`, checked to exist and to match `like`'s shape, dtype and device.
-  const Tensor& tensor_like(const std::string& key, const Tensor& like);
+  // The entry `key`, checked to exist and to match `like`'s shape and dtype, on like's
+  // device (a copy there when it is elsewhere, e.g. CPU state of CUDA parameters).
+  Tensor tensor_like(const std::string& key, const Tensor& like);
   // The same with `shape` instead of like's (state smaller than its parameter: Adafactor's
   // row and column statistics).
-  const Tensor& tensor_like(const std::string& key, const Tensor& like, const Shape& shape);
+  Tensor tensor_like(const std::string& key, const Tensor& like, const Shape& shape);
   // One-element int64 / float64 entries (how scalars are stored).
   int64_t int64_scalar(const std::string& key);
   double float64_scalar(const std::string& key);

@@ -29,7 +29,7 @@ awk -v a="$(loss 10)" -v b="$(loss 60)" 'BEGIN { exit !(b < 0.8 * a) }' \
 
 # Out of memory inside a step: one rank, a batch of a million problems.
 status=0
-timeout 120 "$bin" "${small[@]}" --steps 2 --batch 1000000 --device cuda > "$work/oom.log" 2>&1 || status=$?
+timeout 120 "$bin" "${small[@]}" --steps 2 --warmup 0 --batch 1000000 --device cuda > "$work/oom.log" 2>&1 || status=$?
 cat "$work/oom.log"
 if [ "$status" -eq 0 ] || [ "$status" -eq 124 ]; then fail "out of memory: exit status $status (124: it hung)"; fi
 grep -q "step 1/2 failed: .*out of memory on cuda:[0-9]*: requested [0-9]* bytes" "$work/oom.log" \

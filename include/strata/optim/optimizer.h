@@ -52,7 +52,8 @@ class Optimizer {
   // float64 for lr. Entries are copies, and a load restores them bit for bit, so a resumed
   // run continues exactly. A parameter without state (never had a gradient) has no
   // "state.<i>.*" keys. load_state_dict checks every key, shape and dtype, throws naming the
-  // missing, mismatched or unexpected entry, and changes nothing unless all are valid.
+  // missing, mismatched or unexpected entry, and changes nothing unless all are valid. State
+  // on another device than its parameter (a CPU checkpoint of a GPU run) is moved to it.
   virtual StateDict state_dict() const = 0;
   virtual void load_state_dict(const StateDict& state) = 0;
 
