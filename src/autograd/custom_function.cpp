@@ -73,8 +73,7 @@ std::vector<Tensor> finish_function(const std::type_info& type, std::shared_ptr<
            std::vector<Tensor> grads(metas.size());
            for (size_t j = 0; j < differentiable.size(); ++j) grads[differentiable[j]] = bc.grad(j);
            for (size_t i = 0; i < grads.size(); ++i)
-             if (!grads[i].defined())
-               grads[i] = zeros(metas[i].shape, {.dtype = metas[i].dtype, .device = metas[i].device});
+             if (!grads[i].defined()) grads[i] = zeros(metas[i].shape, {.dtype = metas[i].dtype, .device = metas[i].device});
            std::vector<Tensor> result = backward(ctx.get(), std::move(grads));
            STRATA_CHECK(result.size() == n_inputs, name, "::backward returned ", result.size(),
                         " gradients; it must return one per forward argument (", n_inputs, ")");
