@@ -39,6 +39,7 @@ struct TrainOptions {
   int64_t chunks = 2;                   // with --schedule interleaved: model chunks per rank
   std::string timeline = {};            // Chrome-trace JSON of step --timeline-step ('' : none)
   int64_t timeline_step = 1;            // the (0-based) step --timeline records
+  int64_t profile_step = -1;            // the (0-based) step whose op table is printed (-1: none)
 };
 
 // CLI11 saturates integers that overflow; this refuses them instead, naming the value.

@@ -24,7 +24,7 @@ std::shared_ptr<SessionState> g_current;
 struct OpenScope {
   std::shared_ptr<SessionState> state;
   std::string name;
-  int device = -1;  // CUDA ordinal, -1 on the CPU
+  int device = -1;       // CUDA ordinal, -1 on the CPU
   int64_t begin_ns = 0;  // steady clock
   int64_t children_ns = 0;
   int64_t launches_at_begin = 0;
@@ -171,7 +171,8 @@ void Scope::end() noexcept {
   detail::OpenScope open = std::move(detail::t_open.back());
   detail::t_open.pop_back();
   const int64_t host_ns = end_ns - open.begin_ns;
-  if (!detail::t_open.empty() && detail::t_open.back().state == open.state) detail::t_open.back().children_ns += host_ns;
+  if (!detail::t_open.empty() && detail::t_open.back().state == open.state)
+    detail::t_open.back().children_ns += host_ns;
   void* event_end = open.event_begin ? detail::record_device_event(open.device) : nullptr;
   detail::SessionState& s = *open.state;
   const int64_t to_system = s.system_origin_ns - s.steady_origin_ns;

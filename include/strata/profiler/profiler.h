@@ -35,10 +35,10 @@ struct Row {
   int64_t calls = 0;
   double host_total_ms = 0;
   double host_self_ms = 0;
-  double device_ms = 0;      // 0 when has_device_time is false
+  double device_ms = 0;          // 0 when has_device_time is false
   bool has_device_time = false;  // some call ran on CUDA and its events resolved
-  int64_t launches = 0;      // CUDA kernel launches (kernel C API, cuBLASLt, cuDNN calls)
-  int64_t bytes_allocated = 0;  // tensor storage handed out by the CPU and CUDA allocators
+  int64_t launches = 0;          // CUDA kernel launches (kernel C API, cuBLASLt, cuDNN calls)
+  int64_t bytes_allocated = 0;   // tensor storage handed out by the CPU and CUDA allocators
 };
 
 // One recorded call, for timelines: host wall-clock (system_clock) nanoseconds.
@@ -46,7 +46,7 @@ struct Span {
   std::string name;
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
-  int depth = 0;  // 0: outermost recorded span on its thread
+  int depth = 0;           // 0: outermost recorded span on its thread
   int64_t device_ns = -1;  // -1: no device time
   int64_t launches = 0;
   int64_t bytes_allocated = 0;
