@@ -4,7 +4,9 @@
 // GPU's dense bf16 peak; scripts/gpu/run_checks.sh passes it with GPT2_BENCH=1). The PyTorch
 // peer is benchmarks/gpt2_gpu_torch.py, run beside it by that script.
 //   bench_gpt2_gpu [--batch B] [--steps N] [--warmup N] [--precision bf16|fp32] [--peak-tflops X]
-//                  [--attention fused|composed]
+//                  [--attention fused|composed] [--profile]
+// --profile: after the timed steps, profiles one more step (strata/profiler/profiler.h) and
+// prints its op table, sorted by device time.
 // fused (the default) runs cuDNN's flash attention where it takes the problem
 // (strata::cuda::set_fused_attention); composed keeps the [B, H, T, T] probabilities.
 #include <algorithm>
@@ -28,12 +30,23 @@ struct Options {
   bool bf16 = true;
   double peak_tflops = 989.0;  // H100 SXM dense bf16
   bool fused_attention = true;
+  bool profile = false;
 };
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--profile") {
+      o.profile = true;
+      --i;  // a flag: no value follows
+      continue;
+    }
+    if (i + 1 == argc) {
+      std::fprintf(stderr, "bench_gpt2_gpu: option %s needs a value\n", k.c_str());
+      std::exit(2);
+    }
+    const std::string v = argv[i + 1];
     if (k == "--batch") o.batch = std::atoll(v.c_str());
     else if (k == "--steps") o.steps = std::atoi(v.c_str());
     else if (k == "--warmup") o.warmup = std::atoi(v.c_str());
@@ -130,5 +143,10 @@ int main(int argc, char** argv) {
   std::printf("strata precision=%s attention=%s batch=%lld step_ms=%.1f host_ms=%.1f tokens_per_s=%.0f mfu=%.3f\n",
               o.bf16 ? "bf16" : "fp32", o.fused_attention ? "fused" : "composed", static_cast<long long>(batch),
               median * 1e3, host[host.size() / 2] * 1e3, tokens_per_s, mfu);
+  if (o.profile) {  // after the timed steps, so their times do not include the profiler's
+    profiler::Session session;
+    trainer.step(tokens, targets);
+    std::printf("profile of one step (batch %lld):\n%s", static_cast<long long>(batch), session.table().c_str());
+  }
   return 0;
 }

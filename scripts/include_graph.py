@@ -39,6 +39,7 @@ SUB_LAYERS = {"src/backend"}
 LAYER_ORDER = [
     ["kernels/common"],
     ["core", "kernels"],
+    ["profiler"],
     ["tensor"],
     ["backend"],
     ["backend/cpu"],

@@ -97,6 +97,10 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                  "step whose gradients overflow is skipped and the scale halved)")
       ->check(CLI::IsMember({"none", "bf16", "fp16"}))
       ->capture_default_str();
+  app.add_option("--profile-step", o.profile_step,
+                 "profile this step (0-based): rank 0 prints each op's calls, host and device time, kernel "
+                 "launches and bytes allocated; with --timeline of the same step the ops join the timeline")
+      ->check(fits_int64());
   app.add_option("--collective-timeout", o.collective_timeout,
                  "seconds a collective may wait for the other ranks before the run fails (default: "
                  "$STRATA_COLLECTIVE_TIMEOUT, else 600)")
@@ -161,6 +165,9 @@ void validate_train_options(const TrainOptions& o) {
     STRATA_CHECK(o.timeline_step < o.steps, "--timeline-step ", o.timeline_step, " is past the last step (--steps ",
                  o.steps, ")");
   }
+  STRATA_CHECK(o.profile_step >= -1, "--profile-step must be a step (0-based) or -1 (off), got ", o.profile_step);
+  STRATA_CHECK(o.profile_step < o.steps, "--profile-step ", o.profile_step, " is past the last step (--steps ", o.steps,
+               ")");
   if (!o.metrics.empty()) {
     const std::filesystem::path parent = std::filesystem::path(o.metrics).parent_path();
     STRATA_CHECK(!std::filesystem::is_directory(o.metrics), "--metrics '", o.metrics, "' is a directory, not a file");

@@ -41,6 +41,7 @@ struct TrainOptions {
   int64_t timeline_step = 1;            // the (0-based) step --timeline records
   std::string device = "cpu";           // cpu, cuda (local rank % GPUs) or cuda:N
   std::string autocast = "none";        // none, bf16 or fp16 (with dynamic loss scaling)
+  int64_t profile_step = -1;            // the (0-based) step whose op table is printed (-1: none)
 };
 
 // CLI11 saturates integers that overflow; this refuses them instead, naming the value.

@@ -9,6 +9,7 @@
 #include "strata/autograd/anomaly_mode.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/autograd/node.h"
+#include "strata/profiler/profiler.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::autograd {
@@ -136,7 +137,11 @@ std::vector<Tensor> run_node(Node& node, std::vector<Tensor> inputs, bool retain
   for (size_t i = 0; i < metas.size(); ++i) {
     if (!inputs[i].defined()) inputs[i] = zeros(metas[i].shape, {.dtype = metas[i].dtype, .device = metas[i].device});
   }
-  std::vector<Tensor> outputs = node.apply(std::move(inputs));
+  std::vector<Tensor> outputs;
+  {
+    profiler::Scope scope(node.name(), metas.empty() ? Device::cpu() : metas[0].device);
+    outputs = node.apply(std::move(inputs));
+  }
   if (!retain_graph) node.release();
   STRATA_CHECK(outputs.empty() || outputs.size() == node.next_edges().size(), "backward: ", node.name(), " returned ",
                outputs.size(), " gradients for ", node.next_edges().size(), " inputs");

@@ -9,6 +9,7 @@
 #include "backend/cpu/multiversion.h"
 #include "backend/cuda/cuda_backend.h"
 #include "strata/core/error.h"
+#include "strata/profiler/profiler.h"
 #include "strata_kernels/common/chunk_reduce.h"
 #include "strata_kernels/common/cpu_executor.h"
 #include "strata_kernels/common/fused_adam.h"
@@ -121,10 +122,27 @@ STRATA_MULTIVERSION void reduce_cpu(const Entry* tensors, const TensorChunk* chu
   for (int64_t c = 0; c < n_chunks; ++c) partials[c] = strata_kernels::reduce_chunk(tensors, chunks[c], op);
 }
 
+// The profiler's row names of the fused multi-tensor passes (they bypass on_device).
+const char* profile_name(cuda_detail::MultiTensorKernel kernel) {
+  switch (kernel) {
+    case cuda_detail::MultiTensorKernel::Adam: return "multi_tensor adam";
+    case cuda_detail::MultiTensorKernel::Sgd: return "multi_tensor sgd";
+    case cuda_detail::MultiTensorKernel::Lion: return "multi_tensor lion";
+    case cuda_detail::MultiTensorKernel::Scale: return "multi_tensor scale";
+  }
+  return "multi_tensor";
+}
+
+const char* profile_name(cuda_detail::MultiTensorReduction reduction) {
+  return reduction == cuda_detail::MultiTensorReduction::SumOfSquares ? "multi_tensor sum of squares"
+                                                                      : "multi_tensor unscale check";
+}
+
 // One launch over `entries` (host copies of the tensors' device pointers and constants).
 template <class Entry, class Op>
 void launch(Device device, DType dtype, cuda_detail::MultiTensorKernel kernel, const std::vector<Entry>& entries,
             const std::vector<int64_t>& sizes, int64_t chunk_elements) {
+  profiler::Scope scope(profile_name(kernel), device);
   const std::vector<TensorChunk> chunks = plan_chunks(sizes, chunk_elements);
   if (device.is_cpu()) {
     int64_t total = 0;
@@ -199,6 +217,7 @@ template <class Entry, class Op>
 std::vector<typename Op::Acc> reduce(Device device, DType dtype, cuda_detail::MultiTensorReduction reduction,
                                      const std::vector<Entry>& entries, const std::vector<int64_t>& sizes,
                                      int64_t chunk_elements) {
+  profiler::Scope scope(profile_name(reduction), device);
   const std::vector<TensorChunk> chunks = plan_chunks(sizes, chunk_elements);
   std::vector<typename Op::Acc> partials(chunks.size());
   if (device.is_cpu()) {

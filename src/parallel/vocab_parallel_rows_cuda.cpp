@@ -33,8 +33,9 @@ int64_t vocab_parallel_check_targets(const Tensor& targets, int64_t vocab, int64
   Launch l(targets, kLoss);
   static_assert(sizeof(StrataVocabTargetStatus) == 2 * sizeof(int64_t));
   Tensor status = empty({2}, {.dtype = DType::Int64, .device = targets.device()});
-  STRATA_CUDA(strata_vocab_parallel_check_targets(index_ptr(targets), targets.numel(), vocab, ignore_index,
-                                                  static_cast<StrataVocabTargetStatus*>(status.data_ptr()), l.stream));
+  STRATA_LAUNCH(strata_vocab_parallel_check_targets(index_ptr(targets), targets.numel(), vocab, ignore_index,
+                                                    static_cast<StrataVocabTargetStatus*>(status.data_ptr()),
+                                                    l.stream));
   // The count is the host's (the loss and its gradient divide by it): this waits.
   const std::vector<int64_t> words = status.to_vector<int64_t>();
   StrataVocabTargetStatus s;
@@ -48,8 +49,8 @@ Tensor vocab_parallel_row_max(const Tensor& logits, int64_t real) {
   Launch l(logits, kLoss);
   const int64_t rows = logits.size(0), cols = logits.size(1);
   Tensor max = empty({rows}, float64_on(logits));
-  STRATA_CUDA(strata_vocab_parallel_row_max(float_type(logits.dtype(), kLoss), logits.data_ptr(), rows, cols, real,
-                                            static_cast<double*>(max.data_ptr()), l.stream));
+  STRATA_LAUNCH(strata_vocab_parallel_row_max(float_type(logits.dtype(), kLoss), logits.data_ptr(), rows, cols, real,
+                                              static_cast<double*>(max.data_ptr()), l.stream));
   return max;
 }
 
@@ -58,10 +59,10 @@ VocabRowSums vocab_parallel_row_sums(const Tensor& logits, const Tensor& targets
   Launch l(logits, kLoss);
   const int64_t rows = logits.size(0), cols = logits.size(1);
   VocabRowSums s{empty({rows}, float64_on(logits)), empty({rows}, float64_on(logits))};
-  STRATA_CUDA(strata_vocab_parallel_row_sums(float_type(logits.dtype(), kLoss), logits.data_ptr(), index_ptr(targets),
-                                             rows, cols, real, start, ignore_index, f64_ptr(max),
-                                             static_cast<double*>(s.sum_exp.data_ptr()),
-                                             static_cast<double*>(s.target_logit.data_ptr()), l.stream));
+  STRATA_LAUNCH(strata_vocab_parallel_row_sums(float_type(logits.dtype(), kLoss), logits.data_ptr(), index_ptr(targets),
+                                               rows, cols, real, start, ignore_index, f64_ptr(max),
+                                               static_cast<double*>(s.sum_exp.data_ptr()),
+                                               static_cast<double*>(s.target_logit.data_ptr()), l.stream));
   return s;
 }
 
@@ -69,9 +70,9 @@ Tensor vocab_parallel_loss(const Tensor& targets, int64_t vocab, int64_t ignore_
                            const Tensor& sum_exp, const Tensor& target_logit, int64_t counted, DType dtype) {
   Launch l(targets, kLoss);
   Tensor loss = empty({}, {.dtype = dtype, .device = targets.device()});
-  STRATA_CUDA(strata_vocab_parallel_loss(float_type(dtype, kLoss), index_ptr(targets), targets.numel(), vocab,
-                                         ignore_index, f64_ptr(max), f64_ptr(sum_exp), f64_ptr(target_logit), counted,
-                                         loss.data_ptr(), l.stream));
+  STRATA_LAUNCH(strata_vocab_parallel_loss(float_type(dtype, kLoss), index_ptr(targets), targets.numel(), vocab,
+                                           ignore_index, f64_ptr(max), f64_ptr(sum_exp), f64_ptr(target_logit), counted,
+                                           loss.data_ptr(), l.stream));
   return loss;
 }
 
@@ -81,9 +82,9 @@ Tensor vocab_parallel_grad(const Tensor& logits, const Tensor& targets, int64_t 
   Launch l(logits, op);
   const int64_t rows = logits.size(0), cols = logits.size(1);
   Tensor dx = empty_like(logits);
-  STRATA_CUDA(strata_vocab_parallel_grad(float_type(logits.dtype(), op), logits.data_ptr(), index_ptr(targets), rows,
-                                         cols, real, start, vocab, ignore_index, f64_ptr(max), f64_ptr(sum_exp), scale,
-                                         dx.data_ptr(), l.stream));
+  STRATA_LAUNCH(strata_vocab_parallel_grad(float_type(logits.dtype(), op), logits.data_ptr(), index_ptr(targets), rows,
+                                           cols, real, start, vocab, ignore_index, f64_ptr(max), f64_ptr(sum_exp),
+                                           scale, dx.data_ptr(), l.stream));
   return dx;
 }
 
@@ -94,9 +95,9 @@ VocabShardIndices vocab_shard_indices(const Tensor& tokens, int64_t vocab, int64
                       empty(tokens.shape(), {.dtype = DType::Bool, .device = tokens.device()})};
   if (tokens.numel() == 0) return r;
   Tensor bad = zeros({1}, {.dtype = DType::Int32, .device = tokens.device()});
-  STRATA_CUDA(strata_vocab_shard_indices(index_ptr(tokens), tokens.numel(), vocab, start, part,
-                                         static_cast<int64_t*>(r.local.data_ptr()), r.outside.data_ptr(),
-                                         static_cast<int32_t*>(bad.data_ptr()), l.stream));
+  STRATA_LAUNCH(strata_vocab_shard_indices(index_ptr(tokens), tokens.numel(), vocab, start, part,
+                                           static_cast<int64_t*>(r.local.data_ptr()), r.outside.data_ptr(),
+                                           static_cast<int32_t*>(bad.data_ptr()), l.stream));
   // Reading the flag waits for the kernel: the price of an error that names the token.
   if (bad.to_vector<int32_t>()[0] != 0)
     (void)vocab_cpu::vocab_shard_indices(tokens.to(Device::cpu()), vocab, start, part);  // throws

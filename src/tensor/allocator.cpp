@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "strata/core/error.h"
+#include "strata/profiler/profiler.h"
 #include "strata/tensor/cuda.h"
 #include "strata/tensor/storage.h"
 #include "strata/tensor/tensor.h"
@@ -108,6 +109,7 @@ namespace {
 // Memory goes back to the allocator of the device it came from (a CUDA block to the CUDA
 // cache, never to the CPU allocator, which would free a device pointer).
 void* allocate_on(Device device, size_t nbytes) {
+  profiler::count_allocation(nbytes);  // the profiler's "Allocated" column
   return device.is_cpu() ? cpu_allocator::allocate(nbytes) : cuda_detail::allocate(nbytes, device.index);
 }
 

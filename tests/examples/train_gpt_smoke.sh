@@ -111,6 +111,14 @@ opts --metrics "" --eval-every 2 --timeline "$work/t.json" --timeline-step 3 > "
 grep -q "^wrote the timeline of step 3 to" "$work/every.log" \
   || { cat "$work/every.log"; echo "--timeline-step 3"; exit 1; }
 grep -q '"step":3' "$work/t.json" || { echo "--timeline-step 3: no span of step 3"; exit 1; }
+# --profile-step: rank 0 prints step 2's op table (forward ops and backward nodes); a step
+# past the run is refused before training.
+opts --metrics "" --profile-step 2 > "$work/profile.log"
+grep -q "^profile of step 2 (rank 0):" "$work/profile.log" && grep -q "Host total ms" "$work/profile.log" \
+  && grep -q "^LinearBackward " "$work/profile.log" || { cat "$work/profile.log"; echo "--profile-step 2"; exit 1; }
+if opts --metrics "" --profile-step 6 > "$work/profile_bad.log" 2>&1; then echo "--profile-step 6 ran"; exit 1; fi
+grep -q -- "--profile-step 6 is past the last step (--steps 6)" "$work/profile_bad.log" \
+  || { cat "$work/profile_bad.log"; echo "--profile-step 6 message"; exit 1; }
 # --async-save: a background save at step 6, resumed, exports what the uninterrupted run did.
 "$bin" "${common[@]}" --metrics "" --save "$work/async" --async-save --save-every 3 --stop-at 6 > "$work/async.log"
 "$bin" "${common[@]}" --metrics "" --resume "$work/async" --export-hf "$work/async_resumed" > /dev/null

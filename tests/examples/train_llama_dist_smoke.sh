@@ -88,8 +88,10 @@ grep -q "batch 3 x 2 rank(s)" "$work/gb.log" || { cat "$work/gb.log"; fail "--gl
 if run "${short[@]}" --global-batch 7 > "$work/bad.log" 2>&1; then fail "--global-batch 7 on 2 ranks ran"; fi
 grep -q -- "--global-batch 7 does not divide over the 2 data-parallel rank(s)" "$work/bad.log" \
   || { cat "$work/bad.log"; fail "--global-batch message"; }
-# --timeline: one file with every rank's spans of the traced step.
-run "${short[@]}" --steps 3 --warmup 0 --timeline "$work/step.json" --timeline-step 1 > "$work/tl.log"
+# --timeline: one file with every rank's spans of the traced step; --profile-step of the same
+# step adds each rank's op spans to it and prints rank 0's op table.
+run "${short[@]}" --steps 3 --warmup 0 --timeline "$work/step.json" --timeline-step 1 --profile-step 1 > "$work/tl.log"
+grep -q "^profile of step 1 (rank 0):" "$work/tl.log" || { cat "$work/tl.log"; fail "--profile-step 1"; }
 python3 - "$work/step.json" <<'PY' || fail "timeline"
 import json, sys
 events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
@@ -97,6 +99,7 @@ assert sorted({e["pid"] for e in events}) == [0, 1], "ranks"
 for pid in (0, 1):
     names = [e["name"] for e in events if e["pid"] == pid]
     assert names.count("training step") == 1 and names.count("forward") == 1, names
+    assert any(e["cat"] == "op" for e in events if e["pid"] == pid), "no op spans of --profile-step"
 PY
 
 # Pipeline parallelism: 2 stages train, validate and sample as one process does, to the

@@ -3,6 +3,7 @@
 // the device. Ops refuse in on_device by their public name; the op entry points themselves
 // (cuda_ops.h) come from their declarations (core/cuda_entry.h), a last line never reached.
 #include "backend/cuda/cuda_backend.h"
+#include "profiler/device_events.h"
 #include "strata/core/error.h"
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"
@@ -62,5 +63,11 @@ void retire_stream(int, void*) {}
 void poison_device(int, const std::string&) {}
 void* current_stream(int) { return nullptr; }
 }  // namespace cuda_detail
+
+namespace profiler::detail {  // no device: spans have no device time
+void* record_device_event(int) noexcept { return nullptr; }
+float device_elapsed_ms(void*, void*) noexcept { return -1; }
+void destroy_device_event(void*) noexcept {}
+}  // namespace profiler::detail
 
 }  // namespace strata

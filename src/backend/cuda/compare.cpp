@@ -50,8 +50,8 @@ Tensor compare(backend::CompareOp op, const Tensor& a, const Tensor& b, const ch
   Launch l(shape, DType::Bool, a, name);
   const Tensor* inputs[2] = {&a, &b};
   const auto index = cuda_detail::broadcast_index<2>(shape, inputs, name);
-  STRATA_CUDA(strata_compare(static_cast<int32_t>(op), type, l.out.data_ptr(), a.data_ptr(), b.data_ptr(), &index,
-                             shape.numel(), l.stream));
+  STRATA_LAUNCH(strata_compare(static_cast<int32_t>(op), type, l.out.data_ptr(), a.data_ptr(), b.data_ptr(), &index,
+                               shape.numel(), l.stream));
   return l.out;
 }
 
@@ -60,8 +60,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, const Shape& 
   Launch l(shape, a.dtype(), a, name);
   const Tensor* inputs[3] = {&cond, &a, &b};
   const auto index = cuda_detail::broadcast_index<3>(shape, inputs, name);
-  STRATA_CUDA(strata_where(type, l.out.data_ptr(), cond.data_ptr(), a.data_ptr(), b.data_ptr(), &index, shape.numel(),
-                           l.stream));
+  STRATA_LAUNCH(strata_where(type, l.out.data_ptr(), cond.data_ptr(), a.data_ptr(), b.data_ptr(), &index, shape.numel(),
+                             l.stream));
   return l.out;
 }
 
@@ -76,8 +76,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, const Shap
   Launch l(shape, x.dtype(), x, name);
   const Tensor* inputs[2] = {&x, &mask};
   const auto index = cuda_detail::broadcast_index<2>(shape, inputs, name);
-  STRATA_CUDA(strata_masked_fill(type, l.out.data_ptr(), x.data_ptr(), mask.data_ptr(), &bits, &index, shape.numel(),
-                                 l.stream));
+  STRATA_LAUNCH(strata_masked_fill(type, l.out.data_ptr(), x.data_ptr(), mask.data_ptr(), &bits, &index, shape.numel(),
+                                   l.stream));
   return l.out;
 }
 

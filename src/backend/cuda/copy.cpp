@@ -109,13 +109,13 @@ bool convert_on_device(const Tensor& dst, const Tensor& src) {
   const auto* s16 = static_cast<const uint16_t*>(src.data_ptr());
   auto* fo = static_cast<float*>(dst.data_ptr());
   if (s == DType::Float32 && d == DType::BFloat16) {
-    STRATA_CUDA(strata_float_to_bf16(f, h16, n, stream));
+    STRATA_LAUNCH(strata_float_to_bf16(f, h16, n, stream));
   } else if (s == DType::Float32 && d == DType::Float16) {
-    STRATA_CUDA(strata_float_to_half(f, h16, n, stream));
+    STRATA_LAUNCH(strata_float_to_half(f, h16, n, stream));
   } else if (s == DType::BFloat16 && d == DType::Float32) {
-    STRATA_CUDA(strata_bf16_to_float(s16, fo, n, stream));
+    STRATA_LAUNCH(strata_bf16_to_float(s16, fo, n, stream));
   } else if (s == DType::Float16 && d == DType::Float32) {
-    STRATA_CUDA(strata_half_to_float(s16, fo, n, stream));
+    STRATA_LAUNCH(strata_half_to_float(s16, fo, n, stream));
   } else {
     return false;
   }
@@ -137,8 +137,8 @@ bool strided_copy_on_device(const Tensor& dst, const Tensor& src) {
     index.strides[1][d] = src.strides()[d];
   }
   DeviceGuard guard(dst.device().index);
-  STRATA_CUDA(strata_strided_copy(dst.data_ptr(), src.data_ptr(), dtype_size(dst.dtype()), &index, dst.numel(),
-                                  stream_of(dst.device().index)));
+  STRATA_LAUNCH(strata_strided_copy(dst.data_ptr(), src.data_ptr(), dtype_size(dst.dtype()), &index, dst.numel(),
+                                    stream_of(dst.device().index)));
   return true;
 }
 
@@ -211,7 +211,7 @@ void fill(const Tensor& dst, double value) {
   if (bits == 0) {
     STRATA_CUDA(cudaMemsetAsync(dst.data_ptr(), 0, dst.nbytes(), stream));
   } else {
-    STRATA_CUDA(
+    STRATA_LAUNCH(
         strata_fill_bits(dst.data_ptr(), dtype_size(dst.dtype()), bits, static_cast<size_t>(dst.numel()), stream));
   }
 }

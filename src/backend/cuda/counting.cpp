@@ -39,15 +39,15 @@ Tensor nonzero(const Tensor& x_in) {
   const Tensor count = empty({1}, {.dtype = DType::Int64, .device = x.device()});
   cuda_detail::DeviceGuard guard(x.device().index);
   cudaStream_t stream = cuda_detail::stream_of(x.device().index);
-  STRATA_CUDA(strata_nonzero_count(type, x.data_ptr(), n, static_cast<int64_t*>(count.data_ptr()), ws.data_ptr(),
-                                   ws_bytes, stream));
+  STRATA_LAUNCH(strata_nonzero_count(type, x.data_ptr(), n, static_cast<int64_t*>(count.data_ptr()), ws.data_ptr(),
+                                     ws_bytes, stream));
   // The host synchronisation: the output's row count is the number of nonzero elements.
   const int64_t rows = count.to(Device::cpu()).to_vector<int64_t>()[0];
   Tensor out = empty({rows, x.dim()}, {.dtype = DType::Int64, .device = x.device()});
   StrataNonzeroShape shape{};
   for (int64_t d = 0; d < x.dim(); ++d) shape.sizes[d] = x.size(d);
-  STRATA_CUDA(strata_nonzero_coords(type, static_cast<int64_t*>(out.data_ptr()), x.data_ptr(), n, shape,
-                                    static_cast<int32_t>(x.dim()), ws.data_ptr(), ws_bytes, stream));
+  STRATA_LAUNCH(strata_nonzero_coords(type, static_cast<int64_t*>(out.data_ptr()), x.data_ptr(), n, shape,
+                                      static_cast<int32_t>(x.dim()), ws.data_ptr(), ws_bytes, stream));
   return out;
 }
 
@@ -58,9 +58,9 @@ Tensor bincount(const Tensor& x, const Tensor& weights, int64_t length) {
   const Tensor w = weights.defined() ? weights.contiguous() : weights;
   const int32_t weight_type = !w.defined() ? -1 : dtype == DType::Float32 ? STRATA_ELEMENT_F32 : STRATA_ELEMENT_F64;
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_CUDA(strata_bincount(weight_type, out.data_ptr(), static_cast<const int64_t*>(x.data_ptr()),
-                              w.defined() ? w.data_ptr() : nullptr, x.numel(),
-                              cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_bincount(weight_type, out.data_ptr(), static_cast<const int64_t*>(x.data_ptr()),
+                                w.defined() ? w.data_ptr() : nullptr, x.numel(),
+                                cuda_detail::stream_of(x.device().index)));
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "strata/core/error.h"
+#include "strata/profiler/profiler.h"
 
 #define STRATA_CUDA(call)                                                                                           \
   do {                                                                                                              \
@@ -14,6 +15,14 @@
       STRATA_FAIL(#call, " failed: ", cudaGetErrorString(strata_cuda_rc_), " (", cudaGetErrorName(strata_cuda_rc_), \
                   ")");                                                                                             \
     }                                                                                                               \
+  } while (0)
+
+// A kernel launch: a call into the kernels' C API (strata_*), counted for the profiler's
+// "Launches" column (one count per call, even where the C function queues two kernels).
+#define STRATA_LAUNCH(call)             \
+  do {                                  \
+    ::strata::profiler::count_launch(); \
+    STRATA_CUDA(call);                  \
   } while (0)
 
 namespace strata::cuda_detail {

@@ -13,9 +13,9 @@ Tensor dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset) 
   Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   cuda_detail::DeviceGuard guard(x.device().index);
   // The scale as the CPU computes it: 1 / (1 - p) in double, then rounded to the dtype.
-  STRATA_CUDA(strata_dropout_apply(x.dtype() == DType::Float32 ? STRATA_ELEMENT_F32 : STRATA_ELEMENT_F64, y.data_ptr(),
-                                   x.data_ptr(), x.numel(), static_cast<float>(p), 1.0 / (1.0 - p), seed, offset,
-                                   cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_dropout_apply(x.dtype() == DType::Float32 ? STRATA_ELEMENT_F32 : STRATA_ELEMENT_F64,
+                                     y.data_ptr(), x.data_ptr(), x.numel(), static_cast<float>(p), 1.0 / (1.0 - p),
+                                     seed, offset, cuda_detail::stream_of(x.device().index)));
   return y;
 }
 

@@ -48,8 +48,8 @@ Tensor binary(backend::BinaryOp op, const Tensor& a, const Tensor& b, const char
   const Tensor* inputs[2] = {&a, &b};
   const auto index = cuda_detail::broadcast_index<2>(shape, inputs, name);
   cuda_detail::DeviceGuard guard(a.device().index);
-  STRATA_CUDA(strata_binary(static_cast<int32_t>(op), type, l.out.data_ptr(), a.data_ptr(), b.data_ptr(), &index,
-                            shape.numel(), l.stream));
+  STRATA_LAUNCH(strata_binary(static_cast<int32_t>(op), type, l.out.data_ptr(), a.data_ptr(), b.data_ptr(), &index,
+                              shape.numel(), l.stream));
   return l.out;
 }
 
@@ -59,7 +59,7 @@ Tensor unary(backend::UnaryOp op, const Tensor& a, const char* name, double p, d
   const Tensor* inputs[1] = {&a};
   const auto index = cuda_detail::broadcast_index<1>(a.shape(), inputs, name);
   cuda_detail::DeviceGuard guard(a.device().index);
-  STRATA_CUDA(
+  STRATA_LAUNCH(
       strata_unary(static_cast<int32_t>(op), type, l.out.data_ptr(), a.data_ptr(), &index, a.numel(), p, q, l.stream));
   return l.out;
 }
@@ -71,8 +71,8 @@ Tensor unary_grad(backend::UnaryGradOp op, const Tensor& grad, const Tensor& sav
   const Tensor* inputs[2] = {&grad, &saved};
   const auto index = cuda_detail::broadcast_index<2>(saved.shape(), inputs, name);
   cuda_detail::DeviceGuard guard(saved.device().index);
-  STRATA_CUDA(strata_unary_grad(static_cast<int32_t>(op), type, l.out.data_ptr(), grad.data_ptr(), saved.data_ptr(),
-                                &index, saved.numel(), p, q, l.stream));
+  STRATA_LAUNCH(strata_unary_grad(static_cast<int32_t>(op), type, l.out.data_ptr(), grad.data_ptr(), saved.data_ptr(),
+                                  &index, saved.numel(), p, q, l.stream));
   return l.out;
 }
 
@@ -82,8 +82,8 @@ Tensor binary_grad(backend::BinaryGradOp op, const Tensor& grad, const Tensor& a
   const Tensor* inputs[3] = {&grad, &a, &b};
   const auto index = cuda_detail::broadcast_index<3>(grad.shape(), inputs, name);
   cuda_detail::DeviceGuard guard(grad.device().index);
-  STRATA_CUDA(strata_binary_grad(static_cast<int32_t>(op), type, l.out.data_ptr(), grad.data_ptr(), a.data_ptr(),
-                                 b.data_ptr(), &index, grad.numel(), l.stream));
+  STRATA_LAUNCH(strata_binary_grad(static_cast<int32_t>(op), type, l.out.data_ptr(), grad.data_ptr(), a.data_ptr(),
+                                   b.data_ptr(), &index, grad.numel(), l.stream));
   return l.out;
 }
 

@@ -27,10 +27,10 @@ Tensor embedding_forward(const Tensor& indices, const Tensor& weight) {
   Tensor bad = zeros({1}, {.dtype = DType::Int32, .device = weight.device()});
   {
     cuda_detail::DeviceGuard guard(weight.device().index);
-    STRATA_CUDA(strata_embedding_forward(index_type(indices), static_cast<int32_t>(dtype_size(weight.dtype())),
-                                         out.data_ptr(), weight.data_ptr(), indices.data_ptr(), n, dim, vocab,
-                                         static_cast<int32_t*>(bad.data_ptr()),
-                                         cuda_detail::stream_of(weight.device().index)));
+    STRATA_LAUNCH(strata_embedding_forward(index_type(indices), static_cast<int32_t>(dtype_size(weight.dtype())),
+                                           out.data_ptr(), weight.data_ptr(), indices.data_ptr(), n, dim, vocab,
+                                           static_cast<int32_t*>(bad.data_ptr()),
+                                           cuda_detail::stream_of(weight.device().index)));
   }
   // Reading the flag waits for the kernel: the price of an error that names the index.
   if (bad.to(Device::cpu()).to_vector<int32_t>()[0] != 0) {
@@ -51,10 +51,10 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t voc
   STRATA_CHECK(ws_bytes > 0, "embedding backward: the sort's workspace size query failed for ", n, " indices");
   Tensor ws = empty({static_cast<int64_t>((ws_bytes + 7) / 8)}, {.dtype = DType::Int64, .device = grad.device()});
   cuda_detail::DeviceGuard guard(grad.device().index);
-  STRATA_CUDA(strata_embedding_backward(index_type(indices),
-                                        grad.dtype() == DType::Float32 ? STRATA_ELEMENT_F32 : STRATA_ELEMENT_F64,
-                                        dw.data_ptr(), grad.data_ptr(), indices.data_ptr(), n, dim, ws.data_ptr(),
-                                        ws_bytes, cuda_detail::stream_of(grad.device().index)));
+  STRATA_LAUNCH(strata_embedding_backward(index_type(indices),
+                                          grad.dtype() == DType::Float32 ? STRATA_ELEMENT_F32 : STRATA_ELEMENT_F64,
+                                          dw.data_ptr(), grad.data_ptr(), indices.data_ptr(), n, dim, ws.data_ptr(),
+                                          ws_bytes, cuda_detail::stream_of(grad.device().index)));
   return dw;
 }
 

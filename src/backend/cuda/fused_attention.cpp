@@ -137,6 +137,7 @@ void execute(const CachedPlan& p, HandleSlot& slot, int device, std::vector<std:
     pack.finalize();
     std::lock_guard<std::mutex> lock(slot.mutex);
     cudnn::check(cudnnSetStream(slot.handle, cuda_detail::stream_of(device)), "cudnnSetStream");
+    profiler::count_launch();
     cudnn::check(cudnnBackendExecute(slot.handle, p.plan.plan.get(), pack.get()),
                  "running the fused attention (engine " + std::to_string(p.plan.engine) + ")");
   } catch (...) {

@@ -41,8 +41,8 @@ void min_keepdim(const Tensor& x_in, int64_t dim, Tensor* values, Tensor* indice
   *indices = empty(out_shape, {.dtype = DType::Int64, .device = x.device()});
   const cpu::Layout l = cpu::layout_of(x.shape(), dim);
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_CUDA(strata_line_min(type, values->data_ptr(), static_cast<int64_t*>(indices->data_ptr()), x.data_ptr(),
-                              l.outer, l.n, l.inner, cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_line_min(type, values->data_ptr(), static_cast<int64_t*>(indices->data_ptr()), x.data_ptr(),
+                                l.outer, l.n, l.inner, cuda_detail::stream_of(x.device().index)));
 }
 
 Tensor logsumexp_keepdim(const Tensor& x, const std::vector<bool>& reduced) {
@@ -53,8 +53,8 @@ Tensor logsumexp_keepdim(const Tensor& x, const std::vector<bool>& reduced) {
   // A split set of reduced dimensions, or a strided x, costs a device copy first.
   const cpu::DimReducePlan p = cpu::plan_dim_reduce(x.detach(), reduced);
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_CUDA(strata_line_logsumexp(type, out.data_ptr(), p.src.data_ptr(), p.outer, p.n, p.inner,
-                                    cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_line_logsumexp(type, out.data_ptr(), p.src.data_ptr(), p.outer, p.n, p.inner,
+                                      cuda_detail::stream_of(x.device().index)));
   return out;
 }
 

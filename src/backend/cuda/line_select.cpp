@@ -38,8 +38,8 @@ void max_keepdim(const Tensor& x_in, int64_t dim, Tensor* values, Tensor* indice
   *indices = empty(out_shape, {.dtype = DType::Int64, .device = x.device()});
   const cpu::Layout l = cpu::layout_of(x.shape(), dim);
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_CUDA(strata_line_max(type, values->data_ptr(), static_cast<int64_t*>(indices->data_ptr()), x.data_ptr(),
-                              l.outer, l.n, l.inner, cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_line_max(type, values->data_ptr(), static_cast<int64_t*>(indices->data_ptr()), x.data_ptr(),
+                                l.outer, l.n, l.inner, cuda_detail::stream_of(x.device().index)));
 }
 
 void topk(const Tensor& x_in, int64_t k, int64_t dim, bool largest, Tensor* values, Tensor* indices) {
@@ -52,8 +52,8 @@ void topk(const Tensor& x_in, int64_t k, int64_t dim, bool largest, Tensor* valu
   *indices = empty(out_shape, {.dtype = DType::Int64, .device = x.device()});
   const cpu::Layout l = cpu::layout_of(x.shape(), dim);
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_CUDA(strata_line_topk(type, values->data_ptr(), static_cast<int64_t*>(indices->data_ptr()), x.data_ptr(),
-                               l.outer, l.n, l.inner, k, largest ? 1 : 0, cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_line_topk(type, values->data_ptr(), static_cast<int64_t*>(indices->data_ptr()), x.data_ptr(),
+                                 l.outer, l.n, l.inner, k, largest ? 1 : 0, cuda_detail::stream_of(x.device().index)));
 }
 
 Tensor cumsum(const Tensor& x_in, int64_t dim, bool reverse) {
@@ -64,8 +64,8 @@ Tensor cumsum(const Tensor& x_in, int64_t dim, bool reverse) {
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   const cpu::Layout l = cpu::layout_of(x.shape(), dim);
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_CUDA(strata_line_cumsum(type, out.data_ptr(), x.data_ptr(), l.outer, l.n, l.inner, reverse ? 1 : 0,
-                                 cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_line_cumsum(type, out.data_ptr(), x.data_ptr(), l.outer, l.n, l.inner, reverse ? 1 : 0,
+                                   cuda_detail::stream_of(x.device().index)));
   return out;
 }
 
@@ -84,9 +84,9 @@ Tensor scatter_add_lines(const char* op, const Shape& shape, int64_t dim, const 
   Tensor out = zeros(shape, {.dtype = grad.dtype(), .device = grad.device()});
   const cpu::Layout l = cpu::layout_of(shape, dim);
   cuda_detail::DeviceGuard guard(grad.device().index);
-  STRATA_CUDA(strata_line_scatter_add(type, out.data_ptr(), static_cast<const int64_t*>(idx.data_ptr()), g.data_ptr(),
-                                      l.outer, l.n, l.inner, index.size(dim),
-                                      cuda_detail::stream_of(g.device().index)));
+  STRATA_LAUNCH(strata_line_scatter_add(type, out.data_ptr(), static_cast<const int64_t*>(idx.data_ptr()), g.data_ptr(),
+                                        l.outer, l.n, l.inner, index.size(dim),
+                                        cuda_detail::stream_of(g.device().index)));
   return out;
 }
 

@@ -222,6 +222,7 @@ bool issue(const Context& x, const gemm::CublasCall& c, const void* a, const voi
   const bool f64 = x.types.scale == CUDA_R_64F;
   const double alpha64 = 1, beta64 = c.accumulate ? 1 : 0;
   const float alpha32 = 1, beta32 = c.accumulate ? 1 : 0;
+  profiler::count_launch();
   check(x.w, "cublasLtMatmul",
         cublasLtMatmul(x.lt, raw_desc, f64 ? static_cast<const void*>(&alpha64) : &alpha32, a, la.get(), b, lb.get(),
                        f64 ? static_cast<const void*>(&beta64) : &beta32, d, ld.get(), d, ld.get(), &result.algo,

@@ -138,7 +138,7 @@ void multi_tensor_launch(MultiTensorKernel kernel, DType dtype, int device, cons
   cudaStream_t stream = stream_of(device);
   std::lock_guard<std::mutex> lock(buffer.mutex);
   const DeviceTables d = upload_tables(buffer, stream, tensors, tensors_bytes, chunks, n_chunks, 0);
-  STRATA_CUDA(run(d.tensors, d.chunks, n_chunks, stream));
+  STRATA_LAUNCH(run(d.tensors, d.chunks, n_chunks, stream));
 }
 
 void multi_tensor_reduce(MultiTensorReduction reduction, DType dtype, int device, const void* tensors,
@@ -152,7 +152,7 @@ void multi_tensor_reduce(MultiTensorReduction reduction, DType dtype, int device
   std::lock_guard<std::mutex> lock(buffer.mutex);
   const size_t bytes = static_cast<size_t>(n_chunks) * partial_bytes;
   const DeviceTables d = upload_tables(buffer, stream, tensors, tensors_bytes, chunks, n_chunks, bytes);
-  STRATA_CUDA(run(d.tensors, d.chunks, n_chunks, d.extra, stream));
+  STRATA_LAUNCH(run(d.tensors, d.chunks, n_chunks, d.extra, stream));
   // The caller needs the value now: wait for it (a pageable destination makes this copy
   // synchronous anyway).
   STRATA_CUDA(cudaMemcpyAsync(partials, d.extra, bytes, cudaMemcpyDeviceToHost, stream));

@@ -27,8 +27,8 @@ Tensor sum_keepdim(const Tensor& x, const std::vector<bool>& reduced) {
   // A split set of reduced dimensions, or a strided x, costs a device copy first.
   const cpu::DimReducePlan p = cpu::plan_dim_reduce(x.detach(), reduced);
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_CUDA(strata_dim_sum(type, out.data_ptr(), p.src.data_ptr(), p.outer, p.n, p.inner,
-                             cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_dim_sum(type, out.data_ptr(), p.src.data_ptr(), p.outer, p.n, p.inner,
+                               cuda_detail::stream_of(x.device().index)));
   return out;
 }
 

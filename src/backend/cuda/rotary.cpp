@@ -15,9 +15,9 @@ Tensor rotary_apply(const Tensor& x, const Tensor& cos, const Tensor& sin, bool 
   if (x.numel() == 0) return y;
   const int64_t t = x.size(-2), d = x.size(-1);
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_CUDA(strata_rotary_apply(x.dtype() == DType::Float32 ? STRATA_ELEMENT_F32 : STRATA_ELEMENT_F64,
-                                  transpose ? 1 : 0, y.data_ptr(), x.data_ptr(), cos.data_ptr(), sin.data_ptr(),
-                                  x.numel() / d, t, d, cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_rotary_apply(x.dtype() == DType::Float32 ? STRATA_ELEMENT_F32 : STRATA_ELEMENT_F64,
+                                    transpose ? 1 : 0, y.data_ptr(), x.data_ptr(), cos.data_ptr(), sin.data_ptr(),
+                                    x.numel() / d, t, d, cuda_detail::stream_of(x.device().index)));
   return y;
 }
 

@@ -35,7 +35,7 @@ Tensor run(const Tensor& a, DType dtype, const char* name, Launch&& launch) {
   const Tensor* inputs[1] = {&a};
   const auto index = cuda_detail::broadcast_index<1>(a.shape(), inputs, name);
   cuda_detail::DeviceGuard guard(a.device().index);
-  STRATA_CUDA(launch(out.data_ptr(), &index, cuda_detail::stream_of(a.device().index)));
+  STRATA_LAUNCH(launch(out.data_ptr(), &index, cuda_detail::stream_of(a.device().index)));
   return out;
 }
 

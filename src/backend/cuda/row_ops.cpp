@@ -40,7 +40,7 @@ Tensor softmax_last(const Tensor& x, bool log) {
   Tensor y = empty_like(x);
   const Rows r = rows_of(x);
   if (r.rows == 0) return y;
-  STRATA_CUDA(strata_softmax_rows(float_type(x.dtype(), op), x.data_ptr(), y.data_ptr(), r.rows, r.n, log, l.stream));
+  STRATA_LAUNCH(strata_softmax_rows(float_type(x.dtype(), op), x.data_ptr(), y.data_ptr(), r.rows, r.n, log, l.stream));
   return y;
 }
 
@@ -50,8 +50,8 @@ Tensor softmax_backward_last(const Tensor& grad, const Tensor& y, bool log) {
   Tensor dx = empty_like(y);
   const Rows r = rows_of(y);
   if (r.rows == 0) return dx;
-  STRATA_CUDA(strata_softmax_backward_rows(float_type(y.dtype(), op), grad.data_ptr(), y.data_ptr(), dx.data_ptr(),
-                                           r.rows, r.n, log, l.stream));
+  STRATA_LAUNCH(strata_softmax_backward_rows(float_type(y.dtype(), op), grad.data_ptr(), y.data_ptr(), dx.data_ptr(),
+                                             r.rows, r.n, log, l.stream));
   return dx;
 }
 
@@ -77,8 +77,8 @@ Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal
   Tensor probs = empty_like(scores);
   const Rows r = rows_of(scores);
   if (r.rows == 0) return probs;
-  STRATA_CUDA(strata_attention_softmax_rows(float_type(scores.dtype(), "attention softmax"), scores.data_ptr(),
-                                            probs.data_ptr(), r.rows, scores.size(-2), r.n, scale, causal, l.stream));
+  STRATA_LAUNCH(strata_attention_softmax_rows(float_type(scores.dtype(), "attention softmax"), scores.data_ptr(),
+                                              probs.data_ptr(), r.rows, scores.size(-2), r.n, scale, causal, l.stream));
   return probs;
 }
 
@@ -87,9 +87,9 @@ Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, doubl
   Tensor dx = empty_like(probs);
   const Rows r = rows_of(probs);
   if (r.rows == 0) return dx;
-  STRATA_CUDA(strata_attention_softmax_backward_rows(float_type(probs.dtype(), "attention softmax backward"),
-                                                     grad.data_ptr(), probs.data_ptr(), dx.data_ptr(), r.rows,
-                                                     probs.size(-2), r.n, scale, causal, l.stream));
+  STRATA_LAUNCH(strata_attention_softmax_backward_rows(float_type(probs.dtype(), "attention softmax backward"),
+                                                       grad.data_ptr(), probs.data_ptr(), dx.data_ptr(), r.rows,
+                                                       probs.size(-2), r.n, scale, causal, l.stream));
   return dx;
 }
 
@@ -102,10 +102,10 @@ backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Te
   Tensor row_loss = empty({rows}, like(logits, DType::Float64));
   static_assert(sizeof(StrataCrossEntropyStatus) == 3 * sizeof(int64_t));
   Tensor status = empty({3}, like(logits, DType::Int64));
-  STRATA_CUDA(strata_cross_entropy_rows(type, index_type(targets.dtype()), logits.data_ptr(), targets.data_ptr(), rows,
-                                        classes, ignore_index, r.stats.data_ptr(),
-                                        static_cast<double*>(row_loss.data_ptr()),
-                                        static_cast<StrataCrossEntropyStatus*>(status.data_ptr()), l.stream));
+  STRATA_LAUNCH(strata_cross_entropy_rows(type, index_type(targets.dtype()), logits.data_ptr(), targets.data_ptr(),
+                                          rows, classes, ignore_index, r.stats.data_ptr(),
+                                          static_cast<double*>(row_loss.data_ptr()),
+                                          static_cast<StrataCrossEntropyStatus*>(status.data_ptr()), l.stream));
   // The count is the host's (backward scales by it), so this waits for the kernels.
   const std::vector<int64_t> words = status.to_vector<int64_t>();
   StrataCrossEntropyStatus s;
@@ -128,7 +128,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   Tensor dx = empty_like(logits);
   if (rows == 0) return dx;
   const double coef = count > 0 ? grad_loss.item() / static_cast<double>(count) : 0.0;
-  STRATA_CUDA(strata_cross_entropy_backward_rows(
+  STRATA_LAUNCH(strata_cross_entropy_backward_rows(
       float_type(logits.dtype(), "cross_entropy backward"), index_type(targets.dtype()), logits.data_ptr(),
       targets.data_ptr(), stats.data_ptr(), rows, classes, ignore_index, coef, dx.data_ptr(), l.stream));
   return dx;
@@ -141,9 +141,9 @@ backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weigh
   if (r.rows == 0) return out;
   const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
   const Tensor b = bias.defined() ? bias : zeros({r.n}, like(x, x.dtype()));
-  STRATA_CUDA(strata_layer_norm_rows(float_type(x.dtype(), "layer_norm"), x.data_ptr(), w.data_ptr(), b.data_ptr(),
-                                     r.rows, r.n, eps, out.out.data_ptr(), out.mean.data_ptr(), out.rstd.data_ptr(),
-                                     l.stream));
+  STRATA_LAUNCH(strata_layer_norm_rows(float_type(x.dtype(), "layer_norm"), x.data_ptr(), w.data_ptr(), b.data_ptr(),
+                                       r.rows, r.n, eps, out.out.data_ptr(), out.mean.data_ptr(), out.rstd.data_ptr(),
+                                       l.stream));
   return out;
 }
 
@@ -161,7 +161,7 @@ backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x,
   Tensor partials =
       need_params ? empty({strata_kernels::column_blocks(r.rows), 2 * r.n}, like(x, x.dtype())) : Tensor();
   const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
-  STRATA_CUDA(strata_layer_norm_backward(
+  STRATA_LAUNCH(strata_layer_norm_backward(
       float_type(x.dtype(), "layer_norm backward"), grad.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr(),
       rstd.data_ptr(), r.rows, r.n, need_dx ? g.dx.data_ptr() : nullptr, need_params ? partials.data_ptr() : nullptr,
       need_dweight ? g.dweight.data_ptr() : nullptr, need_dbias ? g.dbias.data_ptr() : nullptr, l.stream));
@@ -174,8 +174,8 @@ backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, d
   backend::RmsNormResult out{empty_like(x), empty({r.rows}, like(x, x.dtype()))};
   if (r.rows == 0) return out;
   const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
-  STRATA_CUDA(strata_rms_norm_rows(float_type(x.dtype(), "rms_norm"), x.data_ptr(), w.data_ptr(), r.rows, r.n, eps,
-                                   out.out.data_ptr(), out.rstd.data_ptr(), l.stream));
+  STRATA_LAUNCH(strata_rms_norm_rows(float_type(x.dtype(), "rms_norm"), x.data_ptr(), w.data_ptr(), r.rows, r.n, eps,
+                                     out.out.data_ptr(), out.rstd.data_ptr(), l.stream));
   return out;
 }
 
@@ -189,10 +189,10 @@ backend::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, con
   if (r.rows == 0) return g;
   Tensor partials = need_dweight ? empty({strata_kernels::column_blocks(r.rows), r.n}, like(x, x.dtype())) : Tensor();
   const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
-  STRATA_CUDA(strata_rms_norm_backward(float_type(x.dtype(), "rms_norm backward"), grad.data_ptr(), x.data_ptr(),
-                                       w.data_ptr(), rstd.data_ptr(), r.rows, r.n, need_dx ? g.dx.data_ptr() : nullptr,
-                                       need_dweight ? partials.data_ptr() : nullptr,
-                                       need_dweight ? g.dweight.data_ptr() : nullptr, l.stream));
+  STRATA_LAUNCH(strata_rms_norm_backward(
+      float_type(x.dtype(), "rms_norm backward"), grad.data_ptr(), x.data_ptr(), w.data_ptr(), rstd.data_ptr(), r.rows,
+      r.n, need_dx ? g.dx.data_ptr() : nullptr, need_dweight ? partials.data_ptr() : nullptr,
+      need_dweight ? g.dweight.data_ptr() : nullptr, l.stream));
   return g;
 }
 

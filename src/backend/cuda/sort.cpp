@@ -37,9 +37,9 @@ void sort_rows(const Tensor& x_in, bool descending, Tensor* values, Tensor* indi
                ")");
   const Tensor ws = empty({static_cast<int64_t>((ws_bytes + 7) / 8)}, {.dtype = DType::Int64, .device = x.device()});
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_CUDA(strata_sort_rows(type, values->data_ptr(), static_cast<int64_t*>(indices->data_ptr()), x.data_ptr(), rows,
-                               n, descending ? 1 : 0, ws.data_ptr(), ws_bytes,
-                               cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_sort_rows(type, values->data_ptr(), static_cast<int64_t*>(indices->data_ptr()), x.data_ptr(),
+                                 rows, n, descending ? 1 : 0, ws.data_ptr(), ws_bytes,
+                                 cuda_detail::stream_of(x.device().index)));
 }
 
 }  // namespace strata::cuda_ops

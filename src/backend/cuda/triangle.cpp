@@ -16,9 +16,9 @@ Tensor triangle(const Tensor& x_in, int64_t diagonal, bool lower) {
   if (x.numel() == 0) return out;
   const int64_t rows = x.size(-2), cols = x.size(-1);
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_CUDA(strata_triangle(static_cast<int32_t>(dtype_size(x.dtype())), out.data_ptr(), x.data_ptr(),
-                              x.numel() / (rows * cols), rows, cols, diagonal, lower ? 1 : 0,
-                              cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_triangle(static_cast<int32_t>(dtype_size(x.dtype())), out.data_ptr(), x.data_ptr(),
+                                x.numel() / (rows * cols), rows, cols, diagonal, lower ? 1 : 0,
+                                cuda_detail::stream_of(x.device().index)));
   return out;
 }
 
@@ -30,8 +30,8 @@ Tensor one_hot(const Tensor& indices_in, int64_t classes) {
   Tensor out = empty(out_shape, {.dtype = DType::Int64, .device = indices.device()});
   if (out.numel() == 0) return out;
   cuda_detail::DeviceGuard guard(indices.device().index);
-  STRATA_CUDA(strata_one_hot(static_cast<int64_t*>(out.data_ptr()), static_cast<const int64_t*>(indices.data_ptr()),
-                             indices.numel(), classes, cuda_detail::stream_of(indices.device().index)));
+  STRATA_LAUNCH(strata_one_hot(static_cast<int64_t*>(out.data_ptr()), static_cast<const int64_t*>(indices.data_ptr()),
+                               indices.numel(), classes, cuda_detail::stream_of(indices.device().index)));
   return out;
 }
 

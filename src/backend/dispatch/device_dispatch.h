@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/cuda_entry.h"
+#include "strata/profiler/profiler.h"
 #include "strata/tensor/tensor.h"
 #include "tensor/cuda_memory.h"
 
@@ -41,6 +42,7 @@ Device common_device(std::string_view op, std::initializer_list<OpInput> inputs)
 // Runs cpu() for a CPU device; any other device has no implementation of `op` yet.
 template <class CpuFn>
 decltype(auto) on_device(std::string_view op, Device device, CpuFn&& cpu) {
+  profiler::Scope scope(op, device);  // one relaxed load when no profiler session records
   switch (device.type) {
     case DeviceType::CPU: return std::forward<CpuFn>(cpu)();
     case DeviceType::CUDA: break;
@@ -51,6 +53,7 @@ decltype(auto) on_device(std::string_view op, Device device, CpuFn&& cpu) {
 // Runs cpu() or cuda() by the device's type (cuda: the op's cuda_ops:: implementation).
 template <class CpuFn, class CudaFn>
 decltype(auto) on_device(std::string_view op, Device device, CpuFn&& cpu, CudaFn&& cuda) {
+  profiler::Scope scope(op, device);
   switch (device.type) {
     case DeviceType::CPU: return std::forward<CpuFn>(cpu)();
     case DeviceType::CUDA:
