@@ -2,7 +2,8 @@
 # Runs on the GPU machine: unpacks a bundle made by bundle.sh and runs the GPU checks (the
 # gpu-labelled tests, compute-sanitizer over them, the fused AdamW benchmark), printing each
 # check's output and exit status (each limited to LIMIT seconds, default 150). Exits
-# non-zero if any check failed.
+# non-zero if any check failed. SANITIZERS=0 leaves out the compute-sanitizer passes (the
+# longest part); GPT2_BENCH=1 adds the GPT-2 comparison with PyTorch.
 #   scripts/gpu/run_checks.sh BUNDLE.tar.xz [LOG]
 set -uo pipefail
 bundle=${1:?usage: run_checks.sh BUNDLE.tar.xz [LOG]}
@@ -73,9 +74,21 @@ fi
   check train_llama_cuda_np1 "$bin/train_llama" --device cuda --autocast fp16 --steps 40 --log-every 10 \
     --layers 2 --width 64 --heads 4 --kv-heads 2 --intermediate 128 --context 64 --batch 16 --warmup 5 --lr 3e-3 \
     --eval-windows 64 --samples 1 --sample-tokens 32 --tokens-out /tmp/strata-gpu/corpus.tokens --metrics ""
+# The trainers' CPU smoke scripts (save/resume/export, --zero 1-3, --tp, --pp) with every run
+# on the GPU; they live in the source tree beside this script.
+tests_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../tests" 2>/dev/null && pwd)
+[ -x "$bin/train_gpt" ] && [ -x "$bin/train_llama" ] && [ -n "$tests_dir" ] && command -v mpirun >/dev/null &&
+  LIMIT=300 check trainer_smokes_on_cuda "$tests_dir/gpu/trainer_smokes_on_cuda.sh" mpirun "$bin/train_gpt" \
+    "$bin/train_llama" "$tests_dir"
+# Attention's host and device time per call, fused beside composed (issue 28: host cost per sequence).
+[ -x "$bin/bench_attention_gpu" ] && check attention_bench "$bin/bench_attention_gpu" --batches 1,8 --iters 5
+# One GPT-2 124M step through the op profiler (issue 28 item 5): the table sorted by device time.
+[ -x "$bin/bench_gpt2_gpu" ] && TAIL=60 check gpt2_profile "$bin/bench_gpt2_gpu" --batch 8 --steps 3 --warmup 2 --profile
 check fused_adam_bench "$bin/bench_fused_adam" --device cuda --steps 50
 check fused_adam_bench_bf16 "$bin/bench_fused_adam" --device cuda --steps 50 --low-copy
-if command -v compute-sanitizer >/dev/null; then
+if [ "${SANITIZERS:-1}" = 0 ]; then
+  echo "compute-sanitizer: skipped (SANITIZERS=0)"
+elif command -v compute-sanitizer >/dev/null; then
   # The out-of-memory test's failing cudaMalloc calls are what it tests; memcheck reports
   # every failed API call as an error, so that one test runs outside it.
   for tool in memcheck racecheck synccheck; do
