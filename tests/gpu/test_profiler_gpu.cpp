@@ -25,7 +25,7 @@ TEST_F(ProfilerGpu, MatmulHasDeviceTimeLaunchesAndBytes) {
   EXPECT_EQ(mm.calls, 2);  // forward, and dA = dC B^T in the backward (b needs no gradient)
   EXPECT_TRUE(mm.has_device_time);
   EXPECT_GT(mm.device_ms, 0);
-  EXPECT_GE(mm.launches, 2);  // one cuBLASLt GEMM per call at least
+  EXPECT_GE(mm.launches, 2);                         // one cuBLASLt GEMM per call at least
   EXPECT_GE(mm.bytes_allocated, 2 * 512 * 512 * 4);  // each call's [512, 512] float output
   const profiler::Row& back = rows.at("MatmulBackward");
   EXPECT_TRUE(back.has_device_time);
