@@ -34,6 +34,7 @@
 #include "strata/nn/generate.h"
 #include "strata/nn/gpt.h"
 #include "strata/nn/kv_cache.h"
+#include "strata/nn/language_model.h"
 #include "strata/nn/layers.h"
 #include "strata/nn/llama.h"
 #include "strata/nn/module.h"

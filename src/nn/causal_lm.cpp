@@ -80,7 +80,7 @@ Tensor CausalLM::run_block(int64_t index, const Tensor& hidden, Positions positi
   return (*blocks_)[static_cast<size_t>(index)](hidden, block_inputs(positions, hidden.device(), cache));
 }
 
-Tensor CausalLM::forward(const Tensor& tokens, KVCache* cache) {
+Tensor CausalLM::forward_logits(const Tensor& tokens, KVCache* cache) {
   return factory_->gather_logits(local_logits(tokens, cache), vocab_size());
 }
 

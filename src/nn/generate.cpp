@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "strata/autograd/grad_mode.h"
@@ -86,7 +87,7 @@ int64_t select_token(const double* logits, int64_t vocab, const GenerateOptions&
   return last_possible;  // u beyond the rounded total
 }
 
-Tensor generate(CausalLM& model, const Tensor& prompt, int64_t max_new_tokens, const GenerateOptions& options) {
+Tensor generate(LanguageModel& model, const Tensor& prompt, int64_t max_new_tokens, const GenerateOptions& options) {
   STRATA_CHECK(prompt.dim() == 2 && prompt.size(1) >= 1 && prompt.dtype() == DType::Int64,
                "generate: prompt must be int64 [batch, time] with time >= 1, got ", prompt.dtype(), " of shape ",
                prompt.shape());
@@ -106,12 +107,17 @@ Tensor generate(CausalLM& model, const Tensor& prompt, int64_t max_new_tokens, c
   const Device device = params.empty() ? Device::cpu() : params.front().device();
   Tensor out = zeros({B, T0 + max_new_tokens}, {.dtype = DType::Int64});
   out.narrow(1, 0, T0).copy_(prompt.to(Device::cpu()));
-  KVCache cache = model.make_cache();
+  const bool cached = options.use_cache && model.cache_layers() > 0;
+  std::optional<KVCache> cache;
+  if (cached) cache.emplace(model.make_cache());
   for (int64_t t = T0; t < T0 + max_new_tokens; ++t) {
     // With the cache, only the tokens not yet seen (the prompt, then the newest) go in.
-    Tensor input = options.use_cache ? out.narrow(1, cache.length(), t - cache.length()).contiguous()
-                                     : out.narrow(1, 0, t).contiguous();
-    Tensor logits = model.forward(input.to(device), options.use_cache ? &cache : nullptr);
+    Tensor input =
+        cached ? out.narrow(1, cache->length(), t - cache->length()).contiguous() : out.narrow(1, 0, t).contiguous();
+    Tensor logits = model.forward(input.to(device), cached ? &*cache : nullptr);
+    STRATA_CHECK(logits.dim() == 3 && logits.size(0) == B && logits.size(1) == input.size(1) && logits.size(2) == V,
+                 "generate: the model's forward returned logits of shape ", logits.shape(), " for tokens of shape ",
+                 input.shape(), "; expected [", B, ", ", input.size(1), ", ", V, "] (vocab_size() ", V, ")");
     // [B, V] on the host
     Tensor last = logits.select(1, logits.size(1) - 1).to(DType::Float64).to(Device::cpu()).contiguous();
     const double* rows = last.data<double>();

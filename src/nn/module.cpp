@@ -128,17 +128,21 @@ void Module::init_below(const std::string& prefix, uint64_t seed) {
   for (auto& [name, child] : children_) child->init_below(prefix + name + ".", seed);
 }
 
-Module::HookScope::HookScope(Module& m) : module_(m) {
-  for (auto& hook : module_.pre_hooks_) hook(module_);
+Module::HookScope::HookScope(Module& m) : module_(m), outermost_(m.open_hook_scopes_ == 0) {
+  if (outermost_)
+    for (auto& hook : module_.pre_hooks_) hook(module_);
+  ++module_.open_hook_scopes_;  // after the hooks: a throwing pre-hook leaves no scope open
 }
 
 Tensor Module::HookScope::output(Tensor y) {
+  if (!outermost_) return y;
   for (auto& hook : module_.output_hooks_) y = hook(module_, y);
   return y;
 }
 
 Module::HookScope::~HookScope() noexcept(false) {
-  if (std::uncaught_exceptions() > 0) return;  // forward failed: don't run hooks on top
+  --module_.open_hook_scopes_;
+  if (!outermost_ || std::uncaught_exceptions() > 0) return;  // forward failed: don't run hooks on top
   for (auto& hook : module_.post_hooks_) hook(module_);
 }
 

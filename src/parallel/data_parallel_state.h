@@ -113,8 +113,12 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
   // Stage 3.
   int root_bucket = -1;
   std::vector<int> forward_order;  // units (bucket indices) in the last forward's order
-  std::vector<int> recording;      // the forward being run now
-  bool pinned = false;             // GatheredParameters is alive: nothing is freed
+  // A forward has recorded forward_order (until then it is the registration order, a guess
+  // not prefetched at the root: a unit that runs no hooks is then never gathered behind
+  // its back, and reading it gives released_note's error).
+  bool order_recorded = false;
+  std::vector<int> recording;  // the forward being run now
+  bool pinned = false;         // GatheredParameters is alive: nothing is freed
 
   DataParallelState() = default;
   DataParallelState(const DataParallelState&) = delete;

@@ -12,6 +12,7 @@
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
+#include "strata/core/type_name.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::parallel {
@@ -36,18 +37,24 @@ struct ParamBytes {
 };
 
 // Tensor::data_ptr's error for a read of a unit's released memory: which parameter was read
-// (by the byte offset of the read) and where it can be read instead.
-Storage::ReleasedNote released_note(std::vector<ParamBytes> params, std::string unit) {
-  return [params = std::move(params), unit = std::move(unit)](size_t byte_offset) {
+// (by the byte offset of the read), which module must run its hooks for it to be gathered
+// and how, and where it can be read instead.
+Storage::ReleasedNote released_note(std::vector<ParamBytes> params, std::string unit, std::string type) {
+  return [params = std::move(params), unit = std::move(unit), type = std::move(type)](size_t byte_offset) {
     std::string what = "padding of the unit";
     for (const ParamBytes& p : params)
       if (byte_offset >= p.begin && byte_offset < p.end) what = "parameter '" + p.name + "'";
-    const std::string where = unit.empty() ? "the root unit, the parameters in no unit, gathered by the model's forward"
-                                           : "unit '" + unit + "'";
-    return ::strata::detail::concat(what, " was released: it is sharded by ZeroOptimizer stage 3 and is only ",
-                                    "gathered inside its unit's forward/backward (", where, "); read it inside the ",
-                                    "unit, through ZeroOptimizer::full_parameters(), or while a ",
-                                    "ZeroOptimizer::gathered_parameters() guard lives");
+    const std::string where = unit.empty() ? "the root unit (the parameters in no unit) of the model (" + type + ")"
+                                           : "unit '" + unit + "' (" + type + ")";
+    const std::string fix = unit.empty()
+                                ? "derive the model from nn::LanguageModel (its forward runs them), call it through "
+                                  "nn::call(model, ...), or"
+                                : "call the unit through nn::call(unit, ...) instead of unit.forward(...), or";
+    return ::strata::detail::concat(
+        what, " was released: ZeroOptimizer stage 3 shards it and gathers it only inside the forward and backward of ",
+        where, ", from its forward hooks", ". If this read is in that forward, the hooks did not run: ", fix,
+        " start its forward with `auto hooks = forward_hooks();` and return `hooks.output(y)`. Elsewhere, read ",
+        "it through ZeroOptimizer::full_parameters() or while a ZeroOptimizer::gathered_parameters() guard lives");
   };
 }
 
@@ -65,7 +72,8 @@ void DataParallelState::install_stage3_hooks(nn::Module& root) {
       const auto begin = static_cast<size_t>(memory.offset() + entry.offset) * elem;
       names.push_back({begin, begin + static_cast<size_t>(entry.numel) * elem, param.name});
     }
-    memory.storage()->set_released_note(released_note(std::move(names), u.unit ? module_name(root, u.unit) : ""));
+    memory.storage()->set_released_note(released_note(std::move(names), u.unit ? module_name(root, u.unit) : "",
+                                                      dynamic_type_name(u.unit ? *u.unit : root)));
   }
   std::weak_ptr<State> weak = shared_from_this();
   for (size_t i = 0; i < buckets.size(); ++i) {
@@ -143,12 +151,15 @@ void DataParallelState::root_pre_forward() {
     buckets[static_cast<size_t>(root_bucket)].output_wrapped = false;
     issue_gather(root_bucket);
   }
-  if (options.prefetch && !forward_order.empty()) issue_gather(forward_order.front());
+  if (options.prefetch && order_recorded && !forward_order.empty()) issue_gather(forward_order.front());
   if (root_bucket >= 0) wait_gather(root_bucket);
 }
 
 void DataParallelState::root_post_forward() {
-  if (!recording.empty()) forward_order = recording;
+  if (!recording.empty()) {
+    forward_order = recording;
+    order_recorded = true;
+  }
   // Like a unit: free now when backward gathers again first (the model's forward returned
   // through HookScope::output, as GPT's does) or when no backward follows; otherwise the
   // root stays gathered until the end of backward.

@@ -13,6 +13,7 @@
 
 #include "strata/core/type_name.h"
 #include "strata/nn/kv_cache.h"
+#include "strata/nn/language_model.h"
 #include "strata/nn/layer_factory.h"
 #include "strata/nn/module.h"
 
@@ -21,7 +22,7 @@ namespace strata::nn {
 // What a block's forward takes besides its input.
 struct BlockInputs {
   Tensor cos, sin;           // rotary tables for the positions of x (Llama); undefined for GPT
-  KVCache* cache = nullptr;  // generation: the cached keys and values (see CausalLM::forward)
+  KVCache* cache = nullptr;  // generation: the cached keys and values (see LanguageModel::forward)
 };
 
 // A transformer block: the unit ZeRO-3 gathers and frees by default
@@ -80,13 +81,10 @@ struct ParameterCounts {
 // in that dtype, or in bfloat16/float16 with float32 activations. Errors name `family`.
 void check_model_dtypes(const char* family, DType dtype, DType param_dtype);
 
-class CausalLM : public Module {
+// forward (LanguageModel's) takes a whole model only; the cache must be used with grad mode
+// off. A tensor-parallel model gathers the vocabulary parts there (loss() never does).
+class CausalLM : public LanguageModel {
  public:
-  // tokens int64 [B, T] -> logits [B, T, vocab] (a whole model only). With a cache, the tokens continue the
-  // cached sequence: they sit at positions cache->length() onwards, attend to the cached keys
-  // and values, and append their own (the cache must be used with grad mode off). A
-  // tensor-parallel model gathers the vocabulary parts here (loss() never does).
-  Tensor forward(const Tensor& tokens, KVCache* cache = nullptr);
   // Mean next-token cross-entropy over targets != -100; targets int64 [B, T].
   Tensor loss(const Tensor& tokens, const Tensor& targets);
 
@@ -98,8 +96,9 @@ class CausalLM : public Module {
     int64_t hidden_size = 0;       // the width of the hidden states blocks exchange
     DType dtype = DType::Float32;  // of activations
   };
-  int64_t vocab_size() const { return sizes_.vocab_size; }
-  int64_t context_length() const { return sizes_.context; }
+  int64_t vocab_size() const override { return sizes_.vocab_size; }
+  int64_t context_length() const override { return sizes_.context; }
+  int64_t cache_layers() const override { return sizes_.num_layers; }
   int64_t num_layers() const { return sizes_.num_layers; }
   int64_t hidden_size() const { return sizes_.hidden_size; }
   DType compute_dtype() const { return sizes_.dtype; }
@@ -111,8 +110,6 @@ class CausalLM : public Module {
   const ModelPart& part() const { return part_; }  // its blocks always listed
   bool is_whole() const;
   bool has_block(int64_t index) const;
-  // A cache that holds up to context_length() positions of every layer.
-  KVCache make_cache() const { return KVCache(num_layers(), context_length()); }
   // The factory the model's split layers came from (single-process unless given one).
   LayerFactory& layer_factory() const { return *factory_; }
 
@@ -162,6 +159,7 @@ class CausalLM : public Module {
   // `part` is resolved against `num_layers` (checked: ascending, existing blocks).
   CausalLM(std::shared_ptr<LayerFactory> factory, ModelPart part, Sizes sizes, uint64_t seed,
            const PieceBuilder& build);
+  Tensor forward_logits(const Tensor& tokens, KVCache* cache) override;
   virtual const char* family() const = 0;  // "GPT", for messages
   // Generators that blocks draw from besides the default one (restored when recompute runs a
   // block again).

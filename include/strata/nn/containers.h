@@ -24,12 +24,13 @@ concept UnaryModule = std::derived_from<M, Module> && requires(M& m, const Tenso
 };
 
 // A unary module with its forward, type-erased, so that Linear, activations, containers and
-// user modules sit in one list. Implicit from std::shared_ptr<M>: Sequential({a, b, c}).
+// user modules sit in one list. Its forward runs the module's hooks (nn::call). Implicit from std::shared_ptr<M>:
+// Sequential({a, b, c}).
 class AnyModule {
  public:
   template <UnaryModule M>
   AnyModule(std::shared_ptr<M> module)  // NOLINT(google-explicit-constructor)
-      : module_(module), forward_([m = module.get()](const Tensor& x) -> Tensor { return m->forward(x); }) {
+      : module_(module), forward_([m = module.get()](const Tensor& x) -> Tensor { return call(*m, x); }) {
     STRATA_CHECK(module_ != nullptr, "AnyModule: null module");
   }
   Tensor forward(const Tensor& x) const { return forward_(x); }

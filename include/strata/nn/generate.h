@@ -1,8 +1,9 @@
 #pragma once
-// Autoregressive sampling from a CausalLM (GPT or Llama), with a key/value cache.
+// Autoregressive sampling from an nn::LanguageModel (GPT, Llama, or a model of your own),
+// with a key/value cache where the model keeps one.
 #include <cstdint>
 
-#include "strata/nn/causal_lm.h"
+#include "strata/nn/language_model.h"
 
 namespace strata::nn {
 
@@ -15,7 +16,8 @@ struct GenerateOptions {
   double top_p = 1.0;        // keep the most likely tokens until their probability reaches top_p, in (0, 1]
   uint64_t seed = 0;         // the sampling stream: one draw per row and new token
   // Run each new token alone through the model, attending to cached keys and values, instead
-  // of the whole sequence again. Both give the same tokens (exactly, in float64).
+  // of the whole sequence again. Both give the same tokens (exactly, in float64). Unused for
+  // a model without a cache (LanguageModel::cache_layers() 0).
   bool use_cache = true;
 };
 
@@ -23,8 +25,10 @@ struct GenerateOptions {
 // the sampled tokens. Runs with grad mode off and the model in eval mode (restored after).
 // T0 + max_new_tokens must fit the model's context. The model may sit on any device (a CUDA
 // model runs there); the tokens are selected on the host from float64 logits, and the result
-// is on the prompt's device.
-Tensor generate(CausalLM& model, const Tensor& prompt, int64_t max_new_tokens, const GenerateOptions& options = {});
+// is on the prompt's device. Under ZeRO-3 or tensor parallelism every rank of the group calls
+// it with the same prompt and options (each forward is collective).
+Tensor generate(LanguageModel& model, const Tensor& prompt, int64_t max_new_tokens,
+                const GenerateOptions& options = {});
 
 // The token one row of logits selects under `options` (greedy, or filtered and sampled with
 // the uniform draw u in [0, 1)). Exposed for tests.

@@ -1,4 +1,5 @@
 #pragma once
+#include <concepts>
 #include <functional>
 #include <map>
 #include <memory>
@@ -84,6 +85,16 @@ class Module {
   // Run by modules whose forward returns through HookScope::output() (nn::Block does).
   void register_forward_output_hook(ForwardOutputHook hook) { output_hooks_.push_back(std::move(hook)); }
 
+  // Runs `forward()` (a callable returning this module's forward output) with the hooks
+  // around it: pre-hooks, the output hooks on its result, then the forward hooks. nn::call
+  // (below) is the usual way in. Hooks run once per call however the scopes nest: a forward
+  // that opens forward_hooks() itself and is called through here runs them only here.
+  template <class Forward>
+  Tensor call_with_hooks(Forward&& forward) {
+    HookScope hooks(*this);
+    return hooks.output(std::forward<Forward>(forward)());
+  }
+
  protected:
   // Registers a parameter (marked requires_grad) and returns the handle to keep as a member.
   // With a recipe, init_parameters draws its values later (from its full name).
@@ -96,7 +107,8 @@ class Module {
     return module;
   }
 
-  // RAII: runs the pre-hooks now and the forward hooks when it goes out of scope.
+  // RAII: runs the pre-hooks now and the forward hooks when it goes out of scope (nothing
+  // when it opens inside another scope of the same module: only the outermost runs them).
   class HookScope {
    public:
     explicit HookScope(Module& m);
@@ -108,6 +120,7 @@ class Module {
 
    private:
     Module& module_;
+    bool outermost_;
   };
   HookScope forward_hooks() { return HookScope(*this); }
 
@@ -126,7 +139,18 @@ class Module {
   std::vector<ForwardHook> pre_hooks_;
   std::vector<ForwardHook> post_hooks_;
   std::vector<ForwardOutputHook> output_hooks_;
+  int open_hook_scopes_ = 0;  // HookScopes of this module now open (nested calls run hooks once)
   bool training_ = true;
 };
+
+// Calls `module.forward(args...)` inside the module's hooks, as calling a torch.nn.Module
+// does: `Tensor y = nn::call(*expert, x);`. A module called this way needs no hook code of
+// its own to be a ZeRO-3 unit (its parameters are gathered before its forward and again
+// before its backward, and freed after each). Calling forward() directly skips the hooks
+// unless forward opens forward_hooks() itself, as the library's layers do.
+template <class M, class... Args>
+requires std::derived_from<M, Module> Tensor call(M& module, Args&&... args) {
+  return module.call_with_hooks([&]() -> Tensor { return module.forward(std::forward<Args>(args)...); });
+}
 
 }  // namespace strata::nn
