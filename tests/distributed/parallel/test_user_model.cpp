@@ -54,9 +54,7 @@ class Expert : public nn::Module {
     up_ = register_module("up", factory.column(kWidth, kHidden, true, init()));
     down_ = register_module("down", factory.row(kHidden, kWidth, true, init()));
   }
-  Tensor forward(const Tensor& x) {
-    return nn::call(*down_, strata::gelu(nn::call(*up_, factory_.enter_region(x))));
-  }
+  Tensor forward(const Tensor& x) { return nn::call(*down_, strata::gelu(nn::call(*up_, factory_.enter_region(x)))); }
 
  private:
   nn::LayerFactory& factory_;
@@ -123,8 +121,7 @@ class MoEModel : public nn::LanguageModel {
   Tensor forward_logits(const Tensor& tokens, nn::KVCache* /*cache*/) override {
     factory_->begin_forward(tokens.size(1));
     Tensor h = nn::call(*wte_, tokens);
-    for (size_t l = 0; l < layers_->size(); ++l)
-      h = call_layers_directly ? layer(l).forward(h) : nn::call(layer(l), h);
+    for (size_t l = 0; l < layers_->size(); ++l) h = call_layers_directly ? layer(l).forward(h) : nn::call(layer(l), h);
     const Tensor local = nn::call(*head_, factory_->enter_region(nn::call(*ln_f_, h)));
     return factory_->gather_logits(local, kVocab);
   }
@@ -168,9 +165,7 @@ Batch batch(int step, int64_t global_rows, int64_t first, int64_t rows) {
 
 optim::AdamWOptions adamw() { return {.lr = 0.05, .weight_decay = 0.1}; }
 
-parallel::ZeroOptions zero3() {
-  return {.stage = 3, .is_unit = nn::module_type_predicate<user::MoELayer>()};
-}
+parallel::ZeroOptions zero3() { return {.stage = 3, .is_unit = nn::module_type_predicate<user::MoELayer>()}; }
 
 // One process over every rank's rows: the reference.
 StateDict train_one_process(MoEModel& model, int64_t global_rows) {
@@ -262,9 +257,9 @@ TEST(UserModel, ZeroStage3TrainsItLikeOneProcess) {
   // Checkpoint: the gathered weights, saved to a file (each rank its own: ranks may not share
   // a temporary directory), load into a one-process model whose logits then match the
   // ZeRO-3 model's.
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("strata-user-model-" + std::to_string(::getpid()) + ".safetensors"))
-                               .string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("strata-user-model-" + std::to_string(::getpid()) + ".safetensors"))
+          .string();
   checkpoint::save_safetensors(path, zero.full_parameters());
   MoEModel restored;
   restored.load_state_dict(checkpoint::load_safetensors(path).tensors);
