@@ -111,6 +111,7 @@ std::vector<std::vector<Tensor>>& abandoned_transfers() {
 
 struct Pipeline::StepState {
   bool training = true;
+  Device device;  // where this stage computes: received activations and gradients land here
   int64_t rows = 0, seq_len = 0, local_seq_len = 0;
   std::vector<Tensor> tokens, targets;                        // per micro-batch
   std::vector<double> weights;                                // each micro-batch's share of the batch's loss
@@ -264,6 +265,7 @@ Tensor Pipeline::run(const Tensor& tokens, const Tensor& targets, Mode mode) {
 
   StepState st;
   st.training = training;
+  st.device = tokens.device();  // the callers moved tokens to model_device()
   st.keep_logits = mode == Mode::Logits;
   st.rows = B / m;
   st.seq_len = T;
@@ -406,8 +408,7 @@ void Pipeline::backward(StepState& st, int micro_batch, int chunk) {
 
 void Pipeline::post_transfers(StepState& st, const PipelineAction& action) {
   const Shape hidden{st.rows, st.local_seq_len, model_.hidden_size()};
-  // Received activations and gradients land where this stage computes.
-  const TensorOptions dtype{.dtype = model_.compute_dtype(), .device = model_device()};
+  const TensorOptions dtype{.dtype = model_.compute_dtype(), .device = st.device};
   std::vector<dist::P2POp> ops;
   std::vector<Tensor> keep;  // alive until the batch completes
   std::vector<std::shared_ptr<dist::Work>*> arrivals;
