@@ -52,6 +52,7 @@
 #include "strata/optim/optimizer.h"
 #include "strata/optim/param_groups.h"
 #include "strata/optim/sgd.h"
+#include "strata/parallel/context_parallel.h"
 #include "strata/parallel/ddp.h"
 #include "strata/parallel/flat_buffer.h"
 #include "strata/parallel/pipeline_schedule.h"
