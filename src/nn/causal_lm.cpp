@@ -77,7 +77,9 @@ bool CausalLM::has_block(int64_t index) const {
 }
 
 Tensor CausalLM::run_block(int64_t index, const Tensor& hidden, Positions positions, KVCache* cache) {
-  return (*blocks_)[static_cast<size_t>(index)](hidden, block_inputs(positions, hidden.device(), cache));
+  BlockInputs inputs = block_inputs(positions, hidden.device(), cache);
+  inputs.context = context_.get();
+  return (*blocks_)[static_cast<size_t>(index)](hidden, inputs);
 }
 
 Tensor CausalLM::forward_logits(const Tensor& tokens, KVCache* cache) {
@@ -89,7 +91,11 @@ Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) {
                " differs from tokens shape ", tokens.shape());
   Tensor logits = local_logits(tokens, nullptr);
   const int64_t N = tokens.numel();
-  return factory_->cross_entropy(logits.reshape({N, logits.size(-1)}), targets.reshape({N}), vocab_size());
+  Tensor loss = factory_->cross_entropy(logits.reshape({N, logits.size(-1)}), targets.reshape({N}), vocab_size());
+  if (!context_) return loss;
+  // The mean over every rank's targets, not the mean of the ranks' means (their counts of
+  // ignored targets differ).
+  return context_->global_mean(loss, sum(ne(targets, -100.0).to(loss.dtype())));
 }
 
 Tensor CausalLM::run_blocks(std::span<const int64_t> indices, Tensor x, Positions positions, KVCache* cache) {
@@ -98,7 +104,7 @@ Tensor CausalLM::run_blocks(std::span<const int64_t> indices, Tensor x, Position
     STRATA_CHECK(has_block(i), family(), ": block ", i, " is not in this part of the model");
     if (recompute) {
       auto block = [this, i, positions](const std::vector<Tensor>& in) {
-        factory_->begin_forward(positions.length);  // the same split when backward runs it again
+        factory_->begin_forward(positions.length / context_degree());  // the same split when backward runs it again
         return std::vector<Tensor>{run_block(i, in[0], positions)};
       };
       x = autograd::checkpoint(block, {x}, block_generators())[0];
@@ -115,8 +121,8 @@ Tensor CausalLM::local_logits(const Tensor& tokens, KVCache* cache) {
                "parallel::Pipeline");
   auto hooks = forward_hooks();
   const int64_t offset = check_tokens(tokens, cache);
-  const Positions positions{offset, tokens.size(1)};
-  factory_->begin_forward(positions.length);
+  const Positions positions{offset, tokens.size(1) * context_degree()};
+  factory_->begin_forward(tokens.size(1));
   Tensor x = run_blocks(*part_.blocks, embed(tokens, positions), positions, cache);
   if (cache != nullptr) cache->advance(positions.length);
   return hooks.output(head(x));
@@ -127,7 +133,9 @@ int64_t CausalLM::check_tokens(const Tensor& tokens, const KVCache* cache) const
   STRATA_CHECK(tokens.dim() == 2, model, ": tokens must be [batch, time], got shape ", tokens.shape());
   STRATA_CHECK(tokens.dtype() == DType::Int64, model, ": tokens must be int64, got ", tokens.dtype());
   const int64_t offset = cache != nullptr ? cache->length() : 0;
-  const int64_t T = tokens.size(1);
+  STRATA_CHECK(cache == nullptr || context_degree() == 1, model,
+               ": generation with a KV cache runs without context parallelism (set_context_split(nullptr))");
+  const int64_t T = tokens.size(1) * context_degree();
   STRATA_CHECK(T > 0, model, ": tokens of shape ", tokens.shape(), " hold no positions");
   STRATA_CHECK(offset + T <= context_length(), model, ": sequence length ", offset + T,
                cache != nullptr ? " (cached + new)" : "", " exceeds the context of ", context_length());

@@ -27,7 +27,7 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& config, int64_t layer,
   resid_dropout = register_module("resid_dropout", std::make_shared<Dropout>(config.dropout, dropout_generator(f)));
 }
 
-Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) {
+Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache, ContextSplit* context) {
   Tensor in = factory.enter_region(x);  // the whole sequence, even with sequence parallelism
   const int64_t B = in.size(0), T = in.size(1);
   const int64_t D = in.size(2) / (n_head * factory.degree());
@@ -40,6 +40,8 @@ Tensor CausalSelfAttention::forward(const Tensor& x, KVCache* cache) {
   if (cache != nullptr) {
     auto [k, v] = cache->append(layer_index, heads(qkv[1]), heads(qkv[2]));
     y = attention(heads(qkv[0]), k, v, {.causal = true});  // causal aligned to the end
+  } else if (context != nullptr) {
+    y = context->causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));
   } else {
     y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));
   }
@@ -67,7 +69,7 @@ Block::Block(const GPTConfig& config, int64_t layer_index, LayerFactory& factory
 }
 
 Tensor Block::forward_block(const Tensor& x, const BlockInputs& in) {
-  Tensor h = add(x, attn->forward(ln_1->forward(x), in.cache));
+  Tensor h = add(x, attn->forward(ln_1->forward(x), in.cache, in.context));
   return add(h, mlp->forward(ln_2->forward(h)));
 }
 
@@ -125,9 +127,11 @@ GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory, ModelPa
 Tensor GPT::embed(const Tensor& tokens, Positions p) {
   STRATA_CHECK(part_.embedding, "GPT: this part of the model does not hold the embedding");
   // With sequence parallelism the token embedding returns this rank's piece of the sequence.
-  Tensor positions = factory_->sequence_piece(
+  Tensor positions =
       wpe->forward(arange(p.offset, p.offset + p.length, 1, {.dtype = DType::Int64, .device = tokens.device()}))
-          .unsqueeze(0));
+          .unsqueeze(0);
+  if (context_) positions = context_->local(positions, 1);  // this rank's positions
+  positions = factory_->sequence_piece(positions);
   return drop->forward(add(wte->forward(tokens), positions));
 }
 

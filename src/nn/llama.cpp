@@ -46,7 +46,8 @@ LlamaAttention::LlamaAttention(const LlamaConfig& config, int64_t layer, LayerFa
   o_proj = register_module("o_proj", f.row(config.n_head * D, C, false, llama_init(config)));
 }
 
-Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache) {
+Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache,
+                               ContextSplit* context) {
   Tensor in = factory.enter_region(x);  // the whole sequence, even with sequence parallelism
   const int64_t B = in.size(0), T = in.size(1);
   // [B, T, heads * D] -> [B, heads, T, D] views; rotary writes q and k contiguous.
@@ -55,7 +56,8 @@ Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor&
   Tensor k = rotary_embedding(heads(k_proj->forward(in), n_kv_head), cos, sin);
   Tensor v = heads(v_proj->forward(in), n_kv_head);
   if (cache != nullptr) std::tie(k, v) = cache->append(layer_index, k, v);
-  Tensor y = attention(q, k, v, {.causal = true});  // [B, H, T, D], memory [B, T, H, D]
+  // [B, H, T, D], memory [B, T, H, D] (contiguous with a context split)
+  Tensor y = context != nullptr ? context->causal_attention(q, k, v) : attention(q, k, v, {.causal = true});
   return o_proj->forward(y.transpose(1, 2).reshape({B, T, n_head * head_dim}));
 }
 
@@ -82,7 +84,7 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, int64_t layer_in
 }
 
 Tensor LlamaDecoderLayer::forward_block(const Tensor& x, const BlockInputs& in) {
-  Tensor h = add(x, self_attn->forward(input_layernorm->forward(x), in.cos, in.sin, in.cache));
+  Tensor h = add(x, self_attn->forward(input_layernorm->forward(x), in.cos, in.sin, in.cache, in.context));
   return add(h, mlp->forward(post_attention_layernorm->forward(h)));
 }
 
@@ -142,6 +144,7 @@ const RotaryTables& Llama::rotary_for(Positions p, Device device) {
 
 BlockInputs Llama::block_inputs(Positions positions, Device device, KVCache* cache) {
   const RotaryTables& rope = rotary_for(positions, device);
+  if (context_) return {.cos = context_->local(rope.cos, 0), .sin = context_->local(rope.sin, 0), .cache = cache};
   return {.cos = rope.cos, .sin = rope.sin, .cache = cache};
 }
 

@@ -136,7 +136,7 @@ void merge_into(Partial& acc, Partial part) {
 // What backward needs of one query chunk.
 struct QueryChunk {
   Tensor q, out, lse, grad_out, delta;  // delta: rowsum(grad_out * out)
-  Tensor grad_q;                         // accumulated
+  Tensor grad_q;                        // accumulated
 };
 
 // Adds one block's contribution to the query gradient and to grad_k / grad_v (chunk views).
@@ -159,7 +159,8 @@ void around_the_ring(Tensor block, dist::ProcessGroup& group, const std::functio
     Tensor next;
     if (step + 1 < n) {
       next = empty_like(block);
-      const std::array<dist::P2POp, 2> ops{dist::P2POp::send(block, (r + 1) % n), dist::P2POp::recv(next, (r + n - 1) % n)};
+      const std::array<dist::P2POp, 2> ops{dist::P2POp::send(block, (r + 1) % n),
+                                           dist::P2POp::recv(next, (r + n - 1) % n)};
       transfer = group.batch_send_recv(ops);
       stats.bytes_sent += static_cast<int64_t>(block.nbytes());
     }
@@ -193,7 +194,8 @@ Tensor gradients_around_the_ring(const Tensor& block, dist::ProcessGroup& group,
     }
     sending = grad;
     arriving = empty_like(grad);
-    const std::array<dist::P2POp, 2> ops{dist::P2POp::send(sending, (r + 1) % n), dist::P2POp::recv(arriving, (r + n - 1) % n)};
+    const std::array<dist::P2POp, 2> ops{dist::P2POp::send(sending, (r + 1) % n),
+                                         dist::P2POp::recv(arriving, (r + n - 1) % n)};
     in_flight = group.batch_send_recv(ops);
     stats.bytes_sent += static_cast<int64_t>(sending.nbytes());
   });
@@ -277,32 +279,32 @@ Tensor context_parallel_attention(const Tensor& q, const Tensor& k, const Tensor
   for (const Tensor& t : saved) stats.saved_bytes += static_cast<int64_t>(t.nbytes());
   const DType q_dtype = q.dtype(), kv_dtype = k.dtype();
   const ContextParallelAttention variant = options.variant;
-  autograd::record(
-      "ContextParallelAttentionBackward", {q, k, v}, {out}, {saved.begin(), saved.end()},
-      [saved, mask, g, &group, variant, q_dtype, kv_dtype](autograd::BackwardContext& ctx) {
-        NoGradGuard no_grad_inside;
-        std::array<QueryChunk, 2> chunks;
-        for (int w = 0; w < 2; ++w) {
-          QueryChunk& c = chunks[static_cast<size_t>(w)];
-          c.q = saved[static_cast<size_t>(w)];
-          c.out = saved[static_cast<size_t>(3 + w)];
-          c.lse = saved[static_cast<size_t>(5 + w)];
-          c.grad_out = grouped_chunk(ctx.grad(0), g, w);
-          c.delta = sum(mul(c.grad_out, c.out), {3}, true);
-          c.grad_q = zeros_like(c.q);
-        }
-        Tensor grad_kv = kv_gradients(saved[2], group, variant, [&](const Tensor& block, int source) {
-          Tensor grad = zeros_like(block);
-          for_each_pair(g, source, [&](int w, int u, Block kind) {
-            block_backward(chunks[static_cast<size_t>(w)], kv_chunk(block, 0, u, g), kv_chunk(block, 1, u, g), kind,
-                           mask, kv_chunk(grad, 0, u, g), kv_chunk(grad, 1, u, g), g);
-          });
-          return grad;
-        });
-        ++stats.backward_calls;
-        return std::vector<Tensor>{ungrouped({chunks[0].grad_q, chunks[1].grad_q}, g).to(q_dtype),
-                                   grad_kv.select(0, 0).to(kv_dtype), grad_kv.select(0, 1).to(kv_dtype)};
-      });
+  autograd::record("ContextParallelAttentionBackward", {q, k, v}, {out}, {saved.begin(), saved.end()},
+                   [saved, mask, g, &group, variant, q_dtype, kv_dtype](autograd::BackwardContext& ctx) {
+                     NoGradGuard no_grad_inside;
+                     std::array<QueryChunk, 2> chunks;
+                     for (int w = 0; w < 2; ++w) {
+                       QueryChunk& c = chunks[static_cast<size_t>(w)];
+                       c.q = saved[static_cast<size_t>(w)];
+                       c.out = saved[static_cast<size_t>(3 + w)];
+                       c.lse = saved[static_cast<size_t>(5 + w)];
+                       c.grad_out = grouped_chunk(ctx.grad(0), g, w);
+                       c.delta = sum(mul(c.grad_out, c.out), {3}, true);
+                       c.grad_q = zeros_like(c.q);
+                     }
+                     Tensor grad_kv = kv_gradients(saved[2], group, variant, [&](const Tensor& block, int source) {
+                       Tensor grad = zeros_like(block);
+                       for_each_pair(g, source, [&](int w, int u, Block kind) {
+                         block_backward(chunks[static_cast<size_t>(w)], kv_chunk(block, 0, u, g),
+                                        kv_chunk(block, 1, u, g), kind, mask, kv_chunk(grad, 0, u, g),
+                                        kv_chunk(grad, 1, u, g), g);
+                       });
+                       return grad;
+                     });
+                     ++stats.backward_calls;
+                     return std::vector<Tensor>{ungrouped({chunks[0].grad_q, chunks[1].grad_q}, g).to(q_dtype),
+                                                grad_kv.select(0, 0).to(kv_dtype), grad_kv.select(0, 1).to(kv_dtype)};
+                   });
   return out;
 }
 

@@ -6,18 +6,23 @@
 
 namespace strata::dist {
 
-enum class MeshDim : uint8_t { Pipeline = 0, Data = 1, Tensor = 2 };
+// Context: context parallelism (parallel/context_parallel.h), the ranks that split one
+// sequence. DataContext: the data and context ranks together (the ranks that hold the same
+// parameters: DDP and ZeRO reduce over it; the data group itself when cp = 1).
+enum class MeshDim : uint8_t { Pipeline = 0, Data = 1, Tensor = 2, Context = 3, DataContext = 4 };
 
 struct MeshShape {
   int pp = 1;
   int dp = 1;
   int tp = 1;
+  int cp = 1;  // (last, so that existing designated initialisers keep their order)
 };
 
-// pipeline x data x tensor over the world group, tensor innermost: world rank =
-// (pp_coord * dp + dp_coord) * tp + tp_coord. Construction is collective over `world`
-// (it splits one sub-group per dimension); a shape whose product is not world.size() is
-// rejected.
+// pipeline x data x context x tensor over the world group, tensor innermost: world rank =
+// ((pp_coord * dp + dp_coord) * cp + cp_coord) * tp + tp_coord (Megatron's order: a
+// sequence's CP ranks sit next to each other, after its TP ranks). Construction is
+// collective over `world` (it splits one sub-group per dimension, and the DataContext group
+// when both dp and cp exceed 1); a shape whose product is not world.size() is rejected.
 class DeviceMesh {
  public:
   DeviceMesh(ProcessGroup& world, MeshShape shape);
@@ -30,8 +35,8 @@ class DeviceMesh {
  private:
   ProcessGroup& world_;
   MeshShape shape_;
-  std::array<int, 3> coords_{};
-  std::array<std::unique_ptr<ProcessGroup>, 3> groups_;
+  std::array<int, 4> coords_{};  // by MeshDim Pipeline, Data, Tensor, Context
+  std::array<std::unique_ptr<ProcessGroup>, 5> groups_;
 };
 
 }  // namespace strata::dist

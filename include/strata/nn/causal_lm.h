@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "strata/core/type_name.h"
+#include "strata/nn/context_split.h"
 #include "strata/nn/kv_cache.h"
 #include "strata/nn/language_model.h"
 #include "strata/nn/layer_factory.h"
@@ -21,8 +22,9 @@ namespace strata::nn {
 
 // What a block's forward takes besides its input.
 struct BlockInputs {
-  Tensor cos, sin;           // rotary tables for the positions of x (Llama); undefined for GPT
-  KVCache* cache = nullptr;  // generation: the cached keys and values (see LanguageModel::forward)
+  Tensor cos, sin;                  // rotary tables for the positions of x (Llama); undefined for GPT
+  KVCache* cache = nullptr;         // generation: the cached keys and values (see LanguageModel::forward)
+  ContextSplit* context = nullptr;  // context parallelism: attention over the whole sequence
 };
 
 // A transformer block: the unit ZeRO-3 gathers and frees by default
@@ -113,6 +115,13 @@ class CausalLM : public LanguageModel {
   // The factory the model's split layers came from (single-process unless given one).
   LayerFactory& layer_factory() const { return *factory_; }
 
+  // Context parallelism (nn/context_split.h; null: none): forward, loss() and the pieces take
+  // this rank's tokens [B, T / degree] of sequences of T positions; attention spans all of
+  // them. Not with a KV cache. The split must outlive its use.
+  void set_context_split(std::shared_ptr<ContextSplit> split) { context_ = std::move(split); }
+  ContextSplit* context_split() const { return context_.get(); }
+  int64_t context_degree() const { return context_ ? context_->degree() : 1; }
+
   // Activation recompute: each block keeps only its input from forward and runs again in
   // backward (autograd::checkpoint), trading a second forward of the blocks for their
   // activations. Results are bit-identical. Off by default; not with ZeRO-3 units.
@@ -121,7 +130,8 @@ class CausalLM : public LanguageModel {
 
   // The model in pieces, as forward() runs them and as pipeline stages split them: embed,
   // each block in turn, then head. `positions` are those of the tokens, [offset, offset +
-  // length) (the whole sequence, also when sequence parallelism splits the hidden states).
+  // length) (the whole sequence, also when sequence or context parallelism splits the hidden
+  // states).
   struct Positions {
     int64_t offset = 0;
     int64_t length = 0;
@@ -176,6 +186,7 @@ class CausalLM : public LanguageModel {
     return nullptr;
   }
   std::shared_ptr<LayerFactory> factory_;
+  std::shared_ptr<ContextSplit> context_;
   ModelPart part_;
 
  private:

@@ -34,8 +34,9 @@ struct GPTConfig {
 class CausalSelfAttention : public Module {
  public:
   CausalSelfAttention(const GPTConfig& config, int64_t layer_index, LayerFactory& factory);
-  // [B, T, C] -> [B, T, C]; with a cache, x continues the cached positions (see CausalLM).
-  Tensor forward(const Tensor& x, KVCache* cache = nullptr);
+  // [B, T, C] -> [B, T, C]; with a cache, x continues the cached positions (see CausalLM);
+  // with a context split, x holds this rank's positions and attention spans all of them.
+  Tensor forward(const Tensor& x, KVCache* cache = nullptr, ContextSplit* context = nullptr);
   std::shared_ptr<Linear> c_attn;  // C -> 3C (q, k, v; column-parallel by head)
   std::shared_ptr<Linear> c_proj;  // C -> C (row-parallel)
   std::shared_ptr<Dropout> resid_dropout;

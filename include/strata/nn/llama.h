@@ -38,8 +38,10 @@ struct LlamaConfig {
 class LlamaAttention : public Module {
  public:
   LlamaAttention(const LlamaConfig& config, int64_t layer_index, LayerFactory& factory);
-  // x [B, T, C]; cos and sin [T, head_dim] for the positions of x -> [B, T, C].
-  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache = nullptr);
+  // x [B, T, C]; cos and sin [T, head_dim] for the positions of x -> [B, T, C]. With a
+  // context split, x holds this rank's positions and attention spans all of them.
+  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, KVCache* cache = nullptr,
+                 ContextSplit* context = nullptr);
   std::shared_ptr<Linear> q_proj;       // C -> n_head * head_dim (column-parallel by head)
   std::shared_ptr<Linear> k_proj;       // C -> n_kv_head * head_dim (column-parallel by head)
   std::shared_ptr<Linear> v_proj;       // C -> n_kv_head * head_dim (column-parallel by head)

@@ -14,8 +14,9 @@
 //              merge with their log-sum-exp (online softmax). Backward sends the blocks around
 //              again, with their key/value gradients travelling beside them and returning to
 //              the owner after a full circle.
-//   AllGather: every rank gathers all keys and values once; backward reduce-scatters their
-//              gradients back to their owners. More memory, fewer messages.
+//   AllGather: every rank gathers all keys and values (again in backward, rather than keep
+//              them) and backward reduce-scatters their gradients to their owners. Fewer,
+//              larger messages; the gathered blocks live only during the call.
 // The result equals attention(q, k, v, {.causal = true}) over the whole sequence, restricted
 // to this rank's tokens (in float64 to rounding; tests/distributed/parallel).
 //
@@ -23,7 +24,8 @@
 // keys and values, in the compute dtype: float32 for 16-bit inputs):
 //   Ring      forward: CP-1 sends of kv;   backward: CP-1 sends of kv and CP sends of their
 //             gradients (the last one returns the gradients to their owner).
-//   AllGather forward: one all_gather of kv; backward: one reduce_scatter of CP * kv.
+//   AllGather forward: one all_gather of kv; backward: one all_gather of kv and one
+//             reduce_scatter of CP * kv.
 // Saved for backward (activation memory), elements: B*H*(T/CP)*(2*D + 1) (queries, output and
 // log-sum-exp) + kv: exactly 1/CP of the same function over the unsplit sequence (CP = 1),
 // where the composed attention keeps the B*H*T*T probabilities.
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "strata/distributed/process_group.h"
+#include "strata/nn/context_split.h"
 #include "strata/tensor/tensor.h"
 
 namespace strata::parallel {
@@ -74,14 +77,38 @@ struct ContextParallelOptions {
 Tensor context_parallel_attention(const Tensor& q, const Tensor& k, const Tensor& v, dist::ProcessGroup& group,
                                   const ContextParallelOptions& options = {});
 
+// A model's context split over `group` (nn::CausalLM::set_context_split): the load-balanced
+// split above and context_parallel_attention with `options`.
+//   auto cp = std::make_shared<parallel::ContextParallel>(mesh_or_group);
+//   model.set_context_split(cp);
+//   Tensor loss = model.loss(cp->local(tokens, 1), cp->local(targets, 1));
+// Every rank of the group holds the same parameters: sum (average) their gradients over the
+// group, e.g. with DDP or ZeRO over a group that includes it.
+class ContextParallel : public nn::ContextSplit {
+ public:
+  explicit ContextParallel(dist::ProcessGroup& group, ContextParallelOptions options = {})
+      : group_(group), options_(options) {}
+  int64_t degree() const override { return group_.size(); }
+  Tensor local(const Tensor& x, int64_t dim) const override;
+  Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v) override {
+    return context_parallel_attention(q, k, v, group_, options_);
+  }
+  Tensor global_mean(const Tensor& local_mean, const Tensor& local_count) override;
+  dist::ProcessGroup& group() const { return group_; }
+
+ private:
+  dist::ProcessGroup& group_;
+  ContextParallelOptions options_;
+};
+
 // What the calls on this thread have done since the last reset: asserted exactly in tests.
 struct ContextParallelStats {
   int64_t forward_calls = 0;
   int64_t backward_calls = 0;
-  int64_t ring_steps = 0;          // block steps (CP per ring call, forward and backward)
-  int64_t bytes_sent = 0;          // by this rank: ring sends, or its share of gather/scatter
-  int64_t saved_bytes = 0;         // kept for backward by the latest forward
-  int64_t block_products = 0;      // (query chunk, key chunk) pairs computed, forward and backward
+  int64_t ring_steps = 0;      // block steps (CP per ring call, forward and backward)
+  int64_t bytes_sent = 0;      // by this rank: ring sends, or its share of gather/scatter
+  int64_t saved_bytes = 0;     // kept for backward by the latest forward
+  int64_t block_products = 0;  // (query chunk, key chunk) pairs computed, forward and backward
 };
 ContextParallelStats context_parallel_stats();
 void reset_context_parallel_stats();

@@ -52,6 +52,38 @@ TEST(DistMesh, DataByTensorTwoByTwo) {
   world.barrier()->wait();
 }
 
+// dp=2 x cp=2: the context ranks of a sequence are neighbours; DataContext holds all four.
+TEST(DistMesh, DataByContextTwoByTwo) {
+  auto& world = dist::world();
+  dist::DeviceMesh mesh(world, {.dp = 2, .cp = 2});
+  const int me = world.rank();
+  EXPECT_EQ(mesh.coord(MeshDim::Context), me % 2);
+  EXPECT_EQ(mesh.coord(MeshDim::Data), me / 2);
+  EXPECT_EQ(mesh.coord(MeshDim::DataContext), me);
+  EXPECT_EQ(mesh.size(MeshDim::DataContext), 4);
+  EXPECT_EQ(mesh.group(MeshDim::Context).global_ranks(), (std::vector<int>{me / 2 * 2, me / 2 * 2 + 1}));
+  EXPECT_EQ(mesh.group(MeshDim::Data).global_ranks(), (std::vector<int>{me % 2, me % 2 + 2}));
+  auto& dpcp = mesh.group(MeshDim::DataContext);
+  EXPECT_EQ(dpcp.global_ranks(), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_NE(dpcp.name().find("dp_cp(ranks"), std::string::npos) << dpcp.name();
+  Tensor a = full({2}, me);
+  dpcp.all_reduce(a)->wait();
+  EXPECT_EQ(a.to_vector<double>()[0], 6);
+}
+
+// cp=2 x tp=2: tp innermost, cp next; with dp = 1 the DataContext group is the context group.
+TEST(DistMesh, ContextByTensor) {
+  auto& world = dist::world();
+  dist::DeviceMesh mesh(world, {.tp = 2, .cp = 2});
+  const int me = world.rank();
+  EXPECT_EQ(mesh.coord(MeshDim::Tensor), me % 2);
+  EXPECT_EQ(mesh.coord(MeshDim::Context), me / 2);
+  EXPECT_EQ(mesh.group(MeshDim::Context).global_ranks(), (std::vector<int>{me % 2, me % 2 + 2}));
+  EXPECT_EQ(&mesh.group(MeshDim::DataContext), &mesh.group(MeshDim::Context));
+  test::expect_contains(error_of([&] { dist::DeviceMesh bad(world, {.dp = 2, .tp = 1, .cp = 3}); }),
+                        "pp=1 x dp=2 x tp=1 x cp=3 (product 6) does not match the world size 4");
+}
+
 TEST(DistMesh, PipelineByTensor) {
   auto& world = dist::world();
   dist::DeviceMesh mesh(world, {.pp = 2, .dp = 1, .tp = 2});

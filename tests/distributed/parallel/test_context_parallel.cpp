@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "distributed/dist_test_util.h"
+#include "distributed/model_equivalence_util.h"
 #include "strata/strata.h"
 
 namespace strata {
@@ -55,14 +56,164 @@ void check_against_one_process(const Case& c, ContextParallelAttention variant, 
   Tensor got = parallel::context_parallel_attention(ql, kl, vl, cp, {.variant = variant});
   sum(mul(got, local(w))).backward();
   const std::string what = "T " + std::to_string(T) + " heads " + std::to_string(c.heads) + "/" +
-                           std::to_string(c.kv_heads) + (variant == ContextParallelAttention::Ring ? " ring" : " gather");
+                           std::to_string(c.kv_heads) +
+                           (variant == ContextParallelAttention::Ring ? " ring" : " gather");
   expect_close64(got, local(want.detach()), "output, " + what);
   expect_close64(ql.grad(), local(qf.grad()), "dq, " + what);
   expect_close64(kl.grad(), local(kf.grad()), "dk, " + what);
   expect_close64(vl.grad(), local(vf.grad()), "dv, " + what);
 }
 
+// A sequence of 24 tokens: chunks of 6 at CP 2 and of 3 at CP 4.
+constexpr int64_t kCpSeq = 24;
+
+std::unique_ptr<nn::CausalLM> cp_model(Family f, DType dtype,
+                                       const std::shared_ptr<nn::LayerFactory>& factory = nullptr) {
+  if (f == Family::Gpt) {
+    nn::GPTConfig c = gpt_config(dtype);
+    c.context = kCpSeq;
+    return std::make_unique<nn::GPT>(c, factory);
+  }
+  nn::LlamaConfig c = llama_config(dtype);
+  c.context = kCpSeq;
+  return std::make_unique<nn::Llama>(c, factory);
+}
+
+// Step s's batch; row r ignores the targets at two positions that move with s and r, so the
+// ranks of a split hold different counts of targets.
+std::pair<Tensor, Tensor> cp_batch(int s, int64_t rows) {
+  Generator gen(77, static_cast<uint64_t>(s) * 131);
+  Tensor tokens = randint(0, kVocab, {rows, kCpSeq}, {.dtype = DType::Int64}, &gen);
+  Tensor targets = randint(0, kVocab, {rows, kCpSeq}, {.dtype = DType::Int64}, &gen);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j : {(5 * s + 3 * r) % kCpSeq, (7 * s + r + 11) % kCpSeq})
+      targets.data<int64_t>()[r * kCpSeq + j] = -100;
+  return {tokens, targets};
+}
+
+// One process on the whole global batch of `rows` sequences: losses and final weights.
+Reference train_one_process(Family f, int64_t rows) {
+  auto model = cp_model(f, DType::Float64);
+  optim::AdamW opt(model->parameters(), adamw());
+  Reference ref;
+  for (int s = 0; s < kSteps; ++s) {
+    auto [x, y] = cp_batch(s, rows);
+    opt.zero_grad();
+    Tensor loss = model->loss(x, y);
+    loss.backward();
+    opt.step();
+    ref.losses.push_back(loss.item());
+  }
+  ref.weights = model->state_dict();
+  return ref;
+}
+
+// A layout of the world: data x context x tensor, gradients reduced over data x context by DDP
+// (zero_stage < 0) or ZeroOptimizer.
+struct Layout {
+  int dp = 1, cp = 1, tp = 1;
+  bool sequence_parallel = false;
+  int zero_stage = -1;
+};
+
+std::string describe(Family f, const Layout& l) {
+  return std::string(name_of(f)) + " dp=" + std::to_string(l.dp) + " cp=" + std::to_string(l.cp) +
+         " tp=" + std::to_string(l.tp) + (l.sequence_parallel ? " +sp" : "") +
+         (l.zero_stage < 0 ? " ddp" : " zero-" + std::to_string(l.zero_stage));
+}
+
+// 5 AdamW steps in `layout` on the global batch of 2 * dp sequences: each data rank takes 2,
+// each context rank its chunks of them. Returns the worst relative difference of the final
+// weights from one process's; checks every step's loss on the way.
+double train_in_layout(Family f, const Layout& l, const Reference& ref) {
+  auto& world = dist::world();
+  dist::DeviceMesh mesh(world, {.dp = l.dp, .tp = l.tp, .cp = l.cp});
+  auto& tpg = mesh.group(dist::MeshDim::Tensor);
+  std::shared_ptr<nn::LayerFactory> factory;
+  if (l.tp > 1)
+    factory =
+        std::make_shared<parallel::TensorParallelFactory>(tpg, parallel::TensorParallelOptions{l.sequence_parallel});
+  auto model = cp_model(f, DType::Float64, factory);
+  auto cp = std::make_shared<parallel::ContextParallel>(mesh.group(dist::MeshDim::Context));
+  model->set_context_split(cp);
+  auto& replicas = mesh.group(dist::MeshDim::DataContext);
+  std::unique_ptr<parallel::DistributedDataParallel> ddp;
+  std::unique_ptr<optim::Optimizer> opt;
+  if (l.zero_stage < 0) {
+    ddp = std::make_unique<parallel::DistributedDataParallel>(*model, replicas);
+    opt = std::make_unique<optim::AdamW>(model->parameters(), adamw());
+  } else {
+    opt = std::make_unique<parallel::ZeroOptimizer>(
+        *model, adamw(), replicas, parallel::ZeroOptions{.stage = l.zero_stage, .master_dtype = DType::Float64});
+  }
+  auto& dp = mesh.group(dist::MeshDim::Data);
+  for (int s = 0; s < kSteps; ++s) {
+    auto [x, y] = cp_batch(s, 2 * l.dp);
+    Tensor lx = x.narrow(0, 2 * dp.rank(), 2).contiguous(), ly = y.narrow(0, 2 * dp.rank(), 2).contiguous();
+    opt->zero_grad();
+    Tensor loss = model->loss(cp->local(lx, 1), cp->local(ly, 1));
+    loss.backward();
+    opt->step();
+    // Every data slice counts as many targets: the mean of their means is the global mean.
+    Tensor mean = loss.detach().clone();
+    dp.all_reduce(mean, dist::ReduceOp::Avg)->wait();
+    EXPECT_NEAR(mean.item(), ref.losses[static_cast<size_t>(s)], 1e-12 * std::fabs(ref.losses[static_cast<size_t>(s)]))
+        << describe(f, l) << " step " << s;
+  }
+  StateDict got;
+  {
+    std::optional<parallel::ZeroOptimizer::GatheredParameters> gathered;
+    if (l.zero_stage >= 0) gathered.emplace(dynamic_cast<parallel::ZeroOptimizer&>(*opt));
+    got = parallel::full_state_dict(*model, tpg);
+  }
+  std::string where;
+  const double worst = worst_difference(got, ref, DType::Float64, where);
+  EXPECT_LE(worst, tolerance(DType::Float64)) << describe(f, l) << ": " << where;
+  return worst;
+}
+
 }  // namespace
+
+// GPT (learned positions) and Llama (rotary, grouped-query heads) split over the world, DDP
+// averaging their gradients over it: every step's loss and the weights after 5 AdamW steps
+// equal one process on the whole sequence (float64, 1e-11), at CP = world size.
+TEST(ContextParallel, GptAndLlamaTrainAsOneProcess) {
+  auto& world = dist::world();
+  if (world.size() > 4) GTEST_SKIP() << "24 positions split over at most 4 ranks (chunks of 3)";
+  for (Family f : {Family::Gpt, Family::Llama}) train_in_layout(f, {.cp = world.size()}, train_one_process(f, 2));
+}
+
+// ZeRO 1-3 over data x context on 4 ranks (dp=2 x cp=2), and data x context x tensor
+// (+ sequence parallelism) on 8.
+TEST(ContextParallel, ComposesWithDataTensorParallelismAndZero) {
+  auto& world = dist::world();
+  if (world.size() == 4) {
+    for (Family f : {Family::Gpt, Family::Llama}) {
+      const Reference ref = train_one_process(f, 4);
+      for (int stage : {1, 2, 3}) train_in_layout(f, {.dp = 2, .cp = 2, .zero_stage = stage}, ref);
+    }
+  } else if (world.size() == 8) {
+    for (Family f : {Family::Gpt, Family::Llama}) {
+      const Reference ref = train_one_process(f, 4);
+      train_in_layout(f, {.dp = 2, .cp = 2, .tp = 2}, ref);
+      train_in_layout(f, {.dp = 2, .cp = 2, .tp = 2, .sequence_parallel = true, .zero_stage = 3}, ref);
+    }
+  } else {
+    GTEST_SKIP() << "needs 4 or 8 ranks";
+  }
+}
+
+// Generation with a KV cache refuses a split model, naming what to do.
+TEST(ContextParallel, KvCacheGenerationIsRefused) {
+  auto& world = dist::world();
+  if (world.size() == 1) GTEST_SKIP() << "a split over one rank generates as one process";
+  auto model = cp_model(Family::Llama, DType::Float64);
+  model->set_context_split(std::make_shared<parallel::ContextParallel>(world));
+  nn::KVCache cache = model->make_cache();
+  Tensor tokens = zeros({1, 2}, {.dtype = DType::Int64});
+  test::expect_contains(error_of([&] { model->forward(tokens, &cache); }),
+                        "generation with a KV cache runs without context parallelism");
+}
 
 // Sequence lengths 2*CP*chunk with chunks of 3 and 5 tokens (never a power of two), multi-head,
 // grouped-query and multi-query heads.
@@ -137,9 +288,9 @@ TEST(ContextParallel, SixteenBitInputsAreTheFloat32ResultRounded) {
   Tensor q = input64({1, 2, L, 8}, 8).to(DType::BFloat16), k = input64({1, 2, L, 8}, 9).to(DType::BFloat16),
          v = input64({1, 2, L, 8}, 10).to(DType::BFloat16);
   Tensor got = parallel::context_parallel_attention(q, k, v, cp);
-  Tensor want = parallel::context_parallel_attention(q.to(DType::Float32), k.to(DType::Float32),
-                                                     v.to(DType::Float32), cp)
-                    .to(DType::BFloat16);
+  Tensor want =
+      parallel::context_parallel_attention(q.to(DType::Float32), k.to(DType::Float32), v.to(DType::Float32), cp)
+          .to(DType::BFloat16);
   EXPECT_EQ(got.dtype(), DType::BFloat16);
   EXPECT_EQ(got.to_vector<double>(), want.to_vector<double>());
 }
