@@ -235,12 +235,12 @@ TEST_F(RowOpsGpu, CrossEntropyEqualsTheCpu) {
         EXPECT_LE(std::abs(got.item() - want.item()),
                   cross_entropy_forward_bound(logits, targets) * testing::kSecondOrder)
             << what;
-        const backend::CrossEntropyResult fwd = cpu::cross_entropy_forward(logits, targets, -100);
+        const backend::CrossEntropyResult fwd = cpu::cross_entropy_forward(logits, targets, -100, s.n);
         const Tensor one = ones({}, {.dtype = dtype});
-        const Tensor dx_cpu = cpu::cross_entropy_backward(one, logits, targets, fwd.stats, -100, fwd.count);
+        const Tensor dx_cpu = cpu::cross_entropy_backward(one, logits, targets, fwd.stats, -100, fwd.count, s.n);
         poison(s.rows * s.n, dtype);
         const Tensor dx_gpu = cuda_ops::cross_entropy_backward(one.to(gpu), logits.to(gpu), targets.to(gpu),
-                                                               fwd.stats.to(gpu), -100, fwd.count)
+                                                               fwd.stats.to(gpu), -100, fwd.count, s.n)
                                   .to(Device::cpu());
         if (dtype == DType::Float64) {
           const double coef = fwd.count > 0 ? 1.0 / static_cast<double>(fwd.count) : 0.0;
