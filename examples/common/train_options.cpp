@@ -27,6 +27,32 @@ const CLI::Validator& fits_int64() {
   return validator;
 }
 
+namespace {
+
+// Where and how each rank computes: --device, --autocast, --profile-step, --padded-vocab-multiple.
+void add_device_options(CLI::App& app, TrainOptions& o) {
+  app.add_option("--device", o.device,
+                 "where each rank trains: cpu, cuda (GPU local-rank % visible GPUs) or cuda:N; the model, "
+                 "optimizer state and batches live there")
+      ->capture_default_str();
+  app.add_option("--autocast", o.autocast,
+                 "mixed precision of the matrix products: none, bf16, or fp16 (with dynamic loss scaling: a "
+                 "step whose gradients overflow is skipped and the scale halved)")
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}))
+      ->capture_default_str();
+  app.add_option("--profile-step", o.profile_step,
+                 "profile this step (0-based): rank 0 prints each op's calls, host and device time, kernel "
+                 "launches and bytes allocated; with --timeline of the same step the ops join the timeline")
+      ->check(fits_int64());
+  app.add_option("--padded-vocab-multiple", o.padded_vocab_multiple,
+                 "pad the token embedding and head to a multiple of this many rows (zero rows, never predicted, "
+                 "left out of the loss and of --export-hf); 0: 128 with --device cuda, 1 (no padding) on the CPU")
+      ->capture_default_str()
+      ->check(fits_int64());
+}
+
+}  // namespace
+
 void add_train_options(CLI::App& app, TrainOptions& o) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--steps", o.steps, "training steps")->capture_default_str()->check(fits_int64());
@@ -89,24 +115,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--timeline-step", o.timeline_step, "the step --timeline records (0-based)")
       ->capture_default_str()
       ->check(fits_int64());
-  app.add_option("--device", o.device,
-                 "where each rank trains: cpu, cuda (GPU local-rank % visible GPUs) or cuda:N; the model, "
-                 "optimizer state and batches live there")
-      ->capture_default_str();
-  app.add_option("--autocast", o.autocast,
-                 "mixed precision of the matrix products: none, bf16, or fp16 (with dynamic loss scaling: a "
-                 "step whose gradients overflow is skipped and the scale halved)")
-      ->check(CLI::IsMember({"none", "bf16", "fp16"}))
-      ->capture_default_str();
-  app.add_option("--profile-step", o.profile_step,
-                 "profile this step (0-based): rank 0 prints each op's calls, host and device time, kernel "
-                 "launches and bytes allocated; with --timeline of the same step the ops join the timeline")
-      ->check(fits_int64());
-  app.add_option("--padded-vocab-multiple", o.padded_vocab_multiple,
-                 "pad the token embedding and head to a multiple of this many rows (zero rows, never predicted, "
-                 "left out of the loss and of --export-hf); 0: 128 with --device cuda, 1 (no padding) on the CPU")
-      ->capture_default_str()
-      ->check(fits_int64());
+  add_device_options(app, o);
   app.add_option("--collective-timeout", o.collective_timeout,
                  "seconds a collective may wait for the other ranks before the run fails (default: "
                  "$STRATA_COLLECTIVE_TIMEOUT, else 600)")

@@ -267,6 +267,29 @@ TEST_F(RowOpsGpu, CrossEntropyNamesAnOutOfRangeTarget) {
   }
 }
 
+// A class limit (a padded vocabulary): the GPU's loss over the first `classes` columns equals
+// its loss over those columns sliced, bit for bit (the same kernel reads the same values in
+// the same order); the padding columns, set huge, get gradient exactly 0.
+TEST_F(RowOpsGpu, CrossEntropyClassLimitEqualsSlicingAndZeroesPadding) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const int64_t rows = 37, classes = 50257, cols = 50304;
+    Generator gen(31);
+    Tensor x = randn({rows, cols}, {.dtype = dtype}, &gen);
+    x.narrow(1, classes, cols - classes).fill_(1e4);
+    const Tensor t = randint(0, classes, {rows}, {.dtype = DType::Int64}, &gen).to(gpu);
+    Tensor padded = x.to(gpu).set_requires_grad(true);
+    Tensor sliced = x.narrow(1, 0, classes).contiguous().to(gpu).set_requires_grad(true);
+    Tensor lp = cross_entropy(padded, t, -100, classes), ls = cross_entropy(sliced, t);
+    EXPECT_EQ(lp.item(), ls.item()) << dtype_name(dtype);
+    lp.backward();
+    ls.backward();
+    const Tensor gp = padded.grad().to(Device::cpu()), gs = sliced.grad().to(Device::cpu());
+    EXPECT_EQ(max_abs_diff(gp.narrow(1, 0, classes), gs), 0.0) << dtype_name(dtype);
+    EXPECT_EQ(max_abs_diff(gp.narrow(1, classes, cols - classes), zeros({rows, cols - classes}, {.dtype = dtype})), 0.0)
+        << dtype_name(dtype);
+  }
+}
+
 TEST_F(RowOpsGpu, LayerNormAndRmsNormEqualTheCpuBitForBit) {
   for (DType dtype : {DType::Float32, DType::Float64}) {
     Generator gen(4);

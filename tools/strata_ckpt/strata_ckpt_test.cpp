@@ -138,7 +138,7 @@ class StrataCkpt : public ::testing::Test {
   }
 
   // A padded vocabulary (config.padded_vocab_size 24 for 15 words): export writes the first
-  // 15 rows of each vocabulary tensor, import --padded-vocab-multiple 8 pads them back with
+  // 15 rows of each vocabulary tensor, import --padded-vocab-multiple 24 pads them back with
   // zero rows, and a run of the padded model loads that bit for bit.
   template <class Model, class Config>
   void padded_round_trip(Config config, Metadata (*meta_of)(const Config&), StateDict (*read_hf)(const std::string&)) {
@@ -158,7 +158,7 @@ class StrataCkpt : public ::testing::Test {
       EXPECT_TRUE(same_bits(exported.at(name), vocab ? t.narrow(0, 0, 15) : t)) << name;
     }
     EXPECT_GE(vocab_tables, 1);
-    ASSERT_EQ(cli("import " + quoted("hf") + " --out " + quoted("imported") + " --padded-vocab-multiple 8"), 0)
+    ASSERT_EQ(cli("import " + quoted("hf") + " --out " + quoted("imported") + " --padded-vocab-multiple 24"), 0)
         << log();
     const ShardedCheckpoint imported = ShardedCheckpoint::open(path("imported"));
     EXPECT_EQ(imported.metadata().at("config.padded_vocab_size"), "24");

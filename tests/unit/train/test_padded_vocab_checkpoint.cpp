@@ -97,8 +97,9 @@ TEST(PaddedVocabCheckpoint, ConfigRecordsItOnlyWhenItPadsAndReadsItBack) {
   // Bad values name the field and the checkpoint.
   checkpoint::Metadata small = padded;
   small["config.padded_vocab_size"] = "12";
-  expect_contains(error_of([&] { (void)train::gpt_config_from_metadata(small, "checkpoint 'c'"); }),
-                  "checkpoint 'c': metadata field 'config.padded_vocab_size' is 12, smaller than 'config.vocab_size' 13");
+  expect_contains(
+      error_of([&] { (void)train::gpt_config_from_metadata(small, "checkpoint 'c'"); }),
+      "checkpoint 'c': metadata field 'config.padded_vocab_size' is 12, smaller than 'config.vocab_size' 13");
   small["config.padded_vocab_size"] = "many";
   expect_contains(error_of([&] { (void)train::gpt_config_from_metadata(small, "checkpoint 'c'"); }),
                   "'config.padded_vocab_size' is not an integer");
