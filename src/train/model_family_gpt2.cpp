@@ -85,7 +85,8 @@ ModelFamily gpt2_family() {
             if (config != nullptr) *config = config_metadata(from_hf(hf));
             return state;
           },
-      // Attention splits by head; the MLP's 4 x n_embd and the padded vocabulary always divide.
+      // Attention splits by head; the MLP's 4 x n_embd divides, and the vocabulary's rows
+      // (padded_vocab_size when set) are padded further to a multiple of the degree.
       .check_tensor_parallel =
           [](const checkpoint::Metadata& config, int64_t degree, const std::string& where) {
             const nn::GPTConfig c = gpt_config_from_metadata(config, where);

@@ -100,7 +100,8 @@ ModelFamily llama_family() {
             if (config != nullptr) *config = config_metadata(from_hf(hf));
             return state;
           },
-      // Query and key/value heads and the SwiGLU width split; the padded vocabulary divides.
+      // Query and key/value heads and the SwiGLU width split; the vocabulary's rows
+      // (padded_vocab_size when set) are padded further to a multiple of the degree.
       .check_tensor_parallel =
           [](const checkpoint::Metadata& config, int64_t degree, const std::string& where) {
             nn::check_llama_config(llama_config_from_metadata(config, where), degree);

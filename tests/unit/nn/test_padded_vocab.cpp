@@ -65,15 +65,17 @@ double max_abs(const Tensor& t) {
 
 bool all_zero(const Tensor& t) { return max_abs(t) == 0.0; }
 
+// The parameter `name` of `model` (checked).
+Tensor parameter(const Module& model, const std::string& name) {
+  for (const auto& [n, t] : model.named_parameters())
+    if (n == name) return t;
+  STRATA_FAIL("no parameter ", name);
+}
+
 // Copies `from`'s parameters into the first rows of `to`'s (its padding rows stay).
 void copy_real_rows(const Module& from, Module& to) {
   NoGradGuard no_grad;
-  auto dst = to.named_parameters();
-  for (const auto& [name, src] : from.named_parameters()) {
-    auto it = std::find_if(dst.begin(), dst.end(), [&](const auto& e) { return e.first == name; });
-    ASSERT_NE(it, dst.end()) << name;
-    it->second.narrow(0, 0, src.size(0)).copy_(src);
-  }
+  for (const auto& [name, src] : from.named_parameters()) parameter(to, name).narrow(0, 0, src.size(0)).copy_(src);
 }
 
 std::pair<Tensor, Tensor> batch(uint64_t seed) {
@@ -124,9 +126,8 @@ TEST_P(PaddedVocabFamilies, PaddedModelEqualsTheUnpaddedOneAndItsPaddingStaysZer
     EXPECT_NEAR(b.item(), a.item(), kRelative * std::fabs(a.item())) << "step " << step;
     a.backward();
     b.backward();
-    const auto pp = padded->named_parameters();
     for (const auto& [name, p] : plain->named_parameters()) {
-      const Tensor& q = std::find_if(pp.begin(), pp.end(), [&](const auto& e) { return e.first == name; })->second;
+      const Tensor q = parameter(*padded, name);
       const Tensor real = q.grad().narrow(0, 0, p.size(0));
       EXPECT_LE(max_abs_diff(real, p.grad()), kRelative * max_abs(p.grad())) << name << " step " << step;
       if (is_vocab_table(name)) {
