@@ -471,7 +471,7 @@ TEST(TensorParallelModels, PaddedVocabularyTrainsLikeOneProcess) {
   auto& world = dist::world();
   const int64_t rows = 2;
   for (Family f : {Family::Gpt, Family::Llama}) {
-    auto make = [f](std::shared_ptr<nn::LayerFactory> factory) -> std::unique_ptr<nn::CausalLM> {
+    auto make = [f](const std::shared_ptr<nn::LayerFactory>& factory) -> std::unique_ptr<nn::CausalLM> {
       if (f == Family::Gpt) {
         nn::GPTConfig c = gpt_config(DType::Float64);
         c.padded_vocab_size = 24;
