@@ -1,6 +1,7 @@
 """PyTorch's side of benchmarks/gpt2_gpu.cpp: GPT-2 124M (the same configuration, written
 here in plain PyTorch), bf16 autocast, fused AdamW, torch.compile, the same batch and the
-same statistic (median step), one line in the same format.
+same statistic (median step), one line in the same format. Its vocabulary is GPT-2's 50257
+rows, unpadded, as a plain PyTorch GPT-2 is written (strata's side pads to 50304, as llm.c).
 
     python3 gpt2_gpu_torch.py --batch B [--steps N] [--warmup N] [--peak-tflops X] [--no-compile]
 """

@@ -10,6 +10,7 @@
 #include "common/preflight.h"
 #include "strata/core/error.h"
 #include "strata/distributed/init.h"
+#include "strata/nn/causal_lm.h"
 
 namespace strata::examples {
 
@@ -25,6 +26,32 @@ const CLI::Validator& fits_int64() {
       "");
   return validator;
 }
+
+namespace {
+
+// Where and how each rank computes: --device, --autocast, --profile-step, --padded-vocab-multiple.
+void add_device_options(CLI::App& app, TrainOptions& o) {
+  app.add_option("--device", o.device,
+                 "where each rank trains: cpu, cuda (GPU local-rank % visible GPUs) or cuda:N; the model, "
+                 "optimizer state and batches live there")
+      ->capture_default_str();
+  app.add_option("--autocast", o.autocast,
+                 "mixed precision of the matrix products: none, bf16, or fp16 (with dynamic loss scaling: a "
+                 "step whose gradients overflow is skipped and the scale halved)")
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}))
+      ->capture_default_str();
+  app.add_option("--profile-step", o.profile_step,
+                 "profile this step (0-based): rank 0 prints each op's calls, host and device time, kernel "
+                 "launches and bytes allocated; with --timeline of the same step the ops join the timeline")
+      ->check(fits_int64());
+  app.add_option("--padded-vocab-multiple", o.padded_vocab_multiple,
+                 "pad the token embedding and head to a multiple of this many rows (zero rows, never predicted, "
+                 "left out of the loss and of --export-hf); 0: 128 with --device cuda, 1 (no padding) on the CPU")
+      ->capture_default_str()
+      ->check(fits_int64());
+}
+
+}  // namespace
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -88,19 +115,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--timeline-step", o.timeline_step, "the step --timeline records (0-based)")
       ->capture_default_str()
       ->check(fits_int64());
-  app.add_option("--device", o.device,
-                 "where each rank trains: cpu, cuda (GPU local-rank % visible GPUs) or cuda:N; the model, "
-                 "optimizer state and batches live there")
-      ->capture_default_str();
-  app.add_option("--autocast", o.autocast,
-                 "mixed precision of the matrix products: none, bf16, or fp16 (with dynamic loss scaling: a "
-                 "step whose gradients overflow is skipped and the scale halved)")
-      ->check(CLI::IsMember({"none", "bf16", "fp16"}))
-      ->capture_default_str();
-  app.add_option("--profile-step", o.profile_step,
-                 "profile this step (0-based): rank 0 prints each op's calls, host and device time, kernel "
-                 "launches and bytes allocated; with --timeline of the same step the ops join the timeline")
-      ->check(fits_int64());
+  add_device_options(app, o);
   app.add_option("--collective-timeout", o.collective_timeout,
                  "seconds a collective may wait for the other ranks before the run fails (default: "
                  "$STRATA_COLLECTIVE_TIMEOUT, else 600)")
@@ -124,7 +139,9 @@ void validate_train_options(const TrainOptions& o) {
   STRATA_CHECK(o.tp >= 1, "--tp must be at least 1, got ", o.tp);
   STRATA_CHECK(!o.sequence_parallel || o.tp > 1, "--sequence-parallel needs --tp of 2 or more");
   STRATA_CHECK(o.pp >= 1, "--pp must be at least 1, got ", o.pp);
-  check_not_negative({{"--micro-batches", o.micro_batches}, {"--timeline-step", o.timeline_step}});
+  check_not_negative({{"--micro-batches", o.micro_batches},
+                      {"--timeline-step", o.timeline_step},
+                      {"--padded-vocab-multiple", o.padded_vocab_multiple}});
   check_at_least_one({{"--chunks", o.chunks}});
   STRATA_CHECK(o.chunks == 2 || o.schedule == "interleaved", "--chunks ", o.chunks,
                " takes effect with --schedule interleaved only");
@@ -186,6 +203,14 @@ void resolve_global_batch(TrainOptions& o, int data_ranks) {
 }
 
 int64_t micro_batches(const TrainOptions& o) { return o.micro_batches > 0 ? o.micro_batches : 2 * o.pp; }
+
+int64_t padded_vocab_size(const TrainOptions& o, int64_t vocab_size) {
+  // GPUs: llm.c's 128, so that the head's GEMMs (and the logits' rows) stay aligned.
+  const int64_t multiple = o.padded_vocab_multiple > 0    ? o.padded_vocab_multiple
+                           : o.device.starts_with("cuda") ? 128
+                                                          : 1;
+  return multiple == 1 ? 0 : nn::pad_vocab_size(vocab_size, multiple);
+}
 
 std::optional<DType> parameter_dtype(const TrainOptions& o) {
   if (o.param_dtype != "bf16") return std::nullopt;

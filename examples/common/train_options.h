@@ -42,6 +42,9 @@ struct TrainOptions {
   std::string device = "cpu";           // cpu, cuda (local rank % GPUs) or cuda:N
   std::string autocast = "none";        // none, bf16 or fp16 (with dynamic loss scaling)
   int64_t profile_step = -1;            // the (0-based) step whose op table is printed (-1: none)
+  // Pad the vocabulary to a multiple of this (config.padded_vocab_size); 0: the device's
+  // default, 128 with --device cuda (aligned head GEMMs) and 1 (none) on the CPU.
+  int64_t padded_vocab_multiple = 0;
 };
 
 // CLI11 saturates integers that overflow; this refuses them instead, naming the value.
@@ -64,6 +67,10 @@ void resolve_global_batch(TrainOptions& o, int data_ranks);
 
 // --micro-batches, or its default (2 x --pp).
 int64_t micro_batches(const TrainOptions& o);
+
+// The model's padded_vocab_size for a vocabulary of `vocab_size` words: vocab_size rounded up
+// to --padded-vocab-multiple (or its device default); 0 when that multiple is 1.
+int64_t padded_vocab_size(const TrainOptions& o, int64_t vocab_size);
 
 // bf16 with --zero: the model's param_dtype; float32: none. bf16 without --zero is refused.
 std::optional<DType> parameter_dtype(const TrainOptions& o);

@@ -143,6 +143,7 @@ nn::GPTConfig model_config(const Options& o, const examples::TrainOptions& t, co
                        .dropout = o.dropout,
                        .seed = t.seed};
   config.param_dtype = examples::parameter_dtype(t);
+  config.padded_vocab_size = examples::padded_vocab_size(t, config.vocab_size);
   return config;
 }
 
@@ -150,7 +151,8 @@ nn::GPTConfig model_config(const Options& o, const examples::TrainOptions& t, co
 // GPT ties it to the token embedding.
 int64_t whole_parameters(const nn::GPTConfig& config) {
   const nn::ParameterCounts counts = nn::parameter_counts(config);
-  return counts.embedding + config.n_layer * counts.block + counts.head - config.vocab_size * config.n_embd;
+  const int64_t vocab_rows = nn::vocab_rows("GPT", config.vocab_size, config.padded_vocab_size);
+  return counts.embedding + config.n_layer * counts.block + counts.head - vocab_rows * config.n_embd;
 }
 
 // One step's FLOPs for the progress line: the model counts its own, a pipeline stage cannot.

@@ -118,7 +118,8 @@ double step_activation_bytes(int64_t batch, const nn::LlamaConfig& c) {
   const double tokens = static_cast<double>(batch) * static_cast<double>(c.context);
   const double per_layer = 12.0 * static_cast<double>(c.n_embd) + 4.0 * static_cast<double>(c.intermediate_size) +
                            static_cast<double>(c.n_head) * static_cast<double>(c.context);
-  const double per_token = static_cast<double>(c.n_layer) * per_layer + 2.0 * static_cast<double>(c.vocab_size);
+  const double logits = static_cast<double>(nn::vocab_rows("Llama", c.vocab_size, c.padded_vocab_size));
+  const double per_token = static_cast<double>(c.n_layer) * per_layer + 2.0 * logits;
   return 2.0 * 4.0 * tokens * per_token;
 }
 
@@ -266,6 +267,7 @@ nn::LlamaConfig model_config(const Options& o, const examples::TextCorpus& corpu
                          .intermediate_size = o.intermediate,
                          .seed = o.train.seed};
   config.param_dtype = examples::parameter_dtype(o.train);
+  config.padded_vocab_size = examples::padded_vocab_size(o.train, config.vocab_size);
   return config;
 }
 

@@ -68,7 +68,7 @@ template <class T, class I>
 struct CrossEntropyRows {
   const T* x;
   const I* targets;
-  int64_t classes, ignore_index;
+  int64_t cols, classes, ignore_index;  // row length; the first `classes` columns take part
   T* stats;
   double* row_loss;
   StrataCrossEntropyStatus* status;
@@ -83,7 +83,7 @@ struct CrossEntropyRows {
       }
       return;
     }
-    const double loss = cross_entropy_row<WarpRow>(x + r * classes, classes, target, stats + 2 * r);
+    const double loss = cross_entropy_row<WarpRow>(x + r * cols, classes, target, stats + 2 * r);
     if (WarpRow::leader()) {
       row_loss[r] = loss;
       atomicAdd(&status->count, 1ull);
@@ -108,17 +108,17 @@ struct CrossEntropyBackwardRows {
   const T* x;
   const I* targets;
   const T* stats;
-  int64_t classes, ignore_index;
+  int64_t cols, classes, ignore_index;
   T coef;
   T* dx;
   __device__ void operator()(int64_t r) const {
     const int64_t target = static_cast<int64_t>(targets[r]);
-    T* drow = dx + r * classes;
+    T* drow = dx + r * cols;
     if (target == ignore_index) {
-      WarpRow::for_each(classes, [&](int64_t j) { drow[j] = T(0); });
+      WarpRow::for_each(cols, [&](int64_t j) { drow[j] = T(0); });
       return;
     }
-    cross_entropy_backward_row<WarpRow>(x + r * classes, classes, target, stats + 2 * r, coef, drow);
+    cross_entropy_backward_row<WarpRow>(x + r * cols, classes, cols, target, stats + 2 * r, coef, drow);
   }
 };
 
@@ -271,7 +271,7 @@ extern "C" cudaError_t strata_attention_softmax_backward_rows(int32_t type, cons
 }
 
 extern "C" cudaError_t strata_cross_entropy_rows(int32_t type, int32_t index_type, const void* logits,
-                                                 const void* targets, int64_t rows, int64_t classes,
+                                                 const void* targets, int64_t rows, int64_t cols, int64_t classes,
                                                  int64_t ignore_index, void* stats, double* row_loss,
                                                  StrataCrossEntropyStatus* status, cudaStream_t s) {
   reset_status_kernel<<<1, 1, 0, s>>>(status);
@@ -281,8 +281,8 @@ extern "C" cudaError_t strata_cross_entropy_rows(int32_t type, int32_t index_typ
       using I = decltype(i);
       return launch_for_each_row(
           rows,
-          CrossEntropyRows<T, I>{static_cast<const T*>(logits), static_cast<const I*>(targets), classes, ignore_index,
-                                 static_cast<T*>(stats), row_loss, status},
+          CrossEntropyRows<T, I>{static_cast<const T*>(logits), static_cast<const I*>(targets), cols, classes,
+                                 ignore_index, static_cast<T*>(stats), row_loss, status},
           s);
     });
   });
@@ -293,8 +293,8 @@ extern "C" cudaError_t strata_cross_entropy_rows(int32_t type, int32_t index_typ
 
 extern "C" cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t index_type, const void* logits,
                                                           const void* targets, const void* stats, int64_t rows,
-                                                          int64_t classes, int64_t ignore_index, double coef, void* dx,
-                                                          cudaStream_t s) {
+                                                          int64_t cols, int64_t classes, int64_t ignore_index,
+                                                          double coef, void* dx, cudaStream_t s) {
   return for_float_type(type, [&](auto t) {
     using T = decltype(t);
     return for_index_type(index_type, [&](auto i) {
@@ -302,8 +302,8 @@ extern "C" cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t 
       return launch_for_each_row(
           rows,
           CrossEntropyBackwardRows<T, I>{static_cast<const T*>(logits), static_cast<const I*>(targets),
-                                         static_cast<const T*>(stats), classes, ignore_index, static_cast<T>(coef),
-                                         static_cast<T*>(dx)},
+                                         static_cast<const T*>(stats), cols, classes, ignore_index,
+                                         static_cast<T>(coef), static_cast<T*>(dx)},
           s);
     });
   });

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "checkpoint/hf_layout.h"
+#include "checkpoint/hf_vocab_padding.h"
 #include "checkpoint/hf_weights.h"
 
 namespace strata::checkpoint {
@@ -186,13 +187,15 @@ void check_sizes_against_file(const StateDict& tensors, const ReadConfig& r, con
 void export_gpt2_safetensors(const std::string& dir, const StateDict& model_state, const Gpt2Config& config) {
   const std::string where = "export_gpt2_safetensors '" + dir + "'";
   check_config(config, where);
+  const int64_t rows = hf::vocab_rows(config.vocab_size, config.padded_vocab_size, where);
   const StateDict out = hf::tensors_for_export(
-      model_state, gpt2_params(config), [](const std::string& name) { return name == "lm_head.weight"; }, where,
+      hf::without_vocab_padding(model_state, {"wte.weight"}, config.vocab_size, rows), gpt2_params(config),
+      [](const std::string& name) { return name == "lm_head.weight"; }, where,
       "GPT-2 parameter for n_layer=" + std::to_string(config.n_layer));
   hf::write_model_dir(dir, out, config_json(config), where);
 }
 
-StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out) {
+StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out, int64_t padded_vocab_size) {
   const ReadConfig read = read_config(hf::file_in(dir, "config.json"));
   hf::ModelWeights weights = hf::read_model_weights(dir);
   const std::string where = "import_gpt2_safetensors '" + weights.source + "'";
@@ -208,7 +211,11 @@ StateDict import_gpt2_safetensors(const std::string& dir, Gpt2Config* config_out
 
   StateDict out = hf::tensors_from_import(by_name, gpt2_params(read.config), where,
                                           "GPT-2 parameter for n_layer=" + std::to_string(read.config.n_layer));
-  if (config_out) *config_out = read.config;
+  hf::pad_vocab_rows(out, {"wte.weight"}, hf::vocab_rows(read.config.vocab_size, padded_vocab_size, where));
+  if (config_out) {
+    *config_out = read.config;
+    config_out->padded_vocab_size = padded_vocab_size;
+  }
   return out;
 }
 

@@ -4,12 +4,16 @@
 #include <vector>
 
 #include "checkpoint/hf_layout.h"
+#include "checkpoint/hf_vocab_padding.h"
 #include "checkpoint/hf_weights.h"
 
 namespace strata::checkpoint {
 namespace {
 
 using nlohmann::json;
+
+// The tensors whose rows are the vocabulary (padded in strata, not in the file).
+std::vector<std::string> vocab_tensors() { return {"embed_tokens.weight", "lm_head.weight"}; }
 
 std::vector<hf::TensorSpec> llama_params(const HfLlamaConfig& c) {
   const int64_t C = c.n_embd, D = c.n_embd / c.n_head, I = c.intermediate_size;
@@ -172,11 +176,13 @@ void check_sizes_against_file(const StateDict& tensors, const HfLlamaConfig& c, 
 void export_llama_safetensors(const std::string& dir, const StateDict& model_state, const HfLlamaConfig& config) {
   const std::string where = "export_llama_safetensors '" + dir + "'";
   check_config(config, where);
-  hf::write_model_dir(dir, hf::tensors_for_export(model_state, llama_params(config), {}, where, what_params(config)),
+  const int64_t rows = hf::vocab_rows(config.vocab_size, config.padded_vocab_size, where);
+  const StateDict real = hf::without_vocab_padding(model_state, vocab_tensors(), config.vocab_size, rows);
+  hf::write_model_dir(dir, hf::tensors_for_export(real, llama_params(config), {}, where, what_params(config)),
                       config_json(config), where);
 }
 
-StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config_out) {
+StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config_out, int64_t padded_vocab_size) {
   const ReadConfig read = read_config(hf::file_in(dir, "config.json"));
   hf::ModelWeights weights = hf::read_model_weights(dir);
   const std::string where = "import_llama_safetensors '" + weights.source + "'";
@@ -198,7 +204,11 @@ StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config
   // Its own storage: strata's head is untied and trains apart from the embedding.
   if (head_from_embedding) out["lm_head.weight"] = out.at("lm_head.weight").clone();
   if (embedding_from_head) out["embed_tokens.weight"] = out.at("embed_tokens.weight").clone();
-  if (config_out) *config_out = read.config;
+  hf::pad_vocab_rows(out, vocab_tensors(), hf::vocab_rows(read.config.vocab_size, padded_vocab_size, where));
+  if (config_out) {
+    *config_out = read.config;
+    config_out->padded_vocab_size = padded_vocab_size;
+  }
   return out;
 }
 

@@ -29,6 +29,19 @@ TransformerBlock& BlockList::operator[](size_t index) {
   return *blocks_[index];
 }
 
+int64_t pad_vocab_size(int64_t vocab_size, int64_t multiple) {
+  STRATA_CHECK(vocab_size > 0 && multiple >= 1, "pad_vocab_size: vocab_size ", vocab_size, " and multiple ", multiple,
+               " must be positive");
+  return (vocab_size + multiple - 1) / multiple * multiple;
+}
+
+int64_t vocab_rows(const char* family, int64_t vocab_size, int64_t padded_vocab_size) {
+  STRATA_CHECK(padded_vocab_size == 0 || padded_vocab_size >= vocab_size, family, ": padded_vocab_size ",
+               padded_vocab_size, " is smaller than vocab_size ", vocab_size,
+               " (0 means no padding; otherwise it must be >= vocab_size)");
+  return padded_vocab_size == 0 ? vocab_size : padded_vocab_size;
+}
+
 void check_model_dtypes(const char* family, DType dtype, DType pd) {
   STRATA_CHECK(dtype == DType::Float32 || dtype == DType::Float64, family, ": dtype ", dtype,
                " cannot be computed in; use float32 or float64 (and param_dtype for 16-bit parameters)");
@@ -51,7 +64,21 @@ CausalLM::CausalLM(std::shared_ptr<LayerFactory> factory, ModelPart part, Sizes 
   for (auto& [name, m] : pieces.after)
     if (m != nullptr) register_module(name, m);
   init_parameters(seed);
+  zero_vocab_padding(pieces.vocab_tables);
   factory_->model_built(*this);
+}
+
+void CausalLM::zero_vocab_padding(const std::vector<Tensor>& tables) {
+  if (padded_vocab_size() == vocab_size()) return;
+  // This rank's rows are global rows [start, start + rows); those >= vocab_size are padding.
+  const int64_t start = factory_->vocab_start(padded_vocab_size());
+  for (const Tensor& t : tables) {
+    const int64_t first = std::clamp<int64_t>(vocab_size() - start, 0, t.size(0));
+    if (first < t.size(0)) {
+      NoGradGuard no_grad;
+      t.narrow(0, first, t.size(0) - first).zero_();
+    }
+  }
 }
 
 void CausalLM::resolve_part(int64_t num_layers) {
@@ -83,7 +110,7 @@ Tensor CausalLM::run_block(int64_t index, const Tensor& hidden, Positions positi
 }
 
 Tensor CausalLM::forward_logits(const Tensor& tokens, KVCache* cache) {
-  return factory_->gather_logits(local_logits(tokens, cache), vocab_size());
+  return factory_->gather_logits(local_logits(tokens, cache), vocab_size());  // the real words only
 }
 
 Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) {
@@ -91,7 +118,8 @@ Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) {
                " differs from tokens shape ", tokens.shape());
   Tensor logits = local_logits(tokens, nullptr);
   const int64_t N = tokens.numel();
-  Tensor loss = factory_->cross_entropy(logits.reshape({N, logits.size(-1)}), targets.reshape({N}), vocab_size());
+  Tensor loss = factory_->cross_entropy(logits.reshape({N, logits.size(-1)}), targets.reshape({N}), padded_vocab_size(),
+                                        vocab_size());
   if (!context_) return loss;
   // The mean over every rank's targets, not the mean of the ranks' means (their counts of
   // ignored targets differ).

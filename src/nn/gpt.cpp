@@ -75,9 +75,10 @@ Tensor Block::forward_block(const Tensor& x, const BlockInputs& in) {
 
 ParameterCounts parameter_counts(const GPTConfig& c) {
   const int64_t C = c.n_embd;
-  return {.embedding = (c.vocab_size + c.context) * C,
+  const int64_t V = vocab_rows("GPT", c.vocab_size, c.padded_vocab_size);
+  return {.embedding = (V + c.context) * C,
           .block = 2 * 2 * C + (3 * C * C + 3 * C) + (C * C + C) + (4 * C * C + 4 * C) + (4 * C * C + C),
-          .head = 2 * C + c.vocab_size * C};
+          .head = 2 * C + V * C};
 }
 
 namespace {
@@ -87,6 +88,7 @@ void check_gpt_config(const GPTConfig& config, int64_t tp) {
       "GPT: every size in the config must be positive (vocab ", config.vocab_size, ", context ", config.context,
       ", layers ", config.n_layer, ", heads ", config.n_head, ", width ", config.n_embd, ")");
   check_model_dtypes("GPT", config.dtype, config.parameter_dtype());
+  (void)vocab_rows("GPT", config.vocab_size, config.padded_vocab_size);
   STRATA_CHECK(config.n_embd % config.n_head == 0, "GPT: n_embd ", config.n_embd, " is not divisible by n_head ",
                config.n_head);
   STRATA_CHECK(config.n_head % tp == 0, "GPT: the tensor-parallel degree ", tp, " does not divide n_head ",
@@ -97,9 +99,12 @@ CausalLM::Pieces gpt_pieces(const GPTConfig& config, const ModelPart& part, Laye
   check_gpt_config(config, f.degree());
   const DType pd = config.parameter_dtype();
   const InitOptions init{.dtype = pd, .by_name = true};
-  CausalLM::Pieces p{.before = {}, .blocks_name = "h", .blocks = {}, .after = {}};
+  CausalLM::Pieces p{.before = {}, .blocks_name = "h", .blocks = {}, .after = {}, .vocab_tables = {}};
   const bool embedding = part.embedding;
-  p.before.emplace_back("wte", embedding || part.head ? f.embedding(config.vocab_size, config.n_embd, init) : nullptr);
+  const int64_t rows = vocab_rows("GPT", config.vocab_size, config.padded_vocab_size);
+  auto wte = embedding || part.head ? f.embedding(rows, config.n_embd, init) : nullptr;
+  if (wte != nullptr) p.vocab_tables.push_back(wte->weight);
+  p.before.emplace_back("wte", wte);
   p.before.emplace_back("wpe", embedding ? std::make_shared<Embedding>(config.context, config.n_embd, init) : nullptr);
   p.before.emplace_back("drop", embedding ? std::make_shared<Dropout>(config.dropout, dropout_generator(f)) : nullptr);
   for (int64_t i : *part.blocks) p.blocks.emplace_back(i, std::make_shared<Block>(config, i, f));
@@ -111,6 +116,7 @@ CausalLM::Pieces gpt_pieces(const GPTConfig& config, const ModelPart& part, Laye
 GPT::GPT(const GPTConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
     : CausalLM(std::move(factory), std::move(part),
                {.vocab_size = config.vocab_size,
+                .padded_vocab = config.padded_vocab_size,
                 .context = config.context,
                 .num_layers = config.n_layer,
                 .hidden_size = config.n_embd,

@@ -20,8 +20,12 @@ std::shared_ptr<Linear> LayerFactory::head(int64_t in, int64_t vocab, InitOption
   return std::make_shared<Linear>(in, vocab, false, init);
 }
 
-Tensor LayerFactory::cross_entropy(const Tensor& logits, const Tensor& targets, int64_t) {
-  return strata::cross_entropy(logits, targets);
+Tensor LayerFactory::cross_entropy(const Tensor& logits, const Tensor& targets, int64_t /*vocab*/, int64_t classes) {
+  return strata::cross_entropy(logits, targets, /*ignore_index=*/-100, classes);
+}
+
+Tensor LayerFactory::gather_logits(const Tensor& logits, int64_t classes) {
+  return logits.size(-1) == classes ? logits : logits.narrow(-1, 0, classes);
 }
 
 std::shared_ptr<LayerFactory> default_layer_factory() {

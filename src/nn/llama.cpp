@@ -31,6 +31,7 @@ void check_llama_config(const LlamaConfig& c, int64_t tp) {
                "Llama: the tensor-parallel degree ", tp, " must divide n_head ", c.n_head, ", n_kv_head ", c.n_kv_head,
                " and intermediate_size ", c.intermediate_size);
   check_model_dtypes("Llama", c.dtype, c.parameter_dtype());
+  (void)vocab_rows("Llama", c.vocab_size, c.padded_vocab_size);
 }
 
 LlamaAttention::LlamaAttention(const LlamaConfig& config, int64_t layer, LayerFactory& f)
@@ -91,22 +92,25 @@ Tensor LlamaDecoderLayer::forward_block(const Tensor& x, const BlockInputs& in) 
 ParameterCounts parameter_counts(const LlamaConfig& c) {
   const int64_t C = c.n_embd, D = c.head_dim();
   const int64_t attention = C * c.n_head * D + 2 * C * c.n_kv_head * D + c.n_head * D * C;
-  return {.embedding = c.vocab_size * C,
-          .block = 2 * C + attention + 3 * C * c.intermediate_size,
-          .head = C + c.vocab_size * C};
+  const int64_t V = vocab_rows("Llama", c.vocab_size, c.padded_vocab_size);
+  return {.embedding = V * C, .block = 2 * C + attention + 3 * C * c.intermediate_size, .head = C + V * C};
 }
 
 namespace {
 CausalLM::Pieces llama_pieces(const LlamaConfig& config, const ModelPart& part, LayerFactory& f) {
   check_llama_config(config, f.degree());
   const DType pd = config.parameter_dtype();
-  CausalLM::Pieces p{.before = {}, .blocks_name = "layers", .blocks = {}, .after = {}};
-  p.before.emplace_back("embed_tokens",
-                        part.embedding ? f.embedding(config.vocab_size, config.n_embd, llama_init(config)) : nullptr);
+  CausalLM::Pieces p{.before = {}, .blocks_name = "layers", .blocks = {}, .after = {}, .vocab_tables = {}};
+  const int64_t rows = vocab_rows("Llama", config.vocab_size, config.padded_vocab_size);
+  auto embed_tokens = part.embedding ? f.embedding(rows, config.n_embd, llama_init(config)) : nullptr;
+  if (embed_tokens != nullptr) p.vocab_tables.push_back(embed_tokens->weight);
+  p.before.emplace_back("embed_tokens", embed_tokens);
   for (int64_t i : *part.blocks) p.blocks.emplace_back(i, std::make_shared<LlamaDecoderLayer>(config, i, f));
   if (part.head) {
     p.after.emplace_back("norm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, pd));
-    p.after.emplace_back("lm_head", f.head(config.n_embd, config.vocab_size, llama_init(config)));
+    auto lm_head = f.head(config.n_embd, rows, llama_init(config));
+    p.vocab_tables.push_back(lm_head->weight);
+    p.after.emplace_back("lm_head", lm_head);
   }
   return p;
 }
@@ -115,6 +119,7 @@ CausalLM::Pieces llama_pieces(const LlamaConfig& config, const ModelPart& part, 
 Llama::Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
     : CausalLM(std::move(factory), std::move(part),
                {.vocab_size = config.vocab_size,
+                .padded_vocab = config.padded_vocab_size,
                 .context = config.context,
                 .num_layers = config.n_layer,
                 .hidden_size = config.n_embd,

@@ -37,7 +37,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
 Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, int64_t classes) {
   detail::check_nn_input(logits, "cross_entropy", "logits");
   STRATA_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, C], got shape ", logits.shape(),
                " (flatten the leading dimensions with view({-1, C}))");
@@ -49,19 +49,23 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                logits.size(0), "] for logits of shape ", logits.shape(), ", got shape ", targets.shape());
   STRATA_CHECK(logits.size(1) > 0 || logits.size(0) == 0, "cross_entropy: logits of shape ", logits.shape(),
                " have no classes");
+  const int64_t cols = logits.size(1);
+  if (classes < 0) classes = cols;
+  STRATA_CHECK(classes <= cols && (classes > 0 || logits.size(0) == 0), "cross_entropy: classes ", classes,
+               " must be in [1, ", cols, "] for logits of shape ", logits.shape(), " (-1: every column)");
   Tensor x = detail::contiguous_data(logits);
   Tensor t = targets.contiguous();
   backend::CrossEntropyResult r = detail::on_device(
-      "cross_entropy", device, [&] { return cpu::cross_entropy_forward(x, t, ignore_index); },
-      [&] { return cuda_ops::cross_entropy_forward(x, t, ignore_index); });
+      "cross_entropy", device, [&] { return cpu::cross_entropy_forward(x, t, ignore_index, classes); },
+      [&] { return cuda_ops::cross_entropy_forward(x, t, ignore_index, classes); });
   if (autograd::needs_grad({logits})) {
     autograd::record(
         "CrossEntropyBackward", {logits}, {r.loss}, {x, t, r.stats},
-        [x, t, stats = r.stats, ignore_index, count = r.count](autograd::BackwardContext& ctx) {
+        [x, t, stats = r.stats, ignore_index, count = r.count, classes](autograd::BackwardContext& ctx) {
           return std::vector<Tensor>{detail::on_device(
               "cross_entropy backward", x.device(),
-              [&] { return cpu::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count); },
-              [&] { return cuda_ops::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count); })};
+              [&] { return cpu::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count, classes); },
+              [&] { return cuda_ops::cross_entropy_backward(ctx.grad(), x, t, stats, ignore_index, count, classes); })};
         });
   }
   return r.loss;

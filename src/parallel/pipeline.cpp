@@ -353,7 +353,7 @@ void Pipeline::forward(StepState& st, int micro_batch, int chunk) {
       const int64_t N = logits.numel() / logits.size(-1);
       Tensor loss = model_.layer_factory().cross_entropy(logits.reshape({N, logits.size(-1)}),
                                                          st.targets[static_cast<size_t>(micro_batch)].reshape({N}),
-                                                         model_.vocab_size());
+                                                         model_.padded_vocab_size(), model_.vocab_size());
       const double weight = st.weights[static_cast<size_t>(micro_batch)];
       st.loss += loss.item() * weight;
       if (st.training) slot.loss = mul(loss, weight * loss_scale_);

@@ -57,13 +57,15 @@ int64_t TensorParallelFactory::vocab_start(int64_t vocab) const {
   return ShardLayout{.dim = 0, .full_size = vocab, .pad = true}.part_size(group_.size()) * group_.rank();
 }
 
-Tensor TensorParallelFactory::cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab) {
-  return vocab_parallel_cross_entropy(logits, targets, vocab_start(vocab), vocab, group_);
+Tensor TensorParallelFactory::cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab,
+                                            int64_t classes) {
+  // The parts split the padded vocabulary; columns past `classes` are padding on every rank.
+  return vocab_parallel_cross_entropy(logits, targets, vocab_start(vocab), classes, group_);
 }
 
-Tensor TensorParallelFactory::gather_logits(const Tensor& logits, int64_t vocab) {
+Tensor TensorParallelFactory::gather_logits(const Tensor& logits, int64_t classes) {
   Tensor all = gather_from_tp_region(logits, -1, group_);  // [.., padded vocabulary]
-  return all.size(-1) == vocab ? all : all.narrow(-1, 0, vocab);
+  return all.size(-1) == classes ? all : all.narrow(-1, 0, classes);
 }
 
 Tensor TensorParallelFactory::sequence_piece(const Tensor& x) {

@@ -54,13 +54,14 @@ Tensor vocab_parallel_cross_entropy(const Tensor& logits, const Tensor& targets,
                "vocab_parallel_cross_entropy: logits must be float32 or float64, got ", logits.dtype());
   STRATA_CHECK(targets.dtype() == DType::Int64, "vocab_parallel_cross_entropy: targets must be int64, got ",
                targets.dtype());
-  STRATA_CHECK(vocab_start >= 0 && vocab_start <= vocab_size, "vocab_parallel_cross_entropy: vocab_start ", vocab_start,
-               " is outside the vocabulary of ", vocab_size);
+  // A rank may hold only padding (vocab_start >= vocab_size): its columns take no part.
+  STRATA_CHECK(vocab_start >= 0 && vocab_size > 0, "vocab_parallel_cross_entropy: vocab_start ", vocab_start,
+               " and vocab_size ", vocab_size, " must be >= 0 and > 0");
   const Device device = detail::common_device(kOp, {{"logits", logits}, {"targets", targets}});
   Tensor l = logits.contiguous().detach();
   Tensor t = targets.contiguous();
   // Columns past the real vocabulary are padding: they take no part (probability zero).
-  const int64_t real_cols = std::min(l.size(1), vocab_size - vocab_start);
+  const int64_t real_cols = std::clamp<int64_t>(vocab_size - vocab_start, 0, l.size(1));
   // Before any collective: every rank holds the same targets, so all fail here together.
   const int64_t counted = detail::on_device(
       kOp, device, [&] { return vocab_cpu::vocab_parallel_check_targets(t, vocab_size, ignore_index); },

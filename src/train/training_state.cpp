@@ -66,6 +66,19 @@ DType metadata_dtype(const checkpoint::Metadata& metadata, const std::string& ke
               "', not a floating dtype (float32, float64, bfloat16, float16)");
 }
 
+void add_padded_vocab_size(checkpoint::Metadata& metadata, int64_t vocab_size, int64_t padded_vocab_size) {
+  if (padded_vocab_size != 0 && padded_vocab_size != vocab_size)
+    metadata["config.padded_vocab_size"] = std::to_string(padded_vocab_size);
+}
+
+int64_t metadata_padded_vocab_size(const checkpoint::Metadata& metadata, int64_t vocab_size, const std::string& where) {
+  if (metadata.count("config.padded_vocab_size") == 0) return 0;  // written before padding existed, or unpadded
+  const int64_t padded = metadata_int(metadata, "config.padded_vocab_size", where, 1);
+  STRATA_CHECK(padded >= vocab_size, where, ": metadata field 'config.padded_vocab_size' is ", padded,
+               ", smaller than 'config.vocab_size' ", vocab_size);
+  return padded;
+}
+
 }  // namespace detail
 
 void save_training_state(const std::string& path, const TrainingStateRefs& refs, int64_t step,

@@ -5,7 +5,7 @@
 # strata-ckpt: the export imported back starts a run (--init-from) with the same accuracy.
 # --dropout trains, is saved and checked; values outside [0, 1) and --chunks without an
 # interleaved pipeline are refused. The optimizer, schedule, evaluation, timeline and
-# --async-save options have their effect.
+# --async-save options have their effect; --padded-vocab-multiple pads what the export strips.
 #   train_gpt_smoke.sh <train_gpt binary> <tests source dir> [strata-ckpt binary]
 set -euo pipefail
 bin=$1
@@ -52,6 +52,13 @@ if [ -n "$ckpt_tool" ]; then
   [ "$(grep -o "final exact-match accuracy: .*" "$work/init.log")" = "$(grep -o "final exact-match accuracy: .*" "$work/straight.log")" ] \
     || { echo "--init-from did not reproduce the exported model"; tail -2 "$work/straight.log" "$work/init.log"; exit 1; }
 fi
+# --padded-vocab-multiple: 16 rows for the 14 tokens, recorded in the save's configuration;
+# the export holds the 14 real rows (the unpadded export's size).
+"$bin" "${common[@]}" --metrics "" --padded-vocab-multiple 16 --save "$work/padded" --export-hf "$work/padded_hf" \
+  > "$work/padded.log"
+grep -rqE '"config.padded_vocab_size": ?"16"' "$work/padded" || { echo "config.padded_vocab_size not saved"; exit 1; }
+[ "$(stat -c %s "$work/padded_hf/model.safetensors")" = "$(stat -c %s "$work/straight/model.safetensors")" ] \
+  || { echo "--padded-vocab-multiple: the export kept the padding rows"; exit 1; }
 # --dropout: trains (other losses than without), is stored in the checkpoint's configuration
 # (and so checked on resume), and is refused outside [0, 1).
 "$bin" "${common[@]}" --steps 4 --metrics "" > "$work/nodrop.log"

@@ -4,7 +4,8 @@
 # same bytes (--export-hf) and logs the same losses as an uninterrupted run; --keep-last
 # prunes; --init-from starts from a save's weights; with strata-ckpt, the export imports back
 # (a Hugging Face LlamaForCausalLM directory) and starts a run with the exporting run's
-# validation loss. Refusals: a save past --stop-at, --resume-latest without --save.
+# validation loss; --padded-vocab-multiple pads what the export strips. Refusals: a save past
+# --stop-at, --resume-latest without --save.
 #   train_llama_checkpoint_smoke.sh <train_llama binary> [strata-ckpt binary]
 set -euo pipefail
 bin=$1
@@ -22,6 +23,15 @@ first_val() { grep -o "^eval  step 0 | validation loss [0-9.]*" "$1" | sed 's/.*
 "$bin" "${common[@]}" --metrics "$work/straight.jsonl" --export-hf "$work/straight" > "$work/straight.log"
 grep -q "^exported Hugging Face LlamaForCausalLM weights to $work/straight" "$work/straight.log" \
   || { cat "$work/straight.log"; fail "no export line"; }
+
+# --padded-vocab-multiple: 384 rows for the 256 byte tokens, recorded in the save; the export
+# holds the 256 real rows (the unpadded export's size), and sampling still gives bytes.
+"$bin" "${common[@]}" --metrics "" --padded-vocab-multiple 384 --save "$work/padded" --export-hf "$work/padded_hf" \
+  > "$work/padded.log" || { cat "$work/padded.log"; fail "--padded-vocab-multiple run"; }
+grep -rqE '"config.padded_vocab_size": ?"384"' "$work/padded" || fail "config.padded_vocab_size not saved"
+[ "$(stat -c %s "$work/padded_hf/model.safetensors")" = "$(stat -c %s "$work/straight/model.safetensors")" ] \
+  || fail "--padded-vocab-multiple: the export kept the padding rows"
+grep -q "^sample" "$work/padded.log" || { cat "$work/padded.log"; fail "--padded-vocab-multiple: no sample"; }
 
 # resume_case NAME FLAGS...: stop at step 6 with saves every 3 steps, continue with FLAGS.
 resume_case() {

@@ -235,12 +235,12 @@ TEST_F(RowOpsGpu, CrossEntropyEqualsTheCpu) {
         EXPECT_LE(std::abs(got.item() - want.item()),
                   cross_entropy_forward_bound(logits, targets) * testing::kSecondOrder)
             << what;
-        const backend::CrossEntropyResult fwd = cpu::cross_entropy_forward(logits, targets, -100);
+        const backend::CrossEntropyResult fwd = cpu::cross_entropy_forward(logits, targets, -100, s.n);
         const Tensor one = ones({}, {.dtype = dtype});
-        const Tensor dx_cpu = cpu::cross_entropy_backward(one, logits, targets, fwd.stats, -100, fwd.count);
+        const Tensor dx_cpu = cpu::cross_entropy_backward(one, logits, targets, fwd.stats, -100, fwd.count, s.n);
         poison(s.rows * s.n, dtype);
         const Tensor dx_gpu = cuda_ops::cross_entropy_backward(one.to(gpu), logits.to(gpu), targets.to(gpu),
-                                                               fwd.stats.to(gpu), -100, fwd.count)
+                                                               fwd.stats.to(gpu), -100, fwd.count, s.n)
                                   .to(Device::cpu());
         if (dtype == DType::Float64) {
           const double coef = fwd.count > 0 ? 1.0 / static_cast<double>(fwd.count) : 0.0;
@@ -264,6 +264,29 @@ TEST_F(RowOpsGpu, CrossEntropyNamesAnOutOfRangeTarget) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("target 12 at position 2"), std::string::npos) << e.what();
+  }
+}
+
+// A class limit (a padded vocabulary): the GPU's loss over the first `classes` columns equals
+// its loss over those columns sliced, bit for bit (the same kernel reads the same values in
+// the same order); the padding columns, set huge, get gradient exactly 0.
+TEST_F(RowOpsGpu, CrossEntropyClassLimitEqualsSlicingAndZeroesPadding) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    const int64_t rows = 37, classes = 50257, cols = 50304;
+    Generator gen(31);
+    Tensor x = randn({rows, cols}, {.dtype = dtype}, &gen);
+    x.narrow(1, classes, cols - classes).fill_(1e4);
+    const Tensor t = randint(0, classes, {rows}, {.dtype = DType::Int64}, &gen).to(gpu);
+    Tensor padded = x.to(gpu).set_requires_grad(true);
+    Tensor sliced = x.narrow(1, 0, classes).contiguous().to(gpu).set_requires_grad(true);
+    Tensor lp = cross_entropy(padded, t, -100, classes), ls = cross_entropy(sliced, t);
+    EXPECT_EQ(lp.item(), ls.item()) << dtype_name(dtype);
+    lp.backward();
+    ls.backward();
+    const Tensor gp = padded.grad().to(Device::cpu()), gs = sliced.grad().to(Device::cpu());
+    EXPECT_EQ(max_abs_diff(gp.narrow(1, 0, classes), gs), 0.0) << dtype_name(dtype);
+    EXPECT_EQ(max_abs_diff(gp.narrow(1, classes, cols - classes), zeros({rows, cols - classes}, {.dtype = dtype})), 0.0)
+        << dtype_name(dtype);
   }
 }
 

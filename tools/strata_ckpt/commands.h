@@ -37,6 +37,9 @@ struct ImportOptions {
   std::string format;  // "": from config.json's model_type
   int64_t step = 0;
   uint64_t seed = 1337;  // the default RNG stream a run loading the checkpoint continues from
+  // Pads the vocabulary tensors with zero rows to config.json's vocab_size rounded up to a
+  // multiple of this (config.padded_vocab_size), as the trainers' --padded-vocab-multiple.
+  int64_t padded_vocab_multiple = 1;
 };
 int import_hf(const ImportOptions& options);
 

@@ -12,6 +12,7 @@
 #include "strata/checkpoint/sharded.h"
 #include "strata/core/error.h"
 #include "strata/distributed/init.h"
+#include "strata/nn/causal_lm.h"
 #include "strata/train/training_state.h"
 #include "strata_ckpt/commands.h"
 #include "strata_ckpt/model_family.h"
@@ -19,19 +20,38 @@
 namespace strata::ckpt_tool {
 namespace {
 
-// The family config.json's model_type names, unless --format gave one.
-const train::ModelFamily& import_family(const ImportOptions& o) {
-  if (!o.format.empty()) return train::model_family(o.format);
-  const std::string path = (std::filesystem::path(o.hf_dir) / "config.json").string();
-  std::string type;
+std::string config_json_path(const ImportOptions& o) {
+  return (std::filesystem::path(o.hf_dir) / "config.json").string();
+}
+
+// config.json's field `key` (`fallback` where it has none); errors name the file and `hint`.
+template <class T>
+T config_json_field(const ImportOptions& o, const char* key, const T& fallback, const char* hint) {
+  const std::string path = config_json_path(o);
   try {
     std::ifstream in(path);
     STRATA_CHECK(in.good(), "cannot open it");
-    type = nlohmann::json::parse(in).value("model_type", "");
+    return nlohmann::json::parse(in).value(key, fallback);
   } catch (const std::exception& e) {
-    STRATA_FAIL("'", path, "': cannot read model_type (", e.what(), "): pass --format gpt2 or --format llama");
+    STRATA_FAIL("'", path, "': cannot read ", key, " (", e.what(), ")", hint);
   }
-  return family_of_hf_type(type, "'" + path + "'");
+}
+
+// The family config.json's model_type names, unless --format gave one.
+const train::ModelFamily& import_family(const ImportOptions& o) {
+  if (!o.format.empty()) return train::model_family(o.format);
+  const std::string type =
+      config_json_field<std::string>(o, "model_type", "", ": pass --format gpt2 or --format llama");
+  return family_of_hf_type(type, "'" + config_json_path(o) + "'");
+}
+
+// The padded vocabulary --padded-vocab-multiple asks for (0: none).
+int64_t padded_vocab_size(const ImportOptions& o) {
+  if (o.padded_vocab_multiple <= 1) return 0;
+  const int64_t vocab = config_json_field<int64_t>(o, "vocab_size", 0, "");
+  STRATA_CHECK(vocab > 0, "'", config_json_path(o), "': vocab_size ", vocab,
+               " is missing or not positive; --padded-vocab-multiple needs it");
+  return nn::pad_vocab_size(vocab, o.padded_vocab_multiple);
 }
 
 // What save_training_checkpoint writes for one process with an optimizer that has not
@@ -70,7 +90,7 @@ int import_hf(const ImportOptions& o) {
   refuse_existing_saves(o.out, "import");
   const train::ModelFamily& family = import_family(o);
   checkpoint::Metadata config;
-  const StateDict state = family.import_hf(o.hf_dir, &config);
+  const StateDict state = family.import_hf(o.hf_dir, &config, padded_vocab_size(o));
   std::vector<checkpoint::SavePiece> pieces;
   for (const auto& [name, t] : state)
     pieces.push_back({"model." + name, t.shape(), checkpoint::Region::whole(t.shape()), t});

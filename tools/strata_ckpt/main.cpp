@@ -5,6 +5,7 @@
 //   strata-ckpt verify runs/ckpt
 //   strata-ckpt export runs/ckpt --out hf/ [--format gpt2|llama] [--dtype param|f32]
 //   strata-ckpt import hf/ --out runs/pretrained [--format gpt2|llama] [--step 0] [--seed 1337]
+//                      [--padded-vocab-multiple 1]
 //   strata-ckpt convert old.ckpt --out runs/ckpt [--format gpt2|llama]   # an earlier single-file state
 //
 // Exit codes: 0 success; 1 verify found the save damaged (a checksum, the coverage, or an
@@ -64,6 +65,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   import_cmd->add_option("--seed", import_o.seed, "seed of the RNG stream a run loading it continues")
       ->check(integer_at_most(UINT64_MAX))
+      ->capture_default_str();
+  import_cmd
+      ->add_option("--padded-vocab-multiple", import_o.padded_vocab_multiple,
+                   "pad the vocabulary (zero rows) to a multiple of this, as the run that loads it does")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
 
   ConvertOptions convert_o;

@@ -24,12 +24,17 @@ struct HfLlamaConfig {
   double rope_theta = 10000.0;        // rope_theta
   double rms_norm_eps = 1e-6;         // rms_norm_eps
   double init_std = 0.02;             // initializer_range
+  // strata's rows of the vocabulary tensors (a padded vocabulary; 0: vocab_size). Not in
+  // config.json: export writes the first vocab_size rows, import appends zero rows.
+  int64_t padded_vocab_size = 0;
 };
 
 // Writes dir/model.safetensors (float32, HF names) and dir/config.json (each file
 // atomically); creates `dir` if needed. `model_state` must hold exactly the Llama
 // parameters for `config` with strata's names and shapes; errors name a missing,
 // unexpected or misshapen tensor. The head is written untied (tie_word_embeddings false).
+// With config.padded_vocab_size, the embedding and head hold that many rows and only their
+// first vocab_size are written.
 void export_llama_safetensors(const std::string& dir, const StateDict& model_state, const HfLlamaConfig& config);
 
 // Reads dir/config.json and dir/model.safetensors (or the sharded model.safetensors.index.json
@@ -42,7 +47,10 @@ void export_llama_safetensors(const std::string& dir, const StateDict& model_sta
 // rope_parameters. Refuses what strata's Llama cannot compute (rope scaling, a partial rotary
 // factor, an activation other than silu, biases, a head_dim other than hidden_size /
 // num_attention_heads), naming the field. Errors name a missing, unexpected or misshapen tensor and the file.
-// `config_out` may be null.
-StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config_out = nullptr);
+// `config_out` may be null. padded_vocab_size (0: none; else >= the file's vocab_size, or an
+// error naming both) pads the embedding and head with zero rows to that many, and is reported
+// in config_out.
+StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config_out = nullptr,
+                                   int64_t padded_vocab_size = 0);
 
 }  // namespace strata::checkpoint

@@ -79,6 +79,15 @@ struct ParameterCounts {
   int64_t head = 0;       // the final norm and head (GPT: the tied token embedding's copy)
 };
 
+// vocab_size rounded up to a multiple of `multiple` (>= 1): a padded vocabulary
+// (config.padded_vocab_size), as llm.c and Megatron pad GPT-2's 50257 words to 50304 so that
+// the head's GEMMs run on aligned kernels. 1 gives vocab_size back.
+int64_t pad_vocab_size(int64_t vocab_size, int64_t multiple);
+
+// The rows a family's token embedding and head hold: padded_vocab_size, or vocab_size when
+// it is 0. Checks it is 0 or >= vocab_size; errors name `family` and both sizes.
+int64_t vocab_rows(const char* family, int64_t vocab_size, int64_t padded_vocab_size);
+
 // Checks the dtypes a family's config names: activations in float32 or float64; parameters
 // in that dtype, or in bfloat16/float16 with float32 activations. Errors name `family`.
 void check_model_dtypes(const char* family, DType dtype, DType param_dtype);
@@ -93,12 +102,18 @@ class CausalLM : public LanguageModel {
   // The sizes every family has (from its config).
   struct Sizes {
     int64_t vocab_size = 0;
+    int64_t padded_vocab = 0;      // rows of the token embedding and head (0: vocab_size)
     int64_t context = 0;           // the longest sequence forward accepts
     int64_t num_layers = 0;        // of the whole model, also for a part
     int64_t hidden_size = 0;       // the width of the hidden states blocks exchange
     DType dtype = DType::Float32;  // of activations
   };
   int64_t vocab_size() const override { return sizes_.vocab_size; }
+  // The rows of the token embedding and head: vocab_size() or more (a padded vocabulary).
+  // Padding rows start at zero and stay zero in training: no token looks them up, and
+  // their logits take no part in loss() (gradient 0) nor appear in forward()'s logits, so
+  // generation never picks one. local_logits() and head() still return them.
+  int64_t padded_vocab_size() const { return sizes_.padded_vocab > 0 ? sizes_.padded_vocab : sizes_.vocab_size; }
   int64_t context_length() const override { return sizes_.context; }
   int64_t cache_layers() const override { return sizes_.num_layers; }
   int64_t num_layers() const { return sizes_.num_layers; }
@@ -161,6 +176,9 @@ class CausalLM : public LanguageModel {
     std::string blocks_name;  // "h", "layers"
     std::vector<std::pair<int64_t, std::shared_ptr<TransformerBlock>>> blocks;
     std::vector<Entry> after;
+    // Weights whose rows are the (padded) vocabulary, this rank's rows from
+    // factory.vocab_start(): rows past vocab_size are zeroed after initialisation.
+    std::vector<Tensor> vocab_tables;
   };
   // Builds the pieces of `part` (resolved: its blocks listed) with `factory`.
   using PieceBuilder = std::function<Pieces(const ModelPart& part, LayerFactory& factory)>;
@@ -191,6 +209,7 @@ class CausalLM : public LanguageModel {
 
  private:
   void resolve_part(int64_t num_layers);
+  void zero_vocab_padding(const std::vector<Tensor>& tables);
   Sizes sizes_;
   std::shared_ptr<BlockList> blocks_;
   bool recompute_ = false;

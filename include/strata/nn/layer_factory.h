@@ -50,10 +50,13 @@ class LayerFactory {
   virtual int64_t vocab_start(int64_t /*vocab*/) const { return 0; }
 
   // Mean next-token cross-entropy (targets != -100) of logits [N, this rank's vocabulary
-  // part] against targets [N].
-  virtual Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab);
-  // The full logits [.., vocab] from this rank's part (identity here).
-  virtual Tensor gather_logits(const Tensor& logits, int64_t /*vocab*/) { return logits; }
+  // part] against targets [N]. `vocab`: the rows embedding() and head() were built with (a
+  // padded vocabulary); `classes` <= vocab: the real words, its first rows. Logits of the
+  // padding rows take no part (probability and gradient 0), and are not copied out.
+  virtual Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab, int64_t classes);
+  // The logits of the first `classes` words [.., classes] from this rank's part: here a view
+  // of logits without their padding columns (logits itself when there are none).
+  virtual Tensor gather_logits(const Tensor& logits, int64_t classes);
   // This rank's piece along the sequence (dim 1) of an activation every rank computes whole
   // (GPT's position embeddings), where sequence parallelism splits activations; x otherwise.
   virtual Tensor sequence_piece(const Tensor& x) { return x; }

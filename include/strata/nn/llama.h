@@ -18,6 +18,11 @@ namespace strata::nn {
 
 struct LlamaConfig {
   int64_t vocab_size = 256;
+  // Rows of the token embedding and head: 0 (or vocab_size) for none, else >= vocab_size
+  // (nn::pad_vocab_size rounds up to a multiple; 128 keeps the head's GEMMs aligned on GPUs).
+  // Padding rows start at zero and stay zero: never looked up, never predicted, no part in
+  // the loss (CausalLM::padded_vocab_size).
+  int64_t padded_vocab_size = 0;
   int64_t context = 128;            // max_position_embeddings
   int64_t n_layer = 4;              // num_hidden_layers
   int64_t n_head = 4;               // num_attention_heads

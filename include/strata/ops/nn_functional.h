@@ -79,8 +79,11 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // Fused with log-softmax. A target outside [0, C) that is not ignore_index throws, naming
 // the target, its position and C. When every target is ignored the loss is 0 and the
 // gradient is zero (torch returns NaN): a data-parallel shard made only of padding must
-// not turn the averaged gradient into NaN.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+// not turn the averaged gradient into NaN. `classes` in [1, C] (-1: C): only the first
+// `classes` columns are classes, as cross_entropy(logits.narrow(1, 0, classes), ..) but
+// without copying the logits; the others (a padded vocabulary) take no part in the softmax
+// and get gradient 0, and a target must be < classes.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100, int64_t classes = -1);
 
 // q, k, v [B, H, T, D] -> [B, H, T, D]; causal mask, scale 1/sqrt(D): attention(q, k, v,
 // {.causal = true}) with its checks for equal shapes. Fused: scores, mask,

@@ -50,8 +50,8 @@ class TensorParallelFactory : public nn::LayerFactory {
   std::shared_ptr<nn::Embedding> embedding(int64_t vocab, int64_t dim, nn::InitOptions init) override;
   std::shared_ptr<nn::Linear> head(int64_t in, int64_t vocab, nn::InitOptions init) override;
   int64_t vocab_start(int64_t vocab) const override;
-  Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab) override;
-  Tensor gather_logits(const Tensor& logits, int64_t vocab) override;
+  Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t vocab, int64_t classes) override;
+  Tensor gather_logits(const Tensor& logits, int64_t classes) override;
   Tensor sequence_piece(const Tensor& x) override;
   Generator* sharded_generator() override { return &tracker_.get(RngTracker::kTensorParallel); }
   void begin_forward(int64_t sequence_length) override;

@@ -8,6 +8,7 @@
 // builder, its Hugging Face layout (export and import), its tensor-parallel plan (which sizes
 // the degree splits; the split itself is the nn::LayerFactory's) and ZeRO-3's unit predicate.
 // GPT-2 ("gpt2") and LLaMA ("llama") are registered; register_model_family adds others.
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,11 +35,13 @@ struct ModelFamily {
                                               nn::ModelPart, const std::string& where)>
       build;
   // Hugging Face layout: writes `dir`/model.safetensors and config.json from a whole model's
-  // state dict; reads one back, its config as config.* entries.
+  // state dict (without the padding rows of a padded vocabulary: vocab_size rows); reads one
+  // back, its config as config.* entries, its vocabulary tensors padded with zero rows to
+  // padded_vocab_size (0: none).
   std::function<void(const std::string& dir, const StateDict& state, const checkpoint::Metadata& config,
                      const std::string& where)>
       export_hf;
-  std::function<StateDict(const std::string& dir, checkpoint::Metadata* config)> import_hf;
+  std::function<StateDict(const std::string& dir, checkpoint::Metadata* config, int64_t padded_vocab_size)> import_hf;
   // Tensor-parallel plan: refuses a degree that does not divide what the family splits.
   std::function<void(const checkpoint::Metadata& config, int64_t degree, const std::string& where)>
       check_tensor_parallel;
@@ -58,7 +61,8 @@ const ModelFamily& family_of(const checkpoint::Metadata& metadata, const std::st
 // A configuration as config.* entries, with config.family: the fields a checkpoint must match
 // beyond its parameter shapes. GPT: vocab_size, context, n_layer, n_head, n_embd, dropout,
 // dtype, param_dtype. LLaMA: vocab_size, context, n_layer, n_head, n_kv_head, n_embd,
-// intermediate_size, rope_theta, rms_norm_eps, dtype, param_dtype. (The initialisation
+// intermediate_size, rope_theta, rms_norm_eps, dtype, param_dtype. Both: padded_vocab_size
+// when it pads (absent: no padding, as in checkpoints written before it existed). (The initialisation
 // fields, seed and init_std, are left out: they change nothing a checkpoint holds.)
 checkpoint::Metadata config_metadata(const nn::GPTConfig& config);
 checkpoint::Metadata config_metadata(const nn::LlamaConfig& config);

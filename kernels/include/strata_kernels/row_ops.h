@@ -33,14 +33,16 @@ typedef struct StrataCrossEntropyStatus {
   double total;
 } StrataCrossEntropyStatus;
 
-// stats: [rows, 2] of type (max, log sum exp); row_loss: [rows] double scratch; status is
-// reset by the call.
+// logits [rows, cols] of which the first `classes` columns are the classes (the rest, a
+// padded vocabulary, take no part and get gradient 0). stats: [rows, 2] of type (max, log
+// sum exp); row_loss: [rows] double scratch; status is reset by the call.
 cudaError_t strata_cross_entropy_rows(int32_t type, int32_t index_type, const void* logits, const void* targets,
-                                      int64_t rows, int64_t classes, int64_t ignore_index, void* stats,
+                                      int64_t rows, int64_t cols, int64_t classes, int64_t ignore_index, void* stats,
                                       double* row_loss, StrataCrossEntropyStatus* status, cudaStream_t stream);
 cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t index_type, const void* logits,
-                                               const void* targets, const void* stats, int64_t rows, int64_t classes,
-                                               int64_t ignore_index, double coef, void* dx, cudaStream_t stream);
+                                               const void* targets, const void* stats, int64_t rows, int64_t cols,
+                                               int64_t classes, int64_t ignore_index, double coef, void* dx,
+                                               cudaStream_t stream);
 
 // Forward: y [rows, d], mean and rstd [rows]. bias may not be null (the caller passes zeros).
 cudaError_t strata_layer_norm_rows(int32_t type, const void* x, const void* weight, const void* bias, int64_t rows,

@@ -232,7 +232,7 @@ decltype(auto) dispatch_index(const Tensor& targets, F&& f) {
 
 // Per row: stats = (max, log sum exp(x - max)), loss = logsumexp - x[target].
 template <class T, class I>
-STRATA_MULTIVERSION void cross_entropy_kernel(const T* x, const I* targets, int64_t rows, int64_t classes,
+STRATA_MULTIVERSION void cross_entropy_kernel(const T* x, const I* targets, int64_t rows, int64_t cols, int64_t classes,
                                               int64_t ignore_index, T* stats, double* row_loss) {
 #pragma omp parallel for if (rows * classes > kParallelThreshold) schedule(static)
   for (int64_t i = 0; i < rows; ++i) {
@@ -242,30 +242,33 @@ STRATA_MULTIVERSION void cross_entropy_kernel(const T* x, const I* targets, int6
       row_loss[i] = 0;
       continue;
     }
-    row_loss[i] = strata_kernels::cross_entropy_row<CpuRow>(x + i * classes, classes, target, stats + 2 * i);
+    row_loss[i] = strata_kernels::cross_entropy_row<CpuRow>(x + i * cols, classes, target, stats + 2 * i);
   }
 }
 
-// dx = exp(x - logsumexp) * coef - coef * onehot(target); zero rows for ignored targets.
+// dx = exp(x - logsumexp) * coef - coef * onehot(target); zero rows for ignored targets and
+// zero padding columns (those past `classes`).
 template <class T, class I>
 STRATA_MULTIVERSION void cross_entropy_backward_kernel(const T* x, const I* targets, const T* stats, int64_t rows,
-                                                       int64_t classes, int64_t ignore_index, T coef, T* dx) {
-#pragma omp parallel for if (rows * classes > kParallelThreshold) schedule(static)
+                                                       int64_t cols, int64_t classes, int64_t ignore_index, T coef,
+                                                       T* dx) {
+#pragma omp parallel for if (rows * cols > kParallelThreshold) schedule(static)
   for (int64_t i = 0; i < rows; ++i) {
-    T* drow = dx + i * classes;
+    T* drow = dx + i * cols;
     const int64_t target = static_cast<int64_t>(targets[i]);
     if (target == ignore_index) {
-      std::fill(drow, drow + classes, T(0));
+      std::fill(drow, drow + cols, T(0));
       continue;
     }
-    strata_kernels::cross_entropy_backward_row<CpuRow>(x + i * classes, classes, target, stats + 2 * i, coef, drow);
+    strata_kernels::cross_entropy_backward_row<CpuRow>(x + i * cols, classes, cols, target, stats + 2 * i, coef, drow);
   }
 }
 
 }  // namespace
 
-CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
-  const int64_t rows = logits.size(0), classes = logits.size(1);
+CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                         int64_t classes) {
+  const int64_t rows = logits.size(0), cols = logits.size(1);
   CrossEntropyResult r;
   r.stats = empty({rows, 2}, {.dtype = logits.dtype()});
   r.count = dispatch_index(targets, [&](const auto* t) { return check_targets(t, rows, classes, ignore_index); });
@@ -273,7 +276,7 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
   const double* pl = row_loss.data<double>();
   detail::dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
     dispatch_index(targets, [&](const auto* t) {
-      cross_entropy_kernel(logits.data<T>(), t, rows, classes, ignore_index, r.stats.data<T>(),
+      cross_entropy_kernel(logits.data<T>(), t, rows, cols, classes, ignore_index, r.stats.data<T>(),
                            row_loss.data<double>());
     });
   });
@@ -285,13 +288,13 @@ CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& tar
 }
 
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& stats,
-                              int64_t ignore_index, int64_t count) {
-  const int64_t rows = logits.size(0), classes = logits.size(1);
+                              int64_t ignore_index, int64_t count, int64_t classes) {
+  const int64_t rows = logits.size(0), cols = logits.size(1);
   Tensor dx = empty_like(logits);
   const double coef = count > 0 ? grad_loss.item() / static_cast<double>(count) : 0.0;
   detail::dispatch_floating(logits.dtype(), "cross_entropy backward", [&]<class T>() {
     dispatch_index(targets, [&](const auto* t) {
-      cross_entropy_backward_kernel(logits.data<T>(), t, stats.data<T>(), rows, classes, ignore_index,
+      cross_entropy_backward_kernel(logits.data<T>(), t, stats.data<T>(), rows, cols, classes, ignore_index,
                                     static_cast<T>(coef), dx.data<T>());
     });
   });

@@ -24,13 +24,15 @@ Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal
 Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal);
 
 using backend::CrossEntropyResult;
-// logits contiguous [N, C], targets contiguous int32/int64 [N]. Throws naming the first
-// target outside [0, C) that is not ignore_index. The loss is the mean over the counted
-// targets, or 0 when every target is ignored.
-CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index);
+// logits contiguous [N, cols], targets contiguous int32/int64 [N]; the first `classes`
+// (<= cols) columns are the classes, the rest padding that takes no part. Throws naming the
+// first target outside [0, classes) that is not ignore_index. The loss is the mean over the
+// counted targets, or 0 when every target is ignored.
+CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                         int64_t classes);
 // d loss / d logits = (softmax(logits) - onehot(target)) * grad / count, zero on ignored
-// rows. grad_loss holds one element.
+// rows and padding columns. grad_loss holds one element.
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& stats,
-                              int64_t ignore_index, int64_t count);
+                              int64_t ignore_index, int64_t count, int64_t classes);
 
 }  // namespace strata::cpu

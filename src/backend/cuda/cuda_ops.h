@@ -68,9 +68,10 @@ STRATA_CUDA_ENTRY(FusedAttentionGrads fused_attention_backward(const Tensor& q, 
                                                                const Tensor& out, const Tensor& stats,
                                                                const Tensor& grad_out, double scale, bool causal))
 STRATA_CUDA_ENTRY(backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets,
-                                                                    int64_t ignore_index))
+                                                                    int64_t ignore_index, int64_t classes))
 STRATA_CUDA_ENTRY(Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
-                                                const Tensor& stats, int64_t ignore_index, int64_t count))
+                                                const Tensor& stats, int64_t ignore_index, int64_t count,
+                                                int64_t classes))
 STRATA_CUDA_ENTRY(backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                                               double eps))
 STRATA_CUDA_ENTRY(backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,

@@ -93,9 +93,10 @@ Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, doubl
   return dx;
 }
 
-backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                                                  int64_t classes) {
   Launch l(logits, "cross_entropy");
-  const int64_t rows = logits.size(0), classes = logits.size(1);
+  const int64_t rows = logits.size(0), cols = logits.size(1);
   const int32_t type = float_type(logits.dtype(), "cross_entropy");
   backend::CrossEntropyResult r;
   r.stats = empty({rows, 2}, like(logits, logits.dtype()));
@@ -103,7 +104,7 @@ backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Te
   static_assert(sizeof(StrataCrossEntropyStatus) == 3 * sizeof(int64_t));
   Tensor status = empty({3}, like(logits, DType::Int64));
   STRATA_LAUNCH(strata_cross_entropy_rows(type, index_type(targets.dtype()), logits.data_ptr(), targets.data_ptr(),
-                                          rows, classes, ignore_index, r.stats.data_ptr(),
+                                          rows, cols, classes, ignore_index, r.stats.data_ptr(),
                                           static_cast<double*>(row_loss.data_ptr()),
                                           static_cast<StrataCrossEntropyStatus*>(status.data_ptr()), l.stream));
   // The count is the host's (backward scales by it), so this waits for the kernels.
@@ -122,15 +123,15 @@ backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Te
 }
 
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& stats,
-                              int64_t ignore_index, int64_t count) {
+                              int64_t ignore_index, int64_t count, int64_t classes) {
   Launch l(logits, "cross_entropy backward");
-  const int64_t rows = logits.size(0), classes = logits.size(1);
+  const int64_t rows = logits.size(0), cols = logits.size(1);
   Tensor dx = empty_like(logits);
   if (rows == 0) return dx;
   const double coef = count > 0 ? grad_loss.item() / static_cast<double>(count) : 0.0;
   STRATA_LAUNCH(strata_cross_entropy_backward_rows(
       float_type(logits.dtype(), "cross_entropy backward"), index_type(targets.dtype()), logits.data_ptr(),
-      targets.data_ptr(), stats.data_ptr(), rows, classes, ignore_index, coef, dx.data_ptr(), l.stream));
+      targets.data_ptr(), stats.data_ptr(), rows, cols, classes, ignore_index, coef, dx.data_ptr(), l.stream));
   return dx;
 }
 

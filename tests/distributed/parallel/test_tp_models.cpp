@@ -461,3 +461,54 @@ TEST(TensorParallelModels, GenerationMatchesOneProcess) {
 }
 
 }  // namespace strata
+
+namespace strata {
+
+// A padded vocabulary (15 words in 24 rows): the parts split the 24 rows (on 4 ranks the
+// last holds padding only), and training equals one process's padded model, whose padding
+// rows stay zero; forward gives the 15 real words.
+TEST(TensorParallelModels, PaddedVocabularyTrainsLikeOneProcess) {
+  auto& world = dist::world();
+  const int64_t rows = 2;
+  for (Family f : {Family::Gpt, Family::Llama}) {
+    auto make = [f](const std::shared_ptr<nn::LayerFactory>& factory) -> std::unique_ptr<nn::CausalLM> {
+      if (f == Family::Gpt) {
+        nn::GPTConfig c = gpt_config(DType::Float64);
+        c.padded_vocab_size = 24;
+        return std::make_unique<nn::GPT>(c, factory);
+      }
+      nn::LlamaConfig c = llama_config(DType::Float64);
+      c.padded_vocab_size = 24;
+      return std::make_unique<nn::Llama>(c, factory);
+    };
+    auto single = make(nullptr);
+    auto tp = make(std::make_shared<parallel::TensorParallelFactory>(world));
+    optim::AdamW single_opt(single->parameters(), adamw());
+    optim::AdamW tp_opt(tp->parameters(), adamw());
+    for (int s = 0; s < kSteps; ++s) {
+      auto [x, y] = batch(s, rows);
+      for (auto* o : {&single_opt, &tp_opt}) o->zero_grad();
+      Tensor want = single->loss(x, y), got = tp->loss(x, y);
+      EXPECT_NEAR(got.item(), want.item(), tolerance(DType::Float64) * 10) << name_of(f) << " step " << s;
+      want.backward();
+      got.backward();
+      single_opt.step();
+      tp_opt.step();
+    }
+    const StateDict full = parallel::full_state_dict(*tp, world);
+    std::string where;
+    EXPECT_LE(worst_difference(full, Reference{.weights = single->state_dict()}, DType::Float64, where),
+              tolerance(DType::Float64))
+        << name_of(f) << ": " << where;
+    for (const auto& [name, t] : full) {
+      if (name != "wte.weight" && name != "embed_tokens.weight" && name != "lm_head.weight") continue;
+      EXPECT_EQ(max_abs_diff(t.narrow(0, kVocab, 24 - kVocab), zeros({24 - kVocab, t.size(1)}, {.dtype = t.dtype()})),
+                0.0)
+          << name_of(f) << " " << name << ": padding rows stay zero";
+    }
+    NoGradGuard no_grad;
+    EXPECT_EQ(tp->forward(batch(0, rows).first).shape(), Shape({rows, kSeq, kVocab})) << name_of(f);
+  }
+}
+
+}  // namespace strata

@@ -27,6 +27,7 @@ struct Layout {
   int dp = 1, tp = 1, pp = 1;
   int zero = -1;  // -1: AdamW (with DDP when dp > 1); 0-3: ZeroOptimizer over the data group
   std::optional<DType> param_dtype = std::nullopt;  // bf16: with ZeRO's fp32 master weights
+  int64_t padded_vocab = 0;                         // the model's padded_vocab_size (0: none)
   int ranks() const { return dp * tp * pp; }
 };
 
@@ -36,20 +37,24 @@ std::string describe(const Layout& l) {
   if (l.pp > 1) s += "xpp" + std::to_string(l.pp);
   s += l.zero >= 0 ? " zero" + std::to_string(l.zero) : (l.dp > 1 ? " ddp" : "");
   if (l.param_dtype) s += " " + std::string(dtype_name(*l.param_dtype));
+  if (l.padded_vocab > 0) s += " vocab rows " + std::to_string(l.padded_vocab);
   return s;
 }
 
 constexpr int64_t kRows = 12;  // global batch rows: every dp degree here (1-4) divides it
 
 std::unique_ptr<nn::CausalLM> build_model(Family f, DType dtype, std::optional<DType> param_dtype,
-                                          std::shared_ptr<nn::LayerFactory> factory, nn::ModelPart part) {
+                                          const std::shared_ptr<nn::LayerFactory>& factory, nn::ModelPart part,
+                                          int64_t padded_vocab = 0) {
   if (f == Family::Gpt) {
     nn::GPTConfig c = gpt_config(dtype);
     c.param_dtype = param_dtype;
+    c.padded_vocab_size = padded_vocab;
     return std::make_unique<nn::GPT>(c, factory, std::move(part));
   }
   nn::LlamaConfig c = llama_config(dtype);
   c.param_dtype = param_dtype;
+  c.padded_vocab_size = padded_vocab;
   return std::make_unique<nn::Llama>(c, factory, std::move(part));
 }
 
@@ -62,7 +67,7 @@ class LayoutRun {
     nn::ModelPart part;
     const auto partition = parallel::balanced_partition(counts_of(family), kLayers, l.pp, 1);
     if (l.pp > 1) part = parallel::stage_part(partition, l.pp, pipeline().rank());
-    model_ = build_model(family, dtype, l.param_dtype, factory_, part);
+    model_ = build_model(family, dtype, l.param_dtype, factory_, part, l.padded_vocab);
     if (l.zero >= 0) {
       zero_ = std::make_unique<parallel::ZeroOptimizer>(*model_, adamw(), data(),
                                                         parallel::ZeroOptions{.stage = l.zero, .master_dtype = dtype});
@@ -185,10 +190,10 @@ struct Continuation {
   Reference loaded;
   Reference trained;
 };
-Continuation one_process_continuation(const std::string& dir, Family family, DType dtype) {
+Continuation one_process_continuation(const std::string& dir, Family family, DType dtype, int64_t padded_vocab) {
   auto& world = dist::world();
   auto alone = world.split(std::vector<int>{world.rank()}, "alone");
-  auto model = build_model(family, dtype, std::nullopt, nullptr, {});
+  auto model = build_model(family, dtype, std::nullopt, nullptr, {}, padded_vocab);
   optim::AdamW opt(model->parameters(), adamw());
   train::load_training_checkpoint(dir, {.model = *model, .world = *alone, .optimizer = &opt});
   Continuation c;
@@ -223,7 +228,7 @@ void expect_reshard(const Layout& from, const Layout& to, Family family = Family
     }
   }
   world.barrier()->wait();
-  const Continuation ref = one_process_continuation(dir, family, dtype);
+  const Continuation ref = one_process_continuation(dir, family, dtype, from.padded_vocab);
   FirstRanks b = first_ranks(to.ranks());
   if (b.member) {
     LayoutRun run(*b.group, to, family, dtype);
@@ -276,6 +281,13 @@ TEST(CheckpointReshard, TensorParallelDegrees) {
   expect_reshard({}, {.tp = 4});
   expect_reshard({.tp = 2}, {.dp = 2, .zero = 2}, Family::Llama);
   expect_reshard({.dp = 2, .tp = 2, .zero = 3}, {.tp = 4}, Family::Gpt, DType::Float64);
+}
+
+// A padded vocabulary (15 words in 24 rows) reshards as any other: tp 2 holds 12 rows a rank,
+// tp 4 six (its last rank padding only), one process all 24.
+TEST(CheckpointReshard, PaddedVocabulary) {
+  expect_reshard({.tp = 2, .padded_vocab = 24}, {.tp = 4, .padded_vocab = 24}, Family::Llama, DType::Float64);
+  expect_reshard({.dp = 2, .tp = 2, .zero = 3, .padded_vocab = 24}, {.padded_vocab = 24});
 }
 
 TEST(CheckpointReshard, PipelineStages) {

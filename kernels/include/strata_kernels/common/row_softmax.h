@@ -108,11 +108,17 @@ STRATA_HD double cross_entropy_row(const T* x, int64_t n, int64_t target, T* sta
 }
 
 // d loss / d x of one counted row: (softmax(x) - onehot(target)) * coef, with
-// coef = grad / count, from the forward's stats.
+// coef = grad / count, from the forward's stats. The row holds `cols` >= n logits of which
+// the first n are classes; the rest (a padded vocabulary) took no part: gradient 0.
 template <class R, class T>
-STRATA_HD void cross_entropy_backward_row(const T* x, int64_t n, int64_t target, const T* stats, T coef, T* dx) {
+STRATA_HD void cross_entropy_backward_row(const T* x, int64_t n, int64_t cols, int64_t target, const T* stats, T coef,
+                                          T* dx) {
   const T m = stats[0], log_sum = stats[1];
-  R::for_each(n, [&](int64_t j) {
+  R::for_each(cols, [&](int64_t j) {
+    if (j >= n) {
+      dx[j] = T(0);
+      return;
+    }
     const T p = fast_exp((x[j] - m) - log_sum) * coef;
     dx[j] = j == target ? p - coef : p;
   });
