@@ -7,8 +7,8 @@ namespace strata::dist {
 
 std::vector<int64_t> exchange_split_sizes(ProcessGroup& group, std::span<const int64_t> in_splits) {
   const int n = group.size();
-  STRATA_CHECK(in_splits.size() == static_cast<size_t>(n), "exchange_split_sizes on group '", group.name(),
-               "' (rank ", group.rank(), "): in_splits has ", in_splits.size(), " entries but the group has ", n,
+  STRATA_CHECK(in_splits.size() == static_cast<size_t>(n), "exchange_split_sizes on group '", group.name(), "' (rank ",
+               group.rank(), "): in_splits has ", in_splits.size(), " entries but the group has ", n,
                " ranks (one split per rank)");
   for (size_t r = 0; r < in_splits.size(); ++r)
     STRATA_CHECK(in_splits[r] >= 0, "exchange_split_sizes on group '", group.name(), "' (rank ", group.rank(),

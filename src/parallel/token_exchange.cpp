@@ -31,10 +31,9 @@ Tensor all_to_all_v(const Tensor& x, dist::ProcessGroup& group, std::span<const 
     // The gradient's rows retrace the forward's: what came from rank i goes back to rank i.
     std::vector<int64_t> back_in(out_splits.begin(), out_splits.end());
     std::vector<int64_t> back_out(in_splits.begin(), in_splits.end());
-    autograd::record("AllToAllVBackward", {x}, {out}, {},
-                     [&group, back_in, back_out](autograd::BackwardContext& ctx) {
-                       return std::vector<Tensor>{all_to_all_v_rows(ctx.grad(), group, back_in, back_out)};
-                     });
+    autograd::record("AllToAllVBackward", {x}, {out}, {}, [&group, back_in, back_out](autograd::BackwardContext& ctx) {
+      return std::vector<Tensor>{all_to_all_v_rows(ctx.grad(), group, back_in, back_out)};
+    });
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // several dims, exact byte counts, the split-size exchange, bad splits refused before any
 // communication, and a rank that never joins named by the others' timeout.
 #include <chrono>
+#include <numeric>
 
 #include "distributed/dist_test_util.h"
 #include "strata/distributed/split_exchange.h"
@@ -131,8 +132,8 @@ TEST(DistAllToAllV, BadSplitsAreRefusedBeforeAnyCommunication) {
 TEST(DistAllToAllV, RankThatNeverJoinsIsNamedByTheTimeout) {
   auto& world = dist::world();
   const int n = world.size(), me = world.rank();
-  std::vector<int> all;
-  for (int r = 0; r < n; ++r) all.push_back(r);
+  std::vector<int> all(static_cast<size_t>(n));
+  std::iota(all.begin(), all.end(), 0);
   auto g = world.split(all, "a2av_late");
   g->set_timeout(std::chrono::milliseconds(1000));
   if (me != n - 1) {

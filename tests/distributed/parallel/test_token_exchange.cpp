@@ -69,15 +69,18 @@ TEST(DistTokenExchange, DispatchAndCombineMatchTheSingleProcessReference) {
 
   // Reference: every rank's tokens in one process.
   std::vector<Tensor> xs;
+  xs.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) xs.push_back(tokens_of(r, n).set_requires_grad(true));
   Tensor ref_loss = scalar_tensor(0.0, {.dtype = DType::Float64});
   std::vector<Tensor> ref_received;
+  ref_received.reserve(static_cast<size_t>(n));
   for (int d = 0; d < n; ++d) ref_received.push_back(dispatched_to(d, n, xs));
   // Combine in the reference: each rank's expert output, row for row, back where it came
   // from; the loss weighs the rows as they return, so the gradient crosses both exchanges.
   for (int d = 0; d < n; ++d) {
     const Tensor& recv = ref_received[static_cast<size_t>(d)];
-    if (recv.size(0) > 0) ref_loss = ref_loss + sum(recv * weights(d, recv.size(0), 1.0) * weights(d, recv.size(0), 2.0));
+    if (recv.size(0) > 0)
+      ref_loss = ref_loss + sum(recv * weights(d, recv.size(0), 1.0) * weights(d, recv.size(0), 2.0));
   }
   ref_loss.backward();
 

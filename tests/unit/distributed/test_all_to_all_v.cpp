@@ -186,8 +186,9 @@ TEST(AllToAllV, LocalWorldOfOneCopiesAndDifferentiates) {
   EXPECT_EQ(s.at(OpType::AllToAll).bytes, 2u * 8);  // the two split exchanges
   Tensor out = zeros({2, 2}, {.dtype = DType::Float64});
   std::string err = error_of([&] { world.all_to_all_v(out, x.detach(), Splits{2}, Splits{3}); });
-  expect_contains(err, "all_to_all_v on group 'world' (rank 0): in_splits[0] = 3 rows to itself but out_splits[0] = "
-                       "2 rows from itself");
+  expect_contains(err,
+                  "all_to_all_v on group 'world' (rank 0): in_splits[0] = 3 rows to itself but out_splits[0] = "
+                  "2 rows from itself");
 }
 
 }  // namespace
