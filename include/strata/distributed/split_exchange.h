@@ -1,6 +1,8 @@
 #pragma once
 // What a token dispatcher needs before ProcessGroup::all_to_all_v: each rank knows how many
-// rows it sends to every rank (its routing counts) but not how many it will receive.
+// rows it sends to every rank (its routing counts) but not how many it will receive. Splits
+// that disagree across ranks are not checked by all_to_all_v itself: MPI fails the op on a
+// rank sent more rows than it expects, and NCCL's result is undefined.
 #include <cstdint>
 #include <span>
 #include <vector>

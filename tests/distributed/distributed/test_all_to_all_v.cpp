@@ -1,7 +1,8 @@
 // ProcessGroup::all_to_all_v over MPI on 2 and 4 ranks: uneven splits with a rank that sends
 // nothing (rank 0) and one that receives nothing (the last), every moving dtype, rows of
 // several dims, exact byte counts, the split-size exchange, bad splits refused before any
-// communication, and a rank that never joins named by the others' timeout.
+// communication, splits that disagree across ranks, and a rank that never joins named by
+// the others' timeout.
 #include <chrono>
 #include <numeric>
 
@@ -126,6 +127,30 @@ TEST(DistAllToAllV, BadSplitsAreRefusedBeforeAnyCommunication) {
   expect_contains(error_of([&] { w.all_to_all_v(other_rows, in, out_splits, in_splits); }), "have different rows");
   EXPECT_TRUE(w.stats().empty());
   exchange_and_check(DType::Float32, {2});
+}
+
+// Rank 1 sends rank 0 one row more than rank 0 expects: MPI reports the truncation and the
+// op fails on the receiver, naming it, instead of writing past `out`.
+TEST(DistAllToAllV, MoreRowsThanTheReceiverExpectsFailTheOp) {
+  auto& world = dist::world();
+  const int n = world.size(), me = world.rank();
+  std::vector<int> all(static_cast<size_t>(n));
+  std::iota(all.begin(), all.end(), 0);
+  auto g = world.split(all, "a2av_mismatch");
+  g->set_timeout(std::chrono::milliseconds(2000));
+  Splits in_splits(static_cast<size_t>(n), 0), out_splits(static_cast<size_t>(n), 0);
+  if (me == 1) in_splits[0] = 2;
+  if (me == 0) out_splits[1] = 1;
+  const Tensor in = ones({total(in_splits), 2});
+  Tensor out = zeros({total(out_splits) + 1, 2});  // a guard row after the expected one
+  Tensor rows = out.narrow(0, 0, total(out_splits));
+  const std::string err = error_of([&] { g->all_to_all_v(rows, in, out_splits, in_splits)->wait(); });
+  if (me == 0) {
+    expect_contains(err, "all_to_all_v #0 (float32, rows of 2 elements, 0 rows sent, 1 received)");
+    expect_contains(err, "in group 'a2av_mismatch'");
+    EXPECT_EQ(out.to_vector<float>().back(), 0.0F);
+  }
+  world.barrier()->wait();
 }
 
 // A rank that never calls it: the others time out naming the op, the group and the rank.
