@@ -39,6 +39,52 @@ void check_all_to_all(const Tensor& out, const Tensor& in, int size) {
   STRATA_CHECK(n % size == 0, "all_to_all: ", n, " elements do not split into ", size, " equal blocks");
 }
 
+namespace {
+
+// One side's splits: a split per rank, none negative, summing to the tensor's rows.
+void check_splits(const ProcessGroup& group, const char* splits_name, std::span<const int64_t> splits,
+                  const char* tensor_name, const Tensor& t) {
+  const auto n = static_cast<size_t>(group.size());
+  STRATA_CHECK(splits.size() == n, "all_to_all_v on group '", group.name(), "' (rank ", group.rank(),
+               "): ", splits_name, " has ", splits.size(), " entries but the group has ", n,
+               " ranks (one split per rank)");
+  int64_t sum = 0;
+  for (size_t r = 0; r < n; ++r) {
+    STRATA_CHECK(splits[r] >= 0, "all_to_all_v on group '", group.name(), "' (rank ", group.rank(), "): ", splits_name,
+                 "[", r, "] is ", splits[r], "; a split counts rows and cannot be negative");
+    sum += splits[r];
+  }
+  STRATA_CHECK(sum == t.size(0), "all_to_all_v on group '", group.name(), "' (rank ", group.rank(), "): ", splits_name,
+               " sum to ", sum, " rows but ", tensor_name, " of shape ", t.shape(), " has ", t.size(0),
+               " rows along dim 0");
+}
+
+}  // namespace
+
+int64_t check_all_to_all_v(const ProcessGroup& group, const Tensor& out, const Tensor& in,
+                           std::span<const int64_t> out_splits, std::span<const int64_t> in_splits) {
+  STRATA_CHECK(out.dtype() == in.dtype(), "all_to_all_v on group '", group.name(), "' (rank ", group.rank(),
+               "): out is ", out.dtype(), " but in is ", in.dtype());
+  STRATA_CHECK(in.dim() >= 1 && out.dim() >= 1, "all_to_all_v on group '", group.name(), "' (rank ", group.rank(),
+               "): out of shape ", out.shape(), " and in of shape ", in.shape(),
+               " need a dim 0 of rows (give a scalar the shape [1])");
+  const Shape& os = out.shape();
+  const Shape& is = in.shape();
+  STRATA_CHECK(os.size() == is.size() && std::equal(os.begin() + 1, os.end(), is.begin() + 1),
+               "all_to_all_v on group '", group.name(), "' (rank ", group.rank(), "): out of shape ", os,
+               " and in of shape ", is, " have different rows (the dims after the first must match)");
+  check_splits(group, "in_splits", in_splits, "in", in);
+  check_splits(group, "out_splits", out_splits, "out", out);
+  // The one pair of splits a rank can check alone: the rows it sends itself.
+  const auto me = static_cast<size_t>(group.rank());
+  STRATA_CHECK(in_splits[me] == out_splits[me], "all_to_all_v on group '", group.name(), "' (rank ", group.rank(),
+               "): in_splits[", me, "] = ", in_splits[me], " rows to itself but out_splits[", me,
+               "] = ", out_splits[me], " rows from itself");
+  int64_t row = 1;
+  for (size_t d = 1; d < is.size(); ++d) row *= is[d];
+  return row;
+}
+
 // --- descriptions ---
 
 std::string describe(DType dtype, int64_t numel, std::string_view extra) {
@@ -115,6 +161,10 @@ Signature broadcast_signature(DType dtype, int64_t numel, int root) {
   return s;
 }
 
+Signature all_to_all_v_signature(DType dtype, int64_t row_numel) {
+  return op_signature(OpType::AllToAllV, dtype, row_numel);
+}
+
 Signature barrier_signature() { return {.kind = static_cast<int32_t>(OpType::Barrier)}; }
 Signature split_signature() { return {.kind = kSplitKind}; }
 
@@ -123,6 +173,7 @@ std::string signature_string(const Signature& s) {
   os << (s.kind == kSplitKind ? std::string_view("split") : op_type_name(static_cast<OpType>(s.kind))) << "(";
   if (s.reduce >= 0) os << reduce_op_name(static_cast<ReduceOp>(s.reduce)) << ", ";
   if (s.dtype >= 0) os << static_cast<DType>(s.dtype) << ", " << s.numel << " elements";
+  if (s.kind == static_cast<int32_t>(OpType::AllToAllV)) os << " per row";
   if (s.root >= 0) os << ", root " << s.root;
   os << ") as op #" << s.seq;
   return os.str();

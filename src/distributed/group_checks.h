@@ -25,6 +25,10 @@ void check_peer(const char* op, const char* role, int rank, const ProcessGroup& 
 void check_chunk(const char* op, const char* what, int64_t numel, int64_t total, const ProcessGroup& group);
 // all_to_all: same dtype and size, divisible into one block per rank.
 void check_all_to_all(const Tensor& out, const Tensor& in, int size);
+// all_to_all_v: same dtype and row shape (dims after the first), one non-negative split per
+// rank of the group, each side's splits summing to its rows. Returns the elements per row.
+int64_t check_all_to_all_v(const ProcessGroup& group, const Tensor& out, const Tensor& in,
+                           std::span<const int64_t> out_splits, std::span<const int64_t> in_splits);
 
 // --- descriptions ---
 
@@ -61,6 +65,8 @@ Signature op_signature(OpType op, DType dtype, int64_t numel);
 Signature reduce_signature(OpType op, ReduceOp reduce, DType dtype, int64_t numel);
 Signature broadcast_signature(DType dtype, int64_t numel, int root);
 Signature barrier_signature();
+// all_to_all_v: the splits differ per rank, the dtype and the elements per row may not.
+Signature all_to_all_v_signature(DType dtype, int64_t row_numel);
 Signature split_signature();
 
 // "all_reduce(sum, float32, 4 elements) as op #3".

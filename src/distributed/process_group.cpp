@@ -57,11 +57,12 @@ bool ProcessGroup::stages(const Tensor& a, const Tensor& b) const {
   return placement() == Placement::Host && (on_cuda(a) || on_cuda(b));
 }
 
-void ProcessGroup::count(OpType type, uint64_t bytes) {
+void ProcessGroup::count(OpType type, uint64_t bytes, uint64_t received_bytes) {
   std::lock_guard<std::mutex> lk(stats_mu_);
   OpCounter& c = stats_[type];
   c.calls += 1;
   c.bytes += bytes;
+  c.received_bytes += received_bytes;
 }
 
 CommStats ProcessGroup::stats() const {
@@ -149,6 +150,49 @@ WorkPtr ProcessGroup::all_to_all(Tensor& out, const Tensor& in) {
   WorkPtr w = do_all_to_all(hout, hin, {"all_to_all", describe(d, n), detail::op_signature(OpType::AllToAll, d, n)});
   count(OpType::AllToAll, in.nbytes());
   return stage.finish(std::move(w));
+}
+
+// Splits count rows; the backend takes element counts. The bytes sent and received follow
+// from the splits alone, so a dispatcher can assert them from its routing counts.
+WorkPtr ProcessGroup::all_to_all_v(Tensor& out, const Tensor& in, std::span<const int64_t> out_splits,
+                                   std::span<const int64_t> in_splits) {
+  check_tensor("all_to_all_v", "out", out);
+  check_tensor("all_to_all_v", "in", in);
+  const int64_t row = detail::check_all_to_all_v(*this, out, in, out_splits, in_splits);
+  std::vector<int64_t> out_counts, in_counts;
+  for (int64_t rows : out_splits) out_counts.push_back(rows * row);
+  for (int64_t rows : in_splits) in_counts.push_back(rows * row);
+  const DType d = in.dtype();
+  std::ostringstream what;
+  what << dtype_name(d) << ", rows of " << row << " elements, " << in.size(0) << " rows sent, " << out.size(0)
+       << " received";
+  HostStage stage(stages(out, in));
+  const Tensor hin = stage.input(in);
+  Tensor hout = stage.output(out);
+  WorkPtr w = do_all_to_all_v(hout, hin, out_counts, in_counts,
+                              {"all_to_all_v", what.str(), detail::all_to_all_v_signature(d, row)});
+  count(OpType::AllToAllV, in.nbytes(), out.nbytes());
+  return stage.finish(std::move(w));
+}
+
+// Rank r's rows as one batch: a send of in's slice to every rank, a receive into out's
+// slice from every rank (empty slices left out).
+WorkPtr ProcessGroup::do_all_to_all_v(Tensor& out, const Tensor& in, std::span<const int64_t> out_counts,
+                                      std::span<const int64_t> in_counts, const OpDescription& desc) {
+  const Tensor src = detail::overlap(out, in) ? in.clone() : in;  // a send never reads what a recv writes
+  const Tensor flat_in = src.view({src.numel()});
+  const Tensor flat_out = out.view({out.numel()});
+  std::vector<P2POp> ops;
+  int64_t sent = 0, received = 0;
+  for (int r = 0; r < size_; ++r) {
+    const auto i = static_cast<size_t>(r);
+    if (in_counts[i] > 0) ops.push_back(P2POp::send(flat_in.narrow(0, sent, in_counts[i]), r));
+    if (out_counts[i] > 0) ops.push_back(P2POp::recv(flat_out.narrow(0, received, out_counts[i]), r));
+    sent += in_counts[i];
+    received += out_counts[i];
+  }
+  if (ops.empty()) return std::make_unique<detail::WorkList>(std::vector<WorkPtr>{});
+  return do_batch_send_recv(ops, desc);
 }
 
 WorkPtr ProcessGroup::barrier() {

@@ -31,6 +31,7 @@ std::string_view op_type_name(OpType op) {
     case OpType::Send: return "send";
     case OpType::Recv: return "recv";
     case OpType::Barrier: return "barrier";
+    case OpType::AllToAllV: return "all_to_all_v";
   }
   return "unknown";
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "distributed/dist_test_util.h"
+#include "gpu/all_to_all_v_gpu_check.h"
 #include "strata/tensor/cuda.h"
 
 namespace strata {
@@ -48,6 +49,8 @@ TEST_F(MpiCuda, CollectivesEveryDtype) {
     EXPECT_EQ(rs_out.to_vector<double>(), std::vector<double>(static_cast<size_t>(rs_out.numel()), n)) << d;
   }
 }
+
+TEST_F(MpiCuda, AllToAllVAndItsGradient) { test::check_all_to_all_v_on_gpu(dist::world(), gpu()); }
 
 TEST_F(MpiCuda, PointToPointAndBatch) {
   auto& w = dist::world();

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "distributed/dist_test_util.h"
+#include "gpu/all_to_all_v_gpu_check.h"
 #include "strata/tensor/allocator.h"
 #include "strata/tensor/cuda.h"
 
@@ -131,6 +132,8 @@ TEST_F(Nccl, AllToAll) {
     EXPECT_EQ(out.to_vector<double>(), expect) << d;
   }
 }
+
+TEST_F(Nccl, AllToAllVAndItsGradient) { test::check_all_to_all_v_on_gpu(g(), gpu()); }
 
 TEST_F(Nccl, SendRecvAndBatch) {
   const int n = g().size(), r = g().rank();

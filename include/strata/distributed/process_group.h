@@ -72,6 +72,12 @@ struct SplitPlan {
 // all_to_all(out, in): in and out have N*k elements; block j of `in` goes to rank j, block i
 // of `out` comes from rank i. `in` may be `out`'s own chunk (in-place all_gather); other
 // overlaps are staged through a copy.
+// all_to_all_v(out, in, out_splits, in_splits) (torch's all_to_all_single with split sizes):
+// splits count rows along dim 0 (a row: the other dims), one entry per rank, zeros allowed;
+// the first in_splits[0] rows of `in` go to rank 0, the next in_splits[1] to rank 1, ...;
+// `out` receives out_splits[i] rows from rank i, in rank order. in and out have the same
+// dtype and row shape, and their splits sum to their rows. Each rank's out_splits[i] must
+// equal rank i's in_splits[this rank]; dist::exchange_split_sizes computes them.
 //
 // dtypes: float32, float64, bfloat16, float16, int32, int64. ReduceOp::Avg is a sum divided
 // by N and needs a floating dtype (integer Avg is rejected rather than truncated).
@@ -108,6 +114,8 @@ class ProcessGroup {
   WorkPtr all_gather(Tensor& out, const Tensor& in);
   WorkPtr reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op = ReduceOp::Sum);
   WorkPtr all_to_all(Tensor& out, const Tensor& in);
+  WorkPtr all_to_all_v(Tensor& out, const Tensor& in, std::span<const int64_t> out_splits,
+                       std::span<const int64_t> in_splits);
   WorkPtr send(const Tensor& tensor, int dst);
   WorkPtr recv(Tensor& tensor, int src);
   WorkPtr barrier();
@@ -154,6 +162,10 @@ class ProcessGroup {
   virtual WorkPtr do_all_gather(Tensor& out, const Tensor& in, const OpDescription& desc) = 0;
   virtual WorkPtr do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, const OpDescription& desc) = 0;
   virtual WorkPtr do_all_to_all(Tensor& out, const Tensor& in, const OpDescription& desc) = 0;
+  // Splits in elements (rows times the row's elements), checked against the tensors. The
+  // default sends and receives each rank's rows as one batch_send_recv (do_batch_send_recv).
+  virtual WorkPtr do_all_to_all_v(Tensor& out, const Tensor& in, std::span<const int64_t> out_counts,
+                                  std::span<const int64_t> in_counts, const OpDescription& desc);
   virtual WorkPtr do_send(const Tensor& tensor, int dst, const OpDescription& desc) = 0;
   virtual WorkPtr do_recv(Tensor& tensor, int src, const OpDescription& desc) = 0;
   virtual WorkPtr do_barrier(const OpDescription& desc) = 0;
@@ -170,7 +182,7 @@ class ProcessGroup {
   std::chrono::milliseconds timeout_ = kDefaultTimeout;
 
  private:
-  void count(OpType type, uint64_t bytes);
+  void count(OpType type, uint64_t bytes, uint64_t received_bytes = 0);
   void check_tensor(const char* op, const char* what, const Tensor& t) const;
   bool stages(const Tensor& a, const Tensor& b = {}) const;
 

@@ -1,7 +1,7 @@
 // A world of one process without MPI (builds with STRATA_WITH_MPI=OFF, or when a singleton
 // MPI start fails without a launcher). The front door (process_group.h) checks and counts;
 // every op completes on the calling thread: all_reduce and broadcast leave the tensor as it
-// is, all_gather/reduce_scatter/all_to_all copy, and send/recv (which would need a peer) are
+// is, all_gather/reduce_scatter/all_to_all(_v) copy, and send/recv (which would need a peer) are
 // rejected. CUDA tensors are taken as they are (copies run on the device).
 #include <cstring>
 
@@ -37,6 +37,11 @@ class ProcessGroupLocal final : public ProcessGroup {
     return copy(out, in, desc);
   }
   WorkPtr do_all_to_all(Tensor& out, const Tensor& in, const OpDescription& desc) override {
+    return copy(out, in, desc);
+  }
+  // One rank: its only split sends every row to itself.
+  WorkPtr do_all_to_all_v(Tensor& out, const Tensor& in, std::span<const int64_t>, std::span<const int64_t>,
+                          const OpDescription& desc) override {
     return copy(out, in, desc);
   }
   WorkPtr do_send(const Tensor&, int dst, const OpDescription&) override {

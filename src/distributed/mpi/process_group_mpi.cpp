@@ -403,6 +403,44 @@ WorkPtr ProcessGroupMPI::do_all_to_all(Tensor& out, const Tensor& in, const OpDe
   return submit(std::move(op), desc);
 }
 
+namespace {
+
+// MPI_Ialltoallv's counts and displacements (in elements) as MPI's ints: refused, naming
+// the side, where a displacement (the elements before a rank's slice) or a count passes
+// INT_MAX.
+std::vector<int> int_counts(std::span<const int64_t> counts, std::vector<int>& displs, const char* side) {
+  std::vector<int> out;
+  int64_t at = 0;
+  for (int64_t c : counts) {
+    STRATA_CHECK(at + c <= INT_MAX, "all_to_all_v: ", side, " reaches element ", at + c,
+                 ", beyond MPI's int counts and displacements (", INT_MAX,
+                 "); exchange fewer rows per call or split the exchange");
+    out.push_back(static_cast<int>(c));
+    displs.push_back(static_cast<int>(at));
+    at += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+WorkPtr ProcessGroupMPI::do_all_to_all_v(Tensor& out, const Tensor& in, std::span<const int64_t> out_counts,
+                                         std::span<const int64_t> in_counts, const OpDescription& desc) {
+  auto sdispls = std::make_shared<std::vector<int>>();
+  auto rdispls = std::make_shared<std::vector<int>>();
+  auto scounts = std::make_shared<std::vector<int>>(int_counts(in_counts, *sdispls, "in"));
+  auto rcounts = std::make_shared<std::vector<int>>(int_counts(out_counts, *rdispls, "out"));
+  const DType d = in.dtype();
+  Tensor src = overlap(out, in) ? in.clone() : in;  // MPI forbids aliased send and receive buffers
+  auto op = make_op(desc);
+  op->stages.emplace_back([out, src, d, scounts, sdispls, rcounts, rdispls](Op& o) {
+    MPI_Datatype t = wire_type(d);
+    STRATA_MPI(MPI_Ialltoallv(src.raw_data(), scounts->data(), sdispls->data(), t, out.raw_data(), rcounts->data(),
+                              rdispls->data(), t, o.group->comm, &o.add_request()));
+  });
+  return submit(std::move(op), desc);
+}
+
 WorkPtr ProcessGroupMPI::do_barrier(const OpDescription& desc) {
   auto op = make_op(desc);
   op->stages.emplace_back([](Op& o) { STRATA_MPI(MPI_Ibarrier(o.group->comm, &o.add_request())); });

@@ -471,6 +471,28 @@ WorkPtr ProcessGroupNCCL::do_all_to_all(Tensor& out, const Tensor& in, const OpD
   });
 }
 
+// One NCCL group of a send and a receive per peer (empty ones left out, on both sides
+// alike since the splits match): NCCL has no all-to-all-v of its own.
+WorkPtr ProcessGroupNCCL::do_all_to_all_v(Tensor& out, const Tensor& in, std::span<const int64_t> out_counts,
+                                          std::span<const int64_t> in_counts, const OpDescription& desc) {
+  const ncclDataType_t t = nccl_type(in.dtype());
+  Tensor src = overlap(out, in) ? in.clone() : in;
+  return launch(desc, {out, in, src}, [&](ncclComm_t comm, cudaStream_t s) {
+    NcclGroupScope group;
+    int64_t sent = 0, received = 0;
+    for (int r = 0; r < size_; ++r) {
+      const auto i = static_cast<size_t>(r);
+      if (in_counts[i] > 0)
+        STRATA_NCCL(ncclSend(bytes_at(src, sent), static_cast<size_t>(in_counts[i]), t, r, comm, s));
+      if (out_counts[i] > 0)
+        STRATA_NCCL(ncclRecv(bytes_at(out, received), static_cast<size_t>(out_counts[i]), t, r, comm, s));
+      sent += in_counts[i];
+      received += out_counts[i];
+    }
+    group.end();
+  });
+}
+
 WorkPtr ProcessGroupNCCL::do_barrier(const OpDescription& desc) {
   Tensor t = barrier_scratch_;
   return launch(desc, {t}, [&](ncclComm_t comm, cudaStream_t s) {

@@ -121,6 +121,8 @@ class ProcessGroupNCCL final : public ProcessGroup {
   WorkPtr do_all_gather(Tensor& out, const Tensor& in, const OpDescription& desc) override;
   WorkPtr do_reduce_scatter(Tensor& out, const Tensor& in, ReduceOp op, const OpDescription& desc) override;
   WorkPtr do_all_to_all(Tensor& out, const Tensor& in, const OpDescription& desc) override;
+  WorkPtr do_all_to_all_v(Tensor& out, const Tensor& in, std::span<const int64_t> out_counts,
+                          std::span<const int64_t> in_counts, const OpDescription& desc) override;
   WorkPtr do_send(const Tensor& tensor, int dst, const OpDescription& desc) override;
   WorkPtr do_recv(Tensor& tensor, int src, const OpDescription& desc) override;
   WorkPtr do_barrier(const OpDescription& desc) override;

@@ -42,6 +42,19 @@ TEST(DistDebug, DifferentOpsAndDtypesAreNamed) {
   EXPECT_TRUE(contains(err, "root 1")) << err;
 }
 
+// all_to_all_v's splits differ per rank; its rows may not: rows of 2 against rows of 3.
+TEST(DistDebug, AllToAllVRowsOfDifferentSizesAreNamed) {
+  auto& world = dist::world();
+  const int64_t row = world.rank() == 0 ? 2 : 3;
+  const std::vector<int64_t> splits{1, 1};
+  Tensor in = ones({2, row});
+  Tensor out = zeros({2, row});
+  std::string err = error_of([&] { world.all_to_all_v(out, in, splits, splits)->wait(); });
+  EXPECT_TRUE(contains(err, "all_to_all_v(float32, 2 elements per row)")) << err;
+  EXPECT_TRUE(contains(err, "all_to_all_v(float32, 3 elements per row)")) << err;
+  EXPECT_EQ(out.to_vector<double>()[0], 0.0);  // not touched
+}
+
 TEST(DistDebug, MatchingOpsStillWork) {
   auto& world = dist::world();
   Tensor out = zeros({3});
