@@ -66,7 +66,11 @@ struct Options {
   int64_t heads = 4;
   int64_t kv_heads = 2;
   int64_t width = 128;
-  int64_t intermediate = 352;  // about 8/3 x width, as LLaMA sizes its SwiGLU
+  int64_t intermediate = 352;   // about 8/3 x width, as LLaMA sizes its SwiGLU (each expert's, for mixtral)
+  std::string model = "llama";  // or "mixtral": every MLP a mixture of experts
+  int64_t experts = 8;
+  int64_t experts_top_k = 2;  // --top-k is the samples' already
+  double aux_loss_coef = 0.02;
   int64_t context = 128;
   std::string data;      // a token file; empty: built from --text
   std::string val_data;  // empty: the last --val-fraction of --data
@@ -95,7 +99,11 @@ void validate(const Options& o) {
                       {"--intermediate", o.intermediate},
                       {"--context", o.context},
                       {"--eval-windows", o.eval_windows},
-                      {"--sample-tokens", o.sample_tokens}});
+                      {"--sample-tokens", o.sample_tokens},
+                      {"--experts", o.experts},
+                      {"--experts-top-k", o.experts_top_k}});
+  STRATA_CHECK(o.experts_top_k <= o.experts, "--experts-top-k ", o.experts_top_k, " exceeds --experts ", o.experts,
+               " (each token picks that many distinct experts)");
   check_not_negative({{"--eval-every", o.eval_every}, {"--samples", o.samples}, {"--top-k", o.top_k}});
   STRATA_CHECK(o.width % o.heads == 0 && (o.width / o.heads) % 2 == 0, "--width ", o.width,
                " must be a multiple of --heads ", o.heads, " with an even quotient (rotary embeddings turn pairs)");
@@ -282,6 +290,24 @@ double step_flops(const nn::Llama& model, bool pipelined, const nn::LlamaConfig&
                                           global_batch);
 }
 
+// --model llama, or mixtral: the same model with each MLP a mixture of --experts SwiGLU
+// experts of width --intermediate, --experts-top-k of them per token (dropless), with the
+// load-balancing loss weighted by --aux-loss-coef.
+std::unique_ptr<nn::Llama> make_model(const Options& o, const nn::LlamaConfig& config, const examples::Layout& layout,
+                                      const parallel::PipelinePartition& partition) {
+  const nn::ModelPart part = examples::stage_of(layout, partition);
+  if (o.model == "llama") return std::make_unique<nn::Llama>(config, layout.factory, part);
+  nn::MixtralConfig mixtral;
+  mixtral.llama = config;
+  mixtral.num_experts = o.experts;
+  mixtral.top_k = o.experts_top_k;
+  mixtral.aux_loss_coef = o.aux_loss_coef;
+  if (g_lead)
+    std::printf("Mixtral: %lld experts per layer, %lld per token, aux loss coefficient %g\n",
+                static_cast<long long>(o.experts), static_cast<long long>(o.experts_top_k), o.aux_loss_coef);
+  return std::make_unique<nn::Mixtral>(mixtral, layout.factory, part);
+}
+
 // How the data-parallel ranks train, for the banner.
 std::string data_parallel_note(const examples::TrainOptions& t, const examples::Layout& layout, int data_ranks) {
   if (t.zero >= 0) return "ZeRO stage " + std::to_string(t.zero);
@@ -330,8 +356,9 @@ int run(Options o) {
   // With --pp this rank builds its stage only (embedding on the first, norm and head on the last).
   const parallel::PipelinePartition partition =
       examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
-  nn::Llama model(config, layout.factory, examples::stage_of(layout, partition));
-  examples::ModelTraining training(model, train::model_family("llama"), layout, partition, t, world);
+  std::unique_ptr<nn::Llama> built = make_model(o, config, layout, partition);
+  nn::Llama& model = *built;
+  examples::ModelTraining training(model, train::model_family(o.model), layout, partition, t, world);
   parallel::Pipeline* pipeline = training.pipeline();
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
   data::BatchSampler sampler({.dataset_size = corpus.train_windows(o.context),
@@ -368,7 +395,7 @@ int run(Options o) {
   }
   checkpointing.finish(end);
   if (checkpointing.stopped_early(end, t.steps)) return 0;
-  checkpointing.export_hf("train_llama", "LlamaForCausalLM");
+  checkpointing.export_hf("train_llama", o.model == "llama" ? "LlamaForCausalLM" : "MixtralForCausalLM");
   std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
   if (training.zero()) full.emplace(*training.zero());
   print_samples(model, pipeline, prompt, o);
@@ -388,7 +415,20 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(fits_int64);
   app.add_option("--width", o.width, "hidden size")->capture_default_str()->check(fits_int64);
-  app.add_option("--intermediate", o.intermediate, "SwiGLU MLP width")->capture_default_str()->check(fits_int64);
+  app.add_option("--intermediate", o.intermediate, "SwiGLU MLP width (each expert's with --model mixtral)")
+      ->capture_default_str()
+      ->check(fits_int64);
+  app.add_option("--model", o.model, "llama, or mixtral (each MLP a mixture of experts)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"llama", "mixtral"}));
+  app.add_option("--experts", o.experts, "experts per layer (--model mixtral)")
+      ->capture_default_str()
+      ->check(fits_int64);
+  app.add_option("--experts-top-k", o.experts_top_k, "experts per token (--model mixtral)")
+      ->capture_default_str()
+      ->check(fits_int64);
+  app.add_option("--aux-loss-coef", o.aux_loss_coef, "load-balancing loss weight (--model mixtral)")
+      ->capture_default_str();
   app.add_option("--context", o.context, "tokens per training window (and the longest sample)")
       ->capture_default_str()
       ->check(fits_int64);

@@ -47,7 +47,6 @@ std::vector<TensorSpec> llama_layout(const HfLlamaConfig& c, const std::vector<N
   return p;
 }
 
-
 // Messages give the config.json key and, in parentheses, HfLlamaConfig's field.
 void check_llama_fields(const HfLlamaConfig& c, const std::string& where) {
   STRATA_CHECK(c.vocab_size > 0 && c.context > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_kv_head > 0 && c.n_embd > 0 &&
@@ -197,10 +196,10 @@ void check_sizes_against_file(const StateDict& tensors, const HfLlamaConfig& c, 
 void export_llama_safetensors(const std::string& dir, const StateDict& model_state, const HfLlamaConfig& config) {
   const std::string where = "export_llama_safetensors '" + dir + "'";
   hf::check_llama_fields(config, where);
-  hf::write_model_dir(dir,
-                      hf::tensors_for_export(model_state, hf::llama_layout(config, llama_mlp(config)), {}, where,
-                                             what_params(config)),
-                      hf::llama_config_json(config, "llama", "LlamaForCausalLM"), where);
+  hf::write_model_dir(
+      dir,
+      hf::tensors_for_export(model_state, hf::llama_layout(config, llama_mlp(config)), {}, where, what_params(config)),
+      hf::llama_config_json(config, "llama", "LlamaForCausalLM"), where);
 }
 
 namespace hf {
@@ -222,9 +221,9 @@ StateDict import_llama_layout(const std::string& dir, const LlamaConfigRead& rea
   if (head_from_embedding) tensors.emplace("lm_head.weight", tensors.at("model.embed_tokens.weight"));
   if (embedding_from_head) tensors.emplace("model.embed_tokens.weight", tensors.at("lm_head.weight"));
   check_sizes_against_file(tensors, read.config, "model.layers.0." + layout.mlp_up, where);
-  StateDict out = hf::tensors_from_import(tensors, llama_layout(read.config, layout.mlp), where,
-                                          layout.family + " parameter for n_layer=" +
-                                              std::to_string(read.config.n_layer));
+  StateDict out =
+      hf::tensors_from_import(tensors, llama_layout(read.config, layout.mlp), where,
+                              layout.family + " parameter for n_layer=" + std::to_string(read.config.n_layer));
   // Its own storage: strata's head is untied and trains apart from the embedding.
   if (head_from_embedding) out["lm_head.weight"] = out.at("lm_head.weight").clone();
   if (embedding_from_head) out["embed_tokens.weight"] = out.at("embed_tokens.weight").clone();

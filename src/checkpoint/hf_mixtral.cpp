@@ -26,8 +26,8 @@ std::vector<hf::NamedShape> moe_tensors(const HfMixtralConfig& c) {
 }
 
 void check_experts(const HfMixtralConfig& c, const std::string& where) {
-  STRATA_CHECK(c.num_experts >= 1 && c.top_k >= 1 && c.top_k <= c.num_experts, where, ": num_experts_per_tok ",
-               c.top_k, " must lie in [1, num_local_experts] = [1, ", c.num_experts, "]");
+  STRATA_CHECK(c.num_experts >= 1 && c.top_k >= 1 && c.top_k <= c.num_experts, where, ": num_experts_per_tok ", c.top_k,
+               " must lie in [1, num_local_experts] = [1, ", c.num_experts, "]");
 }
 
 }  // namespace
@@ -46,8 +46,8 @@ void export_mixtral_safetensors(const std::string& dir, const StateDict& model_s
             {"router_jitter_noise", 0.0},
             {"sliding_window", nullptr}});
   const std::string what = "Mixtral parameter for n_layer=" + std::to_string(c.llama.n_layer);
-  hf::write_model_dir(dir, hf::tensors_for_export(model_state, hf::llama_layout(c.llama, moe_tensors(c)), {}, where, what),
-                      j, where);
+  hf::write_model_dir(
+      dir, hf::tensors_for_export(model_state, hf::llama_layout(c.llama, moe_tensors(c)), {}, where, what), j, where);
 }
 
 StateDict import_mixtral_safetensors(const std::string& dir, HfMixtralConfig* config_out) {

@@ -59,7 +59,8 @@ Mixtral::Mixtral(const MixtralConfig& config, std::shared_ptr<LayerFactory> fact
 
 std::vector<MoEStats> Mixtral::moe_stats() const {
   std::vector<MoEStats> out;
-  for (int64_t i : *part().blocks) out.push_back(blocks().at<MixtralDecoderLayer>(static_cast<size_t>(i)).block_sparse_moe->stats());
+  for (int64_t i : *part().blocks)
+    out.push_back(blocks().at<MixtralDecoderLayer>(static_cast<size_t>(i)).block_sparse_moe->stats());
   return out;
 }
 

@@ -10,8 +10,8 @@ namespace strata::nn {
 
 void check_moe_config(const MoEConfig& c, int64_t ep) {
   STRATA_CHECK(c.num_experts >= 1, "MoE: num_experts must be at least 1, got ", c.num_experts);
-  STRATA_CHECK(c.top_k >= 1 && c.top_k <= c.num_experts, "MoE: top_k ", c.top_k,
-               " must lie in [1, num_experts] = [1, ", c.num_experts, "] (each token picks top_k distinct experts)");
+  STRATA_CHECK(c.top_k >= 1 && c.top_k <= c.num_experts, "MoE: top_k ", c.top_k, " must lie in [1, num_experts] = [1, ",
+               c.num_experts, "] (each token picks top_k distinct experts)");
   STRATA_CHECK(c.hidden_size >= 1 && c.intermediate_size >= 1, "MoE: hidden_size ", c.hidden_size,
                " and intermediate_size ", c.intermediate_size, " must be positive");
   STRATA_CHECK(!c.capacity_factor || (*c.capacity_factor > 0.0 && std::isfinite(*c.capacity_factor)),
@@ -19,8 +19,8 @@ void check_moe_config(const MoEConfig& c, int64_t ep) {
                c.capacity_factor.value_or(0.0));
   STRATA_CHECK(c.aux_loss_coef >= 0.0 && c.z_loss_coef >= 0.0, "MoE: aux_loss_coef ", c.aux_loss_coef,
                " and z_loss_coef ", c.z_loss_coef, " must be non-negative");
-  STRATA_CHECK(ep >= 1 && c.num_experts % ep == 0, "MoE: the expert-parallel degree ", ep,
-               " must divide num_experts ", c.num_experts, " (each rank holds num_experts / degree experts)");
+  STRATA_CHECK(ep >= 1 && c.num_experts % ep == 0, "MoE: the expert-parallel degree ", ep, " must divide num_experts ",
+               c.num_experts, " (each rank holds num_experts / degree experts)");
 }
 
 SwiGLUExpert::SwiGLUExpert(int64_t C, int64_t I, const InitOptions& init) {
@@ -45,8 +45,8 @@ MoE::MoE(const MoEConfig& config, const InitOptions& init) : config_(config) {
 SwiGLUExpert& MoE::expert(size_t e) const { return *experts->at<SwiGLUExpert>(e); }
 
 MoERouting MoE::route(const Tensor& x) const {
-  STRATA_CHECK(x.dim() == 2 && x.size(1) == config_.hidden_size, "MoE::route: x must be [tokens, ",
-               config_.hidden_size, "], got shape ", x.shape());
+  STRATA_CHECK(x.dim() == 2 && x.size(1) == config_.hidden_size, "MoE::route: x must be [tokens, ", config_.hidden_size,
+               "], got shape ", x.shape());
   Tensor logits = gate->forward(x);
   const bool softmax_gating = config_.gating == MoEGating::Softmax;
   Tensor scores = softmax_gating ? softmax(logits, -1) : sigmoid(logits);

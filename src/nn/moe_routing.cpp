@@ -8,8 +8,7 @@
 namespace strata::nn {
 
 int64_t expert_capacity(int64_t tokens, int64_t top_k, int64_t num_experts, double factor) {
-  STRATA_CHECK(factor > 0.0 && std::isfinite(factor), "MoE: capacity_factor must be positive and finite, got ",
-               factor);
+  STRATA_CHECK(factor > 0.0 && std::isfinite(factor), "MoE: capacity_factor must be positive and finite, got ", factor);
   STRATA_CHECK(tokens >= 0 && top_k >= 1 && num_experts >= 1, "expert_capacity: tokens ", tokens, ", top_k ", top_k,
                " and num_experts ", num_experts, " must be non-negative, positive and positive");
   const double slots = static_cast<double>(top_k * tokens) / static_cast<double>(num_experts) * factor;
@@ -28,7 +27,10 @@ MoEDispatch plan_dispatch(const Tensor& experts, int64_t num_experts, std::optio
                    .top_k = k,
                    .routed_per_expert = std::vector<int64_t>(static_cast<size_t>(num_experts), 0),
                    .kept_per_expert = std::vector<int64_t>(static_cast<size_t>(num_experts), 0),
-                   .capacity = capacity};
+                   .capacity = capacity,
+                   .dropped = 0,
+                   .token_index = {},
+                   .gate_index = {}};
   // Per expert, its kept slots as (token, gate position), in the order (choice rank, token).
   std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(num_experts)), gates(tokens.size());
   for (int64_t i = 0; i < k; ++i) {
@@ -66,8 +68,8 @@ Tensor dispatch_tokens(const Tensor& x, const MoEDispatch& plan) {
 
 Tensor combine_tokens(const Tensor& expert_out, const Tensor& gates, const MoEDispatch& plan) {
   const int64_t N = plan.num_tokens, k = plan.top_k, S = plan.token_index.numel();
-  STRATA_CHECK(gates.dim() == 2 && gates.size(0) == N && gates.size(1) == k, "combine_tokens: gates must be [", N,
-               ", ", k, "], got shape ", gates.shape());
+  STRATA_CHECK(gates.dim() == 2 && gates.size(0) == N && gates.size(1) == k, "combine_tokens: gates must be [", N, ", ",
+               k, "], got shape ", gates.shape());
   STRATA_CHECK(expert_out.dim() == 2 && expert_out.size(0) == S, "combine_tokens: expert_out must be [", S,
                ", C] (the plan's kept slots), got shape ", expert_out.shape());
   Tensor weight = index_select(gates.reshape({N * k}), 0, plan.gate_index).view({S, 1});
@@ -90,8 +92,8 @@ Tensor load_balancing_loss(const Tensor& probs, const std::vector<int64_t>& rout
 }
 
 Tensor router_z_loss(const Tensor& logits) {
-  STRATA_CHECK(logits.dim() == 2 && logits.size(0) > 0, "router_z_loss: logits must be [tokens > 0, experts], got shape ",
-               logits.shape());
+  STRATA_CHECK(logits.dim() == 2 && logits.size(0) > 0,
+               "router_z_loss: logits must be [tokens > 0, experts], got shape ", logits.shape());
   Tensor lse = logsumexp(logits, {1});
   return mean(mul(lse, lse));
 }

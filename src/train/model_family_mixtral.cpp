@@ -46,7 +46,8 @@ nn::MixtralConfig mixtral_config_from_metadata(const checkpoint::Metadata& m, co
   detail::check_family_entry(m, "mixtral", where);
   checkpoint::Metadata llama = m;
   llama.erase("config.family");
-  nn::MixtralConfig c{.llama = llama_config_from_metadata(llama, where)};
+  nn::MixtralConfig c;
+  c.llama = llama_config_from_metadata(llama, where);
   c.num_experts = metadata_int(m, "config.num_experts", where, 1);
   c.top_k = metadata_int(m, "config.top_k", where, 1);
   c.gating = gating_from(entry(m, "config.gating", where), where);
@@ -82,19 +83,21 @@ checkpoint::HfMixtralConfig to_hf(const nn::MixtralConfig& c) {
 // Imported weights are float32: so is the configuration (a run may load them into any dtype).
 nn::MixtralConfig from_hf(const checkpoint::HfMixtralConfig& hf) {
   const checkpoint::HfLlamaConfig& c = hf.llama;
-  return {.llama = {.vocab_size = c.vocab_size,
-                    .context = c.context,
-                    .n_layer = c.n_layer,
-                    .n_head = c.n_head,
-                    .n_kv_head = c.n_kv_head,
-                    .n_embd = c.n_embd,
-                    .intermediate_size = c.intermediate_size,
-                    .rope_theta = c.rope_theta,
-                    .rms_norm_eps = c.rms_norm_eps,
-                    .init_std = c.init_std},
-          .num_experts = hf.num_experts,
-          .top_k = hf.top_k,
-          .aux_loss_coef = hf.output_router_logits ? hf.router_aux_loss_coef * static_cast<double>(hf.top_k) : 0.0};
+  nn::MixtralConfig m;
+  m.llama = {.vocab_size = c.vocab_size,
+             .context = c.context,
+             .n_layer = c.n_layer,
+             .n_head = c.n_head,
+             .n_kv_head = c.n_kv_head,
+             .n_embd = c.n_embd,
+             .intermediate_size = c.intermediate_size,
+             .rope_theta = c.rope_theta,
+             .rms_norm_eps = c.rms_norm_eps,
+             .init_std = c.init_std};
+  m.num_experts = hf.num_experts;
+  m.top_k = hf.top_k;
+  m.aux_loss_coef = hf.output_router_logits ? hf.router_aux_loss_coef * static_cast<double>(hf.top_k) : 0.0;
+  return m;
 }
 
 }  // namespace
@@ -105,8 +108,10 @@ ModelFamily mixtral_family() {
   return {
       .name = "mixtral",
       .hf_model_type = "mixtral",
-      .check_config = [](const checkpoint::Metadata& config,
-                         const std::string& where) { nn::check_mixtral_config(mixtral_config_from_metadata(config, where)); },
+      .check_config =
+          [](const checkpoint::Metadata& config, const std::string& where) {
+            nn::check_mixtral_config(mixtral_config_from_metadata(config, where));
+          },
       .build = [](const checkpoint::Metadata& config, std::shared_ptr<nn::LayerFactory> factory, nn::ModelPart part,
                   const std::string& where) -> std::unique_ptr<nn::CausalLM> {
         return std::make_unique<nn::Mixtral>(mixtral_config_from_metadata(config, where), std::move(factory),

@@ -20,8 +20,8 @@ struct MixtralConfig {
   int64_t top_k = 2;                      // num_experts_per_tok
   MoEGating gating = MoEGating::Softmax;  // Mixtral: softmax, then the top k renormalised
   bool normalize_gates = true;
-  std::optional<double> capacity_factor;  // unset: dropless (Mixtral)
-  double aux_loss_coef = 0.0;             // router_aux_loss_coef (in MoE's normalisation: moe_routing.h)
+  std::optional<double> capacity_factor = std::nullopt;  // unset: dropless (Mixtral)
+  double aux_loss_coef = 0.0;                            // router_aux_loss_coef (in MoE's normalisation: moe_routing.h)
   double z_loss_coef = 0.0;
   MoEConfig moe() const;  // each block's
 };

@@ -34,10 +34,10 @@ struct MoEConfig {
   int64_t num_experts = 8;          // E
   int64_t top_k = 2;                // experts per token, in [1, E]
   MoEGating gating = MoEGating::Softmax;
-  bool normalize_gates = true;             // the k gates divided by their sum (Mixtral)
-  std::optional<double> capacity_factor;   // slots per expert = expert_capacity(..); unset: dropless
-  double aux_loss_coef = 0.0;              // weight of load_balancing_loss in auxiliary_loss()
-  double z_loss_coef = 0.0;                // weight of router_z_loss in auxiliary_loss()
+  bool normalize_gates = true;                           // the k gates divided by their sum (Mixtral)
+  std::optional<double> capacity_factor = std::nullopt;  // slots per expert = expert_capacity(..); unset: dropless
+  double aux_loss_coef = 0.0;                            // weight of load_balancing_loss in auxiliary_loss()
+  double z_loss_coef = 0.0;                              // weight of router_z_loss in auxiliary_loss()
 };
 
 // Checks a config, naming the field and the rule; `expert_parallel_degree` must divide
@@ -54,12 +54,12 @@ struct MoERouting {
 
 // The last forward's statistics.
 struct MoEStats {
-  std::vector<int64_t> tokens_per_expert;  // slots routed to each expert (before capacity)
-  std::vector<int64_t> kept_per_expert;    // slots each expert computed
-  std::optional<int64_t> capacity;         // unset: dropless
-  int64_t dropped = 0;                     // slots over capacity
-  Tensor load_balancing_loss;              // [] unweighted (load_balancing_loss(), moe_routing.h)
-  Tensor z_loss;                           // [] unweighted (router_z_loss)
+  std::vector<int64_t> tokens_per_expert;          // slots routed to each expert (before capacity)
+  std::vector<int64_t> kept_per_expert;            // slots each expert computed
+  std::optional<int64_t> capacity = std::nullopt;  // unset: dropless
+  int64_t dropped = 0;                             // slots over capacity
+  Tensor load_balancing_loss;                      // [] unweighted (load_balancing_loss(), moe_routing.h)
+  Tensor z_loss;                                   // [] unweighted (router_z_loss)
 };
 
 // One expert: w2(silu(w1(x)) * w3(x)), as LlamaMLP.
@@ -78,8 +78,8 @@ class MoE : public Module {
   Tensor forward(const Tensor& x);
 
   // The steps of forward, for callers that replace one (expert parallelism).
-  MoERouting route(const Tensor& x) const;                                   // x [N, C]
-  std::optional<int64_t> capacity(int64_t tokens) const;                     // unset: dropless
+  MoERouting route(const Tensor& x) const;                                                 // x [N, C]
+  std::optional<int64_t> capacity(int64_t tokens) const;                                   // unset: dropless
   Tensor run_experts(const Tensor& grouped, const std::vector<int64_t>& rows_per_expert);  // [S, C] -> [S, C]
 
   // aux_loss_coef * load balancing + z_loss_coef * z-loss of the last forward ([], in

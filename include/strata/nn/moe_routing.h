@@ -25,12 +25,12 @@ int64_t expert_capacity(int64_t tokens, int64_t top_k, int64_t num_experts, doub
 struct MoEDispatch {
   int64_t num_tokens = 0;
   int64_t top_k = 0;
-  std::vector<int64_t> routed_per_expert;  // [E] slots the router sent to each expert
-  std::vector<int64_t> kept_per_expert;    // [E] of those, the slots each expert computes
-  std::optional<int64_t> capacity;         // slots per expert; unset: dropless
-  int64_t dropped = 0;                     // slots over capacity (their tokens skip that expert)
-  Tensor token_index;                      // int64 [S]: the token of each kept slot, grouped by expert
-  Tensor gate_index;                       // int64 [S]: its gate's position in gates.view({N * k})
+  std::vector<int64_t> routed_per_expert;          // [E] slots the router sent to each expert
+  std::vector<int64_t> kept_per_expert;            // [E] of those, the slots each expert computes
+  std::optional<int64_t> capacity = std::nullopt;  // slots per expert; unset: dropless
+  int64_t dropped = 0;                             // slots over capacity (their tokens skip that expert)
+  Tensor token_index;                              // int64 [S]: the token of each kept slot, grouped by expert
+  Tensor gate_index;                               // int64 [S]: its gate's position in gates.view({N * k})
 };
 
 // Groups the slots of `experts` (int64 [N, k], the router's choices; any device: read on
