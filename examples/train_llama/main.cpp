@@ -277,35 +277,51 @@ nn::LlamaConfig model_config(const Options& o, const examples::TextCorpus& corpu
   return config;
 }
 
-// The whole model's parameters (a pipeline stage holds part of them).
-int64_t whole_parameters(const nn::LlamaConfig& config) {
-  const nn::ParameterCounts counts = nn::parameter_counts(config);
-  return counts.embedding + config.n_layer * counts.block + counts.head;
-}
-
-// One step's FLOPs for the progress line: the model counts its own, a pipeline stage cannot.
-double step_flops(const nn::Llama& model, bool pipelined, const nn::LlamaConfig& config, int64_t global_batch) {
-  if (!pipelined) return model.flops_per_step(global_batch, config.context);
-  return examples::whole_model_step_flops(whole_parameters(config), config.n_layer, config.n_embd, config.context,
-                                          global_batch);
-}
-
-// --model llama, or mixtral: the same model with each MLP a mixture of --experts SwiGLU
-// experts of width --intermediate, --experts-top-k of them per token (dropless), with the
-// load-balancing loss weighted by --aux-loss-coef.
-std::unique_ptr<nn::Llama> make_model(const Options& o, const nn::LlamaConfig& config, const examples::Layout& layout,
-                                      const parallel::PipelinePartition& partition) {
-  const nn::ModelPart part = examples::stage_of(layout, partition);
-  if (o.model == "llama") return std::make_unique<nn::Llama>(config, layout.factory, part);
+// --model mixtral: the same model with each MLP a mixture of --experts SwiGLU experts of
+// width --intermediate, --experts-top-k of them per token (dropless), with the load-balancing
+// loss weighted by --aux-loss-coef.
+nn::MixtralConfig mixtral_config(const Options& o, const nn::LlamaConfig& config) {
   nn::MixtralConfig mixtral;
   mixtral.llama = config;
   mixtral.num_experts = o.experts;
   mixtral.top_k = o.experts_top_k;
   mixtral.aux_loss_coef = o.aux_loss_coef;
+  return mixtral;
+}
+
+nn::ParameterCounts model_counts(const Options& o, const nn::LlamaConfig& config) {
+  return o.model == "llama" ? nn::parameter_counts(config) : nn::parameter_counts(mixtral_config(o, config));
+}
+
+// The config.* entries checkpoints and --export-hf read the family from.
+checkpoint::Metadata model_metadata(const Options& o, const nn::LlamaConfig& config) {
+  return o.model == "llama" ? train::config_metadata(config) : train::config_metadata(mixtral_config(o, config));
+}
+
+// The whole model's parameters (a pipeline stage holds part of them).
+int64_t whole_parameters(const Options& o, const nn::LlamaConfig& config) {
+  const nn::ParameterCounts counts = model_counts(o, config);
+  return counts.embedding + config.n_layer * counts.block + counts.head;
+}
+
+// One step's FLOPs for the progress line: the model counts its own, a pipeline stage cannot
+// (a token runs --experts-top-k of the --experts experts: the others' weights do not count).
+double step_flops(const nn::Llama& model, bool pipelined, const Options& o, const nn::LlamaConfig& config,
+                  int64_t global_batch) {
+  if (!pipelined) return model.flops_per_step(global_batch, config.context);
+  const int64_t idle_experts = o.model == "llama" ? 0 : o.experts - o.experts_top_k;
+  const int64_t active = whole_parameters(o, config) - config.n_layer * idle_experts * 3 * o.width * o.intermediate;
+  return examples::whole_model_step_flops(active, config.n_layer, config.n_embd, config.context, global_batch);
+}
+
+std::unique_ptr<nn::Llama> make_model(const Options& o, const nn::LlamaConfig& config, const examples::Layout& layout,
+                                      const parallel::PipelinePartition& partition) {
+  const nn::ModelPart part = examples::stage_of(layout, partition);
+  if (o.model == "llama") return std::make_unique<nn::Llama>(config, layout.factory, part);
   if (g_lead)
     std::printf("Mixtral: %lld experts per layer, %lld per token, aux loss coefficient %g\n",
                 static_cast<long long>(o.experts), static_cast<long long>(o.experts_top_k), o.aux_loss_coef);
-  return std::make_unique<nn::Mixtral>(mixtral, layout.factory, part);
+  return std::make_unique<nn::Mixtral>(mixtral_config(o, config), layout.factory, part);
 }
 
 // How the data-parallel ranks train, for the banner.
@@ -323,7 +339,7 @@ void print_banner(const Options& o, const nn::LlamaConfig& config, const example
       "LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
       "context %lld, vocab %lld); data: %lld training and %lld validation tokens; batch %lld x %d rank(s)"
       "%s; %s; parameters %s%s\n",
-      static_cast<long long>(whole_parameters(config)), static_cast<long long>(o.layers),
+      static_cast<long long>(whole_parameters(o, config)), static_cast<long long>(o.layers),
       static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads), static_cast<long long>(o.width),
       static_cast<long long>(o.intermediate), static_cast<long long>(o.context),
       static_cast<long long>(config.vocab_size), static_cast<long long>(corpus.train_tokens()),
@@ -355,7 +371,7 @@ int run(Options o) {
                               layout.device);
   // With --pp this rank builds its stage only (embedding on the first, norm and head on the last).
   const parallel::PipelinePartition partition =
-      examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
+      examples::pipeline_partition(t, model_counts(o, config), config.n_layer);
   std::unique_ptr<nn::Llama> built = make_model(o, config, layout, partition);
   nn::Llama& model = *built;
   examples::ModelTraining training(model, train::model_family(o.model), layout, partition, t, world);
@@ -366,7 +382,7 @@ int run(Options o) {
                               .seed = t.seed,
                               .rank = data.rank(),
                               .world_size = data.size()});
-  checkpointing.attach(training.checkpoint_target(sampler, train::config_metadata(config)));
+  checkpointing.attach(training.checkpoint_target(sampler, model_metadata(o, config)));
   checkpointing.init_weights();
   const int64_t start = checkpointing.resume(t.steps);
   const int64_t end = examples::end_step(o.ckpt, t.steps);
@@ -374,7 +390,7 @@ int run(Options o) {
   train::MetricsWriter metrics(g_lead ? t.metrics : "", /*append=*/start > 0);
   const int64_t global_batch = t.batch * data.size();
   train::Progress progress(t.steps, global_batch * o.context,
-                           step_flops(model, pipeline != nullptr, config, global_batch));
+                           step_flops(model, pipeline != nullptr, o, config, global_batch));
   print_banner(o, config, corpus, layout, data.size());
 
   // ZeRO-3 keeps shards only: gather the whole model once for evaluation and sampling instead

@@ -43,15 +43,15 @@ Tensor MixtralDecoderLayer::forward_block(const Tensor& x, const BlockInputs& in
 }
 
 namespace {
-// Checked before Llama's constructor builds anything.
-const LlamaConfig& checked_base(const MixtralConfig& config, const std::shared_ptr<LayerFactory>& factory) {
+// Checks the config against the factory's degree before Llama's constructor builds anything.
+std::shared_ptr<LayerFactory> checked(const MixtralConfig& config, std::shared_ptr<LayerFactory> factory) {
   check_mixtral_config(config, factory != nullptr ? factory->degree() : 1);
-  return config.llama;
+  return factory;
 }
 }  // namespace
 
 Mixtral::Mixtral(const MixtralConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
-    : Llama(checked_base(config, factory), factory, std::move(part),
+    : Llama(config.llama, checked(config, std::move(factory)), std::move(part),
             [&config](int64_t index, LayerFactory& f) {
               return std::make_shared<MixtralDecoderLayer>(config, index, f);
             }),

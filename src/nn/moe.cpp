@@ -69,11 +69,14 @@ Tensor MoE::run_experts(const Tensor& grouped, const std::vector<int64_t>& rows)
                ", C] (the row counts' sum), got shape ", grouped.shape());
   std::vector<Tensor> out;
   int64_t offset = 0;
-  for (size_t e = 0; e < rows.size(); ++e) {  // an idle expert runs on zero rows: a zero gradient
+  for (size_t e = 0; e < rows.size(); ++e) {
+    if (rows[e] == 0) continue;  // idle: not run, so it gets no gradient and the optimizer skips it
     out.push_back(expert(e).forward(grouped.narrow(0, offset, rows[e])));
     offset += rows[e];
   }
-  return cat(out, 0);
+  // Every slot dropped (not reachable with a capacity of at least 1): no rows, none computed.
+  if (out.empty()) return grouped;
+  return out.size() == 1 ? out.front() : cat(out, 0);
 }
 
 Tensor MoE::forward(const Tensor& x) {

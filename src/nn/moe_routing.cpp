@@ -84,8 +84,8 @@ Tensor load_balancing_loss(const Tensor& probs, const std::vector<int64_t>& rout
                "load_balancing_loss: probs must be [tokens > 0, ", E, "] (one column per expert), got shape ",
                probs.shape(), " with top_k ", top_k);
   const auto slots = static_cast<double>(probs.size(0) * top_k);
-  std::vector<double> fraction;
-  for (int64_t count : routed_per_expert) fraction.push_back(static_cast<double>(count) / slots);
+  std::vector<double> fraction(routed_per_expert.size());
+  for (size_t e = 0; e < fraction.size(); ++e) fraction[e] = static_cast<double>(routed_per_expert[e]) / slots;
   Tensor f = from_vector(fraction, {E}, {.dtype = DType::Float64}).to(probs.device());
   if (probs.dtype() != DType::Float64) f = f.to(probs.dtype());
   return mul(sum(mul(mean(probs, {0}), f)), static_cast<double>(E));

@@ -60,11 +60,15 @@ grep -q "data: $train_tokens training and [0-9]* validation tokens" "$work/data.
   || { cat "$work/cli.log" "$work/data.log"; fail "--data/--val-data not read as the CLI wrote them"; }
 grep -q "^data: " "$work/data.log" && fail "built a token file although --data was given"
 
-# --model mixtral: the same run with a mixture of experts in every block; its loss falls too.
+# --model mixtral: the same run with a mixture of experts in every block; its loss falls too,
+# and --export-hf writes a MixtralForCausalLM directory (the config entries name the family).
 "$bin" "${small[@]}" --model mixtral --experts 4 --experts-top-k 2 --aux-loss-coef 0.01 --steps 30 --samples 0 \
-  --metrics "$work/mixtral.jsonl" --tokens-out "$work/corpus.tokens" > "$work/mixtral.log"
+  --metrics "$work/mixtral.jsonl" --tokens-out "$work/corpus.tokens" --export-hf "$work/mixtral_hf" \
+  > "$work/mixtral.log"
 grep -q "^Mixtral: 4 experts per layer, 2 per token, aux loss coefficient 0.01" "$work/mixtral.log" \
   || { cat "$work/mixtral.log"; fail "no Mixtral banner"; }
+grep -q '"model_type": *"mixtral"' "$work/mixtral_hf/config.json" \
+  || { cat "$work/mixtral.log"; fail "--export-hf did not write a Mixtral config.json"; }
 python3 - "$work/mixtral.jsonl" <<'PY'
 import json, sys
 train = [r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r]

@@ -8,10 +8,11 @@
 // dispatch_tokens, run_experts, combine_tokens: moe_routing.h), so that expert parallelism or
 // a grouped GEMM replaces one of them.
 //
-// Every expert runs on every forward, an idle one on zero rows, so each parameter gets a
-// defined gradient (zeros for an expert no token reached) as Megatron's and DeepSpeed's MoE
-// do: data parallelism and the optimizer treat every step alike (AdamW then steps an idle
-// expert with a zero gradient, unlike a parameter left without one).
+// An expert no token reached in a forward is not run: its parameters get no gradient, so the
+// optimizer leaves them untouched that step (as PyTorch's MoE blocks, which loop over the
+// experts hit). Under DistributedDataParallel pass find_unused_parameters = true (an expert
+// idle on one rank is reduced as zero there, one idle on every rank keeps no gradient);
+// ZeroOptimizer handles such parameters at every stage.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -78,9 +79,10 @@ class MoE : public Module {
   Tensor forward(const Tensor& x);
 
   // The steps of forward, for callers that replace one (expert parallelism).
-  MoERouting route(const Tensor& x) const;                                                 // x [N, C]
-  std::optional<int64_t> capacity(int64_t tokens) const;                                   // unset: dropless
-  Tensor run_experts(const Tensor& grouped, const std::vector<int64_t>& rows_per_expert);  // [S, C] -> [S, C]
+  MoERouting route(const Tensor& x) const;                // x [N, C]
+  std::optional<int64_t> capacity(int64_t tokens) const;  // unset: dropless
+  // [S, C] -> [S, C], rows grouped by expert; experts with 0 rows are not run.
+  Tensor run_experts(const Tensor& grouped, const std::vector<int64_t>& rows_per_expert);
 
   // aux_loss_coef * load balancing + z_loss_coef * z-loss of the last forward ([], in
   // the graph); undefined when both coefficients are 0 or before any forward.

@@ -1,7 +1,7 @@
 // nn::MoE: gradients against finite differences (float64, router included), against a dense
 // reference that runs every expert on every token, capacity dropping against a hand count,
 // dropless against an unreachable capacity, the auxiliary losses against their formulas,
-// idle experts' zero gradients, and bad configurations.
+// idle experts left without a gradient and untouched by AdamW, and bad configurations.
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -66,6 +66,11 @@ TEST(MoE, GradientsMatchFiniteDifferencesWithBothLosses) {
     auto moe = make_moe(c);
     std::vector<Tensor> inputs{input(5, 3).set_requires_grad(true)};
     for (auto& [name, p] : moe->named_parameters()) inputs.push_back(p);
+    {
+      NoGradGuard no_grad;  // every expert takes a token, so every parameter is checked
+      moe->forward(inputs[0]);
+      for (int64_t n : moe->stats().tokens_per_expert) ASSERT_GT(n, 0);
+    }
     // The output and the weighted losses: every parameter, the router's through the gates and
     // both losses.
     auto f = [&](const std::vector<Tensor>& in) {
@@ -182,16 +187,26 @@ TEST(MoE, AuxiliaryLossesFollowTheirFormulas) {
   EXPECT_EQ(moe->stats().tokens_per_expert.size(), 4u);
 }
 
-TEST(MoE, AnIdleExpertGetsAZeroGradient) {
+// An expert no token reached is not run: no gradient, so AdamW (with weight decay, which
+// would move it even with a zero gradient) leaves it as it was, as PyTorch does.
+TEST(MoE, AnIdleExpertGetsNoGradientAndNoStep) {
   auto moe = make_moe(moe_config(4, 1));
   Tensor x = routed_tokens(*moe, {0, 1, 2, 0, 1});  // expert 3 gets nothing
   sum(moe->forward(x)).backward();
   EXPECT_EQ(moe->stats().tokens_per_expert[3], 0);
+  std::vector<Tensor> before;
   for (const auto& [name, p] : moe->expert(3).named_parameters()) {
-    ASSERT_TRUE(p.grad().defined()) << name;
-    EXPECT_EQ(max_abs(p.grad()), 0.0) << name;
+    EXPECT_FALSE(p.grad().defined()) << name;
+    before.push_back(p.detach().clone());
   }
   EXPECT_GT(max_abs(moe->expert(0).w2->weight.grad()), 0.0);
+  const Tensor busy = moe->expert(0).w2->weight.detach().clone();
+  optim::AdamW opt(moe->parameters(), {.lr = 0.1, .weight_decay = 0.1});
+  opt.step();
+  size_t i = 0;
+  for (const auto& [name, p] : moe->expert(3).named_parameters())
+    EXPECT_EQ(max_abs(sub(p, before[i++])), 0.0) << name << " moved although idle";
+  EXPECT_GT(max_abs(sub(moe->expert(0).w2->weight, busy)), 0.0);
 }
 
 TEST(MoE, BadConfigurationsNameTheValueAndTheRule) {
