@@ -1,9 +1,11 @@
-// nn::Mixtral under DistributedDataParallel equals one process on the global batch (float64).
+// nn::Mixtral under DistributedDataParallel and ZeRO-3 equals one process on the global batch
+// (float64).
 // Dropless routing and a z-loss (a mean over tokens, so the ranks' mean of their means is the
 // global one); the load-balancing loss is left out: a product of two batch means, it is not
 // that average. Eight experts, two per token, one row of kSeq tokens per rank: some experts
 // are idle on a rank at some step (checked), get no gradient there and are reduced as zero
-// (find_unused_parameters), as one process on the global batch computes them.
+// (find_unused_parameters; ZeRO needs no option), as one process on the global batch
+// computes them.
 #include <gtest/gtest.h>
 
 #include "distributed/dist_test_util.h"
@@ -12,6 +14,7 @@
 #include "strata/nn/mixtral.h"
 #include "strata/optim/adam.h"
 #include "strata/parallel/ddp.h"
+#include "strata/parallel/zero.h"
 
 namespace strata {
 namespace {
@@ -34,8 +37,7 @@ nn::MixtralConfig config() {
 
 // Trains this rank's rows of each global batch; returns how many (step, layer, expert) had
 // no token on this rank.
-int64_t train(nn::Mixtral& model, int rank, int ranks, int64_t rows_per_rank) {
-  optim::AdamW opt(model.parameters(), adamw());
+int64_t train(nn::Mixtral& model, optim::Optimizer& opt, int rank, int ranks, int64_t rows_per_rank) {
   int64_t idle = 0;
   for (int s = 0; s < kSteps; ++s) {
     auto [tokens, targets] = batch(s, ranks * rows_per_rank);
@@ -51,18 +53,39 @@ int64_t train(nn::Mixtral& model, int rank, int ranks, int64_t rows_per_rank) {
   return idle;
 }
 
+// One process on the whole global batch of `rows` rows.
+Reference one_process(int64_t rows) {
+  nn::Mixtral reference(config());
+  optim::AdamW opt(reference.parameters(), adamw());
+  train(reference, opt, 0, 1, rows);
+  return {.weights = reference.state_dict()};
+}
+
 TEST(DDPMixtral, EqualsOneProcessInFloat64) {
   auto& world = dist::world();
   const int n = world.size();
   constexpr int64_t kRows = 1;
   nn::Mixtral model(config());
   parallel::DistributedDataParallel ddp(model, world, {.find_unused_parameters = true});
-  const int64_t idle = train(model, world.rank(), n, kRows);
+  optim::AdamW opt(model.parameters(), adamw());
+  const int64_t idle = train(model, opt, world.rank(), n, kRows);
   EXPECT_GT(idle, 0) << "no expert was idle on rank " << world.rank() << ": the test covers less than it says";
-  nn::Mixtral reference(config());
-  train(reference, 0, 1, n * kRows);
   std::string where;
-  const double worst = worst_difference(model.state_dict(), {.weights = reference.state_dict()}, DType::Float64, where);
+  const double worst = worst_difference(model.state_dict(), one_process(n * kRows), DType::Float64, where);
+  EXPECT_LE(worst, tolerance(DType::Float64)) << "N=" << n << " at " << where;
+}
+
+// ZeRO-3 with each decoder layer a unit (the family's zero3_unit): idle experts' shards get
+// no gradient and no step, as in one process.
+TEST(DDPMixtral, ZeroStage3EqualsOneProcessInFloat64) {
+  auto& world = dist::world();
+  const int n = world.size();
+  constexpr int64_t kRows = 1;
+  nn::Mixtral model(config());
+  parallel::ZeroOptimizer zero(model, adamw(), world, {.stage = 3});
+  train(model, zero, world.rank(), n, kRows);
+  std::string where;
+  const double worst = worst_difference(zero.full_parameters(), one_process(n * kRows), DType::Float64, where);
   EXPECT_LE(worst, tolerance(DType::Float64)) << "N=" << n << " at " << where;
 }
 
