@@ -149,6 +149,14 @@ std::string prepare_data(const Options& o, dist::ProcessGroup& world) {
 // the data-parallel size): each data rank computes an equal share (the ranks of a
 // tensor-parallel group the same one, together), so that every rank runs the same number of
 // forward passes (ZeRO-3 gathers parameters in them), and the sums are all-reduced.
+// The model's next-token cross-entropy: its loss without a mixture of experts' auxiliary
+// losses, which measure the routing, not the prediction.
+double cross_entropy_loss(nn::CausalLM& model, const Tensor& tokens, const Tensor& targets) {
+  Tensor loss = model.loss(tokens, targets);
+  const Tensor& aux = model.auxiliary_loss();
+  return (aux.defined() ? sub(loss, aux.to(loss.dtype())) : loss).item();
+}
+
 double validation_loss(nn::CausalLM& model, parallel::Pipeline* pipeline, const examples::TextCorpus& corpus,
                        const Options& o, dist::ProcessGroup& world) {
   const int64_t n = world.size();
@@ -164,7 +172,7 @@ double validation_loss(nn::CausalLM& model, parallel::Pipeline* pipeline, const 
     // Through the pipeline: its last stage's logits, on every rank of the group (on the last
     // stage's device there, on the CPU elsewhere).
     const Tensor logits = pipeline == nullptr ? Tensor() : pipeline->forward_logits(b.inputs);
-    const double loss = pipeline == nullptr ? model.loss(b.inputs.to(device), b.targets.to(device)).item()
+    const double loss = pipeline == nullptr ? cross_entropy_loss(model, b.inputs.to(device), b.targets.to(device))
                                             : cross_entropy(logits.reshape({b.targets.numel(), -1}),
                                                             b.targets.to(logits.device()).reshape({b.targets.numel()}))
                                                   .item();
