@@ -61,7 +61,16 @@ nn::MixtralConfig mixtral_config_from_metadata(const checkpoint::Metadata& m, co
 
 namespace {
 
-// transformers' load-balancing loss is top_k times strata's (nn/moe_routing.h).
+// The load-balancing coefficient in transformers' normalisation. strata adds each block's
+// loss (Megatron's way; 1 per block for balanced routing), transformers one loss over every
+// layer's tokens together, top_k times nn::load_balancing_loss of them (top_k when
+// balanced): router_aux_loss_coef = aux_loss_coef x n_layer / top_k makes the two equal for
+// balanced routing (for one layer, always). transformers has no z-loss: z_loss_coef is not
+// exported.
+double hf_aux_coef(double aux_loss_coef, int64_t n_layer, int64_t top_k) {
+  return aux_loss_coef * static_cast<double>(n_layer) / static_cast<double>(top_k);
+}
+
 checkpoint::HfMixtralConfig to_hf(const nn::MixtralConfig& c) {
   const nn::LlamaConfig& l = c.llama;
   return {.llama = {.vocab_size = l.vocab_size,
@@ -76,7 +85,7 @@ checkpoint::HfMixtralConfig to_hf(const nn::MixtralConfig& c) {
                     .init_std = l.init_std},
           .num_experts = c.num_experts,
           .top_k = c.top_k,
-          .router_aux_loss_coef = c.aux_loss_coef / static_cast<double>(c.top_k),
+          .router_aux_loss_coef = hf_aux_coef(c.aux_loss_coef, l.n_layer, c.top_k),
           .output_router_logits = c.aux_loss_coef > 0.0};
 }
 
@@ -96,7 +105,7 @@ nn::MixtralConfig from_hf(const checkpoint::HfMixtralConfig& hf) {
              .init_std = c.init_std};
   m.num_experts = hf.num_experts;
   m.top_k = hf.top_k;
-  m.aux_loss_coef = hf.output_router_logits ? hf.router_aux_loss_coef * static_cast<double>(hf.top_k) : 0.0;
+  m.aux_loss_coef = hf.output_router_logits ? hf.router_aux_loss_coef / hf_aux_coef(1.0, c.n_layer, hf.top_k) : 0.0;
   return m;
 }
 

@@ -51,7 +51,8 @@ Tensor combine_tokens(const Tensor& expert_out, const Tensor& gates, const MoEDi
 // E * sum_e f_e * P_e, with f_e = routed_per_expert[e] / (N * k), the fraction of routed slots
 // (before capacity) that went to e, and P_e = the mean over tokens of probs[:, e], probs [N, E]
 // each row summing to 1. It is 1 for perfectly uniform routing. (transformers'
-// load_balancing_loss_func computes k times this value.) Differentiable in probs only.
+// load_balancing_loss_func computes k times this value, over every layer's tokens at once;
+// model_family_mixtral.cpp maps the coefficients.) Differentiable in probs only.
 Tensor load_balancing_loss(const Tensor& probs, const std::vector<int64_t>& routed_per_expert, int64_t top_k);
 
 // ST-MoE's router z-loss: the mean over tokens of logsumexp(logits [N, E])^2.

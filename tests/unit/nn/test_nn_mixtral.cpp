@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "strata/strata.h"
 #include "test_util.h"
@@ -170,7 +173,11 @@ TEST(Mixtral, HuggingFaceExportImportRoundTrips) {
   const MixtralConfig read = train::mixtral_config_from_metadata(config, "test");
   EXPECT_EQ(read.num_experts, 4);
   EXPECT_EQ(read.top_k, 2);
-  EXPECT_DOUBLE_EQ(read.aux_loss_coef, 0.02);  // router_aux_loss_coef 0.01 x top_k 2
+  EXPECT_DOUBLE_EQ(read.aux_loss_coef, 0.02);
+  // In transformers' normalisation: 0.02 x 2 layers / top_k 2.
+  std::ifstream json(dir + "/config.json");
+  EXPECT_NE(std::string(std::istreambuf_iterator<char>(json), {}).find("\"router_aux_loss_coef\": 0.02"),
+            std::string::npos);
   Mixtral loaded(read);
   loaded.load_state_dict(back);
   Tensor tokens = tokens_of(1, 6, 5);
