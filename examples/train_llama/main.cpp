@@ -121,11 +121,16 @@ void validate(const Options& o) {
 // A generous estimate of one training step's activation memory on this rank (float32): per
 // layer about 12 values per token and width (norms, q/k/v, attention output, residuals), 4 per
 // token and MLP width, and the attention matrix (heads x context per token); the logits and
-// their softmax; doubled for the gradients backward holds at the same time.
-double step_activation_bytes(int64_t batch, const nn::LlamaConfig& c) {
-  const double tokens = static_cast<double>(batch) * static_cast<double>(c.context);
-  const double per_layer = 12.0 * static_cast<double>(c.n_embd) + 4.0 * static_cast<double>(c.intermediate_size) +
-                           static_cast<double>(c.n_head) * static_cast<double>(c.context);
+// their softmax; doubled for the gradients backward holds at the same time. --model mixtral:
+// the MLP's values once per expert a token runs, plus its dispatched and weighted copies.
+double step_activation_bytes(const Options& o, const nn::LlamaConfig& c) {
+  const double tokens = static_cast<double>(o.train.batch) * static_cast<double>(c.context);
+  const bool moe = o.model == "mixtral";
+  const double k = moe ? static_cast<double>(o.experts_top_k) : 1.0;
+  const double mlp =
+      k * (4.0 * static_cast<double>(c.intermediate_size) + (moe ? 2.0 * static_cast<double>(c.n_embd) : 0.0));
+  const double per_layer =
+      12.0 * static_cast<double>(c.n_embd) + mlp + static_cast<double>(c.n_head) * static_cast<double>(c.context);
   const double per_token = static_cast<double>(c.n_layer) * per_layer + 2.0 * static_cast<double>(c.vocab_size);
   return 2.0 * 4.0 * tokens * per_token;
 }
@@ -372,7 +377,7 @@ int run(Options o) {
   const std::vector<int64_t> prompt = sample_prompt(corpus, o);
 
   const nn::LlamaConfig config = model_config(o, corpus);
-  examples::check_step_memory(step_activation_bytes(t.batch, config),
+  examples::check_step_memory(step_activation_bytes(o, config),
                               "--batch " + std::to_string(t.batch) + " x --context " + std::to_string(o.context) +
                                   " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) +
                                   " layers",
