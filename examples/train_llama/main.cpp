@@ -66,7 +66,11 @@ struct Options {
   int64_t heads = 4;
   int64_t kv_heads = 2;
   int64_t width = 128;
-  int64_t intermediate = 352;  // about 8/3 x width, as LLaMA sizes its SwiGLU
+  int64_t intermediate = 352;   // about 8/3 x width, as LLaMA sizes its SwiGLU (each expert's, for mixtral)
+  std::string model = "llama";  // or "mixtral": every MLP a mixture of experts
+  int64_t experts = 8;
+  int64_t experts_top_k = 2;  // --top-k is the samples' already
+  double aux_loss_coef = 0.02;
   int64_t context = 128;
   std::string data;      // a token file; empty: built from --text
   std::string val_data;  // empty: the last --val-fraction of --data
@@ -95,7 +99,11 @@ void validate(const Options& o) {
                       {"--intermediate", o.intermediate},
                       {"--context", o.context},
                       {"--eval-windows", o.eval_windows},
-                      {"--sample-tokens", o.sample_tokens}});
+                      {"--sample-tokens", o.sample_tokens},
+                      {"--experts", o.experts},
+                      {"--experts-top-k", o.experts_top_k}});
+  STRATA_CHECK(o.experts_top_k <= o.experts, "--experts-top-k ", o.experts_top_k, " exceeds --experts ", o.experts,
+               " (each token picks that many distinct experts)");
   check_not_negative({{"--eval-every", o.eval_every}, {"--samples", o.samples}, {"--top-k", o.top_k}});
   STRATA_CHECK(o.width % o.heads == 0 && (o.width / o.heads) % 2 == 0, "--width ", o.width,
                " must be a multiple of --heads ", o.heads, " with an even quotient (rotary embeddings turn pairs)");
@@ -113,11 +121,16 @@ void validate(const Options& o) {
 // A generous estimate of one training step's activation memory on this rank (float32): per
 // layer about 12 values per token and width (norms, q/k/v, attention output, residuals), 4 per
 // token and MLP width, and the attention matrix (heads x context per token); the logits and
-// their softmax; doubled for the gradients backward holds at the same time.
-double step_activation_bytes(int64_t batch, const nn::LlamaConfig& c) {
-  const double tokens = static_cast<double>(batch) * static_cast<double>(c.context);
-  const double per_layer = 12.0 * static_cast<double>(c.n_embd) + 4.0 * static_cast<double>(c.intermediate_size) +
-                           static_cast<double>(c.n_head) * static_cast<double>(c.context);
+// their softmax; doubled for the gradients backward holds at the same time. --model mixtral:
+// the MLP's values once per expert a token runs, plus its dispatched and weighted copies.
+double step_activation_bytes(const Options& o, const nn::LlamaConfig& c) {
+  const double tokens = static_cast<double>(o.train.batch) * static_cast<double>(c.context);
+  const bool moe = o.model == "mixtral";
+  const double k = moe ? static_cast<double>(o.experts_top_k) : 1.0;
+  const double mlp =
+      k * (4.0 * static_cast<double>(c.intermediate_size) + (moe ? 2.0 * static_cast<double>(c.n_embd) : 0.0));
+  const double per_layer =
+      12.0 * static_cast<double>(c.n_embd) + mlp + static_cast<double>(c.n_head) * static_cast<double>(c.context);
   const double logits = static_cast<double>(nn::vocab_rows("Llama", c.vocab_size, c.padded_vocab_size));
   const double per_token = static_cast<double>(c.n_layer) * per_layer + 2.0 * logits;
   return 2.0 * 4.0 * tokens * per_token;
@@ -142,6 +155,14 @@ std::string prepare_data(const Options& o, dist::ProcessGroup& world) {
 // the data-parallel size): each data rank computes an equal share (the ranks of a
 // tensor-parallel group the same one, together), so that every rank runs the same number of
 // forward passes (ZeRO-3 gathers parameters in them), and the sums are all-reduced.
+// The model's next-token cross-entropy: its loss without a mixture of experts' auxiliary
+// losses, which measure the routing, not the prediction.
+double cross_entropy_loss(nn::CausalLM& model, const Tensor& tokens, const Tensor& targets) {
+  Tensor loss = model.loss(tokens, targets);
+  const Tensor& aux = model.auxiliary_loss();
+  return (aux.defined() ? sub(loss, aux.to(loss.dtype())) : loss).item();
+}
+
 double validation_loss(nn::CausalLM& model, parallel::Pipeline* pipeline, const examples::TextCorpus& corpus,
                        const Options& o, dist::ProcessGroup& world) {
   const int64_t n = world.size();
@@ -157,7 +178,7 @@ double validation_loss(nn::CausalLM& model, parallel::Pipeline* pipeline, const 
     // Through the pipeline: its last stage's logits, on every rank of the group (on the last
     // stage's device there, on the CPU elsewhere).
     const Tensor logits = pipeline == nullptr ? Tensor() : pipeline->forward_logits(b.inputs);
-    const double loss = pipeline == nullptr ? model.loss(b.inputs.to(device), b.targets.to(device)).item()
+    const double loss = pipeline == nullptr ? cross_entropy_loss(model, b.inputs.to(device), b.targets.to(device))
                                             : cross_entropy(logits.reshape({b.targets.numel(), -1}),
                                                             b.targets.to(logits.device()).reshape({b.targets.numel()}))
                                                   .item();
@@ -271,17 +292,51 @@ nn::LlamaConfig model_config(const Options& o, const examples::TextCorpus& corpu
   return config;
 }
 
+// --model mixtral: the same model with each MLP a mixture of --experts SwiGLU experts of
+// width --intermediate, --experts-top-k of them per token (dropless), with the load-balancing
+// loss weighted by --aux-loss-coef.
+nn::MixtralConfig mixtral_config(const Options& o, const nn::LlamaConfig& config) {
+  nn::MixtralConfig mixtral;
+  mixtral.llama = config;
+  mixtral.num_experts = o.experts;
+  mixtral.top_k = o.experts_top_k;
+  mixtral.aux_loss_coef = o.aux_loss_coef;
+  return mixtral;
+}
+
+nn::ParameterCounts model_counts(const Options& o, const nn::LlamaConfig& config) {
+  return o.model == "llama" ? nn::parameter_counts(config) : nn::parameter_counts(mixtral_config(o, config));
+}
+
+// The config.* entries checkpoints and --export-hf read the family from.
+checkpoint::Metadata model_metadata(const Options& o, const nn::LlamaConfig& config) {
+  return o.model == "llama" ? train::config_metadata(config) : train::config_metadata(mixtral_config(o, config));
+}
+
 // The whole model's parameters (a pipeline stage holds part of them).
-int64_t whole_parameters(const nn::LlamaConfig& config) {
-  const nn::ParameterCounts counts = nn::parameter_counts(config);
+int64_t whole_parameters(const Options& o, const nn::LlamaConfig& config) {
+  const nn::ParameterCounts counts = model_counts(o, config);
   return counts.embedding + config.n_layer * counts.block + counts.head;
 }
 
-// One step's FLOPs for the progress line: the model counts its own, a pipeline stage cannot.
-double step_flops(const nn::Llama& model, bool pipelined, const nn::LlamaConfig& config, int64_t global_batch) {
+// One step's FLOPs for the progress line: the model counts its own, a pipeline stage cannot
+// (a token runs --experts-top-k of the --experts experts: the others' weights do not count).
+double step_flops(const nn::Llama& model, bool pipelined, const Options& o, const nn::LlamaConfig& config,
+                  int64_t global_batch) {
   if (!pipelined) return model.flops_per_step(global_batch, config.context);
-  return examples::whole_model_step_flops(whole_parameters(config), config.n_layer, config.n_embd, config.context,
-                                          global_batch);
+  const int64_t idle_experts = o.model == "llama" ? 0 : o.experts - o.experts_top_k;
+  const int64_t active = whole_parameters(o, config) - config.n_layer * idle_experts * 3 * o.width * o.intermediate;
+  return examples::whole_model_step_flops(active, config.n_layer, config.n_embd, config.context, global_batch);
+}
+
+std::unique_ptr<nn::Llama> make_model(const Options& o, const nn::LlamaConfig& config, const examples::Layout& layout,
+                                      const parallel::PipelinePartition& partition) {
+  const nn::ModelPart part = examples::stage_of(layout, partition);
+  if (o.model == "llama") return std::make_unique<nn::Llama>(config, layout.factory, part);
+  if (g_lead)
+    std::printf("Mixtral: %lld experts per layer, %lld per token, aux loss coefficient %g\n",
+                static_cast<long long>(o.experts), static_cast<long long>(o.experts_top_k), o.aux_loss_coef);
+  return std::make_unique<nn::Mixtral>(mixtral_config(o, config), layout.factory, part);
 }
 
 // How the data-parallel ranks train, for the banner.
@@ -299,7 +354,7 @@ void print_banner(const Options& o, const nn::LlamaConfig& config, const example
       "LLaMA: %lld parameters (%lld layers, %lld heads, %lld kv heads, width %lld, intermediate %lld, "
       "context %lld, vocab %lld); data: %lld training and %lld validation tokens; batch %lld x %d rank(s)"
       "%s; %s; parameters %s%s\n",
-      static_cast<long long>(whole_parameters(config)), static_cast<long long>(o.layers),
+      static_cast<long long>(whole_parameters(o, config)), static_cast<long long>(o.layers),
       static_cast<long long>(o.heads), static_cast<long long>(o.kv_heads), static_cast<long long>(o.width),
       static_cast<long long>(o.intermediate), static_cast<long long>(o.context),
       static_cast<long long>(config.vocab_size), static_cast<long long>(corpus.train_tokens()),
@@ -324,16 +379,17 @@ int run(Options o) {
   const std::vector<int64_t> prompt = sample_prompt(corpus, o);
 
   const nn::LlamaConfig config = model_config(o, corpus);
-  examples::check_step_memory(step_activation_bytes(t.batch, config),
+  examples::check_step_memory(step_activation_bytes(o, config),
                               "--batch " + std::to_string(t.batch) + " x --context " + std::to_string(o.context) +
                                   " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) +
                                   " layers",
                               layout.device);
   // With --pp this rank builds its stage only (embedding on the first, norm and head on the last).
   const parallel::PipelinePartition partition =
-      examples::pipeline_partition(t, nn::parameter_counts(config), config.n_layer);
-  nn::Llama model(config, layout.factory, examples::stage_of(layout, partition));
-  examples::ModelTraining training(model, train::model_family("llama"), layout, partition, t, world);
+      examples::pipeline_partition(t, model_counts(o, config), config.n_layer);
+  std::unique_ptr<nn::Llama> built = make_model(o, config, layout, partition);
+  nn::Llama& model = *built;
+  examples::ModelTraining training(model, train::model_family(o.model), layout, partition, t, world);
   parallel::Pipeline* pipeline = training.pipeline();
   // Every rank of a tensor-parallel group reads the same batch: sharded by data rank.
   data::BatchSampler sampler({.dataset_size = corpus.train_windows(o.context),
@@ -341,7 +397,7 @@ int run(Options o) {
                               .seed = t.seed,
                               .rank = data.rank(),
                               .world_size = data.size()});
-  checkpointing.attach(training.checkpoint_target(sampler, train::config_metadata(config)));
+  checkpointing.attach(training.checkpoint_target(sampler, model_metadata(o, config)));
   checkpointing.init_weights();
   const int64_t start = checkpointing.resume(t.steps);
   const int64_t end = examples::end_step(o.ckpt, t.steps);
@@ -349,7 +405,7 @@ int run(Options o) {
   train::MetricsWriter metrics(g_lead ? t.metrics : "", /*append=*/start > 0);
   const int64_t global_batch = t.batch * data.size();
   train::Progress progress(t.steps, global_batch * o.context,
-                           step_flops(model, pipeline != nullptr, config, global_batch));
+                           step_flops(model, pipeline != nullptr, o, config, global_batch));
   print_banner(o, config, corpus, layout, data.size());
 
   // ZeRO-3 keeps shards only: gather the whole model once for evaluation and sampling instead
@@ -370,7 +426,7 @@ int run(Options o) {
   }
   checkpointing.finish(end);
   if (checkpointing.stopped_early(end, t.steps)) return 0;
-  checkpointing.export_hf("train_llama", "LlamaForCausalLM");
+  checkpointing.export_hf("train_llama", o.model == "llama" ? "LlamaForCausalLM" : "MixtralForCausalLM");
   std::optional<parallel::ZeroOptimizer::GatheredParameters> full;
   if (training.zero()) full.emplace(*training.zero());
   print_samples(model, pipeline, prompt, o);
@@ -390,7 +446,20 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(fits_int64);
   app.add_option("--width", o.width, "hidden size")->capture_default_str()->check(fits_int64);
-  app.add_option("--intermediate", o.intermediate, "SwiGLU MLP width")->capture_default_str()->check(fits_int64);
+  app.add_option("--intermediate", o.intermediate, "SwiGLU MLP width (each expert's with --model mixtral)")
+      ->capture_default_str()
+      ->check(fits_int64);
+  app.add_option("--model", o.model, "llama, or mixtral (each MLP a mixture of experts)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"llama", "mixtral"}));
+  app.add_option("--experts", o.experts, "experts per layer (--model mixtral)")
+      ->capture_default_str()
+      ->check(fits_int64);
+  app.add_option("--experts-top-k", o.experts_top_k, "experts per token (--model mixtral)")
+      ->capture_default_str()
+      ->check(fits_int64);
+  app.add_option("--aux-loss-coef", o.aux_loss_coef, "load-balancing loss weight (--model mixtral)")
+      ->capture_default_str();
   app.add_option("--context", o.context, "tokens per training window (and the longest sample)")
       ->capture_default_str()
       ->check(fits_int64);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "checkpoint/hf_layout.h"
+#include "checkpoint/hf_llama_layout.h"
 #include "checkpoint/hf_vocab_padding.h"
 #include "checkpoint/hf_weights.h"
 
@@ -12,12 +13,21 @@ namespace {
 
 using nlohmann::json;
 
-// The tensors whose rows are the vocabulary (padded in strata, not in the file).
-std::vector<std::string> vocab_tensors() { return {"embed_tokens.weight", "lm_head.weight"}; }
+// The MLP tensors of plain LLaMA, after "layers.<i>.".
+std::vector<hf::NamedShape> llama_mlp(const HfLlamaConfig& c) {
+  const int64_t C = c.n_embd, I = c.intermediate_size;
+  return {{"mlp.gate_proj.weight", {I, C}}, {"mlp.up_proj.weight", {I, C}}, {"mlp.down_proj.weight", {C, I}}};
+}
 
-std::vector<hf::TensorSpec> llama_params(const HfLlamaConfig& c) {
-  const int64_t C = c.n_embd, D = c.n_embd / c.n_head, I = c.intermediate_size;
-  std::vector<hf::TensorSpec> p;
+std::string what_params(const HfLlamaConfig& c) { return "LLaMA parameter for n_layer=" + std::to_string(c.n_layer); }
+
+}  // namespace
+
+namespace hf {
+
+std::vector<TensorSpec> llama_layout(const HfLlamaConfig& c, const std::vector<NamedShape>& mlp) {
+  const int64_t C = c.n_embd, D = c.n_embd / c.n_head;
+  std::vector<TensorSpec> p;
   // HF's LlamaForCausalLM keeps everything but the head in its "model." submodule.
   auto add = [&p](const std::string& name, Shape shape) {
     p.push_back({name, name == "lm_head.weight" ? name : "model." + name, std::move(shape)});
@@ -31,19 +41,15 @@ std::vector<hf::TensorSpec> llama_params(const HfLlamaConfig& c) {
     add(l + "self_attn.v_proj.weight", {c.n_kv_head * D, C});
     add(l + "self_attn.o_proj.weight", {C, c.n_head * D});
     add(l + "post_attention_layernorm.weight", {C});
-    add(l + "mlp.gate_proj.weight", {I, C});
-    add(l + "mlp.up_proj.weight", {I, C});
-    add(l + "mlp.down_proj.weight", {C, I});
+    for (const auto& [name, shape] : mlp) add(l + name, shape);
   }
   add("norm.weight", {C});
   add("lm_head.weight", {c.vocab_size, C});
   return p;
 }
 
-std::string what_params(const HfLlamaConfig& c) { return "LLaMA parameter for n_layer=" + std::to_string(c.n_layer); }
-
 // Messages give the config.json key and, in parentheses, HfLlamaConfig's field.
-void check_config(const HfLlamaConfig& c, const std::string& where) {
+void check_llama_fields(const HfLlamaConfig& c, const std::string& where) {
   STRATA_CHECK(c.vocab_size > 0 && c.context > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_kv_head > 0 && c.n_embd > 0 &&
                    c.intermediate_size > 0,
                where, ": LLaMA config needs positive sizes, got vocab_size ", c.vocab_size,
@@ -58,13 +64,21 @@ void check_config(const HfLlamaConfig& c, const std::string& where) {
                ") and rms_norm_eps (", c.rms_norm_eps, ") must be positive");
 }
 
+}  // namespace hf
+
+namespace {
+
 // Older transformers saved each layer's rotary inverse frequencies; they follow from
 // rope_theta and head_dim, so they are not parameters.
 bool is_rotary_buffer(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
 
-json config_json(const HfLlamaConfig& c) {
+}  // namespace
+
+namespace hf {
+
+json llama_config_json(const HfLlamaConfig& c, const char* model_type, const char* architecture) {
   // strata's head is its own tensor.
-  json j = hf::common_config("llama", "LlamaForCausalLM", c.vocab_size, /*tie_word_embeddings=*/false, c.init_std);
+  json j = hf::common_config(model_type, architecture, c.vocab_size, /*tie_word_embeddings=*/false, c.init_std);
   j.update({
       {"hidden_size", c.n_embd},
       {"num_hidden_layers", c.n_layer},
@@ -87,6 +101,10 @@ json config_json(const HfLlamaConfig& c) {
   });
   return j;
 }
+
+}  // namespace hf
+
+namespace {
 
 // transformers 4 writes rope_theta (and rope_scaling); 5 writes rope_parameters
 // {"rope_type", "rope_theta"}. Anything but plain rotary embeddings is refused.
@@ -115,15 +133,12 @@ double read_rope_theta(const hf::ConfigJson& j, double fallback) {
   return theta;
 }
 
-struct ReadConfig {
-  HfLlamaConfig config;
-  bool tied = false;  // tie_word_embeddings
-};
+}  // namespace
 
-ReadConfig read_config(const std::string& path) {
-  const hf::ConfigJson j(path, "LLaMA");
+namespace hf {
+
+LlamaConfigRead read_llama_config(const ConfigJson& j) {
   const json& raw = j.json();
-  j.expect_model_type("llama");
   // Architecture choices strata's Llama cannot compute: refuse rather than compute something else.
   STRATA_CHECK(!j.has("hidden_act") || raw["hidden_act"] == "silu", j.where(), ": hidden_act ",
                raw.value("hidden_act", json()).dump(), " is not supported (strata's Llama uses silu, SwiGLU)");
@@ -131,7 +146,7 @@ ReadConfig read_config(const std::string& path) {
     STRATA_CHECK(!j.boolean_or(bias, false), j.where(), ": ", bias,
                  " true is not supported (strata's Llama has no biases)");
   }
-  ReadConfig r;
+  LlamaConfigRead r;
   HfLlamaConfig& c = r.config;
   c.vocab_size = j.integer("vocab_size");
   c.n_embd = j.integer("hidden_size");
@@ -148,7 +163,7 @@ ReadConfig read_config(const std::string& path) {
   STRATA_CHECK(!j.has("partial_rotary_factor") || j.number_or("partial_rotary_factor", 1.0) == 1.0, j.where(),
                ": partial_rotary_factor ", raw.value("partial_rotary_factor", json()).dump(),
                " is not supported (strata's Llama rotates every dimension of a head: it must be 1)");
-  check_config(c, j.where());
+  check_llama_fields(c, j.where());
   if (j.has("head_dim")) {
     STRATA_CHECK(j.integer("head_dim") == c.n_embd / c.n_head, j.where(), ": head_dim ", raw["head_dim"].dump(),
                  " is not hidden_size / num_attention_heads = ", c.n_embd / c.n_head, " (as strata's Llama needs)");
@@ -156,14 +171,20 @@ ReadConfig read_config(const std::string& path) {
   return r;
 }
 
+}  // namespace hf
+
+namespace {
+
 // Sizes in config.json against the file, naming the field, before any per-layer list is built.
-void check_sizes_against_file(const StateDict& tensors, const HfLlamaConfig& c, const std::string& where) {
+// `mlp_up` is a first-layer tensor of shape [intermediate_size, hidden_size].
+void check_sizes_against_file(const StateDict& tensors, const HfLlamaConfig& c, const std::string& mlp_up,
+                              const std::string& where) {
   const int64_t D = c.n_embd / c.n_head;
   const std::string hidden = "hidden_size " + std::to_string(c.n_embd);
   hf::check_layer_count(tensors, "model.layers.", "num_hidden_layers", c.n_layer, where);
   hf::check_shape_from_fields(tensors, "model.embed_tokens.weight", {c.vocab_size, c.n_embd},
                               "vocab_size " + std::to_string(c.vocab_size) + " and " + hidden, where);
-  hf::check_shape_from_fields(tensors, "model.layers.0.mlp.up_proj.weight", {c.intermediate_size, c.n_embd},
+  hf::check_shape_from_fields(tensors, mlp_up, {c.intermediate_size, c.n_embd},
                               "intermediate_size " + std::to_string(c.intermediate_size) + " and " + hidden, where);
   hf::check_shape_from_fields(
       tensors, "model.layers.0.self_attn.k_proj.weight", {c.n_kv_head * D, c.n_embd},
@@ -175,17 +196,19 @@ void check_sizes_against_file(const StateDict& tensors, const HfLlamaConfig& c, 
 
 void export_llama_safetensors(const std::string& dir, const StateDict& model_state, const HfLlamaConfig& config) {
   const std::string where = "export_llama_safetensors '" + dir + "'";
-  check_config(config, where);
+  hf::check_llama_fields(config, where);
   const int64_t rows = hf::vocab_rows(config.vocab_size, config.padded_vocab_size, where);
-  const StateDict real = hf::without_vocab_padding(model_state, vocab_tensors(), config.vocab_size, rows);
-  hf::write_model_dir(dir, hf::tensors_for_export(real, llama_params(config), {}, where, what_params(config)),
-                      config_json(config), where);
+  const StateDict real = hf::without_vocab_padding(model_state, hf::llama_vocab_tensors(), config.vocab_size, rows);
+  hf::write_model_dir(
+      dir, hf::tensors_for_export(real, hf::llama_layout(config, llama_mlp(config)), {}, where, what_params(config)),
+      hf::llama_config_json(config, "llama", "LlamaForCausalLM"), where);
 }
 
-StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config_out, int64_t padded_vocab_size) {
-  const ReadConfig read = read_config(hf::file_in(dir, "config.json"));
+namespace hf {
+
+StateDict import_llama_layout(const std::string& dir, const LlamaConfigRead& read, const LlamaLikeLayout& layout) {
   hf::ModelWeights weights = hf::read_model_weights(dir);
-  const std::string where = "import_llama_safetensors '" + weights.source + "'";
+  const std::string where = layout.function + " '" + weights.source + "'";
   StateDict tensors;
   for (auto& [name, t] : weights.tensors) {
     if (!is_rotary_buffer(name)) tensors.emplace(name, t);
@@ -199,12 +222,30 @@ StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config
   const bool embedding_from_head = read.tied && has_head && !has_embedding;
   if (head_from_embedding) tensors.emplace("lm_head.weight", tensors.at("model.embed_tokens.weight"));
   if (embedding_from_head) tensors.emplace("model.embed_tokens.weight", tensors.at("lm_head.weight"));
-  check_sizes_against_file(tensors, read.config, where);
-  StateDict out = hf::tensors_from_import(tensors, llama_params(read.config), where, what_params(read.config));
+  check_sizes_against_file(tensors, read.config, "model.layers.0." + layout.mlp_up, where);
+  StateDict out =
+      hf::tensors_from_import(tensors, llama_layout(read.config, layout.mlp), where,
+                              layout.family + " parameter for n_layer=" + std::to_string(read.config.n_layer));
   // Its own storage: strata's head is untied and trains apart from the embedding.
   if (head_from_embedding) out["lm_head.weight"] = out.at("lm_head.weight").clone();
   if (embedding_from_head) out["embed_tokens.weight"] = out.at("embed_tokens.weight").clone();
-  hf::pad_vocab_rows(out, vocab_tensors(), hf::vocab_rows(read.config.vocab_size, padded_vocab_size, where));
+  return out;
+}
+
+}  // namespace hf
+
+StateDict import_llama_safetensors(const std::string& dir, HfLlamaConfig* config_out, int64_t padded_vocab_size) {
+  const hf::ConfigJson j(hf::file_in(dir, "config.json"), "LLaMA");
+  j.expect_model_type("llama");
+  const hf::LlamaConfigRead read = hf::read_llama_config(j);
+  StateDict out = hf::import_llama_layout(dir, read,
+                                          {.mlp = llama_mlp(read.config),
+                                           .mlp_up = "mlp.up_proj.weight",
+                                           .function = "import_llama_safetensors",
+                                           .family = "LLaMA"});
+  hf::pad_vocab_rows(
+      out, hf::llama_vocab_tensors(),
+      hf::vocab_rows(read.config.vocab_size, padded_vocab_size, "import_llama_safetensors '" + dir + "'"));
   if (config_out) {
     *config_out = read.config;
     config_out->padded_vocab_size = padded_vocab_size;

@@ -120,10 +120,14 @@ Tensor CausalLM::loss(const Tensor& tokens, const Tensor& targets) {
   const int64_t N = tokens.numel();
   Tensor loss = factory_->cross_entropy(logits.reshape({N, logits.size(-1)}), targets.reshape({N}), padded_vocab_size(),
                                         vocab_size());
-  if (!context_) return loss;
-  // The mean over every rank's targets, not the mean of the ranks' means (their counts of
-  // ignored targets differ).
-  return context_->global_mean(loss, sum(ne(targets, -100.0).to(loss.dtype())));
+  // With a context split: the mean over every rank's targets, not the mean of the ranks'
+  // means (their counts of ignored targets differ).
+  if (context_) loss = context_->global_mean(loss, sum(ne(targets, -100.0).to(loss.dtype())));
+  return aux_loss_.defined() ? add(loss, aux_loss_.to(loss.dtype())) : loss;
+}
+
+void CausalLM::add_auxiliary_loss(const Tensor& term) {
+  if (term.defined()) aux_loss_ = aux_loss_.defined() ? add(aux_loss_, term) : term;
 }
 
 Tensor CausalLM::run_blocks(std::span<const int64_t> indices, Tensor x, Positions positions, KVCache* cache) {
@@ -131,13 +135,21 @@ Tensor CausalLM::run_blocks(std::span<const int64_t> indices, Tensor x, Position
   for (int64_t i : indices) {
     STRATA_CHECK(has_block(i), family(), ": block ", i, " is not in this part of the model");
     if (recompute) {
+      // The block's auxiliary loss is a second output, so that backward reaches it through
+      // the recomputation too.
       auto block = [this, i, positions](const std::vector<Tensor>& in) {
         factory_->begin_forward(positions.length / context_degree());  // the same split when backward runs it again
-        return std::vector<Tensor>{run_block(i, in[0], positions)};
+        std::vector<Tensor> out{run_block(i, in[0], positions)};
+        Tensor aux = (*blocks_)[static_cast<size_t>(i)].auxiliary_loss();
+        if (aux.defined()) out.push_back(aux);
+        return out;
       };
-      x = autograd::checkpoint(block, {x}, block_generators())[0];
+      std::vector<Tensor> out = autograd::checkpoint(block, {x}, block_generators());
+      x = out[0];
+      if (out.size() > 1) add_auxiliary_loss(out[1]);
     } else {
       x = run_block(i, x, positions, cache);
+      add_auxiliary_loss((*blocks_)[static_cast<size_t>(i)].auxiliary_loss());
     }
   }
   return x;
@@ -151,6 +163,7 @@ Tensor CausalLM::local_logits(const Tensor& tokens, KVCache* cache) {
   const int64_t offset = check_tokens(tokens, cache);
   const Positions positions{offset, tokens.size(1) * context_degree()};
   factory_->begin_forward(tokens.size(1));
+  aux_loss_ = Tensor();
   Tensor x = run_blocks(*part_.blocks, embed(tokens, positions), positions, cache);
   if (cache != nullptr) cache->advance(positions.length);
   return hooks.output(head(x));

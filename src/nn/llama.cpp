@@ -97,7 +97,8 @@ ParameterCounts parameter_counts(const LlamaConfig& c) {
 }
 
 namespace {
-CausalLM::Pieces llama_pieces(const LlamaConfig& config, const ModelPart& part, LayerFactory& f) {
+CausalLM::Pieces llama_pieces(const LlamaConfig& config, const ModelPart& part, LayerFactory& f,
+                              const Llama::BlockBuilder& block) {
   check_llama_config(config, f.degree());
   const DType pd = config.parameter_dtype();
   CausalLM::Pieces p{.before = {}, .blocks_name = "layers", .blocks = {}, .after = {}, .vocab_tables = {}};
@@ -105,7 +106,7 @@ CausalLM::Pieces llama_pieces(const LlamaConfig& config, const ModelPart& part, 
   auto embed_tokens = part.embedding ? f.embedding(rows, config.n_embd, llama_init(config)) : nullptr;
   if (embed_tokens != nullptr) p.vocab_tables.push_back(embed_tokens->weight);
   p.before.emplace_back("embed_tokens", embed_tokens);
-  for (int64_t i : *part.blocks) p.blocks.emplace_back(i, std::make_shared<LlamaDecoderLayer>(config, i, f));
+  for (int64_t i : *part.blocks) p.blocks.emplace_back(i, block(i, f));
   if (part.head) {
     p.after.emplace_back("norm", std::make_shared<RMSNorm>(config.n_embd, config.rms_norm_eps, pd));
     auto lm_head = f.head(config.n_embd, rows, llama_init(config));
@@ -117,6 +118,12 @@ CausalLM::Pieces llama_pieces(const LlamaConfig& config, const ModelPart& part, 
 }  // namespace
 
 Llama::Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part)
+    : Llama(config, std::move(factory), std::move(part), [&config](int64_t index, LayerFactory& f) {
+        return std::make_shared<LlamaDecoderLayer>(config, index, f);
+      }) {}
+
+Llama::Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part,
+             const BlockBuilder& block)
     : CausalLM(std::move(factory), std::move(part),
                {.vocab_size = config.vocab_size,
                 .padded_vocab = config.padded_vocab_size,
@@ -124,7 +131,8 @@ Llama::Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory, M
                 .num_layers = config.n_layer,
                 .hidden_size = config.n_embd,
                 .dtype = config.dtype},
-               config.seed, [&config](const ModelPart& p, LayerFactory& f) { return llama_pieces(config, p, f); }),
+               config.seed,
+               [&config, &block](const ModelPart& p, LayerFactory& f) { return llama_pieces(config, p, f, block); }),
       config_(config) {
   embed_tokens = piece<Embedding>("embed_tokens");
   layers = piece<BlockList>("layers");

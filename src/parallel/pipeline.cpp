@@ -152,6 +152,10 @@ Pipeline::Pipeline(nn::CausalLM& model, dist::ProcessGroup& group, PipelineParti
                options.zero == nullptr ? 0 : options.zero->stage(),
                " cannot run under pipeline parallelism (its per-unit parameter gathers would interleave with the "
                "schedule's micro-batches); use stage 1 or 2 over the data group");
+  STRATA_CHECK(
+      !model.has_auxiliary_loss(),
+      "Pipeline: the model's blocks add auxiliary losses (a mixture of experts' load-balancing or z-loss), which ",
+      "pipeline stages do not carry into the loss; set their coefficients to 0 to pipeline it");
   STRATA_CHECK(options.micro_batches >= 1, "Pipeline: micro_batches must be at least 1, got ", options.micro_batches);
   schedule_ =
       make_pipeline_schedule(options.schedule, {.ranks = p, .micro_batches = options.micro_batches, .chunks = v});

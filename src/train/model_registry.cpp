@@ -11,7 +11,8 @@ namespace {
 // Built on first use with the library's own families.
 struct Registry {
   Registry() {
-    for (ModelFamily f : {detail::gpt2_family(), detail::llama_family()}) families.emplace(f.name, std::move(f));
+    for (ModelFamily f : {detail::gpt2_family(), detail::llama_family(), detail::mixtral_family()})
+      families.emplace(f.name, std::move(f));
   }
   std::mutex mutex;
   std::map<std::string, ModelFamily> families;

@@ -60,6 +60,22 @@ grep -q "data: $train_tokens training and [0-9]* validation tokens" "$work/data.
   || { cat "$work/cli.log" "$work/data.log"; fail "--data/--val-data not read as the CLI wrote them"; }
 grep -q "^data: " "$work/data.log" && fail "built a token file although --data was given"
 
+# --model mixtral: the same run with a mixture of experts in every block; its loss falls too,
+# and --export-hf writes a MixtralForCausalLM directory (the config entries name the family).
+"$bin" "${small[@]}" --model mixtral --experts 4 --experts-top-k 2 --aux-loss-coef 0.01 --steps 30 --samples 0 \
+  --metrics "$work/mixtral.jsonl" --tokens-out "$work/corpus.tokens" --export-hf "$work/mixtral_hf" \
+  > "$work/mixtral.log"
+grep -q "^Mixtral: 4 experts per layer, 2 per token, aux loss coefficient 0.01" "$work/mixtral.log" \
+  || { cat "$work/mixtral.log"; fail "no Mixtral banner"; }
+grep -q '"model_type": *"mixtral"' "$work/mixtral_hf/config.json" \
+  || { cat "$work/mixtral.log"; fail "--export-hf did not write a Mixtral config.json"; }
+python3 - "$work/mixtral.jsonl" <<'PY'
+import json, sys
+train = [r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r]
+first, last = sum(train[:5]) / 5, sum(train[-5:]) / 5
+assert last < 0.8 * first, f"Mixtral training loss fell only from {first:.3f} to {last:.3f}"
+PY
+
 # Bad options are refused before anything starts.
 if "$bin" --heads 4 --kv-heads 3 > "$work/bad.log" 2>&1; then fail "--kv-heads 3 with --heads 4 was accepted"; fi
 grep -q "must be a multiple of --kv-heads" "$work/bad.log" || { cat "$work/bad.log"; fail "no clear error for --kv-heads"; }
@@ -73,6 +89,7 @@ refused() {
   return 0
 }
 refused "--chunks 3 takes effect with --schedule interleaved only" --chunks 3
+refused "--experts-top-k 3 exceeds --experts 2" --model mixtral --experts 2 --experts-top-k 3
 refused "--prompt of 40 bytes leaves no room in --context 32" --prompt "$(printf 'x%.0s' {1..40})" \
   --tokens-out "$work/corpus.tokens"
 # --text: a device is never read; --tokens-out must not replace the text it is built from;

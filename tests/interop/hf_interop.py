@@ -1,4 +1,4 @@
-"""strata <-> Hugging Face transformers, both ways, for GPT-2 and LLaMA (run by run_interop.sh
+"""strata <-> Hugging Face transformers, both ways, for GPT-2, LLaMA and Mixtral (run by run_interop.sh
 in the venv of scripts/setup_peer_venv.sh: PyPI's torch and transformers).
 
 usage: hf_interop.py STRATA_HF_INTEROP WORKDIR
@@ -18,11 +18,12 @@ import sys
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MixtralConfig,
+                          MixtralForCausalLM)
 from transformers.utils import logging as hf_logging
 
 TOLERANCE = 1e-4
-MODELS = {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM}
+MODELS = {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM, "mixtral": MixtralForCausalLM}
 
 
 def relative_error(ours, ref):
@@ -45,7 +46,8 @@ def strata_exports(program, work, family):
     directory = os.path.join(work, "strata_" + family)
     os.makedirs(directory)
     ours = run_strata(program, "export", family, directory)
-    model = MODELS[family].from_pretrained(directory).float().eval()
+    # mixtral_bf16: bfloat16 parameters, exported exactly as float32; both compute in float32.
+    model = MODELS[family.split("_")[0]].from_pretrained(directory).float().eval()
     return relative_error(ours["logits"], hf_logits(model, ours["tokens"]))
 
 
@@ -63,6 +65,11 @@ def random_hf_model(case):
         config = GPT2Config(vocab_size=60, n_positions=20, n_embd=48, n_layer=2, n_head=4,
                             **REFUSED_GPT2.get(case, {}))
         family = "gpt2"
+    elif case.startswith("mixtral"):
+        config = MixtralConfig(vocab_size=60, max_position_embeddings=20, hidden_size=48, intermediate_size=40,
+                               num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-5,
+                               rope_theta=5000.0, num_local_experts=4, num_experts_per_tok=2)
+        family = "mixtral"
     else:
         config = LlamaConfig(vocab_size=60, max_position_embeddings=20, hidden_size=48, intermediate_size=72,
                              num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2, rms_norm_eps=1e-5,
@@ -78,7 +85,7 @@ def random_hf_model(case):
 def strata_imports(program, work, case):
     model, family = random_hf_model(case)
     directory = os.path.join(work, "hf_" + case)
-    if case == "llama_bf16":  # a 16-bit file: strata converts it, transformers computes in float32 here too
+    if case.endswith("_bf16"):  # a 16-bit file: strata converts it, transformers computes in float32 here too
         model.to(torch.bfloat16).save_pretrained(directory)
         model = MODELS[family].from_pretrained(directory).float().eval()
     elif case.endswith("_sharded"):  # about 0.3 MB of weights: several shards and an index
@@ -110,10 +117,10 @@ def main():
     torch.set_num_threads(1)
     hf_logging.set_verbosity_error()  # e.g. GPT2Config's default bos/eos 50256 beyond a small vocabulary
     hf_logging.disable_progress_bar()
-    results = [(f"strata -> transformers {f}", strata_exports(program, work, f)) for f in ("gpt2", "llama")]
+    results = [(f"strata -> transformers {f}", strata_exports(program, work, f)) for f in ("gpt2", "llama", "mixtral", "mixtral_bf16")]
     results += [(f"transformers -> strata {c}", strata_imports(program, work, c))
                 for c in ("gpt2", "llama", "llama_tied", "llama_bf16", "gpt2_sharded", "llama_sharded",
-                          "llama_tied_sharded")]
+                          "llama_tied_sharded", "mixtral", "mixtral_bf16")]
     failed = 0
     for name, err in results:
         ok = err < TOLERANCE

@@ -3,8 +3,8 @@
 //
 //   strata-ckpt inspect runs/ckpt [--json]
 //   strata-ckpt verify runs/ckpt
-//   strata-ckpt export runs/ckpt --out hf/ [--format gpt2|llama] [--dtype param|f32]
-//   strata-ckpt import hf/ --out runs/pretrained [--format gpt2|llama] [--step 0] [--seed 1337]
+//   strata-ckpt export runs/ckpt --out hf/ [--format gpt2|llama|mixtral] [--dtype param|f32]
+//   strata-ckpt import hf/ --out runs/pretrained [--format gpt2|llama|mixtral] [--step 0] [--seed 1337]
 //                      [--padded-vocab-multiple 1]
 //   strata-ckpt convert old.ckpt --out runs/ckpt [--format gpt2|llama]   # an earlier single-file state
 //

@@ -34,6 +34,9 @@ struct BlockInputs {
 class TransformerBlock : public Module {
  public:
   Tensor operator()(const Tensor& x, const BlockInputs& inputs);
+  // A term its last forward adds to the model's loss ([], in that forward's graph: a
+  // mixture of experts' load-balancing and z-losses), or undefined for none (the default).
+  virtual Tensor auxiliary_loss() const { return {}; }
 
  protected:
   virtual Tensor forward_block(const Tensor& x, const BlockInputs& inputs) = 0;
@@ -96,8 +99,14 @@ void check_model_dtypes(const char* family, DType dtype, DType param_dtype);
 // off. A tensor-parallel model gathers the vocabulary parts there (loss() never does).
 class CausalLM : public LanguageModel {
  public:
-  // Mean next-token cross-entropy over targets != -100; targets int64 [B, T].
+  // Mean next-token cross-entropy over targets != -100; targets int64 [B, T]; plus the
+  // blocks' auxiliary losses (TransformerBlock::auxiliary_loss) of that forward.
   Tensor loss(const Tensor& tokens, const Tensor& targets);
+  // The sum of the blocks' auxiliary losses in the last local_logits (undefined: none).
+  const Tensor& auxiliary_loss() const { return aux_loss_; }
+  // Whether the blocks add auxiliary losses (parallel::Pipeline refuses such a model: its
+  // stages compute the loss from the head alone).
+  virtual bool has_auxiliary_loss() const { return false; }
 
   // The sizes every family has (from its config).
   struct Sizes {
@@ -210,9 +219,11 @@ class CausalLM : public LanguageModel {
  private:
   void resolve_part(int64_t num_layers);
   void zero_vocab_padding(const std::vector<Tensor>& tables);
+  void add_auxiliary_loss(const Tensor& term);
   Sizes sizes_;
   std::shared_ptr<BlockList> blocks_;
   bool recompute_ = false;
+  Tensor aux_loss_;
 };
 
 }  // namespace strata::nn

@@ -6,6 +6,7 @@
 // ("layers.0.self_attn.q_proj.weight", "lm_head.weight"), with the same [out, in] layouts,
 // so export and import (checkpoint/hf_llama.h) only rename.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -85,6 +86,8 @@ class LlamaDecoderLayer : public TransformerBlock {
 
 class Llama : public CausalLM {
  public:
+  // Makes block `index` of the whole model (a derived family's own block type).
+  using BlockBuilder = std::function<std::shared_ptr<TransformerBlock>(int64_t index, LayerFactory& factory)>;
   // `factory` makes the layers tensor parallelism splits (parallel::TensorParallelFactory;
   // default: one process). Its degree must divide n_head, n_kv_head and intermediate_size.
   // `part`: the pieces to build (a pipeline stage).
@@ -95,7 +98,7 @@ class Llama : public CausalLM {
   }  // by index in the whole model; checked
   // Training FLOPs of one step: 6 x (parameters but the embedding) x tokens, plus attention
   // (12 x layers x batch x seq^2 x n_embd, as GPT::flops_per_step).
-  double flops_per_step(int64_t batch, int64_t seq_len) const;
+  virtual double flops_per_step(int64_t batch, int64_t seq_len) const;
 
   // Null where the part does not hold them (embed_tokens without the embedding, norm and
   // lm_head without the head). `layers` names each layer by its index in the whole model.
@@ -108,6 +111,9 @@ class Llama : public CausalLM {
   Tensor head(const Tensor& hidden) override;
 
  protected:
+  // For families built like Llama with their own blocks (nn::Mixtral): `block` makes block
+  // `index` of the whole model.
+  Llama(const LlamaConfig& config, std::shared_ptr<LayerFactory> factory, ModelPart part, const BlockBuilder& block);
   const char* family() const override { return "Llama"; }
   BlockInputs block_inputs(Positions positions, Device device, KVCache* cache) override;
 

@@ -7,7 +7,7 @@
 // Each family bundles: its config (as config.* entries, read and written in one place), a
 // builder, its Hugging Face layout (export and import), its tensor-parallel plan (which sizes
 // the degree splits; the split itself is the nn::LayerFactory's) and ZeRO-3's unit predicate.
-// GPT-2 ("gpt2") and LLaMA ("llama") are registered; register_model_family adds others.
+// GPT-2 ("gpt2"), LLaMA ("llama") and Mixtral ("mixtral") are registered; register_model_family adds others.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -18,6 +18,7 @@
 #include "strata/nn/causal_lm.h"
 #include "strata/nn/gpt.h"
 #include "strata/nn/llama.h"
+#include "strata/nn/mixtral.h"
 #include "strata/nn/module_predicates.h"
 #include "strata/tensor/state_dict.h"
 
@@ -66,12 +67,16 @@ const ModelFamily& family_of(const checkpoint::Metadata& metadata, const std::st
 // fields, seed and init_std, are left out: they change nothing a checkpoint holds.)
 checkpoint::Metadata config_metadata(const nn::GPTConfig& config);
 checkpoint::Metadata config_metadata(const nn::LlamaConfig& config);
+// Mixtral: LLaMA's fields and num_experts, top_k, gating (softmax|sigmoid), normalize_gates,
+// capacity_factor ("dropless" when unset), aux_loss_coef, z_loss_coef.
+checkpoint::Metadata config_metadata(const nn::MixtralConfig& config);
 // The configuration those entries describe, back. Fields they do not hold keep their
 // defaults; a missing "config.param_dtype" means the parameters are in `dtype`. Throws
 // strata::Error naming `where` and the field when one is missing or malformed, or when
 // config.family names another family.
 nn::GPTConfig gpt_config_from_metadata(const checkpoint::Metadata& metadata, const std::string& where);
 nn::LlamaConfig llama_config_from_metadata(const checkpoint::Metadata& metadata, const std::string& where);
+nn::MixtralConfig mixtral_config_from_metadata(const checkpoint::Metadata& metadata, const std::string& where);
 
 // The names these had before the registry (the same functions).
 inline checkpoint::Metadata gpt_config_metadata(const nn::GPTConfig& c) { return config_metadata(c); }

@@ -421,6 +421,12 @@ TEST(Pipeline, BadInputIsRefusedNamingTheProblem) {
   parallel::ZeroOptimizer zero3(*stage, adamw(), *alone, {.stage = 3});
   test::expect_contains(test::error_of([&] { parallel::Pipeline(*stage, world, partition, {.zero = &zero3}); }),
                         "ZeRO stage 3 cannot run under pipeline parallelism");
+  // A mixture of experts' auxiliary losses would be left out of the stages' loss.
+  nn::MixtralConfig moe{.llama = llama_config(DType::Float32, layers), .num_experts = 2, .top_k = 1};
+  moe.aux_loss_coef = 0.01;
+  nn::Mixtral moe_stage(moe, nullptr, parallel::stage_part(partition, p, world.rank()));
+  test::expect_contains(test::error_of([&] { parallel::Pipeline(moe_stage, world, partition); }),
+                        "blocks add auxiliary losses");
   // A batch that does not divide into the micro-batches.
   parallel::Pipeline pipe(*stage, world, partition, {.micro_batches = 4});
   auto [x, y] = batch(0, 6);

@@ -51,9 +51,9 @@ TEST(ModelRegistry, AMissingOrUnknownFamilyIsNamed) {
   const std::string e = error_of([&] { train::family_of(old, "checkpoint 'old'"); });
   expect_contains(e, "checkpoint 'old'");
   expect_contains(e, "'config.family'");
-  expect_contains(e, "--format gpt2, llama");
+  expect_contains(e, "--format gpt2, llama, mixtral");
   expect_contains(error_of([] { train::model_family("mamba"); }),
-                  "unknown model family 'mamba': known families are gpt2, llama");
+                  "unknown model family 'mamba': known families are gpt2, llama, mixtral");
   train::ModelFamily incomplete;
   incomplete.name = "half";
   expect_contains(error_of([&] { train::register_model_family(incomplete); }), "family 'half' needs");

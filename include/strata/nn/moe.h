@@ -1,0 +1,102 @@
+#pragma once
+// A mixture-of-experts feed-forward layer, Mixtral's sparse MoE block: a router (Linear C -> E
+// without bias, named "gate") scores every token, each token goes to its top-k experts
+// (SwiGLU MLPs "experts.<e>" with Mixtral's names w1 = gate, w3 = up, w2 = down), and their
+// outputs are summed weighted by the gates. Optionally each expert takes at most `capacity`
+// slots (the rest dropped and counted), and the router adds a load-balancing loss and a z-loss
+// to the model's loss. The forward runs as separate steps (route, plan_dispatch,
+// dispatch_tokens, run_experts, combine_tokens: moe_routing.h), so that expert parallelism or
+// a grouped GEMM replaces one of them.
+//
+// An expert no token reached in a forward is not run: its parameters get no gradient, so the
+// optimizer leaves them untouched that step (as PyTorch's MoE blocks, which loop over the
+// experts hit). Under DistributedDataParallel pass find_unused_parameters = true (an expert
+// idle on one rank is reduced as zero there, one idle on every rank keeps no gradient);
+// ZeroOptimizer handles such parameters at every stage.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "strata/nn/containers.h"
+#include "strata/nn/layers.h"
+#include "strata/nn/moe_routing.h"
+
+namespace strata::nn {
+
+enum class MoEGating {
+  Softmax,  // softmax over the E logits, then the top k (Mixtral, Switch)
+  Sigmoid,  // sigmoid of each logit, then the top k (DeepSeek-V3)
+};
+
+struct MoEConfig {
+  int64_t hidden_size = 256;        // C
+  int64_t intermediate_size = 688;  // each expert's SwiGLU width
+  int64_t num_experts = 8;          // E
+  int64_t top_k = 2;                // experts per token, in [1, E]
+  MoEGating gating = MoEGating::Softmax;
+  bool normalize_gates = true;                           // the k gates divided by their sum (Mixtral)
+  std::optional<double> capacity_factor = std::nullopt;  // slots per expert = expert_capacity(..); unset: dropless
+  double aux_loss_coef = 0.0;                            // weight of load_balancing_loss in auxiliary_loss()
+  double z_loss_coef = 0.0;                              // weight of router_z_loss in auxiliary_loss()
+};
+
+// Checks a config, naming the field and the rule; `expert_parallel_degree` must divide
+// num_experts (each rank of an ep group holds num_experts / degree experts).
+void check_moe_config(const MoEConfig& config, int64_t expert_parallel_degree = 1);
+
+// What the router decided for N tokens.
+struct MoERouting {
+  Tensor logits;   // [N, E]
+  Tensor probs;    // [N, E], rows summing to 1 (softmax; sigmoid scores over their row sum)
+  Tensor gates;    // [N, k], the chosen experts' weights, largest first
+  Tensor experts;  // int64 [N, k], the chosen experts
+};
+
+// The last forward's statistics.
+struct MoEStats {
+  std::vector<int64_t> tokens_per_expert;          // slots routed to each expert (before capacity)
+  std::vector<int64_t> kept_per_expert;            // slots each expert computed
+  std::optional<int64_t> capacity = std::nullopt;  // unset: dropless
+  int64_t dropped = 0;                             // slots over capacity
+  Tensor load_balancing_loss;                      // [] unweighted (load_balancing_loss(), moe_routing.h)
+  Tensor z_loss;                                   // [] unweighted (router_z_loss)
+};
+
+// One expert: w2(silu(w1(x)) * w3(x)), as LlamaMLP.
+class SwiGLUExpert : public Module {
+ public:
+  SwiGLUExpert(int64_t hidden_size, int64_t intermediate_size, const InitOptions& init);
+  Tensor forward(const Tensor& x);
+  std::shared_ptr<Linear> w1, w2, w3;
+};
+
+class MoE : public Module {
+ public:
+  // `init` draws the router and the experts (nn::Llama's: normal(0, init_std) by name).
+  MoE(const MoEConfig& config, const InitOptions& init);
+  // x [.., C] -> [.., C]; records stats().
+  Tensor forward(const Tensor& x);
+
+  // The steps of forward, for callers that replace one (expert parallelism).
+  MoERouting route(const Tensor& x) const;                // x [N, C]
+  std::optional<int64_t> capacity(int64_t tokens) const;  // unset: dropless
+  // [S, C] -> [S, C], rows grouped by expert; experts with 0 rows are not run.
+  Tensor run_experts(const Tensor& grouped, const std::vector<int64_t>& rows_per_expert);
+
+  // aux_loss_coef * load balancing + z_loss_coef * z-loss of the last forward ([], in
+  // the graph); undefined when both coefficients are 0 or before any forward.
+  Tensor auxiliary_loss() const;
+  const MoEStats& stats() const { return stats_; }
+  const MoEConfig& config() const { return config_; }
+
+  std::shared_ptr<Linear> gate;          // the router, C -> E
+  std::shared_ptr<ModuleList> experts;   // SwiGLUExpert, "0" .. "E-1"
+  SwiGLUExpert& expert(size_t e) const;  // checked
+
+ private:
+  MoEConfig config_;
+  MoEStats stats_;
+};
+
+}  // namespace strata::nn

@@ -1,0 +1,106 @@
+#include "strata/nn/moe.h"
+
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include "strata/ops.h"
+
+namespace strata::nn {
+
+void check_moe_config(const MoEConfig& c, int64_t ep) {
+  STRATA_CHECK(c.num_experts >= 1, "MoE: num_experts must be at least 1, got ", c.num_experts);
+  STRATA_CHECK(c.top_k >= 1 && c.top_k <= c.num_experts, "MoE: top_k ", c.top_k, " must lie in [1, num_experts] = [1, ",
+               c.num_experts, "] (each token picks top_k distinct experts)");
+  STRATA_CHECK(c.hidden_size >= 1 && c.intermediate_size >= 1, "MoE: hidden_size ", c.hidden_size,
+               " and intermediate_size ", c.intermediate_size, " must be positive");
+  STRATA_CHECK(!c.capacity_factor || (*c.capacity_factor > 0.0 && std::isfinite(*c.capacity_factor)),
+               "MoE: capacity_factor must be positive and finite (or unset for dropless routing), got ",
+               c.capacity_factor.value_or(0.0));
+  STRATA_CHECK(c.aux_loss_coef >= 0.0 && c.z_loss_coef >= 0.0, "MoE: aux_loss_coef ", c.aux_loss_coef,
+               " and z_loss_coef ", c.z_loss_coef, " must be non-negative");
+  STRATA_CHECK(ep >= 1 && c.num_experts % ep == 0, "MoE: the expert-parallel degree ", ep, " must divide num_experts ",
+               c.num_experts, " (each rank holds num_experts / degree experts)");
+}
+
+SwiGLUExpert::SwiGLUExpert(int64_t C, int64_t I, const InitOptions& init) {
+  w1 = register_module("w1", std::make_shared<Linear>(C, I, false, init));
+  w2 = register_module("w2", std::make_shared<Linear>(I, C, false, init));
+  w3 = register_module("w3", std::make_shared<Linear>(C, I, false, init));
+}
+
+Tensor SwiGLUExpert::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  return w2->forward(mul(silu(w1->forward(x)), w3->forward(x)));
+}
+
+MoE::MoE(const MoEConfig& config, const InitOptions& init) : config_(config) {
+  check_moe_config(config);
+  gate = register_module("gate", std::make_shared<Linear>(config.hidden_size, config.num_experts, false, init));
+  experts = register_module("experts", std::make_shared<ModuleList>());
+  for (int64_t e = 0; e < config.num_experts; ++e)
+    experts->push_back(std::make_shared<SwiGLUExpert>(config.hidden_size, config.intermediate_size, init));
+}
+
+SwiGLUExpert& MoE::expert(size_t e) const { return *experts->at<SwiGLUExpert>(e); }
+
+MoERouting MoE::route(const Tensor& x) const {
+  STRATA_CHECK(x.dim() == 2 && x.size(1) == config_.hidden_size, "MoE::route: x must be [tokens, ", config_.hidden_size,
+               "], got shape ", x.shape());
+  Tensor logits = gate->forward(x);
+  const bool softmax_gating = config_.gating == MoEGating::Softmax;
+  Tensor scores = softmax_gating ? softmax(logits, -1) : sigmoid(logits);
+  auto [values, indices] = topk(scores, config_.top_k, -1);
+  Tensor gates = config_.normalize_gates ? div(values, sum(values, {1}, true)) : values;
+  Tensor probs = softmax_gating ? scores : div(scores, sum(scores, {1}, true));
+  return {.logits = logits, .probs = probs, .gates = gates, .experts = indices};
+}
+
+std::optional<int64_t> MoE::capacity(int64_t tokens) const {
+  if (!config_.capacity_factor) return std::nullopt;
+  return expert_capacity(tokens, config_.top_k, config_.num_experts, *config_.capacity_factor);
+}
+
+Tensor MoE::run_experts(const Tensor& grouped, const std::vector<int64_t>& rows) {
+  STRATA_CHECK(static_cast<int64_t>(rows.size()) == config_.num_experts, "MoE::run_experts: ", rows.size(),
+               " row counts for ", config_.num_experts, " experts");
+  const int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t{0});
+  STRATA_CHECK(grouped.dim() == 2 && grouped.size(0) == total, "MoE::run_experts: grouped must be [", total,
+               ", C] (the row counts' sum), got shape ", grouped.shape());
+  std::vector<Tensor> out;
+  int64_t offset = 0;
+  for (size_t e = 0; e < rows.size(); ++e) {
+    if (rows[e] == 0) continue;  // idle: not run, so it gets no gradient and the optimizer skips it
+    out.push_back(expert(e).forward(grouped.narrow(0, offset, rows[e])));
+    offset += rows[e];
+  }
+  // Every slot dropped (not reachable with a capacity of at least 1): no rows, none computed.
+  if (out.empty()) return grouped;
+  return out.size() == 1 ? out.front() : cat(out, 0);
+}
+
+Tensor MoE::forward(const Tensor& x) {
+  auto hooks = forward_hooks();
+  STRATA_CHECK(x.dim() >= 1 && x.size(-1) == config_.hidden_size, "MoE: input must be [.., ", config_.hidden_size,
+               "], got shape ", x.shape());
+  Tensor flat = x.reshape({-1, config_.hidden_size});
+  const int64_t N = flat.size(0);
+  STRATA_CHECK(N > 0, "MoE: input of shape ", x.shape(), " holds no tokens");
+  MoERouting r = route(flat);
+  MoEDispatch plan = plan_dispatch(r.experts, config_.num_experts, capacity(N));
+  Tensor y = combine_tokens(run_experts(dispatch_tokens(flat, plan), plan.kept_per_expert), r.gates, plan);
+  stats_ = {.tokens_per_expert = plan.routed_per_expert,
+            .kept_per_expert = plan.kept_per_expert,
+            .capacity = plan.capacity,
+            .dropped = plan.dropped,
+            .load_balancing_loss = load_balancing_loss(r.probs, plan.routed_per_expert, config_.top_k),
+            .z_loss = router_z_loss(r.logits)};
+  return y.reshape(x.shape());
+}
+
+Tensor MoE::auxiliary_loss() const {
+  if ((config_.aux_loss_coef == 0.0 && config_.z_loss_coef == 0.0) || !stats_.z_loss.defined()) return {};
+  return add(mul(stats_.load_balancing_loss, config_.aux_loss_coef), mul(stats_.z_loss, config_.z_loss_coef));
+}
+
+}  // namespace strata::nn
