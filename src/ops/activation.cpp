@@ -4,13 +4,15 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
 
 namespace strata {
+namespace {
 
-Tensor gelu(const Tensor& x) {
+Tensor gelu_wide(const Tensor& x) {
   detail::check_nn_input(x, "gelu", "input");
   Tensor xc = detail::contiguous_data(x);
   Tensor out = detail::on_device(
@@ -25,6 +27,14 @@ Tensor gelu(const Tensor& x) {
     });
   }
   return out;
+}
+
+}  // namespace
+
+// A 16-bit x: float32 math on the widened input, the output rounded to x's dtype.
+Tensor gelu(const Tensor& x) {
+  if (const std::optional<DType> x16 = detail::sixteen_bit(x)) return detail::via_float32(x, *x16, gelu_wide);
+  return gelu_wide(x);
 }
 
 Tensor relu(const Tensor& x) {

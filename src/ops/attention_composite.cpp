@@ -3,6 +3,7 @@
 #include "backend/cpu/softmax.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/elementwise.h"
@@ -11,6 +12,8 @@
 namespace strata::detail {
 
 Tensor attention_softmax(const Tensor& scores, double scale, bool causal) {
+  if (const std::optional<DType> s16 = sixteen_bit(scores))  // 16-bit scores: float32 softmax, rounded once
+    return via_float32(scores, *s16, [&](const Tensor& wide) { return attention_softmax(wide, scale, causal); });
   const Tensor s = contiguous_data(scores);
   Tensor probs = on_device(
       "attention softmax", s.device(), [&] { return cpu::attention_softmax_forward(s, scale, causal); },

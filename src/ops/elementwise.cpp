@@ -4,9 +4,11 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"
 #include "ops/elementwise_common.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
+#include "strata/ops/autocast.h"
 #include "strata/ops/reduce.h"
 #include "strata/tensor/factory.h"
 
@@ -83,9 +85,29 @@ Tensor binary_with_grads(BinaryOp op, BinaryGradOp grad_a, BinaryGradOp grad_b, 
   return out;
 }
 
+// add or mul with a 16-bit operand (no kernel reads 16-bit): both of one 16-bit dtype give
+// that dtype, float32 math inside. Under autocast, a 16-bit and a float32 operand give
+// float32, as torch promotes: the residual stream stays float32, so a block's 16-bit output
+// is added to a float32 sum and rounding does not pile up over the layers (llm.c rounds each
+// residual sum to bf16; Megatron keeps an fp32 residual for this reason). Anything else:
+// nullopt (the ordinary checks name the mismatch).
+template <class F>
+std::optional<Tensor> sixteen_bit_binary(F&& f, const Tensor& a, const Tensor& b) {
+  const std::optional<DType> a16 = detail::sixteen_bit(a), b16 = detail::sixteen_bit(b);
+  if (!a16 && !b16) return std::nullopt;
+  const bool same = a16 && b16 && *a16 == *b16;
+  const bool mixed = (a16 ? b : a).dtype() == DType::Float32 && autocast::active();
+  if (!same && !mixed) return std::nullopt;
+  const Tensor out = f(detail::autocast_convert(a, DType::Float32), detail::autocast_convert(b, DType::Float32));
+  return same ? detail::autocast_convert(out, *a16) : out;
+}
+
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (detail::sixteen_bit(a) || detail::sixteen_bit(b)) [[unlikely]] {
+    if (auto r = sixteen_bit_binary([](const Tensor& x, const Tensor& y) { return add(x, y); }, a, b)) return *r;
+  }
   Tensor out = detail::binary_op(BinaryOp::Add, a, b, "add");
   if (autograd::needs_grad({a, b})) {
     autograd::record("AddBackward", {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
@@ -108,6 +130,9 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (detail::sixteen_bit(a) || detail::sixteen_bit(b)) [[unlikely]] {
+    if (auto r = sixteen_bit_binary([](const Tensor& x, const Tensor& y) { return mul(x, y); }, a, b)) return *r;
+  }
   Tensor out = detail::binary_op(BinaryOp::Mul, a, b, "mul");
   if (autograd::needs_grad({a, b})) {
     Tensor sa = a.detach(), sb = b.detach();

@@ -5,13 +5,15 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
 
 namespace strata {
+namespace {
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor layer_norm_wide(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   detail::check_nn_input(x, "layer_norm", "input");
   STRATA_CHECK(x.dim() >= 1, "layer_norm: input is a scalar (shape []); it needs at least one dimension");
   const int64_t d = x.size(-1);
@@ -50,6 +52,17 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
         });
   }
   return r.out;
+}
+
+}  // namespace
+
+// 16-bit input or output (autocast's 16-bit activations): float32 statistics and math on the
+// widened input, the output rounded once; float32 parameters keep float32 gradients.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  if (const std::optional<DType> out = detail::norm_output_16bit(x)) {
+    return detail::via_float32(x, *out, [&](const Tensor& wide) { return layer_norm_wide(wide, weight, bias, eps); });
+  }
+  return layer_norm_wide(x, weight, bias, eps);
 }
 
 }  // namespace strata

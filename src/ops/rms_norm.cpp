@@ -5,13 +5,15 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
 
 namespace strata {
+namespace {
 
-Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+Tensor rms_norm_wide(const Tensor& x, const Tensor& weight, double eps) {
   detail::check_nn_input(x, "rms_norm", "input");
   STRATA_CHECK(x.dim() >= 1, "rms_norm: input is a scalar (shape []); it needs at least one dimension");
   const int64_t d = x.size(-1);
@@ -44,6 +46,16 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
                      });
   }
   return r.out;
+}
+
+}  // namespace
+
+// As layer_norm: 16-bit in or out, float32 statistics and math inside.
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  if (const std::optional<DType> out = detail::norm_output_16bit(x)) {
+    return detail::via_float32(x, *out, [&](const Tensor& wide) { return rms_norm_wide(wide, weight, eps); });
+  }
+  return rms_norm_wide(x, weight, eps);
 }
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
@@ -25,6 +26,9 @@ RotaryTables rotary_tables(int64_t length, int64_t head_dim, double theta, int64
 }
 
 Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  // A 16-bit x with float32 tables: float32 rotation of the widened x, rounded once.
+  if (const std::optional<DType> x16 = detail::sixteen_bit(x); x16 && cos.defined() && cos.dtype() == DType::Float32)
+    return detail::via_float32(x, *x16, [&](const Tensor& wide) { return rotary_embedding(wide, cos, sin); });
   detail::check_nn_input(x, "rotary_embedding", "x");
   STRATA_CHECK(x.dim() >= 2, "rotary_embedding: x must be [..., T, D] (e.g. [B, H, T, D]), got shape ", x.shape());
   const int64_t t = x.size(-2), d = x.size(-1);

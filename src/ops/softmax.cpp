@@ -3,6 +3,7 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
@@ -34,10 +35,23 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+// 16-bit x: float32 math on the widened input, the output rounded to x's dtype.
+Tensor softmax(const Tensor& x, int64_t dim) {
+  if (const std::optional<DType> x16 = detail::sixteen_bit(x))
+    return detail::via_float32(x, *x16, [dim](const Tensor& w) { return softmax_impl(w, dim, false); });
+  return softmax_impl(x, dim, false);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (const std::optional<DType> x16 = detail::sixteen_bit(x))
+    return detail::via_float32(x, *x16, [dim](const Tensor& w) { return softmax_impl(w, dim, true); });
+  return softmax_impl(x, dim, true);
+}
 
+// 16-bit logits: the loss of the widened logits, in float32 (torch autocast's rule for
+// losses); the logits' gradient comes back in their dtype.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  if (detail::sixteen_bit(logits))
+    return cross_entropy(detail::autocast_convert(logits, DType::Float32), targets, ignore_index);
   detail::check_nn_input(logits, "cross_entropy", "logits");
   STRATA_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, C], got shape ", logits.shape(),
                " (flatten the leading dimensions with view({-1, C}))");

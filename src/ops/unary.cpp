@@ -1,6 +1,7 @@
 // Unary elementwise ops (elementwise.h) and their gradients.
 #include <limits>
 
+#include "ops/autocast_cast.h"
 #include "ops/elementwise_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/elementwise.h"
@@ -44,7 +45,9 @@ Tensor sigmoid(const Tensor& a) {
   return unary_with_grad(UnaryOp::Sigmoid, UnaryGradOp::Sigmoid, a, "sigmoid", "SigmoidBackward", true);
 }
 
+// A 16-bit a: float32 math on the widened input, the output rounded to a's dtype.
 Tensor silu(const Tensor& a) {
+  if (const std::optional<DType> a16 = detail::sixteen_bit(a)) return detail::via_float32(a, *a16, silu);
   return unary_with_grad(UnaryOp::Silu, UnaryGradOp::Silu, a, "silu", "SiluBackward", false);
 }
 
