@@ -79,7 +79,9 @@ TEST(AutocastActivations, NormsTakeAndGive16BitWithFloat32Parameters) {
   for (const bool rms : {false, true}) {
     SCOPED_TRACE(rms ? "rms_norm" : "layer_norm");
     // One set of parameters per run, with the same values.
-    auto params = [&] { return std::vector<Tensor>{w.clone().set_requires_grad(true), b.clone().set_requires_grad(true)}; };
+    auto params = [&] {
+      return std::vector<Tensor>{w.clone().set_requires_grad(true), b.clone().set_requires_grad(true)};
+    };
     auto run = [rms](const Tensor& in, const std::vector<Tensor>& p) {
       return rms ? rms_norm(in, p[0], 1e-5) : layer_norm(in, p[0], p[1], 1e-5);
     };

@@ -73,8 +73,8 @@ void expect_step_near_float32(Model& model, int64_t vocab, int64_t roundings_on_
   EXPECT_NE(bf16.loss, f32.loss) << "autocast changed nothing";
   const double rel = diff_norm(bf16.grads, f32.grads) / norm(f32.grads);
   EXPECT_LE(rel, 2 * r * kU) << "relative gradient difference";
-  std::printf("autocast step: loss %.6f vs %.6f, gradient relative difference %.3g (bound %.3g)\n", bf16.loss,
-              f32.loss, rel, 2 * r * kU);
+  std::printf("autocast step: loss %.6f vs %.6f, gradient relative difference %.3g (bound %.3g)\n", bf16.loss, f32.loss,
+              rel, 2 * r * kU);
   for (size_t i = 0; i < bf16.grads.size(); ++i) EXPECT_EQ(bf16.grads[i].dtype(), DType::Float32);
 }
 
