@@ -122,22 +122,26 @@ struct CrossEntropyBackwardRows {
   }
 };
 
-template <class T>
+template <class X, class T, class Y>
 struct LayerNormRows {
-  const T *x, *w, *b;
+  const X* x;
+  const T *w, *b;
   int64_t d;
   double eps;
-  T *y, *mean, *rstd;
+  Y* y;
+  T *mean, *rstd;
   __device__ void operator()(int64_t r) const {
     layer_norm_row<WarpRow>(x + r * d, w, b, d, eps, y + r * d, mean + r, rstd + r);
   }
 };
 
-template <class T>
+template <class X, class T, class G>
 struct LayerNormBackwardRows {
-  const T *g, *x, *w, *mean, *rstd;
+  const G* g;
+  const X* x;
+  const T *w, *mean, *rstd;
   int64_t d;
-  T* dx;
+  X* dx;
   __device__ void operator()(int64_t r) const {
     layer_norm_backward_row<WarpRow>(g + r * d, x + r * d, w, mean[r], rstd[r], d, dx + r * d);
   }
@@ -164,8 +168,8 @@ struct RmsNormBackwardRows {
 
 // column_sum.h step 1: the partial of (row block, column) in row order. Layer norm keeps
 // [dweight | dbias] per block (stride 2 d).
-template <class T>
-__global__ void layer_norm_partials_kernel(const T* g, const T* x, const T* mean, const T* rstd, int64_t rows,
+template <class X, class T, class G>
+__global__ void layer_norm_partials_kernel(const G* g, const X* x, const T* mean, const T* rstd, int64_t rows,
                                            int64_t d, T* partials) {
   const int64_t blocks = column_blocks(rows);
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < blocks * d;
@@ -174,8 +178,8 @@ __global__ void layer_norm_partials_kernel(const T* g, const T* x, const T* mean
     const int64_t end = (b + 1) * kColumnBlockRows < rows ? (b + 1) * kColumnBlockRows : rows;
     T dw = 0, db = 0;
     for (int64_t i = b * kColumnBlockRows; i < end; ++i) {
-      const T gv = g[i * d + j];
-      dw += layer_norm_dweight_term(gv, x[i * d + j], mean[i], rstd[i]);
+      const T gv = widen(g[i * d + j]);
+      dw += layer_norm_dweight_term<T>(gv, widen(x[i * d + j]), mean[i], rstd[i]);
       db += gv;
     }
     partials[b * 2 * d + j] = dw;
@@ -309,31 +313,37 @@ extern "C" cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t 
   });
 }
 
-extern "C" cudaError_t strata_layer_norm_rows(int32_t type, const void* x, const void* weight, const void* bias,
-                                              int64_t rows, int64_t d, double eps, void* y, void* mean, void* rstd,
-                                              cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_layer_norm_rows(int32_t type, int32_t x_type, int32_t y_type, const void* x,
+                                              const void* weight, const void* bias, int64_t rows, int64_t d, double eps,
+                                              void* y, void* mean, void* rstd, cudaStream_t s) {
+  return for_row_storage(type, x_type, y_type, [&](auto xt, auto t, auto yt) {
+    using X = decltype(xt);
     using T = decltype(t);
+    using Y = decltype(yt);
     return launch_for_each_row(
         rows,
-        LayerNormRows<T>{static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), d, eps,
-                         static_cast<T*>(y), static_cast<T*>(mean), static_cast<T*>(rstd)},
+        LayerNormRows<X, T, Y>{static_cast<const X*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), d,
+                               eps, static_cast<Y*>(y), static_cast<T*>(mean), static_cast<T*>(rstd)},
         s);
   });
 }
 
-extern "C" cudaError_t strata_layer_norm_backward(int32_t type, const void* grad, const void* x, const void* weight,
-                                                  const void* mean, const void* rstd, int64_t rows, int64_t d, void* dx,
-                                                  void* partials, void* dweight, void* dbias, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) -> cudaError_t {
+extern "C" cudaError_t strata_layer_norm_backward(int32_t type, int32_t x_type, int32_t y_type, const void* grad,
+                                                  const void* x, const void* weight, const void* mean, const void* rstd,
+                                                  int64_t rows, int64_t d, void* dx, void* partials, void* dweight,
+                                                  void* dbias, cudaStream_t s) {
+  return for_row_storage(type, x_type, y_type, [&](auto xt, auto t, auto gt) -> cudaError_t {
+    using X = decltype(xt);
     using T = decltype(t);
-    const T* g = static_cast<const T*>(grad);
-    const T* xv = static_cast<const T*>(x);
+    using G = decltype(gt);
+    const G* g = static_cast<const G*>(grad);
+    const X* xv = static_cast<const X*>(x);
     const T* mu = static_cast<const T*>(mean);
     const T* rs = static_cast<const T*>(rstd);
     if (dx != nullptr) {
       const cudaError_t err = launch_for_each_row(
-          rows, LayerNormBackwardRows<T>{g, xv, static_cast<const T*>(weight), mu, rs, d, static_cast<T*>(dx)}, s);
+          rows, LayerNormBackwardRows<X, T, G>{g, xv, static_cast<const T*>(weight), mu, rs, d, static_cast<X*>(dx)},
+          s);
       if (err != cudaSuccess) return err;
     }
     if (dweight == nullptr && dbias == nullptr) return cudaSuccess;

@@ -42,14 +42,18 @@ cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t index_type,
                                                const void* targets, const void* stats, int64_t rows, int64_t classes,
                                                int64_t ignore_index, double coef, void* dx, cudaStream_t stream);
 
+// The norms compute in `type` (weight, bias, mean, rstd, dweight, dbias, partials); x and dx
+// are stored as x_type, y and grad as y_type: each `type`, or, with type F32, F32/BF16/F16
+// (common/storage16.h: widened on load, rounded once on store).
 // Forward: y [rows, d], mean and rstd [rows]. bias may not be null (the caller passes zeros).
-cudaError_t strata_layer_norm_rows(int32_t type, const void* x, const void* weight, const void* bias, int64_t rows,
-                                   int64_t d, double eps, void* y, void* mean, void* rstd, cudaStream_t stream);
+cudaError_t strata_layer_norm_rows(int32_t type, int32_t x_type, int32_t y_type, const void* x, const void* weight,
+                                   const void* bias, int64_t rows, int64_t d, double eps, void* y, void* mean,
+                                   void* rstd, cudaStream_t stream);
 // Backward: dx when not null; dweight / dbias (each [d], may be null) through `partials`, a
 // [column_blocks(rows), 2 d] scratch (common/column_sum.h's order).
-cudaError_t strata_layer_norm_backward(int32_t type, const void* grad, const void* x, const void* weight,
-                                       const void* mean, const void* rstd, int64_t rows, int64_t d, void* dx,
-                                       void* partials, void* dweight, void* dbias, cudaStream_t stream);
+cudaError_t strata_layer_norm_backward(int32_t type, int32_t x_type, int32_t y_type, const void* grad, const void* x,
+                                       const void* weight, const void* mean, const void* rstd, int64_t rows, int64_t d,
+                                       void* dx, void* partials, void* dweight, void* dbias, cudaStream_t stream);
 
 cudaError_t strata_rms_norm_rows(int32_t type, const void* x, const void* weight, int64_t rows, int64_t d, double eps,
                                  void* y, void* rstd, cudaStream_t stream);

@@ -71,8 +71,10 @@ STRATA_CUDA_ENTRY(backend::CrossEntropyResult cross_entropy_forward(const Tensor
                                                                     int64_t ignore_index))
 STRATA_CUDA_ENTRY(Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
                                                 const Tensor& stats, int64_t ignore_index, int64_t count))
+// layer_norm: x float32/float64/16-bit, the output out_dtype (x's, or 16-bit for float32 x);
+// 16-bit data computes in float32 (cpu/layer_norm.h).
 STRATA_CUDA_ENTRY(backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                                              double eps))
+                                                              double eps, DType out_dtype))
 STRATA_CUDA_ENTRY(backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                                               const Tensor& mean, const Tensor& rstd, bool need_dx,
                                                               bool need_dweight, bool need_dbias))

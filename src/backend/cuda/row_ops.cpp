@@ -134,35 +134,41 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   return dx;
 }
 
-backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                            DType out_dtype) {
   Launch l(x, "layer_norm");
   const Rows r = rows_of(x);
-  backend::LayerNormResult out{empty_like(x), empty({r.rows}, like(x, x.dtype())), empty({r.rows}, like(x, x.dtype()))};
+  const DType compute = cuda_detail::compute_dtype_of(x.dtype());
+  backend::LayerNormResult out{empty(x.shape(), like(x, out_dtype)), empty({r.rows}, like(x, compute)),
+                               empty({r.rows}, like(x, compute))};
   if (r.rows == 0) return out;
-  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
-  const Tensor b = bias.defined() ? bias : zeros({r.n}, like(x, x.dtype()));
-  STRATA_LAUNCH(strata_layer_norm_rows(float_type(x.dtype(), "layer_norm"), x.data_ptr(), w.data_ptr(), b.data_ptr(),
-                                       r.rows, r.n, eps, out.out.data_ptr(), out.mean.data_ptr(), out.rstd.data_ptr(),
-                                       l.stream));
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, compute));
+  const Tensor b = bias.defined() ? bias : zeros({r.n}, like(x, compute));
+  STRATA_LAUNCH(strata_layer_norm_rows(
+      float_type(compute, "layer_norm"), cuda_detail::storage_element_type(x.dtype(), "layer_norm"),
+      cuda_detail::storage_element_type(out_dtype, "layer_norm"), x.data_ptr(), w.data_ptr(), b.data_ptr(), r.rows, r.n,
+      eps, out.out.data_ptr(), out.mean.data_ptr(), out.rstd.data_ptr(), l.stream));
   return out;
 }
 
 backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                             const Tensor& mean, const Tensor& rstd, bool need_dx, bool need_dweight,
                                             bool need_dbias) {
-  Launch l(x, "layer_norm backward");
+  const char* op = "layer_norm backward";
+  Launch l(x, op);
   const Rows r = rows_of(x);
+  const DType compute = cuda_detail::compute_dtype_of(x.dtype());
   backend::LayerNormGrads g;
   if (need_dx) g.dx = empty_like(x);
-  if (need_dweight) g.dweight = zeros({r.n}, like(x, x.dtype()));
-  if (need_dbias) g.dbias = zeros({r.n}, like(x, x.dtype()));
+  if (need_dweight) g.dweight = zeros({r.n}, like(x, compute));
+  if (need_dbias) g.dbias = zeros({r.n}, like(x, compute));
   if (r.rows == 0) return g;
   const bool need_params = need_dweight || need_dbias;
-  Tensor partials =
-      need_params ? empty({strata_kernels::column_blocks(r.rows), 2 * r.n}, like(x, x.dtype())) : Tensor();
-  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
+  Tensor partials = need_params ? empty({strata_kernels::column_blocks(r.rows), 2 * r.n}, like(x, compute)) : Tensor();
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, compute));
   STRATA_LAUNCH(strata_layer_norm_backward(
-      float_type(x.dtype(), "layer_norm backward"), grad.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr(),
+      float_type(compute, op), cuda_detail::storage_element_type(x.dtype(), op),
+      cuda_detail::storage_element_type(grad.dtype(), op), grad.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr(),
       rstd.data_ptr(), r.rows, r.n, need_dx ? g.dx.data_ptr() : nullptr, need_params ? partials.data_ptr() : nullptr,
       need_dweight ? g.dweight.data_ptr() : nullptr, need_dbias ? g.dbias.data_ptr() : nullptr, l.stream));
   return g;

@@ -1,0 +1,88 @@
+// Kernels that read and write bfloat16/float16 themselves (strata_kernels/common/storage16.h):
+// each widens its 16-bit loads exactly, runs the float32 kernel's arithmetic and rounds once
+// on store, so on the CPU executor (which runs the GPU's kernel source) its output and
+// gradients equal the float32 op on the widened inputs, rounded once: bit for bit, for both
+// 16-bit dtypes. None runs a separate conversion (autocast::counters() stays still).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "strata/strata.h"
+
+namespace strata {
+namespace {
+
+Tensor wide(const Tensor& t) { return t.to(DType::Float32); }
+
+void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  ASSERT_EQ(wide(got).to_vector<float>(), wide(want).to_vector<float>()) << what;
+}
+
+// A gradient in `dtype`: the float32 reference rounded once (or itself, for float32).
+Tensor rounded(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
+
+struct Case {
+  std::string name;
+  // The op on its input; the parameters (float32 leaves) come from `params`.
+  std::function<Tensor(const Tensor&, const std::vector<Tensor>&)> op;
+  std::vector<Tensor> params;
+};
+
+// op(x_in) with x_in in `in` dtype (the op giving `out`; under a 16-bit-activation scope of
+// `out` when `scoped`) against op(widened x_in) outside any scope, rounded to `out`; input
+// gradients likewise (rounded to `in`), parameter gradients float32 and equal.
+void check_against_widened(const Case& c, const Tensor& x32, const Tensor& g32, DType in, DType out,
+                           bool scoped = false) {
+  SCOPED_TRACE(c.name + " " + std::string(dtype_name(in)) + " -> " + std::string(dtype_name(out)));
+  auto fresh = [&] {
+    std::vector<Tensor> p;
+    for (const Tensor& t : c.params) p.push_back(t.clone().set_requires_grad(true));
+    return p;
+  };
+  const std::vector<Tensor> p16 = fresh(), p32 = fresh();
+  const Tensor x = x32.to(in).detach().set_requires_grad(true);
+  const Tensor xw = wide(x.detach()).set_requires_grad(true);
+  autocast::reset_counters();
+  Tensor y;
+  {
+    autocast::Scope scope(out, {.activations = true}, scoped);
+    y = c.op(x, p16);
+  }
+  ASSERT_EQ(y.dtype(), out);
+  const Tensor g = g32.to(out);
+  y.backward(g);
+  EXPECT_EQ(autocast::counters().conversions, 0u) << "a conversion ran outside the kernel";
+  const Tensor yw = c.op(xw, p32);
+  yw.backward(wide(g));
+  expect_same_bits(y, rounded(yw.detach(), out), "output");
+  expect_same_bits(x.grad(), rounded(xw.grad(), in), "input gradient");
+  for (size_t i = 0; i < p16.size(); ++i) expect_same_bits(p16[i].grad(), p32[i].grad(), "parameter gradient");
+}
+
+const DType kSixteen[] = {DType::BFloat16, DType::Float16};
+
+// 16-bit x gives its own dtype; a float32 x under 16-bit activations gives the scope's.
+TEST(SixteenBitKernels, LayerNormReadsAndWrites16Bit) {
+  Generator gen(61);
+  // Values well inside float16's range (no overflow in x or the output).
+  const Tensor x = add(mul(randn({9, 72}, {}, &gen), 3.0), 1.5), g = randn({9, 72}, {}, &gen);
+  const Tensor w = add(randn({72}, {}, &gen), 1.0), b = randn({72}, {}, &gen);
+  const Case ln{"layer_norm", [](const Tensor& t, const std::vector<Tensor>& p) { return layer_norm(t, p[0], p[1]); },
+                {w, b}};
+  const Case ln_plain{"layer_norm without parameters",
+                      [](const Tensor& t, const std::vector<Tensor>&) { return layer_norm(t, Tensor(), Tensor()); },
+                      {}};
+  for (const DType dt : kSixteen) {
+    check_against_widened(ln, x, g, dt, dt);
+    check_against_widened(ln_plain, x, g, dt, dt);
+    check_against_widened(ln, x, g, DType::Float32, dt, /*scoped=*/true);
+  }
+}
+
+}  // namespace
+}  // namespace strata
