@@ -6,6 +6,7 @@
 #include "backend/dispatch/device_dispatch.h"
 #include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
+#include "ops/unary16.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
 
@@ -31,9 +32,11 @@ Tensor gelu_wide(const Tensor& x) {
 
 }  // namespace
 
-// A 16-bit x: float32 math on the widened input, the output rounded to x's dtype.
+// A 16-bit x: the 16-bit kernel (float32 math, the output rounded once to x's dtype).
 Tensor gelu(const Tensor& x) {
-  if (const std::optional<DType> x16 = detail::sixteen_bit(x)) return detail::via_float32(x, *x16, gelu_wide);
+  if (detail::sixteen_bit(x))
+    return detail::sixteen_bit_activation(backend::UnaryOp::Gelu, backend::UnaryGradOp::Gelu, x, "gelu",
+                                          "GeluBackward");
   return gelu_wide(x);
 }
 

@@ -20,6 +20,11 @@ STRATA_CUDA_ENTRY(Tensor unary_grad(backend::UnaryGradOp op, const Tensor& grad,
                                     double p = 0, double q = 0))
 STRATA_CUDA_ENTRY(Tensor binary_grad(backend::BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b,
                                      const char* name))
+// gelu / silu and their gradients on contiguous 16-bit data (cuda/unary16.cpp): float32 math
+// per element, one rounding on store, as cpu/unary16.h.
+STRATA_CUDA_ENTRY(Tensor unary16(backend::UnaryOp op, const Tensor& x, const char* name))
+STRATA_CUDA_ENTRY(Tensor unary_grad16(backend::UnaryGradOp op, const Tensor& grad, const Tensor& saved,
+                                      const char* name))
 // self += alpha * other, self *= value: the CPU's rounding (alpha * other, then the sum),
 // through an out-of-place kernel and a copy into self (any strides).
 STRATA_CUDA_ENTRY(void add_inplace(const Tensor& self, const Tensor& other, double alpha))

@@ -72,8 +72,8 @@ TEST(SixteenBitKernels, LayerNormReadsAndWrites16Bit) {
   // Values well inside float16's range (no overflow in x or the output).
   const Tensor x = add(mul(randn({9, 72}, {}, &gen), 3.0), 1.5), g = randn({9, 72}, {}, &gen);
   const Tensor w = add(randn({72}, {}, &gen), 1.0), b = randn({72}, {}, &gen);
-  const Case ln{"layer_norm", [](const Tensor& t, const std::vector<Tensor>& p) { return layer_norm(t, p[0], p[1]); },
-                {w, b}};
+  const Case ln{
+      "layer_norm", [](const Tensor& t, const std::vector<Tensor>& p) { return layer_norm(t, p[0], p[1]); }, {w, b}};
   const Case ln_plain{"layer_norm without parameters",
                       [](const Tensor& t, const std::vector<Tensor>&) { return layer_norm(t, Tensor(), Tensor()); },
                       {}};
@@ -82,6 +82,19 @@ TEST(SixteenBitKernels, LayerNormReadsAndWrites16Bit) {
     check_against_widened(ln_plain, x, g, dt, dt);
     check_against_widened(ln, x, g, DType::Float32, dt, /*scoped=*/true);
   }
+}
+
+// gelu and silu: one pass over 16-bit memory each way; values across GELU's and SiLU's
+// curved range (|x| up to ~9), the tails included.
+TEST(SixteenBitKernels, GeluAndSiluReadAndWrite16Bit) {
+  Generator gen(62);
+  const Tensor x = mul(randn({7, 130}, {}, &gen), 3.0), g = randn({7, 130}, {}, &gen);
+  const std::vector<Case> cases = {
+      {"gelu", [](const Tensor& t, const std::vector<Tensor>&) { return gelu(t); }, {}},
+      {"silu", [](const Tensor& t, const std::vector<Tensor>&) { return silu(t); }, {}},
+  };
+  for (const Case& c : cases)
+    for (const DType dt : kSixteen) check_against_widened(c, x, g, dt, dt);
 }
 
 }  // namespace
