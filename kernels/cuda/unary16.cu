@@ -2,7 +2,7 @@
 // runs, on contiguous bfloat16/float16 data.
 #include <stdint.h>
 
-#include "cuda/float_dispatch.cuh"
+#include "cuda/for_each_n.cuh"
 #include "strata_kernels/common/unary16.h"
 #include "strata_kernels/elementwise.h"
 #include "strata_kernels/unary16.h"
@@ -10,18 +10,6 @@
 namespace {
 
 using namespace strata_kernels;
-
-template <class F>
-__global__ void for_each_n_kernel(int64_t n, F f) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{blockDim.x} * gridDim.x) f(i);
-}
-
-template <class F>
-cudaError_t for_each_n(int64_t n, F f, cudaStream_t s) {
-  if (n == 0) return cudaSuccess;
-  for_each_n_kernel<<<grid_for(n), kFloatKernelThreads, 0, s>>>(n, f);
-  return cudaGetLastError();
-}
 
 // f(S{}) for the 16-bit storage type of `type`.
 template <class F>

@@ -25,6 +25,10 @@ STRATA_CUDA_ENTRY(Tensor binary_grad(backend::BinaryGradOp op, const Tensor& gra
 STRATA_CUDA_ENTRY(Tensor unary16(backend::UnaryOp op, const Tensor& x, const char* name))
 STRATA_CUDA_ENTRY(Tensor unary_grad16(backend::UnaryGradOp op, const Tensor& grad, const Tensor& saved,
                                       const char* name))
+// add / mul of same-shape contiguous tensors, float32 or one 16-bit dtype each (cuda/binary16.cpp):
+// float32 math per element, one rounding on store, as cpu/binary16.h.
+STRATA_CUDA_ENTRY(Tensor binary16(backend::BinaryOp op, const Tensor& a, const Tensor& b, DType out_dtype,
+                                  const char* name))
 // self += alpha * other, self *= value: the CPU's rounding (alpha * other, then the sum),
 // through an out-of-place kernel and a copy into self (any strides).
 STRATA_CUDA_ENTRY(void add_inplace(const Tensor& self, const Tensor& other, double alpha))

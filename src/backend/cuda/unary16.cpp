@@ -1,10 +1,10 @@
 // CUDA glue of the 16-bit activations (kernels/cuda/unary16.cu, the functors the CPU runs):
 // tensors to pointers, one launch on the current stream.
+#include "strata_kernels/unary16.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/float_element_type.h"
 #include "strata/tensor/factory.h"
-#include "strata_kernels/unary16.h"
 
 namespace strata::cuda_ops {
 

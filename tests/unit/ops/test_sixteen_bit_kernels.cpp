@@ -97,5 +97,50 @@ TEST(SixteenBitKernels, GeluAndSiluReadAndWrite16Bit) {
     for (const DType dt : kSixteen) check_against_widened(c, x, g, dt, dt);
 }
 
+// a op b with a in `da`, b in `db` (float32 or the 16-bit dt; a mixed pair under an autocast
+// scope, which gives float32) against the float32 op of the widened operands, rounded once
+// to the result's dtype; each gradient likewise, rounded to its operand's dtype.
+void check_binary(const std::function<Tensor(const Tensor&, const Tensor&)>& op, const std::string& name,
+                  const Tensor& a32, const Tensor& b32, const Tensor& g32, DType da, DType db, DType dt) {
+  SCOPED_TRACE(name + " " + std::string(dtype_name(da)) + ", " + std::string(dtype_name(db)));
+  const Tensor a = a32.to(da).detach().set_requires_grad(true), b = b32.to(db).detach().set_requires_grad(true);
+  const Tensor aw = wide(a.detach()).set_requires_grad(true), bw = wide(b.detach()).set_requires_grad(true);
+  const DType out = da == db ? da : DType::Float32;
+  autocast::reset_counters();
+  Tensor y;
+  {
+    autocast::Scope scope(dt, {.activations = true}, da != db);
+    y = op(a, b);
+  }
+  ASSERT_EQ(y.dtype(), out);
+  y.backward(g32.to(out));
+  // Only a float32 output's gradient handed to a 16-bit addend changes dtype by itself.
+  const bool rounds_grad = name == "add" && da != db;
+  EXPECT_EQ(autocast::counters().conversions, rounds_grad ? 1u : 0u);
+  const Tensor yw = op(aw, bw);
+  yw.backward(wide(g32.to(out)));
+  expect_same_bits(y, rounded(yw.detach(), out), "output");
+  expect_same_bits(a.grad(), rounded(aw.grad(), da), "a's gradient");
+  expect_same_bits(b.grad(), rounded(bw.grad(), db), "b's gradient");
+}
+
+// Same-shape add and mul with 16-bit operands: both 16-bit (16-bit out) or one float32 (the
+// residual add: float32 out), either order.
+TEST(SixteenBitKernels, AddAndMulRead16BitOperands) {
+  Generator gen(63);
+  const Tensor a = randn({5, 66}, {}, &gen), b = mul(randn({5, 66}, {}, &gen), 4.0), g = randn({5, 66}, {}, &gen);
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&)>>> ops = {
+      {"add", [](const Tensor& x, const Tensor& y) { return add(x, y); }},
+      {"mul", [](const Tensor& x, const Tensor& y) { return mul(x, y); }},
+  };
+  for (const auto& [name, op] : ops) {
+    for (const DType dt : kSixteen) {
+      check_binary(op, name, a, b, g, dt, dt, dt);
+      check_binary(op, name, a, b, g, DType::Float32, dt, dt);
+      check_binary(op, name, a, b, g, dt, DType::Float32, dt);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace strata
