@@ -64,9 +64,9 @@ struct AttentionSoftmaxBackwardRows {
   }
 };
 
-template <class T, class I>
+template <class X, class T, class I>
 struct CrossEntropyRows {
-  const T* x;
+  const X* x;
   const I* targets;
   int64_t classes, ignore_index;
   T* stats;
@@ -103,19 +103,19 @@ __global__ void reset_status_kernel(StrataCrossEntropyStatus* status) {
   status->total = 0;
 }
 
-template <class T, class I>
+template <class X, class T, class I>
 struct CrossEntropyBackwardRows {
-  const T* x;
+  const X* x;
   const I* targets;
   const T* stats;
   int64_t classes, ignore_index;
   T coef;
-  T* dx;
+  X* dx;
   __device__ void operator()(int64_t r) const {
     const int64_t target = static_cast<int64_t>(targets[r]);
-    T* drow = dx + r * classes;
+    X* drow = dx + r * classes;
     if (target == ignore_index) {
-      WarpRow::for_each(classes, [&](int64_t j) { drow[j] = T(0); });
+      WarpRow::for_each(classes, [&](int64_t j) { store(drow[j], T(0)); });
       return;
     }
     cross_entropy_backward_row<WarpRow>(x + r * classes, classes, target, stats + 2 * r, coef, drow);
@@ -274,19 +274,20 @@ extern "C" cudaError_t strata_attention_softmax_backward_rows(int32_t type, cons
   });
 }
 
-extern "C" cudaError_t strata_cross_entropy_rows(int32_t type, int32_t index_type, const void* logits,
-                                                 const void* targets, int64_t rows, int64_t classes,
+extern "C" cudaError_t strata_cross_entropy_rows(int32_t type, int32_t logits_type, int32_t index_type,
+                                                 const void* logits, const void* targets, int64_t rows, int64_t classes,
                                                  int64_t ignore_index, void* stats, double* row_loss,
                                                  StrataCrossEntropyStatus* status, cudaStream_t s) {
   reset_status_kernel<<<1, 1, 0, s>>>(status);
-  cudaError_t err = for_float_type(type, [&](auto t) {
+  cudaError_t err = for_row_storage(type, logits_type, logits_type, [&](auto xt, auto t, auto) {
+    using X = decltype(xt);
     using T = decltype(t);
     return for_index_type(index_type, [&](auto i) {
       using I = decltype(i);
       return launch_for_each_row(
           rows,
-          CrossEntropyRows<T, I>{static_cast<const T*>(logits), static_cast<const I*>(targets), classes, ignore_index,
-                                 static_cast<T*>(stats), row_loss, status},
+          CrossEntropyRows<X, T, I>{static_cast<const X*>(logits), static_cast<const I*>(targets), classes,
+                                    ignore_index, static_cast<T*>(stats), row_loss, status},
           s);
     });
   });
@@ -295,19 +296,20 @@ extern "C" cudaError_t strata_cross_entropy_rows(int32_t type, int32_t index_typ
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t index_type, const void* logits,
-                                                          const void* targets, const void* stats, int64_t rows,
-                                                          int64_t classes, int64_t ignore_index, double coef, void* dx,
-                                                          cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t logits_type, int32_t index_type,
+                                                          const void* logits, const void* targets, const void* stats,
+                                                          int64_t rows, int64_t classes, int64_t ignore_index,
+                                                          double coef, void* dx, cudaStream_t s) {
+  return for_row_storage(type, logits_type, logits_type, [&](auto xt, auto t, auto) {
+    using X = decltype(xt);
     using T = decltype(t);
     return for_index_type(index_type, [&](auto i) {
       using I = decltype(i);
       return launch_for_each_row(
           rows,
-          CrossEntropyBackwardRows<T, I>{static_cast<const T*>(logits), static_cast<const I*>(targets),
-                                         static_cast<const T*>(stats), classes, ignore_index, static_cast<T>(coef),
-                                         static_cast<T*>(dx)},
+          CrossEntropyBackwardRows<X, T, I>{static_cast<const X*>(logits), static_cast<const I*>(targets),
+                                            static_cast<const T*>(stats), classes, ignore_index, static_cast<T>(coef),
+                                            static_cast<X*>(dx)},
           s);
     });
   });

@@ -47,12 +47,11 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return softmax_impl(x, dim, true);
 }
 
-// 16-bit logits: the loss of the widened logits, in float32 (torch autocast's rule for
-// losses); the logits' gradient comes back in their dtype.
+// 16-bit logits: the kernel reads them and computes in float32, giving a float32 loss
+// (torch autocast's rule for losses); the logits' gradient is written in their dtype.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
-  if (detail::sixteen_bit(logits))
-    return cross_entropy(detail::autocast_convert(logits, DType::Float32), targets, ignore_index);
-  detail::check_nn_input(logits, "cross_entropy", "logits");
+  STRATA_CHECK(logits.defined(), "cross_entropy: logits are undefined");
+  if (!detail::sixteen_bit(logits)) detail::check_nn_input(logits, "cross_entropy", "logits");
   STRATA_CHECK(logits.dim() == 2, "cross_entropy: logits must be [N, C], got shape ", logits.shape(),
                " (flatten the leading dimensions with view({-1, C}))");
   STRATA_CHECK(targets.defined(), "cross_entropy: targets are undefined");

@@ -34,13 +34,16 @@ typedef struct StrataCrossEntropyStatus {
 } StrataCrossEntropyStatus;
 
 // stats: [rows, 2] of type (max, log sum exp); row_loss: [rows] double scratch; status is
-// reset by the call.
-cudaError_t strata_cross_entropy_rows(int32_t type, int32_t index_type, const void* logits, const void* targets,
-                                      int64_t rows, int64_t classes, int64_t ignore_index, void* stats,
-                                      double* row_loss, StrataCrossEntropyStatus* status, cudaStream_t stream);
-cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t index_type, const void* logits,
-                                               const void* targets, const void* stats, int64_t rows, int64_t classes,
-                                               int64_t ignore_index, double coef, void* dx, cudaStream_t stream);
+// reset by the call. The logits (and dx) are stored as logits_type: `type`, or, with type
+// F32, BF16/F16 (common/storage16.h: widened on load, dx rounded once on store).
+cudaError_t strata_cross_entropy_rows(int32_t type, int32_t logits_type, int32_t index_type, const void* logits,
+                                      const void* targets, int64_t rows, int64_t classes, int64_t ignore_index,
+                                      void* stats, double* row_loss, StrataCrossEntropyStatus* status,
+                                      cudaStream_t stream);
+cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t logits_type, int32_t index_type,
+                                               const void* logits, const void* targets, const void* stats, int64_t rows,
+                                               int64_t classes, int64_t ignore_index, double coef, void* dx,
+                                               cudaStream_t stream);
 
 // The norms compute in `type` (weight, bias, mean, rstd, dweight, dbias, partials); x and dx
 // are stored as x_type, y and grad as y_type: each `type`, or, with type F32, F32/BF16/F16

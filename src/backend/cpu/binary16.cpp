@@ -33,8 +33,8 @@ void run(const Tensor& a, const Tensor& b, const Tensor& out, DType sixteen, con
   float_or<S>(a.dtype(), sixteen, op, [&]<class A>() {
     float_or<S>(b.dtype(), sixteen, op, [&]<class B>() {
       float_or<S>(out.dtype(), sixteen, op, [&]<class O>() {
-        for_each_n(out.numel(), strata_kernels::Binary16<A, B, O, C>{storage<const A>(a), storage<const B>(b),
-                                                                     storage<O>(out)});
+        for_each_n(out.numel(),
+                   strata_kernels::Binary16<A, B, O, C>{storage<const A>(a), storage<const B>(b), storage<O>(out)});
       });
     });
   });

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/dim_layout.h"
 #include "backend/cpu/multiversion.h"
+#include "backend/cpu/row_storage.h"
 #include "strata/tensor/factory.h"
 #include "strata_kernels/common/fast_math.h"
 #include "strata_kernels/common/row_softmax.h"
@@ -231,8 +232,8 @@ decltype(auto) dispatch_index(const Tensor& targets, F&& f) {
 }
 
 // Per row: stats = (max, log sum exp(x - max)), loss = logsumexp - x[target].
-template <class T, class I>
-STRATA_MULTIVERSION void cross_entropy_kernel(const T* x, const I* targets, int64_t rows, int64_t classes,
+template <class X, class T, class I>
+STRATA_MULTIVERSION void cross_entropy_kernel(const X* x, const I* targets, int64_t rows, int64_t classes,
                                               int64_t ignore_index, T* stats, double* row_loss) {
 #pragma omp parallel for if (rows * classes > kParallelThreshold) schedule(static)
   for (int64_t i = 0; i < rows; ++i) {
@@ -247,15 +248,15 @@ STRATA_MULTIVERSION void cross_entropy_kernel(const T* x, const I* targets, int6
 }
 
 // dx = exp(x - logsumexp) * coef - coef * onehot(target); zero rows for ignored targets.
-template <class T, class I>
-STRATA_MULTIVERSION void cross_entropy_backward_kernel(const T* x, const I* targets, const T* stats, int64_t rows,
-                                                       int64_t classes, int64_t ignore_index, T coef, T* dx) {
+template <class X, class T, class I>
+STRATA_MULTIVERSION void cross_entropy_backward_kernel(const X* x, const I* targets, const T* stats, int64_t rows,
+                                                       int64_t classes, int64_t ignore_index, T coef, X* dx) {
 #pragma omp parallel for if (rows * classes > kParallelThreshold) schedule(static)
   for (int64_t i = 0; i < rows; ++i) {
-    T* drow = dx + i * classes;
+    X* drow = dx + i * classes;
     const int64_t target = static_cast<int64_t>(targets[i]);
     if (target == ignore_index) {
-      std::fill(drow, drow + classes, T(0));
+      for (int64_t j = 0; j < classes; ++j) strata_kernels::store(drow[j], T(0));
       continue;
     }
     strata_kernels::cross_entropy_backward_row<CpuRow>(x + i * classes, classes, target, stats + 2 * i, coef, drow);
@@ -266,21 +267,22 @@ STRATA_MULTIVERSION void cross_entropy_backward_kernel(const T* x, const I* targ
 
 CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
   const int64_t rows = logits.size(0), classes = logits.size(1);
+  const DType compute = row_compute_dtype(logits.dtype());
   CrossEntropyResult r;
-  r.stats = empty({rows, 2}, {.dtype = logits.dtype()});
+  r.stats = empty({rows, 2}, {.dtype = compute});
   r.count = dispatch_index(targets, [&](const auto* t) { return check_targets(t, rows, classes, ignore_index); });
   Tensor row_loss = empty({rows}, {.dtype = DType::Float64});
   const double* pl = row_loss.data<double>();
-  detail::dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
+  dispatch_row_storage(logits.dtype(), logits.dtype(), "cross_entropy", [&]<class X, class T, class>() {
     dispatch_index(targets, [&](const auto* t) {
-      cross_entropy_kernel(logits.data<T>(), t, rows, classes, ignore_index, r.stats.data<T>(),
+      cross_entropy_kernel(storage<const X>(logits), t, rows, classes, ignore_index, r.stats.data<T>(),
                            row_loss.data<double>());
     });
   });
   // In the row order (row_reduce.h) over the rows' losses: independent of the number of
   // threads, and what the GPU's warp computes.
   const double total = CpuRow::sum(rows, [&](int64_t i) { return pl[i]; });
-  r.loss = scalar_tensor(r.count > 0 ? total / static_cast<double>(r.count) : 0.0, {.dtype = logits.dtype()});
+  r.loss = scalar_tensor(r.count > 0 ? total / static_cast<double>(r.count) : 0.0, {.dtype = compute});
   return r;
 }
 
@@ -289,10 +291,10 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   const int64_t rows = logits.size(0), classes = logits.size(1);
   Tensor dx = empty_like(logits);
   const double coef = count > 0 ? grad_loss.item() / static_cast<double>(count) : 0.0;
-  detail::dispatch_floating(logits.dtype(), "cross_entropy backward", [&]<class T>() {
+  dispatch_row_storage(logits.dtype(), logits.dtype(), "cross_entropy backward", [&]<class X, class T, class>() {
     dispatch_index(targets, [&](const auto* t) {
-      cross_entropy_backward_kernel(logits.data<T>(), t, stats.data<T>(), rows, classes, ignore_index,
-                                    static_cast<T>(coef), dx.data<T>());
+      cross_entropy_backward_kernel(storage<const X>(logits), t, stats.data<T>(), rows, classes, ignore_index,
+                                    static_cast<T>(coef), storage<X>(dx));
     });
   });
   return dx;

@@ -24,7 +24,8 @@ Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal
 Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal);
 
 using backend::CrossEntropyResult;
-// logits contiguous [N, C], targets contiguous int32/int64 [N]. Throws naming the first
+// logits contiguous [N, C] (float32, float64, or 16-bit: float32 math, stats and loss, the
+// gradient rounded once to the logits' dtype), targets contiguous int32/int64 [N]. Throws naming the first
 // target outside [0, C) that is not ignore_index. The loss is the mean over the counted
 // targets, or 0 when every target is ignored.
 CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index);

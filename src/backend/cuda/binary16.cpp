@@ -1,10 +1,10 @@
 // CUDA glue of the 16-bit add / mul (kernels/cuda/binary16.cu, the functor the CPU runs):
 // tensors to pointers, one launch on the current stream.
+#include "strata_kernels/binary16.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/float_element_type.h"
 #include "strata/tensor/factory.h"
-#include "strata_kernels/binary16.h"
 
 namespace strata::cuda_ops {
 

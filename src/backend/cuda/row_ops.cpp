@@ -96,16 +96,17 @@ Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, doubl
 backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
   Launch l(logits, "cross_entropy");
   const int64_t rows = logits.size(0), classes = logits.size(1);
-  const int32_t type = float_type(logits.dtype(), "cross_entropy");
+  const DType compute = cuda_detail::compute_dtype_of(logits.dtype());
+  const int32_t type = float_type(compute, "cross_entropy");
   backend::CrossEntropyResult r;
-  r.stats = empty({rows, 2}, like(logits, logits.dtype()));
+  r.stats = empty({rows, 2}, like(logits, compute));
   Tensor row_loss = empty({rows}, like(logits, DType::Float64));
   static_assert(sizeof(StrataCrossEntropyStatus) == 3 * sizeof(int64_t));
   Tensor status = empty({3}, like(logits, DType::Int64));
-  STRATA_LAUNCH(strata_cross_entropy_rows(type, index_type(targets.dtype()), logits.data_ptr(), targets.data_ptr(),
-                                          rows, classes, ignore_index, r.stats.data_ptr(),
-                                          static_cast<double*>(row_loss.data_ptr()),
-                                          static_cast<StrataCrossEntropyStatus*>(status.data_ptr()), l.stream));
+  STRATA_LAUNCH(strata_cross_entropy_rows(
+      type, cuda_detail::storage_element_type(logits.dtype(), "cross_entropy"), index_type(targets.dtype()),
+      logits.data_ptr(), targets.data_ptr(), rows, classes, ignore_index, r.stats.data_ptr(),
+      static_cast<double*>(row_loss.data_ptr()), static_cast<StrataCrossEntropyStatus*>(status.data_ptr()), l.stream));
   // The count is the host's (backward scales by it), so this waits for the kernels.
   const std::vector<int64_t> words = status.to_vector<int64_t>();
   StrataCrossEntropyStatus s;
@@ -117,7 +118,7 @@ backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Te
                 " classes (expected [0, ", classes, ") or ignore_index ", ignore_index, ")");
   }
   r.count = static_cast<int64_t>(s.count);
-  r.loss = full({}, r.count > 0 ? s.total / static_cast<double>(r.count) : 0.0, like(logits, logits.dtype()));
+  r.loss = full({}, r.count > 0 ? s.total / static_cast<double>(r.count) : 0.0, like(logits, compute));
   return r;
 }
 
@@ -128,8 +129,10 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   Tensor dx = empty_like(logits);
   if (rows == 0) return dx;
   const double coef = count > 0 ? grad_loss.item() / static_cast<double>(count) : 0.0;
+  const char* op = "cross_entropy backward";
   STRATA_LAUNCH(strata_cross_entropy_backward_rows(
-      float_type(logits.dtype(), "cross_entropy backward"), index_type(targets.dtype()), logits.data_ptr(),
+      float_type(cuda_detail::compute_dtype_of(logits.dtype()), op),
+      cuda_detail::storage_element_type(logits.dtype(), op), index_type(targets.dtype()), logits.data_ptr(),
       targets.data_ptr(), stats.data_ptr(), rows, classes, ignore_index, coef, dx.data_ptr(), l.stream));
   return dx;
 }

@@ -142,5 +142,29 @@ TEST(SixteenBitKernels, AddAndMulRead16BitOperands) {
   }
 }
 
+// cross_entropy reads 16-bit logits: the float32 loss of the widened logits exactly, the
+// logits' gradient (an ignored row's zeros included) rounded once to their dtype.
+TEST(SixteenBitKernels, CrossEntropyReads16BitLogits) {
+  Generator gen(64);
+  const Tensor logits = mul(randn({6, 41}, {}, &gen), 2.0);
+  Tensor targets = randint(0, 41, {6}, {.dtype = DType::Int64}, &gen);
+  targets = where(eq(arange(0, 6), 2.0), full({6}, -100, {.dtype = DType::Int64}), targets);
+  for (const DType dt : kSixteen) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const Tensor l16 = logits.to(dt).detach().set_requires_grad(true);
+    const Tensor lw = wide(l16.detach()).set_requires_grad(true);
+    autocast::reset_counters();
+    const Tensor loss16 = cross_entropy(l16, targets, -100);
+    loss16.backward();
+    EXPECT_EQ(autocast::counters().conversions, 0u);
+    const Tensor loss32 = cross_entropy(lw, targets, -100);
+    loss32.backward();
+    ASSERT_EQ(loss16.dtype(), DType::Float32);
+    EXPECT_EQ(loss16.item(), loss32.item());
+    expect_same_bits(l16.grad(), lw.grad().to(dt), "logits gradient");
+    EXPECT_EQ(wide(l16.grad()).select(0, 2).abs().sum().item(), 0.0) << "the ignored row's gradient";
+  }
+}
+
 }  // namespace
 }  // namespace strata

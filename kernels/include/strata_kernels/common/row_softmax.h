@@ -11,6 +11,7 @@
 #include "strata_kernels/common/fast_math.h"
 #include "strata_kernels/common/macros.h"
 #include "strata_kernels/common/row_reduce.h"
+#include "strata_kernels/common/storage16.h"
 
 namespace strata_kernels {
 
@@ -95,26 +96,29 @@ STRATA_HD int64_t attention_valid_keys(int64_t row, int64_t tq, int64_t tk, bool
 
 // Cross-entropy of one row of logits against class `target` (the caller skips ignored
 // rows): stats[0] = max m, stats[1] = log(sum exp(x - m)) (the leader writes them), and the
-// row's loss logsumexp - x[target] in double.
-template <class R, class T>
-STRATA_HD double cross_entropy_row(const T* x, int64_t n, int64_t target, T* stats) {
-  const T m = row_max<R>(x, n);
-  const double log_sum = log(R::sum(n, [&](int64_t j) { return static_cast<double>(fast_exp(x[j] - m)); }));
+// row's loss logsumexp - x[target] in double. The logits may be stored in 16 bits (X,
+// storage16.h) with T float: each is widened on load, the rest is T's arithmetic.
+template <class R, class X, class T>
+STRATA_HD double cross_entropy_row(const X* x, int64_t n, int64_t target, T* stats) {
+  const T m = R::max(
+      n, [&](int64_t j) { return static_cast<T>(widen(x[j])); }, lowest_value<T>());
+  const double log_sum =
+      log(R::sum(n, [&](int64_t j) { return static_cast<double>(fast_exp(static_cast<T>(widen(x[j])) - m)); }));
   if (R::leader()) {
     stats[0] = m;
     stats[1] = static_cast<T>(log_sum);
   }
-  return log_sum - (static_cast<double>(x[target]) - static_cast<double>(m));
+  return log_sum - (static_cast<double>(widen(x[target])) - static_cast<double>(m));
 }
 
 // d loss / d x of one counted row: (softmax(x) - onehot(target)) * coef, with
-// coef = grad / count, from the forward's stats.
-template <class R, class T>
-STRATA_HD void cross_entropy_backward_row(const T* x, int64_t n, int64_t target, const T* stats, T coef, T* dx) {
+// coef = grad / count, from the forward's stats; dx is stored as the logits (rounded once).
+template <class R, class X, class T>
+STRATA_HD void cross_entropy_backward_row(const X* x, int64_t n, int64_t target, const T* stats, T coef, X* dx) {
   const T m = stats[0], log_sum = stats[1];
   R::for_each(n, [&](int64_t j) {
-    const T p = fast_exp((x[j] - m) - log_sum) * coef;
-    dx[j] = j == target ? p - coef : p;
+    const T p = fast_exp((static_cast<T>(widen(x[j])) - m) - log_sum) * coef;
+    store(dx[j], j == target ? p - coef : p);
   });
 }
 
