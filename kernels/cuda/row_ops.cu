@@ -147,20 +147,24 @@ struct LayerNormBackwardRows {
   }
 };
 
-template <class T>
+template <class X, class T, class Y>
 struct RmsNormRows {
-  const T *x, *w;
+  const X* x;
+  const T* w;
   int64_t d;
   double eps;
-  T *y, *rstd;
+  Y* y;
+  T* rstd;
   __device__ void operator()(int64_t r) const { rms_norm_row<WarpRow>(x + r * d, w, d, eps, y + r * d, rstd + r); }
 };
 
-template <class T>
+template <class X, class T, class G>
 struct RmsNormBackwardRows {
-  const T *g, *x, *w, *rstd;
+  const G* g;
+  const X* x;
+  const T *w, *rstd;
   int64_t d;
-  T* dx;
+  X* dx;
   __device__ void operator()(int64_t r) const {
     rms_norm_backward_row<WarpRow>(g + r * d, x + r * d, w, rstd[r], d, dx + r * d);
   }
@@ -187,8 +191,8 @@ __global__ void layer_norm_partials_kernel(const G* g, const X* x, const T* mean
   }
 }
 
-template <class T>
-__global__ void rms_norm_partials_kernel(const T* g, const T* x, const T* rstd, int64_t rows, int64_t d, T* partials) {
+template <class X, class T, class G>
+__global__ void rms_norm_partials_kernel(const G* g, const X* x, const T* rstd, int64_t rows, int64_t d, T* partials) {
   const int64_t blocks = column_blocks(rows);
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < blocks * d;
        k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -196,7 +200,7 @@ __global__ void rms_norm_partials_kernel(const T* g, const T* x, const T* rstd, 
     const int64_t end = (b + 1) * kColumnBlockRows < rows ? (b + 1) * kColumnBlockRows : rows;
     T dw = 0;
     for (int64_t i = b * kColumnBlockRows; i < end; ++i)
-      dw += rms_norm_dweight_term(g[i * d + j], x[i * d + j], rstd[i]);
+      dw += rms_norm_dweight_term<T>(widen(g[i * d + j]), widen(x[i * d + j]), rstd[i]);
     partials[b * d + j] = dw;
   }
 }
@@ -359,28 +363,33 @@ extern "C" cudaError_t strata_layer_norm_backward(int32_t type, int32_t x_type, 
   });
 }
 
-extern "C" cudaError_t strata_rms_norm_rows(int32_t type, const void* x, const void* weight, int64_t rows, int64_t d,
-                                            double eps, void* y, void* rstd, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_rms_norm_rows(int32_t type, int32_t x_type, int32_t y_type, const void* x,
+                                            const void* weight, int64_t rows, int64_t d, double eps, void* y,
+                                            void* rstd, cudaStream_t s) {
+  return for_row_storage(type, x_type, y_type, [&](auto xt, auto t, auto yt) {
+    using X = decltype(xt);
     using T = decltype(t);
+    using Y = decltype(yt);
     return launch_for_each_row(rows,
-                               RmsNormRows<T>{static_cast<const T*>(x), static_cast<const T*>(weight), d, eps,
-                                              static_cast<T*>(y), static_cast<T*>(rstd)},
+                               RmsNormRows<X, T, Y>{static_cast<const X*>(x), static_cast<const T*>(weight), d, eps,
+                                                    static_cast<Y*>(y), static_cast<T*>(rstd)},
                                s);
   });
 }
 
-extern "C" cudaError_t strata_rms_norm_backward(int32_t type, const void* grad, const void* x, const void* weight,
-                                                const void* rstd, int64_t rows, int64_t d, void* dx, void* partials,
-                                                void* dweight, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) -> cudaError_t {
+extern "C" cudaError_t strata_rms_norm_backward(int32_t type, int32_t x_type, int32_t y_type, const void* grad,
+                                                const void* x, const void* weight, const void* rstd, int64_t rows,
+                                                int64_t d, void* dx, void* partials, void* dweight, cudaStream_t s) {
+  return for_row_storage(type, x_type, y_type, [&](auto xt, auto t, auto gt) -> cudaError_t {
+    using X = decltype(xt);
     using T = decltype(t);
-    const T* g = static_cast<const T*>(grad);
-    const T* xv = static_cast<const T*>(x);
+    using G = decltype(gt);
+    const G* g = static_cast<const G*>(grad);
+    const X* xv = static_cast<const X*>(x);
     const T* rs = static_cast<const T*>(rstd);
     if (dx != nullptr) {
       const cudaError_t err = launch_for_each_row(
-          rows, RmsNormBackwardRows<T>{g, xv, static_cast<const T*>(weight), rs, d, static_cast<T*>(dx)}, s);
+          rows, RmsNormBackwardRows<X, T, G>{g, xv, static_cast<const T*>(weight), rs, d, static_cast<X*>(dx)}, s);
       if (err != cudaSuccess) return err;
     }
     if (dweight == nullptr) return cudaSuccess;

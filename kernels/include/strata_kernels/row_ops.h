@@ -58,12 +58,12 @@ cudaError_t strata_layer_norm_backward(int32_t type, int32_t x_type, int32_t y_t
                                        const void* weight, const void* mean, const void* rstd, int64_t rows, int64_t d,
                                        void* dx, void* partials, void* dweight, void* dbias, cudaStream_t stream);
 
-cudaError_t strata_rms_norm_rows(int32_t type, const void* x, const void* weight, int64_t rows, int64_t d, double eps,
-                                 void* y, void* rstd, cudaStream_t stream);
+cudaError_t strata_rms_norm_rows(int32_t type, int32_t x_type, int32_t y_type, const void* x, const void* weight,
+                                 int64_t rows, int64_t d, double eps, void* y, void* rstd, cudaStream_t stream);
 // partials: [column_blocks(rows), d] scratch (common/column_sum.h) when dweight is not null.
-cudaError_t strata_rms_norm_backward(int32_t type, const void* grad, const void* x, const void* weight,
-                                     const void* rstd, int64_t rows, int64_t d, void* dx, void* partials, void* dweight,
-                                     cudaStream_t stream);
+cudaError_t strata_rms_norm_backward(int32_t type, int32_t x_type, int32_t y_type, const void* grad, const void* x,
+                                     const void* weight, const void* rstd, int64_t rows, int64_t d, void* dx,
+                                     void* partials, void* dweight, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

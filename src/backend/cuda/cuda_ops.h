@@ -87,7 +87,8 @@ STRATA_CUDA_ENTRY(backend::LayerNormResult layer_norm_forward(const Tensor& x, c
 STRATA_CUDA_ENTRY(backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                                               const Tensor& mean, const Tensor& rstd, bool need_dx,
                                                               bool need_dweight, bool need_dbias))
-STRATA_CUDA_ENTRY(backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps))
+STRATA_CUDA_ENTRY(backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps,
+                                                          DType out_dtype))
 STRATA_CUDA_ENTRY(backend::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                                           const Tensor& rstd, bool need_dx, bool need_dweight))
 

@@ -177,30 +177,36 @@ backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x,
   return g;
 }
 
-backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps) {
-  Launch l(x, "rms_norm");
+backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, DType out_dtype) {
+  const char* op = "rms_norm";
+  Launch l(x, op);
   const Rows r = rows_of(x);
-  backend::RmsNormResult out{empty_like(x), empty({r.rows}, like(x, x.dtype()))};
+  const DType compute = cuda_detail::compute_dtype_of(x.dtype());
+  backend::RmsNormResult out{empty(x.shape(), like(x, out_dtype)), empty({r.rows}, like(x, compute))};
   if (r.rows == 0) return out;
-  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
-  STRATA_LAUNCH(strata_rms_norm_rows(float_type(x.dtype(), "rms_norm"), x.data_ptr(), w.data_ptr(), r.rows, r.n, eps,
-                                     out.out.data_ptr(), out.rstd.data_ptr(), l.stream));
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, compute));
+  STRATA_LAUNCH(strata_rms_norm_rows(float_type(compute, op), cuda_detail::storage_element_type(x.dtype(), op),
+                                     cuda_detail::storage_element_type(out_dtype, op), x.data_ptr(), w.data_ptr(),
+                                     r.rows, r.n, eps, out.out.data_ptr(), out.rstd.data_ptr(), l.stream));
   return out;
 }
 
 backend::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                         bool need_dx, bool need_dweight) {
-  Launch l(x, "rms_norm backward");
+  const char* op = "rms_norm backward";
+  Launch l(x, op);
   const Rows r = rows_of(x);
+  const DType compute = cuda_detail::compute_dtype_of(x.dtype());
   backend::RmsNormGrads g;
   if (need_dx) g.dx = empty_like(x);
-  if (need_dweight) g.dweight = zeros({r.n}, like(x, x.dtype()));
+  if (need_dweight) g.dweight = zeros({r.n}, like(x, compute));
   if (r.rows == 0) return g;
-  Tensor partials = need_dweight ? empty({strata_kernels::column_blocks(r.rows), r.n}, like(x, x.dtype())) : Tensor();
-  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
+  Tensor partials = need_dweight ? empty({strata_kernels::column_blocks(r.rows), r.n}, like(x, compute)) : Tensor();
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, compute));
   STRATA_LAUNCH(strata_rms_norm_backward(
-      float_type(x.dtype(), "rms_norm backward"), grad.data_ptr(), x.data_ptr(), w.data_ptr(), rstd.data_ptr(), r.rows,
-      r.n, need_dx ? g.dx.data_ptr() : nullptr, need_dweight ? partials.data_ptr() : nullptr,
+      float_type(compute, op), cuda_detail::storage_element_type(x.dtype(), op),
+      cuda_detail::storage_element_type(grad.dtype(), op), grad.data_ptr(), x.data_ptr(), w.data_ptr(), rstd.data_ptr(),
+      r.rows, r.n, need_dx ? g.dx.data_ptr() : nullptr, need_dweight ? partials.data_ptr() : nullptr,
       need_dweight ? g.dweight.data_ptr() : nullptr, l.stream));
   return g;
 }

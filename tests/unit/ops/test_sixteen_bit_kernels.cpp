@@ -66,8 +66,9 @@ void check_against_widened(const Case& c, const Tensor& x32, const Tensor& g32, 
 
 const DType kSixteen[] = {DType::BFloat16, DType::Float16};
 
-// 16-bit x gives its own dtype; a float32 x under 16-bit activations gives the scope's.
-TEST(SixteenBitKernels, LayerNormReadsAndWrites16Bit) {
+// layer_norm and rms_norm: a 16-bit x gives its own dtype; a float32 x under 16-bit
+// activations gives the scope's.
+TEST(SixteenBitKernels, NormsReadAndWrite16Bit) {
   Generator gen(61);
   // Values well inside float16's range (no overflow in x or the output).
   const Tensor x = add(mul(randn({9, 72}, {}, &gen), 3.0), 1.5), g = randn({9, 72}, {}, &gen);
@@ -77,10 +78,13 @@ TEST(SixteenBitKernels, LayerNormReadsAndWrites16Bit) {
   const Case ln_plain{"layer_norm without parameters",
                       [](const Tensor& t, const std::vector<Tensor>&) { return layer_norm(t, Tensor(), Tensor()); },
                       {}};
+  const Case rms{"rms_norm", [](const Tensor& t, const std::vector<Tensor>& p) { return rms_norm(t, p[0]); }, {w}};
+  const Case rms_plain{
+      "rms_norm without weight", [](const Tensor& t, const std::vector<Tensor>&) { return rms_norm(t, Tensor()); }, {}};
   for (const DType dt : kSixteen) {
-    check_against_widened(ln, x, g, dt, dt);
-    check_against_widened(ln_plain, x, g, dt, dt);
+    for (const Case* c : {&ln, &ln_plain, &rms, &rms_plain}) check_against_widened(*c, x, g, dt, dt);
     check_against_widened(ln, x, g, DType::Float32, dt, /*scoped=*/true);
+    check_against_widened(rms, x, g, DType::Float32, dt, /*scoped=*/true);
   }
 }
 
