@@ -38,23 +38,25 @@ struct SoftmaxBackwardRows {
   }
 };
 
-template <class T>
+template <class X, class T, class Y>
 struct AttentionSoftmaxRows {
-  const T* s;
+  const X* s;
   T* p;
+  Y* p16;  // null when Y is T
   int64_t tq, tk;
   T scale;
   bool causal;
   __device__ void operator()(int64_t r) const {
-    prefix_softmax_row<WarpRow>(s + r * tk, p + r * tk, tk, attention_valid_keys(r, tq, tk, causal), scale);
+    prefix_softmax_row<WarpRow>(s + r * tk, p + r * tk, p16 == nullptr ? p16 : p16 + r * tk, tk,
+                                attention_valid_keys(r, tq, tk, causal), scale);
   }
 };
 
-template <class T>
+template <class G, class T>
 struct AttentionSoftmaxBackwardRows {
-  const T* g;
+  const G* g;
   const T* p;
-  T* dx;
+  G* dx;
   int64_t tq, tk;
   T scale;
   bool causal;
@@ -253,27 +255,33 @@ extern "C" cudaError_t strata_softmax_backward_rows(int32_t type, const void* gr
   });
 }
 
-extern "C" cudaError_t strata_attention_softmax_rows(int32_t type, const void* scores, void* probs, int64_t rows,
+extern "C" cudaError_t strata_attention_softmax_rows(int32_t type, int32_t scores_type, int32_t out_type,
+                                                     const void* scores, void* probs, void* out, int64_t rows,
                                                      int64_t tq, int64_t tk, double scale, int32_t causal,
                                                      cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+  return for_row_storage(type, scores_type, out_type, [&](auto xt, auto t, auto yt) {
+    using X = decltype(xt);
     using T = decltype(t);
+    using Y = decltype(yt);
+    Y* p16 = SeparateStorage<T, Y>::value ? static_cast<Y*>(out) : nullptr;
     return launch_for_each_row(rows,
-                               AttentionSoftmaxRows<T>{static_cast<const T*>(scores), static_cast<T*>(probs), tq, tk,
-                                                       static_cast<T>(scale), causal != 0},
+                               AttentionSoftmaxRows<X, T, Y>{static_cast<const X*>(scores), static_cast<T*>(probs), p16,
+                                                             tq, tk, static_cast<T>(scale), causal != 0},
                                s);
   });
 }
 
-extern "C" cudaError_t strata_attention_softmax_backward_rows(int32_t type, const void* grad, const void* probs,
-                                                              void* dx, int64_t rows, int64_t tq, int64_t tk,
-                                                              double scale, int32_t causal, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_attention_softmax_backward_rows(int32_t type, int32_t grad_type, const void* grad,
+                                                              const void* probs, void* dx, int64_t rows, int64_t tq,
+                                                              int64_t tk, double scale, int32_t causal,
+                                                              cudaStream_t s) {
+  return for_row_storage(type, grad_type, grad_type, [&](auto gt, auto t, auto) {
+    using G = decltype(gt);
     using T = decltype(t);
     return launch_for_each_row(
         rows,
-        AttentionSoftmaxBackwardRows<T>{static_cast<const T*>(grad), static_cast<const T*>(probs), static_cast<T*>(dx),
-                                        tq, tk, static_cast<T>(scale), causal != 0},
+        AttentionSoftmaxBackwardRows<G, T>{static_cast<const G*>(grad), static_cast<const T*>(probs),
+                                           static_cast<G*>(dx), tq, tk, static_cast<T>(scale), causal != 0},
         s);
   });
 }

@@ -21,6 +21,12 @@ using BinaryGradOp = strata_kernels::BinaryGradCode;
 using RoundingOp = strata_kernels::RoundingCode;
 using ClassifyOp = strata_kernels::ClassifyCode;
 
+// Attention's probabilities in the compute dtype (what backward reads) and the op's output:
+// the same tensor, or its 16-bit rounding written by the same kernel.
+struct AttentionProbs {
+  Tensor probs, out;
+};
+
 struct LayerNormResult {
   Tensor out;   // x's shape
   Tensor mean;  // [rows], x's dtype

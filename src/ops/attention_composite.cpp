@@ -3,7 +3,6 @@
 #include "backend/cpu/softmax.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
-#include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/elementwise.h"
@@ -11,15 +10,18 @@
 
 namespace strata::detail {
 
+// 16-bit scores: the kernel computes in float32 and writes the float32 probabilities
+// (backward's operand, as a float32 softmax keeps them) and their 16-bit rounding (the
+// output) in one pass; backward reads the 16-bit gradient and writes a 16-bit one.
 Tensor attention_softmax(const Tensor& scores, double scale, bool causal) {
-  if (const std::optional<DType> s16 = sixteen_bit(scores))  // 16-bit scores: float32 softmax, rounded once
-    return via_float32(scores, *s16, [&](const Tensor& wide) { return attention_softmax(wide, scale, causal); });
   const Tensor s = contiguous_data(scores);
-  Tensor probs = on_device(
-      "attention softmax", s.device(), [&] { return cpu::attention_softmax_forward(s, scale, causal); },
-      [&] { return cuda_ops::attention_softmax_forward(s, scale, causal); });
+  const DType out_dtype = scores.dtype();
+  const backend::AttentionProbs p = on_device(
+      "attention softmax", s.device(), [&] { return cpu::attention_softmax_forward(s, scale, causal, out_dtype); },
+      [&] { return cuda_ops::attention_softmax_forward(s, scale, causal, out_dtype); });
+  const Tensor& probs = p.out;
   if (autograd::needs_grad({scores})) {
-    const Tensor saved = probs.detach();
+    const Tensor saved = p.probs.detach();
     autograd::record("AttentionSoftmaxBackward", {scores}, {probs}, {saved},
                      [saved, scale, causal](autograd::BackwardContext& ctx) {
                        const Tensor g = contiguous_data(ctx.grad());

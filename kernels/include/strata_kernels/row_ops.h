@@ -17,12 +17,16 @@ cudaError_t strata_softmax_backward_rows(int32_t type, const void* grad, const v
                                          int64_t n, int32_t log_softmax, cudaStream_t stream);
 
 // Attention's probabilities from scores [rows = stack * tq, tk]: per row the softmax of
-// scale * s over the keys its query may see (common/row_softmax.h), 0 elsewhere.
-cudaError_t strata_attention_softmax_rows(int32_t type, const void* scores, void* probs, int64_t rows, int64_t tq,
-                                          int64_t tk, double scale, int32_t causal, cudaStream_t stream);
-cudaError_t strata_attention_softmax_backward_rows(int32_t type, const void* grad, const void* probs, void* dx,
-                                                   int64_t rows, int64_t tq, int64_t tk, double scale, int32_t causal,
-                                                   cudaStream_t stream);
+// scale * s over the keys its query may see (common/row_softmax.h), 0 elsewhere. probs are
+// in `type`; scores may be 16-bit (scores_type, with type F32), and with a 16-bit out_type
+// `out` receives probs rounded once in the same pass (else out is unused). Backward: grad
+// and dx stored as grad_type (`type` or 16-bit), probs the forward's `type` probs.
+cudaError_t strata_attention_softmax_rows(int32_t type, int32_t scores_type, int32_t out_type, const void* scores,
+                                          void* probs, void* out, int64_t rows, int64_t tq, int64_t tk, double scale,
+                                          int32_t causal, cudaStream_t stream);
+cudaError_t strata_attention_softmax_backward_rows(int32_t type, int32_t grad_type, const void* grad, const void* probs,
+                                                   void* dx, int64_t rows, int64_t tq, int64_t tk, double scale,
+                                                   int32_t causal, cudaStream_t stream);
 
 // What the cross-entropy forward reports back (device memory, read by the host after the
 // stream finishes): rows counted (target != ignore_index), the first row whose target is

@@ -165,18 +165,19 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool
 
 namespace {
 
-template <class T>
-STRATA_MULTIVERSION void attention_softmax_kernel(const T* s, T* p, int64_t rows, int64_t tq, int64_t tk, T scale,
-                                                  bool causal) {
+template <class X, class T, class Y>
+STRATA_MULTIVERSION void attention_softmax_kernel(const X* s, T* p, Y* p16, int64_t rows, int64_t tq, int64_t tk,
+                                                  T scale, bool causal) {
 #pragma omp parallel for if (rows * tk > kParallelThreshold) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t valid = strata_kernels::attention_valid_keys(r, tq, tk, causal);
-    strata_kernels::prefix_softmax_row<CpuRow>(s + r * tk, p + r * tk, tk, valid, scale);
+    strata_kernels::prefix_softmax_row<CpuRow>(s + r * tk, p + r * tk, p16 == nullptr ? p16 : p16 + r * tk, tk, valid,
+                                               scale);
   }
 }
 
-template <class T>
-STRATA_MULTIVERSION void attention_softmax_backward_kernel(const T* g, const T* p, T* dx, int64_t rows, int64_t tq,
+template <class G, class T>
+STRATA_MULTIVERSION void attention_softmax_backward_kernel(const G* g, const T* p, G* dx, int64_t rows, int64_t tq,
                                                            int64_t tk, T scale, bool causal) {
 #pragma omp parallel for if (rows * tk > kParallelThreshold) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
@@ -187,24 +188,27 @@ STRATA_MULTIVERSION void attention_softmax_backward_kernel(const T* g, const T* 
 
 }  // namespace
 
-Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal) {
-  Tensor out = empty_like(scores);
-  if (scores.numel() == 0) return out;
+backend::AttentionProbs attention_softmax_forward(const Tensor& scores, double scale, bool causal, DType out_dtype) {
+  const DType compute = row_compute_dtype(scores.dtype());
+  backend::AttentionProbs r{empty(scores.shape(), {.dtype = compute}), Tensor()};
+  r.out = out_dtype == compute ? r.probs : empty(scores.shape(), {.dtype = out_dtype});
+  if (scores.numel() == 0) return r;
   const int64_t tq = scores.size(-2), tk = scores.size(-1);
-  detail::dispatch_floating(scores.dtype(), "attention softmax", [&]<class T>() {
-    attention_softmax_kernel(scores.data<T>(), out.data<T>(), scores.numel() / tk, tq, tk, static_cast<T>(scale),
-                             causal);
+  dispatch_row_storage(scores.dtype(), out_dtype, "attention softmax", [&]<class X, class T, class Y>() {
+    Y* p16 = out_dtype == compute ? nullptr : storage<Y>(r.out);
+    attention_softmax_kernel(storage<const X>(scores), r.probs.data<T>(), p16, scores.numel() / tk, tq, tk,
+                             static_cast<T>(scale), causal);
   });
-  return out;
+  return r;
 }
 
 Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal) {
-  Tensor dx = empty_like(probs);
+  Tensor dx = empty(grad.shape(), {.dtype = grad.dtype()});
   if (probs.numel() == 0) return dx;
   const int64_t tq = probs.size(-2), tk = probs.size(-1);
-  detail::dispatch_floating(probs.dtype(), "attention softmax backward", [&]<class T>() {
-    attention_softmax_backward_kernel(grad.data<T>(), probs.data<T>(), dx.data<T>(), probs.numel() / tk, tq, tk,
-                                      static_cast<T>(scale), causal);
+  dispatch_row_storage(grad.dtype(), grad.dtype(), "attention softmax backward", [&]<class G, class T, class>() {
+    attention_softmax_backward_kernel(storage<const G>(grad), probs.data<T>(), storage<G>(dx), probs.numel() / tk, tq,
+                                      tk, static_cast<T>(scale), causal);
   });
   return dx;
 }

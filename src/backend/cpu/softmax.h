@@ -19,8 +19,10 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool
 // Attention's probabilities from scores s [.., tq, tk] (contiguous): per row the softmax of
 // scale * s over the keys its query may see (all, or causally the first
 // row % tq + 1 + tk - tq), 0 elsewhere. Math: strata_kernels/common/row_softmax.h.
-Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal);
+// Scores float32/float64 or 16-bit (float32 math); out_dtype the compute dtype or 16-bit.
+backend::AttentionProbs attention_softmax_forward(const Tensor& scores, double scale, bool causal, DType out_dtype);
 // probs is the forward's output; grad contiguous with its shape.
+// grad (and the result) in the output's dtype; probs the forward's compute-dtype probs.
 Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal);
 
 using backend::CrossEntropyResult;

@@ -72,24 +72,30 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool
   return moved_last(softmax_backward_last(moved_last(grad, dim), moved_last(out, dim), log), dim);
 }
 
-Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal) {
-  Launch l(scores, "attention softmax");
-  Tensor probs = empty_like(scores);
+backend::AttentionProbs attention_softmax_forward(const Tensor& scores, double scale, bool causal, DType out_dtype) {
+  const char* op = "attention softmax";
+  Launch l(scores, op);
+  const DType compute = cuda_detail::compute_dtype_of(scores.dtype());
+  backend::AttentionProbs p{empty(scores.shape(), like(scores, compute)), Tensor()};
+  p.out = out_dtype == compute ? p.probs : empty(scores.shape(), like(scores, out_dtype));
   const Rows r = rows_of(scores);
-  if (r.rows == 0) return probs;
-  STRATA_LAUNCH(strata_attention_softmax_rows(float_type(scores.dtype(), "attention softmax"), scores.data_ptr(),
-                                              probs.data_ptr(), r.rows, scores.size(-2), r.n, scale, causal, l.stream));
-  return probs;
+  if (r.rows == 0) return p;
+  STRATA_LAUNCH(strata_attention_softmax_rows(
+      float_type(compute, op), cuda_detail::storage_element_type(scores.dtype(), op),
+      cuda_detail::storage_element_type(out_dtype, op), scores.data_ptr(), p.probs.data_ptr(), p.out.data_ptr(), r.rows,
+      scores.size(-2), r.n, scale, causal, l.stream));
+  return p;
 }
 
 Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal) {
-  Launch l(probs, "attention softmax backward");
-  Tensor dx = empty_like(probs);
+  const char* op = "attention softmax backward";
+  Launch l(probs, op);
+  Tensor dx = empty(grad.shape(), like(grad, grad.dtype()));
   const Rows r = rows_of(probs);
   if (r.rows == 0) return dx;
-  STRATA_LAUNCH(strata_attention_softmax_backward_rows(float_type(probs.dtype(), "attention softmax backward"),
-                                                       grad.data_ptr(), probs.data_ptr(), dx.data_ptr(), r.rows,
-                                                       probs.size(-2), r.n, scale, causal, l.stream));
+  STRATA_LAUNCH(strata_attention_softmax_backward_rows(
+      float_type(probs.dtype(), op), cuda_detail::storage_element_type(grad.dtype(), op), grad.data_ptr(),
+      probs.data_ptr(), dx.data_ptr(), r.rows, probs.size(-2), r.n, scale, causal, l.stream));
   return dx;
 }
 

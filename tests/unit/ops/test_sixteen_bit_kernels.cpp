@@ -170,5 +170,34 @@ TEST(SixteenBitKernels, CrossEntropyReads16BitLogits) {
   }
 }
 
+// Attention on 16-bit q, k, v under 16-bit activations (the CPU's composed path): its
+// softmax kernel reads the 16-bit scores and writes 16-bit probabilities, equal bit for
+// bit to the float32 softmax of the widened, scaled scores rounded once (non-causal:
+// prefix_softmax_row's scale-inside-the-exp is then softmax_row of scale * s exactly), and
+// no conversion runs forward or backward.
+TEST(SixteenBitKernels, AttentionSoftmaxReads16BitScores) {
+  Generator gen(65);
+  const Tensor q = randn({2, 2, 6, 8}, {}, &gen), k = randn({2, 2, 9, 8}, {}, &gen), v = randn({2, 2, 9, 8}, {}, &gen);
+  const double scale = 0.35;
+  for (const DType dt : kSixteen) {
+    SCOPED_TRACE(std::string(dtype_name(dt)));
+    const Tensor q16 = q.to(dt).detach().set_requires_grad(true), k16 = k.to(dt), v16 = v.to(dt);
+    autocast::reset_counters();
+    Tensor out, want;
+    {
+      autocast::Scope scope(dt, {.activations = true});
+      out = attention(q16, k16, v16, {.scale = scale});
+      const Tensor scores = matmul(q16.detach(), k16.transpose(-1, -2));
+      ASSERT_EQ(scores.dtype(), dt);
+      want = matmul(softmax(mul(wide(scores), scale), -1).to(dt), v16);
+    }
+    ASSERT_EQ(out.dtype(), dt);
+    expect_same_bits(out, want, "attention output");
+    out.backward(ones_like(out));
+    EXPECT_EQ(autocast::counters().conversions, 0u);
+    EXPECT_EQ(q16.grad().dtype(), dt);
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -62,28 +62,37 @@ STRATA_HD void softmax_backward_row(const T* g, const T* y, T* dx, int64_t n, bo
 }
 
 // Attention's probabilities: the softmax of scale * x over the first `valid` of n values
-// (the keys a query may see; the rest of y is 0).
-template <class R, class T>
-STRATA_HD void prefix_softmax_row(const T* x, T* y, int64_t n, int64_t valid, T scale) {
+// (the keys a query may see; the rest of y is 0). y is in the compute type T (what backward
+// reads); 16-bit scores (X) are widened on load, and a 16-bit y16 (Y != T) also receives y
+// rounded once, in the same pass (with Y == T, y16 is unused: pass null).
+template <class R, class X, class T, class Y>
+STRATA_HD void prefix_softmax_row(const X* x, T* y, Y* y16, int64_t n, int64_t valid, T scale) {
   const T m = R::max(
-      valid, [&](int64_t j) { return x[j] * scale; }, lowest_value<T>());
+      valid, [&](int64_t j) { return static_cast<T>(widen(x[j])) * scale; }, lowest_value<T>());
   const double s = R::sum(valid, [&](int64_t j) {
-    const T e = fast_exp(x[j] * scale - m);
+    const T e = fast_exp(static_cast<T>(widen(x[j])) * scale - m);
     y[j] = e;
     return static_cast<double>(e);
   });
   const T inv = static_cast<T>(1.0 / s);
-  R::for_each(valid, [&](int64_t j) { y[j] = y[j] * inv; });
-  R::for_each(n - valid, [&](int64_t j) { y[valid + j] = T(0); });
+  R::for_each(valid, [&](int64_t j) {
+    y[j] = y[j] * inv;
+    if constexpr (SeparateStorage<T, Y>::value) store(y16[j], y[j]);
+  });
+  R::for_each(n - valid, [&](int64_t j) {
+    y[valid + j] = T(0);
+    if constexpr (SeparateStorage<T, Y>::value) store(y16[valid + j], T(0));
+  });
 }
 
-// Its gradient: dx = scale * y * (g - sum(g * y)) over the valid prefix, 0 beyond.
-template <class R, class T>
-STRATA_HD void prefix_softmax_backward_row(const T* g, const T* y, T* dx, int64_t n, int64_t valid, T scale) {
-  const T gy =
-      static_cast<T>(R::sum(valid, [&](int64_t j) { return static_cast<double>(g[j]) * static_cast<double>(y[j]); }));
-  R::for_each(valid, [&](int64_t j) { dx[j] = scale * (y[j] * (g[j] - gy)); });
-  R::for_each(n - valid, [&](int64_t j) { dx[valid + j] = T(0); });
+// Its gradient: dx = scale * y * (g - sum(g * y)) over the valid prefix, 0 beyond. g and dx
+// may be 16-bit (G, widened on load, rounded once on store); y is the forward's T output.
+template <class R, class G, class T>
+STRATA_HD void prefix_softmax_backward_row(const G* g, const T* y, G* dx, int64_t n, int64_t valid, T scale) {
+  const T gy = static_cast<T>(
+      R::sum(valid, [&](int64_t j) { return static_cast<double>(widen(g[j])) * static_cast<double>(y[j]); }));
+  R::for_each(valid, [&](int64_t j) { store(dx[j], scale * (y[j] * (static_cast<T>(widen(g[j])) - gy))); });
+  R::for_each(n - valid, [&](int64_t j) { store(dx[valid + j], T(0)); });
 }
 
 // The keys row `row` of a [.., tq, tk] score stack may see: all of them, or under a causal

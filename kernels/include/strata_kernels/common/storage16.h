@@ -28,4 +28,15 @@ STRATA_HD void store(double& dst, double v) { dst = v; }
 STRATA_HD void store(Bf16Storage& dst, float v) { dst.bits = float_to_bf16_bits(v); }
 STRATA_HD void store(HalfStorage& dst, float v) { dst.bits = float_to_half_bits(v); }
 
+// Whether a kernel's extra 16-bit output (storage B beside its compute-type output A) exists:
+// a float32/float64 kernel has none, so its `if constexpr` branch compiles away.
+template <class A, class B>
+struct SeparateStorage {
+  static constexpr bool value = true;
+};
+template <class A>
+struct SeparateStorage<A, A> {
+  static constexpr bool value = false;
+};
+
 }  // namespace strata_kernels
