@@ -17,20 +17,23 @@ using namespace strata_kernels;
 
 constexpr int kThreads = kFloatKernelThreads;
 
-template <class T>
+template <class X, class T, class Y>
 struct SoftmaxRows {
-  const T* x;
+  const X* x;
   T* y;
+  Y* y16;  // null when Y is T
   int64_t n;
   bool log_softmax;
-  __device__ void operator()(int64_t r) const { softmax_row<WarpRow>(x + r * n, y + r * n, n, log_softmax); }
+  __device__ void operator()(int64_t r) const {
+    softmax_row<WarpRow>(x + r * n, y + r * n, y16 == nullptr ? y16 : y16 + r * n, n, log_softmax);
+  }
 };
 
-template <class T>
+template <class G, class T>
 struct SoftmaxBackwardRows {
-  const T* g;
+  const G* g;
   const T* y;
-  T* dx;
+  G* dx;
   int64_t n;
   bool log_softmax;
   __device__ void operator()(int64_t r) const {
@@ -235,22 +238,27 @@ cudaError_t for_index_type(int32_t type, F&& f) {
 
 }  // namespace
 
-extern "C" cudaError_t strata_softmax_rows(int32_t type, const void* x, void* y, int64_t rows, int64_t n,
-                                           int32_t log_softmax, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_softmax_rows(int32_t type, int32_t x_type, const void* x, void* y, void* y16,
+                                           int64_t rows, int64_t n, int32_t log_softmax, cudaStream_t s) {
+  return for_row_storage(type, x_type, x_type, [&](auto xt, auto t, auto yt) {
+    using X = decltype(xt);
     using T = decltype(t);
-    return launch_for_each_row(rows, SoftmaxRows<T>{static_cast<const T*>(x), static_cast<T*>(y), n, log_softmax != 0},
-                               s);
+    using Y = decltype(yt);
+    Y* out16 = SeparateStorage<T, Y>::value ? static_cast<Y*>(y16) : nullptr;
+    return launch_for_each_row(
+        rows, SoftmaxRows<X, T, Y>{static_cast<const X*>(x), static_cast<T*>(y), out16, n, log_softmax != 0}, s);
   });
 }
 
-extern "C" cudaError_t strata_softmax_backward_rows(int32_t type, const void* grad, const void* y, void* dx,
-                                                    int64_t rows, int64_t n, int32_t log_softmax, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_softmax_backward_rows(int32_t type, int32_t grad_type, const void* grad, const void* y,
+                                                    void* dx, int64_t rows, int64_t n, int32_t log_softmax,
+                                                    cudaStream_t s) {
+  return for_row_storage(type, grad_type, grad_type, [&](auto gt, auto t, auto) {
+    using G = decltype(gt);
     using T = decltype(t);
     return launch_for_each_row(rows,
-                               SoftmaxBackwardRows<T>{static_cast<const T*>(grad), static_cast<const T*>(y),
-                                                      static_cast<T*>(dx), n, log_softmax != 0},
+                               SoftmaxBackwardRows<G, T>{static_cast<const G*>(grad), static_cast<const T*>(y),
+                                                         static_cast<G*>(dx), n, log_softmax != 0},
                                s);
   });
 }

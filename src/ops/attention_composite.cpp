@@ -16,7 +16,7 @@ namespace strata::detail {
 Tensor attention_softmax(const Tensor& scores, double scale, bool causal) {
   const Tensor s = contiguous_data(scores);
   const DType out_dtype = scores.dtype();
-  const backend::AttentionProbs p = on_device(
+  const backend::SoftmaxOutputs p = on_device(
       "attention softmax", s.device(), [&] { return cpu::attention_softmax_forward(s, scale, causal, out_dtype); },
       [&] { return cuda_ops::attention_softmax_forward(s, scale, causal, out_dtype); });
   const Tensor& probs = p.out;

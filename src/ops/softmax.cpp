@@ -33,17 +33,40 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   return out;
 }
 
+// Along the last dimension of a 16-bit x: one kernel computes in float32, keeps the float32
+// values for backward (as the float32 op's node keeps its output) and writes their 16-bit
+// rounding; backward reads the 16-bit gradient and writes a 16-bit one. Other dimensions
+// widen x and round the result (counted conversions).
+Tensor softmax_16bit(const Tensor& x, int64_t dim, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  STRATA_CHECK(x.dim() > 0, op, ": input is a scalar (shape []); it needs at least one dimension");
+  const int64_t d = normalize_dim(dim, x.dim(), op);
+  if (d != x.dim() - 1)
+    return detail::via_float32(x, x.dtype(), [d, log](const Tensor& w) { return softmax_impl(w, d, log); });
+  Tensor xc = detail::contiguous_data(x);
+  const backend::SoftmaxOutputs r = detail::on_device(
+      op, xc.device(), [&] { return cpu::softmax_last16(xc, log); }, [&] { return cuda_ops::softmax_last16(xc, log); });
+  if (autograd::needs_grad({x})) {
+    Tensor saved = r.probs.detach();
+    autograd::record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {x}, {r.out}, {saved},
+                     [saved, log, op](autograd::BackwardContext& ctx) {
+                       Tensor g = detail::contiguous_data(ctx.grad());
+                       return std::vector<Tensor>{detail::on_device(
+                           op, saved.device(), [&] { return cpu::softmax_backward_last16(g, saved, log); },
+                           [&] { return cuda_ops::softmax_backward_last16(g, saved, log); })};
+                     });
+  }
+  return r.out;
+}
+
 }  // namespace
 
-// 16-bit x: float32 math on the widened input, the output rounded to x's dtype.
 Tensor softmax(const Tensor& x, int64_t dim) {
-  if (const std::optional<DType> x16 = detail::sixteen_bit(x))
-    return detail::via_float32(x, *x16, [dim](const Tensor& w) { return softmax_impl(w, dim, false); });
+  if (detail::sixteen_bit(x)) return softmax_16bit(x, dim, false);
   return softmax_impl(x, dim, false);
 }
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  if (const std::optional<DType> x16 = detail::sixteen_bit(x))
-    return detail::via_float32(x, *x16, [dim](const Tensor& w) { return softmax_impl(w, dim, true); });
+  if (detail::sixteen_bit(x)) return softmax_16bit(x, dim, true);
   return softmax_impl(x, dim, true);
 }
 

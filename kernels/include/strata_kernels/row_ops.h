@@ -11,10 +11,13 @@
 extern "C" {
 #endif
 
-cudaError_t strata_softmax_rows(int32_t type, const void* x, void* y, int64_t rows, int64_t n, int32_t log_softmax,
-                                cudaStream_t stream);
-cudaError_t strata_softmax_backward_rows(int32_t type, const void* grad, const void* y, void* dx, int64_t rows,
-                                         int64_t n, int32_t log_softmax, cudaStream_t stream);
+// y in `type` (what backward reads); x may be 16-bit (x_type, with type F32), y16 then
+// receives y rounded to x_type in the same pass (else unused). Backward: grad and dx stored
+// as grad_type (`type` or 16-bit), y the forward's `type` values.
+cudaError_t strata_softmax_rows(int32_t type, int32_t x_type, const void* x, void* y, void* y16, int64_t rows,
+                                int64_t n, int32_t log_softmax, cudaStream_t stream);
+cudaError_t strata_softmax_backward_rows(int32_t type, int32_t grad_type, const void* grad, const void* y, void* dx,
+                                         int64_t rows, int64_t n, int32_t log_softmax, cudaStream_t stream);
 
 // Attention's probabilities from scores [rows = stack * tq, tk]: per row the softmax of
 // scale * s over the keys its query may see (common/row_softmax.h), 0 elsewhere. probs are

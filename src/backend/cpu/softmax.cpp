@@ -112,7 +112,8 @@ STRATA_MULTIVERSION void softmax_kernel(const T* x, T* y, Layout l, bool log) {
   const int64_t slice = l.n * l.inner;
   if (l.inner == 1) {
 #pragma omp parallel for if (parallel) schedule(static)
-    for (int64_t o = 0; o < l.outer; ++o) strata_kernels::softmax_row<CpuRow>(x + o * slice, y + o * slice, l.n, log);
+    for (int64_t o = 0; o < l.outer; ++o)
+      strata_kernels::softmax_row<CpuRow>(x + o * slice, y + o * slice, static_cast<T*>(nullptr), l.n, log);
     return;
   }
   const int64_t chunks = (l.inner + kColumnChunk - 1) / kColumnChunk;
@@ -142,7 +143,45 @@ STRATA_MULTIVERSION void softmax_backward_kernel(const T* g, const T* y, T* dx, 
   }
 }
 
+// Last-dimension rows of 16-bit data (X, Y, G 16-bit; T float): row_softmax.h's functions.
+template <class X, class T, class Y>
+STRATA_MULTIVERSION void softmax_rows16(const X* x, T* y, Y* y16, int64_t rows, int64_t n, bool log) {
+#pragma omp parallel for if (rows * n > kParallelThreshold) schedule(static)
+  for (int64_t r = 0; r < rows; ++r) strata_kernels::softmax_row<CpuRow>(x + r * n, y + r * n, y16 + r * n, n, log);
+}
+
+template <class G, class T>
+STRATA_MULTIVERSION void softmax_backward_rows16(const G* g, const T* y, G* dx, int64_t rows, int64_t n, bool log) {
+#pragma omp parallel for if (rows * n > kParallelThreshold) schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    strata_kernels::softmax_backward_row<CpuRow>(g + r * n, y + r * n, dx + r * n, n, log);
+}
+
 }  // namespace
+
+backend::SoftmaxOutputs softmax_last16(const Tensor& x, bool log) {
+  const DType compute = row_compute_dtype(x.dtype());
+  backend::SoftmaxOutputs r{empty(x.shape(), {.dtype = compute}), empty(x.shape(), {.dtype = x.dtype()})};
+  if (x.numel() == 0) return r;
+  const int64_t n = x.size(-1);
+  dispatch_row_storage(x.dtype(), x.dtype(), log ? "log_softmax" : "softmax", [&]<class X, class T, class Y>() {
+    if constexpr (strata_kernels::SeparateStorage<T, Y>::value)
+      softmax_rows16(storage<const X>(x), r.probs.data<T>(), storage<Y>(r.out), x.numel() / n, n, log);
+    else STRATA_FAIL("softmax_last16: ", x.dtype(), " data is not 16-bit");
+  });
+  return r;
+}
+
+Tensor softmax_backward_last16(const Tensor& grad, const Tensor& y, bool log) {
+  Tensor dx = empty(grad.shape(), {.dtype = grad.dtype()});
+  if (y.numel() == 0) return dx;
+  const int64_t n = y.size(-1);
+  dispatch_row_storage(
+      grad.dtype(), grad.dtype(), log ? "log_softmax backward" : "softmax backward", [&]<class G, class T, class>() {
+        softmax_backward_rows16(storage<const G>(grad), y.data<T>(), storage<G>(dx), y.numel() / n, n, log);
+      });
+  return dx;
+}
 
 Tensor softmax_forward(const Tensor& x, int64_t dim, bool log) {
   Tensor out = empty_like(x);
@@ -188,9 +227,9 @@ STRATA_MULTIVERSION void attention_softmax_backward_kernel(const G* g, const T* 
 
 }  // namespace
 
-backend::AttentionProbs attention_softmax_forward(const Tensor& scores, double scale, bool causal, DType out_dtype) {
+backend::SoftmaxOutputs attention_softmax_forward(const Tensor& scores, double scale, bool causal, DType out_dtype) {
   const DType compute = row_compute_dtype(scores.dtype());
-  backend::AttentionProbs r{empty(scores.shape(), {.dtype = compute}), Tensor()};
+  backend::SoftmaxOutputs r{empty(scores.shape(), {.dtype = compute}), Tensor()};
   r.out = out_dtype == compute ? r.probs : empty(scores.shape(), {.dtype = out_dtype});
   if (scores.numel() == 0) return r;
   const int64_t tq = scores.size(-2), tk = scores.size(-1);

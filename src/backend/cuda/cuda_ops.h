@@ -57,7 +57,11 @@ STRATA_CUDA_ENTRY(Tensor cat(const std::vector<Tensor>& ts, size_t d, const Shap
 // Row ops (row_ops.cpp): the same arithmetic and order as the CPU's (strata_kernels/common/row_*.h).
 STRATA_CUDA_ENTRY(Tensor softmax_forward(const Tensor& x, int64_t dim, bool log))
 STRATA_CUDA_ENTRY(Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool log))
-STRATA_CUDA_ENTRY(backend::AttentionProbs attention_softmax_forward(const Tensor& scores, double scale, bool causal,
+// Last dimension, contiguous 16-bit x: as cpu::softmax_last16 (float32 values kept for
+// backward and their 16-bit rounding, one pass).
+STRATA_CUDA_ENTRY(backend::SoftmaxOutputs softmax_last16(const Tensor& x, bool log))
+STRATA_CUDA_ENTRY(Tensor softmax_backward_last16(const Tensor& grad, const Tensor& y, bool log))
+STRATA_CUDA_ENTRY(backend::SoftmaxOutputs attention_softmax_forward(const Tensor& scores, double scale, bool causal,
                                                                     DType out_dtype))
 STRATA_CUDA_ENTRY(Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal))
 // Fused attention through cuDNN (fused_attention.cpp): q [B, H, Tq, D], k and v [B, H, Tk, D],

@@ -40,7 +40,8 @@ Tensor softmax_last(const Tensor& x, bool log) {
   Tensor y = empty_like(x);
   const Rows r = rows_of(x);
   if (r.rows == 0) return y;
-  STRATA_LAUNCH(strata_softmax_rows(float_type(x.dtype(), op), x.data_ptr(), y.data_ptr(), r.rows, r.n, log, l.stream));
+  const int32_t type = float_type(x.dtype(), op);
+  STRATA_LAUNCH(strata_softmax_rows(type, type, x.data_ptr(), y.data_ptr(), nullptr, r.rows, r.n, log, l.stream));
   return y;
 }
 
@@ -50,8 +51,9 @@ Tensor softmax_backward_last(const Tensor& grad, const Tensor& y, bool log) {
   Tensor dx = empty_like(y);
   const Rows r = rows_of(y);
   if (r.rows == 0) return dx;
-  STRATA_LAUNCH(strata_softmax_backward_rows(float_type(y.dtype(), op), grad.data_ptr(), y.data_ptr(), dx.data_ptr(),
-                                             r.rows, r.n, log, l.stream));
+  const int32_t type = float_type(y.dtype(), op);
+  STRATA_LAUNCH(strata_softmax_backward_rows(type, type, grad.data_ptr(), y.data_ptr(), dx.data_ptr(), r.rows, r.n, log,
+                                             l.stream));
   return dx;
 }
 
@@ -72,11 +74,35 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool
   return moved_last(softmax_backward_last(moved_last(grad, dim), moved_last(out, dim), log), dim);
 }
 
-backend::AttentionProbs attention_softmax_forward(const Tensor& scores, double scale, bool causal, DType out_dtype) {
+backend::SoftmaxOutputs softmax_last16(const Tensor& x, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  Launch l(x, op);
+  const DType compute = cuda_detail::compute_dtype_of(x.dtype());
+  backend::SoftmaxOutputs p{empty(x.shape(), like(x, compute)), empty(x.shape(), like(x, x.dtype()))};
+  const Rows r = rows_of(x);
+  if (r.rows == 0) return p;
+  STRATA_LAUNCH(strata_softmax_rows(float_type(compute, op), cuda_detail::storage_element_type(x.dtype(), op),
+                                    x.data_ptr(), p.probs.data_ptr(), p.out.data_ptr(), r.rows, r.n, log, l.stream));
+  return p;
+}
+
+Tensor softmax_backward_last16(const Tensor& grad, const Tensor& y, bool log) {
+  const char* op = log ? "log_softmax backward" : "softmax backward";
+  Launch l(y, op);
+  Tensor dx = empty(grad.shape(), like(grad, grad.dtype()));
+  const Rows r = rows_of(y);
+  if (r.rows == 0) return dx;
+  STRATA_LAUNCH(strata_softmax_backward_rows(float_type(y.dtype(), op),
+                                             cuda_detail::storage_element_type(grad.dtype(), op), grad.data_ptr(),
+                                             y.data_ptr(), dx.data_ptr(), r.rows, r.n, log, l.stream));
+  return dx;
+}
+
+backend::SoftmaxOutputs attention_softmax_forward(const Tensor& scores, double scale, bool causal, DType out_dtype) {
   const char* op = "attention softmax";
   Launch l(scores, op);
   const DType compute = cuda_detail::compute_dtype_of(scores.dtype());
-  backend::AttentionProbs p{empty(scores.shape(), like(scores, compute)), Tensor()};
+  backend::SoftmaxOutputs p{empty(scores.shape(), like(scores, compute)), Tensor()};
   p.out = out_dtype == compute ? p.probs : empty(scores.shape(), like(scores, out_dtype));
   const Rows r = rows_of(scores);
   if (r.rows == 0) return p;

@@ -88,14 +88,16 @@ TEST(SixteenBitKernels, NormsReadAndWrite16Bit) {
   }
 }
 
-// gelu and silu: one pass over 16-bit memory each way; values across GELU's and SiLU's
-// curved range (|x| up to ~9), the tails included.
-TEST(SixteenBitKernels, GeluAndSiluReadAndWrite16Bit) {
+// gelu, silu, softmax and log_softmax (last dimension): one pass over 16-bit memory each
+// way; values across GELU's and SiLU's curved range (|x| up to ~9), the tails included.
+TEST(SixteenBitKernels, ActivationsAndSoftmaxReadAndWrite16Bit) {
   Generator gen(62);
   const Tensor x = mul(randn({7, 130}, {}, &gen), 3.0), g = randn({7, 130}, {}, &gen);
   const std::vector<Case> cases = {
       {"gelu", [](const Tensor& t, const std::vector<Tensor>&) { return gelu(t); }, {}},
       {"silu", [](const Tensor& t, const std::vector<Tensor>&) { return silu(t); }, {}},
+      {"softmax", [](const Tensor& t, const std::vector<Tensor>&) { return softmax(t, -1); }, {}},
+      {"log_softmax", [](const Tensor& t, const std::vector<Tensor>&) { return log_softmax(t, 1); }, {}},
   };
   for (const Case& c : cases)
     for (const DType dt : kSixteen) check_against_widened(c, x, g, dt, dt);

@@ -26,38 +26,48 @@ STRATA_HD T row_max(const T* x, int64_t n) {
       n, [&](int64_t j) { return x[j]; }, lowest_value<T>());
 }
 
-// y = softmax(x) or log_softmax(x) over n values.
-template <class R, class T>
-STRATA_HD void softmax_row(const T* x, T* y, int64_t n, bool log_softmax) {
-  const T m = row_max<R>(x, n);
+// y = softmax(x) or log_softmax(x) over n values, in the compute type T (what backward
+// reads). 16-bit x (X) is widened on load; a 16-bit y16 (Y != T) also receives y rounded
+// once, in the same pass (with Y == T, y16 is unused: pass null).
+template <class R, class X, class T, class Y>
+STRATA_HD void softmax_row(const X* x, T* y, Y* y16, int64_t n, bool log_softmax) {
+  const T m = R::max(
+      n, [&](int64_t j) { return static_cast<T>(widen(x[j])); }, lowest_value<T>());
   if (log_softmax) {
     // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round to m's magnitude.
-    const T ls = static_cast<T>(log(R::sum(n, [&](int64_t j) { return static_cast<double>(fast_exp(x[j] - m)); })));
-    R::for_each(n, [&](int64_t j) { y[j] = (x[j] - m) - ls; });
+    const T ls = static_cast<T>(
+        log(R::sum(n, [&](int64_t j) { return static_cast<double>(fast_exp(static_cast<T>(widen(x[j])) - m)); })));
+    R::for_each(n, [&](int64_t j) {
+      y[j] = (static_cast<T>(widen(x[j])) - m) - ls;
+      if constexpr (SeparateStorage<T, Y>::value) store(y16[j], y[j]);
+    });
   } else {
     // The sum's pass stores the terms; the second pass scales them.
     const double s = R::sum(n, [&](int64_t j) {
-      const T e = fast_exp(x[j] - m);
+      const T e = fast_exp(static_cast<T>(widen(x[j])) - m);
       y[j] = e;
       return static_cast<double>(e);
     });
     const T inv = static_cast<T>(1.0 / s);
-    R::for_each(n, [&](int64_t j) { y[j] = y[j] * inv; });
+    R::for_each(n, [&](int64_t j) {
+      y[j] = y[j] * inv;
+      if constexpr (SeparateStorage<T, Y>::value) store(y16[j], y[j]);
+    });
   }
 }
 
-// y is softmax_row's output, g the gradient of y:
+// y is softmax_row's T output, g the gradient of y (stored as G, as dx is):
 //   softmax:     dx = y * (g - sum(g * y))
 //   log_softmax: dx = g - exp(y) * sum(g)
-template <class R, class T>
-STRATA_HD void softmax_backward_row(const T* g, const T* y, T* dx, int64_t n, bool log_softmax) {
+template <class R, class G, class T>
+STRATA_HD void softmax_backward_row(const G* g, const T* y, G* dx, int64_t n, bool log_softmax) {
   if (log_softmax) {
-    const T sg = static_cast<T>(R::sum(n, [&](int64_t j) { return static_cast<double>(g[j]); }));
-    R::for_each(n, [&](int64_t j) { dx[j] = g[j] - fast_exp(y[j]) * sg; });
+    const T sg = static_cast<T>(R::sum(n, [&](int64_t j) { return static_cast<double>(widen(g[j])); }));
+    R::for_each(n, [&](int64_t j) { store(dx[j], static_cast<T>(widen(g[j])) - fast_exp(y[j]) * sg); });
   } else {
-    const T gy =
-        static_cast<T>(R::sum(n, [&](int64_t j) { return static_cast<double>(g[j]) * static_cast<double>(y[j]); }));
-    R::for_each(n, [&](int64_t j) { dx[j] = y[j] * (g[j] - gy); });
+    const T gy = static_cast<T>(
+        R::sum(n, [&](int64_t j) { return static_cast<double>(widen(g[j])) * static_cast<double>(y[j]); }));
+    R::for_each(n, [&](int64_t j) { store(dx[j], y[j] * (static_cast<T>(widen(g[j])) - gy)); });
   }
 }
 
