@@ -5,7 +5,7 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
-#include "ops/autocast_cast.h"
+#include "ops/autocast_cast.h"  // sixteen_bit
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
@@ -23,11 +23,9 @@ Tensor apply(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
-  if (const std::optional<DType> x16 = detail::sixteen_bit(x)) {  // the float32 mask and scale, rounded once
-    if (!train || p == 0.0) return x;
-    return detail::via_float32(x, *x16, [&](const Tensor& wide) { return dropout(wide, p, train, gen); });
-  }
-  detail::check_nn_input(x, "dropout", "input");
+  // A 16-bit x: the kernel computes in float32 (mask and scale) and rounds once on store.
+  STRATA_CHECK(x.defined(), "dropout: input is undefined");
+  if (!detail::sixteen_bit(x)) detail::check_nn_input(x, "dropout", "input");
   STRATA_CHECK(p >= 0.0 && p < 1.0, "dropout: probability p must be in [0, 1), got ", p);
   if (!train || p == 0.0) return x;
   Generator& g = gen != nullptr ? *gen : default_generator();

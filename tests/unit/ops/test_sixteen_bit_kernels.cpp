@@ -88,7 +88,7 @@ TEST(SixteenBitKernels, NormsReadAndWrite16Bit) {
   }
 }
 
-// gelu, silu, softmax and log_softmax (last dimension): one pass over 16-bit memory each
+// gelu, silu, softmax, log_softmax (last dimension) and dropout: one pass over 16-bit memory each
 // way; values across GELU's and SiLU's curved range (|x| up to ~9), the tails included.
 TEST(SixteenBitKernels, ActivationsAndSoftmaxReadAndWrite16Bit) {
   Generator gen(62);
@@ -98,6 +98,13 @@ TEST(SixteenBitKernels, ActivationsAndSoftmaxReadAndWrite16Bit) {
       {"silu", [](const Tensor& t, const std::vector<Tensor>&) { return silu(t); }, {}},
       {"softmax", [](const Tensor& t, const std::vector<Tensor>&) { return softmax(t, -1); }, {}},
       {"log_softmax", [](const Tensor& t, const std::vector<Tensor>&) { return log_softmax(t, 1); }, {}},
+      // The same (seed, offset) each call, so both runs drop the same elements.
+      {"dropout",
+       [](const Tensor& t, const std::vector<Tensor>&) {
+         Generator drop(7);
+         return dropout(t, 0.3, true, &drop);
+       },
+       {}},
   };
   for (const Case& c : cases)
     for (const DType dt : kSixteen) check_against_widened(c, x, g, dt, dt);
