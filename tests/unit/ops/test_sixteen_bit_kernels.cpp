@@ -208,5 +208,17 @@ TEST(SixteenBitKernels, AttentionSoftmaxReads16BitScores) {
   }
 }
 
+// rotary_embedding of 16-bit q/k with float32 tables: rotated in float32, rounded once.
+TEST(SixteenBitKernels, RotaryReads16BitWithFloat32Tables) {
+  Generator gen(66);
+  const Tensor x = mul(randn({2, 3, 5, 16}, {}, &gen), 2.0), g = randn({2, 3, 5, 16}, {}, &gen);
+  const RotaryTables tables = rotary_tables(5, 16);
+  const Case rope{
+      "rotary_embedding",
+      [&](const Tensor& t, const std::vector<Tensor>&) { return rotary_embedding(t, tables.cos, tables.sin); },
+      {}};
+  for (const DType dt : kSixteen) check_against_widened(rope, x, g, dt, dt);
+}
+
 }  // namespace
 }  // namespace strata
