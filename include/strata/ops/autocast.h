@@ -22,6 +22,11 @@
 //        float32 loss; add/mul of a 16-bit and a float32 tensor give float32, so the
 //        residual stream (embedding + each block's output) stays float32 (Megatron's
 //        fp32 residual connection). The optimizer keeps float32 master weights.
+//        Each of these ops reads and writes 16-bit in its own kernel (the shared kernel
+//        source, so CPU and CUDA alike: widened on load, float32 math, rounded once on
+//        store), so none runs a conversion kernel. Left in a GPT step's backward: each
+//        residual add rounding the float32 stream's gradient for its 16-bit branch, and
+//        each linear's float32 weight gradient and bias-sum widening (GEMM epilogue work).
 //   {
 //     strata::autocast::Scope bf16(DType::BFloat16, {.activations = true});
 //     loss = model.loss(tokens, targets);         // float32 loss of 16-bit logits
