@@ -5,7 +5,9 @@
 // GPU's dense bf16 peak; scripts/gpu/run_checks.sh passes it with GPT2_BENCH=1). The PyTorch
 // peer is benchmarks/gpt2_gpu_torch.py, run beside it by that script.
 //   bench_gpt2_gpu [--batch B] [--steps N] [--warmup N] [--precision bf16|fp32] [--peak-tflops X]
-//                  [--attention fused|composed] [--profile]
+//                  [--attention fused|composed] [--activations bf16|fp32] [--profile]
+// --activations: under bf16, keep activations 16-bit end to end (autocast::Options::activations,
+// the default) or float32 between ops (products only, as torch.autocast).
 // --profile: after the timed steps, profiles one more step (strata/profiler/profiler.h) and
 // prints its op table, sorted by device time.
 // fused (the default) runs cuDNN's flash attention where it takes the problem
@@ -29,6 +31,7 @@ struct Options {
   int64_t batch = 0;  // 0: the largest that fits
   int steps = 10, warmup = 3;
   bool bf16 = true;
+  bool bf16_activations = true;
   double peak_tflops = 989.0;  // H100 SXM dense bf16
   bool fused_attention = true;
   bool profile = false;
@@ -54,6 +57,7 @@ Options parse(int argc, char** argv) {
     else if (k == "--precision") o.bf16 = v == "bf16";
     else if (k == "--peak-tflops") o.peak_tflops = std::atof(v.c_str());
     else if (k == "--attention") o.fused_attention = v == "fused";
+    else if (k == "--activations") o.bf16_activations = v == "bf16";
     else {
       std::fprintf(stderr, "bench_gpt2_gpu: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -76,6 +80,7 @@ struct Trainer {
   nn::GPT model{kGpt2};
   Device gpu = Device::cuda(cuda::current_device());
   bool bf16;
+  bool bf16_activations = true;
   std::unique_ptr<optim::AdamW> opt;  // built after the model moved to the GPU
   explicit Trainer(bool use_bf16) : bf16(use_bf16) {
     model.to(gpu);
@@ -85,7 +90,7 @@ struct Trainer {
   void step(const Tensor& tokens, const Tensor& targets) {
     Tensor loss;
     {
-      autocast::Scope scope(DType::BFloat16, bf16);
+      autocast::Scope scope(DType::BFloat16, {.activations = bf16_activations}, bf16);
       loss = model.loss(tokens, targets);
     }
     loss.backward();
@@ -109,6 +114,7 @@ int main(int argc, char** argv) {
   cuda::set_fused_attention(o.fused_attention);
   const int64_t T = kGpt2.context;
   Trainer trainer(o.bf16);
+  trainer.bf16_activations = o.bf16_activations;
   Generator gen(0);
   std::vector<int64_t> candidates{64, 48, 32, 24, 16, 12, 8, 4, 2, 1};
   if (o.batch > 0) candidates = {o.batch};

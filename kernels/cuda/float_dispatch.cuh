@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "strata_kernels/common/storage16.h"
 #include "strata_kernels/elementwise.h"
 
 namespace strata_kernels {
@@ -22,6 +23,29 @@ cudaError_t for_float_type(int32_t type, F&& f) {
   switch (type) {
     case STRATA_ELEMENT_F32: return f(float{});
     case STRATA_ELEMENT_F64: return f(double{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// Runs f(A{}, T{}, B{}) for a row op computing in T on data stored as A and B: all three
+// float64, or T float with each of A and B float, bfloat16 or float16 (storage16.h).
+template <class F>
+cudaError_t for_row_storage(int32_t type, int32_t a_type, int32_t b_type, F&& f) {
+  auto with_b = [&](auto a) -> cudaError_t {
+    switch (b_type) {
+      case STRATA_ELEMENT_F32: return f(a, float{}, float{});
+      case STRATA_ELEMENT_BF16: return f(a, float{}, Bf16Storage{});
+      case STRATA_ELEMENT_F16: return f(a, float{}, HalfStorage{});
+      default: return cudaErrorInvalidValue;
+    }
+  };
+  if (type == STRATA_ELEMENT_F64)
+    return a_type == type && b_type == type ? f(double{}, double{}, double{}) : cudaErrorInvalidValue;
+  if (type != STRATA_ELEMENT_F32) return cudaErrorInvalidValue;
+  switch (a_type) {
+    case STRATA_ELEMENT_F32: return with_b(float{});
+    case STRATA_ELEMENT_BF16: return with_b(Bf16Storage{});
+    case STRATA_ELEMENT_F16: return with_b(HalfStorage{});
     default: return cudaErrorInvalidValue;
   }
 }

@@ -17,20 +17,23 @@ using namespace strata_kernels;
 
 constexpr int kThreads = kFloatKernelThreads;
 
-template <class T>
+template <class X, class T, class Y>
 struct SoftmaxRows {
-  const T* x;
+  const X* x;
   T* y;
+  Y* y16;  // null when Y is T
   int64_t n;
   bool log_softmax;
-  __device__ void operator()(int64_t r) const { softmax_row<WarpRow>(x + r * n, y + r * n, n, log_softmax); }
+  __device__ void operator()(int64_t r) const {
+    softmax_row<WarpRow>(x + r * n, y + r * n, y16 == nullptr ? y16 : y16 + r * n, n, log_softmax);
+  }
 };
 
-template <class T>
+template <class G, class T>
 struct SoftmaxBackwardRows {
-  const T* g;
+  const G* g;
   const T* y;
-  T* dx;
+  G* dx;
   int64_t n;
   bool log_softmax;
   __device__ void operator()(int64_t r) const {
@@ -38,23 +41,25 @@ struct SoftmaxBackwardRows {
   }
 };
 
-template <class T>
+template <class X, class T, class Y>
 struct AttentionSoftmaxRows {
-  const T* s;
+  const X* s;
   T* p;
+  Y* p16;  // null when Y is T
   int64_t tq, tk;
   T scale;
   bool causal;
   __device__ void operator()(int64_t r) const {
-    prefix_softmax_row<WarpRow>(s + r * tk, p + r * tk, tk, attention_valid_keys(r, tq, tk, causal), scale);
+    prefix_softmax_row<WarpRow>(s + r * tk, p + r * tk, p16 == nullptr ? p16 : p16 + r * tk, tk,
+                                attention_valid_keys(r, tq, tk, causal), scale);
   }
 };
 
-template <class T>
+template <class G, class T>
 struct AttentionSoftmaxBackwardRows {
-  const T* g;
+  const G* g;
   const T* p;
-  T* dx;
+  G* dx;
   int64_t tq, tk;
   T scale;
   bool causal;
@@ -64,9 +69,9 @@ struct AttentionSoftmaxBackwardRows {
   }
 };
 
-template <class T, class I>
+template <class X, class T, class I>
 struct CrossEntropyRows {
-  const T* x;
+  const X* x;
   const I* targets;
   int64_t cols, classes, ignore_index;  // row length; the first `classes` columns take part
   T* stats;
@@ -103,60 +108,68 @@ __global__ void reset_status_kernel(StrataCrossEntropyStatus* status) {
   status->total = 0;
 }
 
-template <class T, class I>
+template <class X, class T, class I>
 struct CrossEntropyBackwardRows {
-  const T* x;
+  const X* x;
   const I* targets;
   const T* stats;
   int64_t cols, classes, ignore_index;
   T coef;
-  T* dx;
+  X* dx;
   __device__ void operator()(int64_t r) const {
     const int64_t target = static_cast<int64_t>(targets[r]);
-    T* drow = dx + r * cols;
+    X* drow = dx + r * cols;
     if (target == ignore_index) {
-      WarpRow::for_each(cols, [&](int64_t j) { drow[j] = T(0); });
+      WarpRow::for_each(cols, [&](int64_t j) { store(drow[j], T(0)); });
       return;
     }
     cross_entropy_backward_row<WarpRow>(x + r * cols, classes, cols, target, stats + 2 * r, coef, drow);
   }
 };
 
-template <class T>
+template <class X, class T, class Y>
 struct LayerNormRows {
-  const T *x, *w, *b;
+  const X* x;
+  const T *w, *b;
   int64_t d;
   double eps;
-  T *y, *mean, *rstd;
+  Y* y;
+  T *mean, *rstd;
   __device__ void operator()(int64_t r) const {
     layer_norm_row<WarpRow>(x + r * d, w, b, d, eps, y + r * d, mean + r, rstd + r);
   }
 };
 
-template <class T>
+template <class X, class T, class G>
 struct LayerNormBackwardRows {
-  const T *g, *x, *w, *mean, *rstd;
+  const G* g;
+  const X* x;
+  const T *w, *mean, *rstd;
   int64_t d;
-  T* dx;
+  X* dx;
   __device__ void operator()(int64_t r) const {
     layer_norm_backward_row<WarpRow>(g + r * d, x + r * d, w, mean[r], rstd[r], d, dx + r * d);
   }
 };
 
-template <class T>
+template <class X, class T, class Y>
 struct RmsNormRows {
-  const T *x, *w;
+  const X* x;
+  const T* w;
   int64_t d;
   double eps;
-  T *y, *rstd;
+  Y* y;
+  T* rstd;
   __device__ void operator()(int64_t r) const { rms_norm_row<WarpRow>(x + r * d, w, d, eps, y + r * d, rstd + r); }
 };
 
-template <class T>
+template <class X, class T, class G>
 struct RmsNormBackwardRows {
-  const T *g, *x, *w, *rstd;
+  const G* g;
+  const X* x;
+  const T *w, *rstd;
   int64_t d;
-  T* dx;
+  X* dx;
   __device__ void operator()(int64_t r) const {
     rms_norm_backward_row<WarpRow>(g + r * d, x + r * d, w, rstd[r], d, dx + r * d);
   }
@@ -164,8 +177,8 @@ struct RmsNormBackwardRows {
 
 // column_sum.h step 1: the partial of (row block, column) in row order. Layer norm keeps
 // [dweight | dbias] per block (stride 2 d).
-template <class T>
-__global__ void layer_norm_partials_kernel(const T* g, const T* x, const T* mean, const T* rstd, int64_t rows,
+template <class X, class T, class G>
+__global__ void layer_norm_partials_kernel(const G* g, const X* x, const T* mean, const T* rstd, int64_t rows,
                                            int64_t d, T* partials) {
   const int64_t blocks = column_blocks(rows);
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < blocks * d;
@@ -174,8 +187,8 @@ __global__ void layer_norm_partials_kernel(const T* g, const T* x, const T* mean
     const int64_t end = (b + 1) * kColumnBlockRows < rows ? (b + 1) * kColumnBlockRows : rows;
     T dw = 0, db = 0;
     for (int64_t i = b * kColumnBlockRows; i < end; ++i) {
-      const T gv = g[i * d + j];
-      dw += layer_norm_dweight_term(gv, x[i * d + j], mean[i], rstd[i]);
+      const T gv = widen(g[i * d + j]);
+      dw += layer_norm_dweight_term<T>(gv, widen(x[i * d + j]), mean[i], rstd[i]);
       db += gv;
     }
     partials[b * 2 * d + j] = dw;
@@ -183,8 +196,8 @@ __global__ void layer_norm_partials_kernel(const T* g, const T* x, const T* mean
   }
 }
 
-template <class T>
-__global__ void rms_norm_partials_kernel(const T* g, const T* x, const T* rstd, int64_t rows, int64_t d, T* partials) {
+template <class X, class T, class G>
+__global__ void rms_norm_partials_kernel(const G* g, const X* x, const T* rstd, int64_t rows, int64_t d, T* partials) {
   const int64_t blocks = column_blocks(rows);
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < blocks * d;
        k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -192,7 +205,7 @@ __global__ void rms_norm_partials_kernel(const T* g, const T* x, const T* rstd, 
     const int64_t end = (b + 1) * kColumnBlockRows < rows ? (b + 1) * kColumnBlockRows : rows;
     T dw = 0;
     for (int64_t i = b * kColumnBlockRows; i < end; ++i)
-      dw += rms_norm_dweight_term(g[i * d + j], x[i * d + j], rstd[i]);
+      dw += rms_norm_dweight_term<T>(widen(g[i * d + j]), widen(x[i * d + j]), rstd[i]);
     partials[b * d + j] = dw;
   }
 }
@@ -225,64 +238,76 @@ cudaError_t for_index_type(int32_t type, F&& f) {
 
 }  // namespace
 
-extern "C" cudaError_t strata_softmax_rows(int32_t type, const void* x, void* y, int64_t rows, int64_t n,
-                                           int32_t log_softmax, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_softmax_rows(int32_t type, int32_t x_type, const void* x, void* y, void* y16,
+                                           int64_t rows, int64_t n, int32_t log_softmax, cudaStream_t s) {
+  return for_row_storage(type, x_type, x_type, [&](auto xt, auto t, auto yt) {
+    using X = decltype(xt);
     using T = decltype(t);
-    return launch_for_each_row(rows, SoftmaxRows<T>{static_cast<const T*>(x), static_cast<T*>(y), n, log_softmax != 0},
-                               s);
+    using Y = decltype(yt);
+    Y* out16 = SeparateStorage<T, Y>::value ? static_cast<Y*>(y16) : nullptr;
+    return launch_for_each_row(
+        rows, SoftmaxRows<X, T, Y>{static_cast<const X*>(x), static_cast<T*>(y), out16, n, log_softmax != 0}, s);
   });
 }
 
-extern "C" cudaError_t strata_softmax_backward_rows(int32_t type, const void* grad, const void* y, void* dx,
-                                                    int64_t rows, int64_t n, int32_t log_softmax, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_softmax_backward_rows(int32_t type, int32_t grad_type, const void* grad, const void* y,
+                                                    void* dx, int64_t rows, int64_t n, int32_t log_softmax,
+                                                    cudaStream_t s) {
+  return for_row_storage(type, grad_type, grad_type, [&](auto gt, auto t, auto) {
+    using G = decltype(gt);
     using T = decltype(t);
     return launch_for_each_row(rows,
-                               SoftmaxBackwardRows<T>{static_cast<const T*>(grad), static_cast<const T*>(y),
-                                                      static_cast<T*>(dx), n, log_softmax != 0},
+                               SoftmaxBackwardRows<G, T>{static_cast<const G*>(grad), static_cast<const T*>(y),
+                                                         static_cast<G*>(dx), n, log_softmax != 0},
                                s);
   });
 }
 
-extern "C" cudaError_t strata_attention_softmax_rows(int32_t type, const void* scores, void* probs, int64_t rows,
+extern "C" cudaError_t strata_attention_softmax_rows(int32_t type, int32_t scores_type, int32_t out_type,
+                                                     const void* scores, void* probs, void* out, int64_t rows,
                                                      int64_t tq, int64_t tk, double scale, int32_t causal,
                                                      cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+  return for_row_storage(type, scores_type, out_type, [&](auto xt, auto t, auto yt) {
+    using X = decltype(xt);
     using T = decltype(t);
+    using Y = decltype(yt);
+    Y* p16 = SeparateStorage<T, Y>::value ? static_cast<Y*>(out) : nullptr;
     return launch_for_each_row(rows,
-                               AttentionSoftmaxRows<T>{static_cast<const T*>(scores), static_cast<T*>(probs), tq, tk,
-                                                       static_cast<T>(scale), causal != 0},
+                               AttentionSoftmaxRows<X, T, Y>{static_cast<const X*>(scores), static_cast<T*>(probs), p16,
+                                                             tq, tk, static_cast<T>(scale), causal != 0},
                                s);
   });
 }
 
-extern "C" cudaError_t strata_attention_softmax_backward_rows(int32_t type, const void* grad, const void* probs,
-                                                              void* dx, int64_t rows, int64_t tq, int64_t tk,
-                                                              double scale, int32_t causal, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_attention_softmax_backward_rows(int32_t type, int32_t grad_type, const void* grad,
+                                                              const void* probs, void* dx, int64_t rows, int64_t tq,
+                                                              int64_t tk, double scale, int32_t causal,
+                                                              cudaStream_t s) {
+  return for_row_storage(type, grad_type, grad_type, [&](auto gt, auto t, auto) {
+    using G = decltype(gt);
     using T = decltype(t);
     return launch_for_each_row(
         rows,
-        AttentionSoftmaxBackwardRows<T>{static_cast<const T*>(grad), static_cast<const T*>(probs), static_cast<T*>(dx),
-                                        tq, tk, static_cast<T>(scale), causal != 0},
+        AttentionSoftmaxBackwardRows<G, T>{static_cast<const G*>(grad), static_cast<const T*>(probs),
+                                           static_cast<G*>(dx), tq, tk, static_cast<T>(scale), causal != 0},
         s);
   });
 }
 
-extern "C" cudaError_t strata_cross_entropy_rows(int32_t type, int32_t index_type, const void* logits,
-                                                 const void* targets, int64_t rows, int64_t cols, int64_t classes,
-                                                 int64_t ignore_index, void* stats, double* row_loss,
+extern "C" cudaError_t strata_cross_entropy_rows(int32_t type, int32_t logits_type, int32_t index_type,
+                                                 const void* logits, const void* targets, int64_t rows, int64_t cols,
+                                                 int64_t classes, int64_t ignore_index, void* stats, double* row_loss,
                                                  StrataCrossEntropyStatus* status, cudaStream_t s) {
   reset_status_kernel<<<1, 1, 0, s>>>(status);
-  cudaError_t err = for_float_type(type, [&](auto t) {
+  cudaError_t err = for_row_storage(type, logits_type, logits_type, [&](auto xt, auto t, auto) {
+    using X = decltype(xt);
     using T = decltype(t);
     return for_index_type(index_type, [&](auto i) {
       using I = decltype(i);
       return launch_for_each_row(
           rows,
-          CrossEntropyRows<T, I>{static_cast<const T*>(logits), static_cast<const I*>(targets), cols, classes,
-                                 ignore_index, static_cast<T*>(stats), row_loss, status},
+          CrossEntropyRows<X, T, I>{static_cast<const X*>(logits), static_cast<const I*>(targets), cols, classes,
+                                    ignore_index, static_cast<T*>(stats), row_loss, status},
           s);
     });
   });
@@ -291,49 +316,56 @@ extern "C" cudaError_t strata_cross_entropy_rows(int32_t type, int32_t index_typ
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t index_type, const void* logits,
-                                                          const void* targets, const void* stats, int64_t rows,
-                                                          int64_t cols, int64_t classes, int64_t ignore_index,
-                                                          double coef, void* dx, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_cross_entropy_backward_rows(int32_t type, int32_t logits_type, int32_t index_type,
+                                                          const void* logits, const void* targets, const void* stats,
+                                                          int64_t rows, int64_t cols, int64_t classes,
+                                                          int64_t ignore_index, double coef, void* dx, cudaStream_t s) {
+  return for_row_storage(type, logits_type, logits_type, [&](auto xt, auto t, auto) {
+    using X = decltype(xt);
     using T = decltype(t);
     return for_index_type(index_type, [&](auto i) {
       using I = decltype(i);
       return launch_for_each_row(
           rows,
-          CrossEntropyBackwardRows<T, I>{static_cast<const T*>(logits), static_cast<const I*>(targets),
-                                         static_cast<const T*>(stats), cols, classes, ignore_index,
-                                         static_cast<T>(coef), static_cast<T*>(dx)},
+          CrossEntropyBackwardRows<X, T, I>{static_cast<const X*>(logits), static_cast<const I*>(targets),
+                                            static_cast<const T*>(stats), cols, classes, ignore_index,
+                                            static_cast<T>(coef), static_cast<X*>(dx)},
           s);
     });
   });
 }
 
-extern "C" cudaError_t strata_layer_norm_rows(int32_t type, const void* x, const void* weight, const void* bias,
-                                              int64_t rows, int64_t d, double eps, void* y, void* mean, void* rstd,
-                                              cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_layer_norm_rows(int32_t type, int32_t x_type, int32_t y_type, const void* x,
+                                              const void* weight, const void* bias, int64_t rows, int64_t d, double eps,
+                                              void* y, void* mean, void* rstd, cudaStream_t s) {
+  return for_row_storage(type, x_type, y_type, [&](auto xt, auto t, auto yt) {
+    using X = decltype(xt);
     using T = decltype(t);
+    using Y = decltype(yt);
     return launch_for_each_row(
         rows,
-        LayerNormRows<T>{static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), d, eps,
-                         static_cast<T*>(y), static_cast<T*>(mean), static_cast<T*>(rstd)},
+        LayerNormRows<X, T, Y>{static_cast<const X*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), d,
+                               eps, static_cast<Y*>(y), static_cast<T*>(mean), static_cast<T*>(rstd)},
         s);
   });
 }
 
-extern "C" cudaError_t strata_layer_norm_backward(int32_t type, const void* grad, const void* x, const void* weight,
-                                                  const void* mean, const void* rstd, int64_t rows, int64_t d, void* dx,
-                                                  void* partials, void* dweight, void* dbias, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) -> cudaError_t {
+extern "C" cudaError_t strata_layer_norm_backward(int32_t type, int32_t x_type, int32_t y_type, const void* grad,
+                                                  const void* x, const void* weight, const void* mean, const void* rstd,
+                                                  int64_t rows, int64_t d, void* dx, void* partials, void* dweight,
+                                                  void* dbias, cudaStream_t s) {
+  return for_row_storage(type, x_type, y_type, [&](auto xt, auto t, auto gt) -> cudaError_t {
+    using X = decltype(xt);
     using T = decltype(t);
-    const T* g = static_cast<const T*>(grad);
-    const T* xv = static_cast<const T*>(x);
+    using G = decltype(gt);
+    const G* g = static_cast<const G*>(grad);
+    const X* xv = static_cast<const X*>(x);
     const T* mu = static_cast<const T*>(mean);
     const T* rs = static_cast<const T*>(rstd);
     if (dx != nullptr) {
       const cudaError_t err = launch_for_each_row(
-          rows, LayerNormBackwardRows<T>{g, xv, static_cast<const T*>(weight), mu, rs, d, static_cast<T*>(dx)}, s);
+          rows, LayerNormBackwardRows<X, T, G>{g, xv, static_cast<const T*>(weight), mu, rs, d, static_cast<X*>(dx)},
+          s);
       if (err != cudaSuccess) return err;
     }
     if (dweight == nullptr && dbias == nullptr) return cudaSuccess;
@@ -347,28 +379,33 @@ extern "C" cudaError_t strata_layer_norm_backward(int32_t type, const void* grad
   });
 }
 
-extern "C" cudaError_t strata_rms_norm_rows(int32_t type, const void* x, const void* weight, int64_t rows, int64_t d,
-                                            double eps, void* y, void* rstd, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) {
+extern "C" cudaError_t strata_rms_norm_rows(int32_t type, int32_t x_type, int32_t y_type, const void* x,
+                                            const void* weight, int64_t rows, int64_t d, double eps, void* y,
+                                            void* rstd, cudaStream_t s) {
+  return for_row_storage(type, x_type, y_type, [&](auto xt, auto t, auto yt) {
+    using X = decltype(xt);
     using T = decltype(t);
+    using Y = decltype(yt);
     return launch_for_each_row(rows,
-                               RmsNormRows<T>{static_cast<const T*>(x), static_cast<const T*>(weight), d, eps,
-                                              static_cast<T*>(y), static_cast<T*>(rstd)},
+                               RmsNormRows<X, T, Y>{static_cast<const X*>(x), static_cast<const T*>(weight), d, eps,
+                                                    static_cast<Y*>(y), static_cast<T*>(rstd)},
                                s);
   });
 }
 
-extern "C" cudaError_t strata_rms_norm_backward(int32_t type, const void* grad, const void* x, const void* weight,
-                                                const void* rstd, int64_t rows, int64_t d, void* dx, void* partials,
-                                                void* dweight, cudaStream_t s) {
-  return for_float_type(type, [&](auto t) -> cudaError_t {
+extern "C" cudaError_t strata_rms_norm_backward(int32_t type, int32_t x_type, int32_t y_type, const void* grad,
+                                                const void* x, const void* weight, const void* rstd, int64_t rows,
+                                                int64_t d, void* dx, void* partials, void* dweight, cudaStream_t s) {
+  return for_row_storage(type, x_type, y_type, [&](auto xt, auto t, auto gt) -> cudaError_t {
+    using X = decltype(xt);
     using T = decltype(t);
-    const T* g = static_cast<const T*>(grad);
-    const T* xv = static_cast<const T*>(x);
+    using G = decltype(gt);
+    const G* g = static_cast<const G*>(grad);
+    const X* xv = static_cast<const X*>(x);
     const T* rs = static_cast<const T*>(rstd);
     if (dx != nullptr) {
       const cudaError_t err = launch_for_each_row(
-          rows, RmsNormBackwardRows<T>{g, xv, static_cast<const T*>(weight), rs, d, static_cast<T*>(dx)}, s);
+          rows, RmsNormBackwardRows<X, T, G>{g, xv, static_cast<const T*>(weight), rs, d, static_cast<X*>(dx)}, s);
       if (err != cudaSuccess) return err;
     }
     if (dweight == nullptr) return cudaSuccess;

@@ -4,13 +4,16 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
+#include "ops/unary16.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
 
 namespace strata {
+namespace {
 
-Tensor gelu(const Tensor& x) {
+Tensor gelu_wide(const Tensor& x) {
   detail::check_nn_input(x, "gelu", "input");
   Tensor xc = detail::contiguous_data(x);
   Tensor out = detail::on_device(
@@ -25,6 +28,16 @@ Tensor gelu(const Tensor& x) {
     });
   }
   return out;
+}
+
+}  // namespace
+
+// A 16-bit x: the 16-bit kernel (float32 math, the output rounded once to x's dtype).
+Tensor gelu(const Tensor& x) {
+  if (detail::sixteen_bit(x))
+    return detail::sixteen_bit_activation(backend::UnaryOp::Gelu, backend::UnaryGradOp::Gelu, x, "gelu",
+                                          "GeluBackward");
+  return gelu_wide(x);
 }
 
 Tensor relu(const Tensor& x) {

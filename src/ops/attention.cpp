@@ -13,6 +13,7 @@
 #include "backend/gemm_plan.h"
 #include "ops/attention_composite.h"
 #include "ops/attention_fused.h"
+#include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/autocast.h"
@@ -134,6 +135,10 @@ Tensor sixteen_bit_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   if (device.is_cuda() && detail::fused_attention_refusal(q, k, options.mask, options.causal).empty()) {
     if (auto out = detail::fused_attention(q, k, v, options.causal, scale)) return *out;
   }
+  // Under 16-bit activations the CPU runs the composition on the 16-bit q, k, v (products
+  // and softmax each rounding as the GPU's composed path does), not a float32 attention.
+  if (!device.is_cuda() && detail::activation_dtype() == q.dtype() && !options.mask.defined())
+    return detail::composite_attention(q, k, v, options.causal, scale, Tensor());
   AttentionOptions wide = options;
   wide.scale = scale;
   if (wide.mask.defined() && wide.mask.dtype() != DType::Bool) wide.mask = wide.mask.to(DType::Float32);

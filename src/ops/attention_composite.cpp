@@ -10,13 +10,18 @@
 
 namespace strata::detail {
 
+// 16-bit scores: the kernel computes in float32 and writes the float32 probabilities
+// (backward's operand, as a float32 softmax keeps them) and their 16-bit rounding (the
+// output) in one pass; backward reads the 16-bit gradient and writes a 16-bit one.
 Tensor attention_softmax(const Tensor& scores, double scale, bool causal) {
   const Tensor s = contiguous_data(scores);
-  Tensor probs = on_device(
-      "attention softmax", s.device(), [&] { return cpu::attention_softmax_forward(s, scale, causal); },
-      [&] { return cuda_ops::attention_softmax_forward(s, scale, causal); });
+  const DType out_dtype = scores.dtype();
+  const backend::SoftmaxOutputs p = on_device(
+      "attention softmax", s.device(), [&] { return cpu::attention_softmax_forward(s, scale, causal, out_dtype); },
+      [&] { return cuda_ops::attention_softmax_forward(s, scale, causal, out_dtype); });
+  const Tensor& probs = p.out;
   if (autograd::needs_grad({scores})) {
-    const Tensor saved = probs.detach();
+    const Tensor saved = p.probs.detach();
     autograd::record("AttentionSoftmaxBackward", {scores}, {probs}, {saved},
                      [saved, scale, causal](autograd::BackwardContext& ctx) {
                        const Tensor g = contiguous_data(ctx.grad());

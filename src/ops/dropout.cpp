@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"  // sixteen_bit
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
@@ -22,7 +23,9 @@ Tensor apply(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool train, Generator* gen) {
-  detail::check_nn_input(x, "dropout", "input");
+  // A 16-bit x: the kernel computes in float32 (mask and scale) and rounds once on store.
+  STRATA_CHECK(x.defined(), "dropout: input is undefined");
+  if (!detail::sixteen_bit(x)) detail::check_nn_input(x, "dropout", "input");
   STRATA_CHECK(p >= 0.0 && p < 1.0, "dropout: probability p must be in [0, 1), got ", p);
   if (!train || p == 0.0) return x;
   Generator& g = gen != nullptr ? *gen : default_generator();

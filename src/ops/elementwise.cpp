@@ -4,9 +4,12 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"
+#include "ops/binary16.h"
 #include "ops/elementwise_common.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
+#include "strata/ops/autocast.h"
 #include "strata/ops/reduce.h"
 #include "strata/tensor/factory.h"
 
@@ -83,9 +86,34 @@ Tensor binary_with_grads(BinaryOp op, BinaryGradOp grad_a, BinaryGradOp grad_b, 
   return out;
 }
 
+// add or mul with a 16-bit operand: both of one 16-bit dtype give that dtype, float32 math
+// inside. Under autocast, a 16-bit and a float32 operand give float32, as torch promotes: the
+// residual stream stays float32, so a block's 16-bit output is added to a float32 sum and
+// rounding does not pile up over the layers (llm.c rounds each residual sum to bf16;
+// Megatron keeps an fp32 residual for this reason). Same shapes run the 16-bit kernel
+// (ops/binary16.h, no conversion); a broadcast widens its 16-bit operands first (counted
+// conversions). Anything else: nullopt (the ordinary checks name the mismatch).
+template <class F>
+std::optional<Tensor> sixteen_bit_binary(BinaryOp op, F&& f, const Tensor& a, const Tensor& b) {
+  const std::optional<DType> a16 = detail::sixteen_bit(a), b16 = detail::sixteen_bit(b);
+  if (!a16 && !b16) return std::nullopt;
+  const bool same = a16 && b16 && *a16 == *b16;
+  const bool mixed = (a16 ? b : a).dtype() == DType::Float32 && autocast::active();
+  if (!same && !mixed) return std::nullopt;
+  const DType out_dtype = same ? *a16 : DType::Float32;
+  if (a.shape() == b.shape() && a.device() == b.device()) return detail::sixteen_bit_binary_kernel(op, a, b, out_dtype);
+  const Tensor out = f(detail::autocast_convert(a, DType::Float32), detail::autocast_convert(b, DType::Float32));
+  return same ? detail::autocast_convert(out, *a16) : out;
+}
+
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (detail::sixteen_bit(a) || detail::sixteen_bit(b)) [[unlikely]] {
+    if (auto r = sixteen_bit_binary(
+            BinaryOp::Add, [](const Tensor& x, const Tensor& y) { return add(x, y); }, a, b))
+      return *r;
+  }
   Tensor out = detail::binary_op(BinaryOp::Add, a, b, "add");
   if (autograd::needs_grad({a, b})) {
     autograd::record("AddBackward", {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](BackwardContext& ctx) {
@@ -108,6 +136,11 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (detail::sixteen_bit(a) || detail::sixteen_bit(b)) [[unlikely]] {
+    if (auto r = sixteen_bit_binary(
+            BinaryOp::Mul, [](const Tensor& x, const Tensor& y) { return mul(x, y); }, a, b))
+      return *r;
+  }
   Tensor out = detail::binary_op(BinaryOp::Mul, a, b, "mul");
   if (autograd::needs_grad({a, b})) {
     Tensor sa = a.detach(), sb = b.detach();

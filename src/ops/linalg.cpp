@@ -11,6 +11,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/autocast.h"
@@ -20,48 +21,62 @@
 namespace strata {
 namespace {
 
-// Under autocast (strata/ops/autocast.h) a float32 product computes as torch.autocast's:
-// operands rounded to the 16-bit dtype, float32 accumulation, the result rounded to it. On
-// CUDA the operands are converted and cuBLASLt runs the 16-bit GEMM; on the CPU the rounding
-// is applied around the float32 GEMM. The result comes back in float32. `cast` is the
-// autocast dtype the product was recorded under (nullopt: none).
-using Cast = std::optional<DType>;
+// Under autocast (strata/ops/autocast.h) a product computes as torch.autocast's: operands in
+// the 16-bit dtype (a parameter's from the scope's weight cache), float32 accumulation, the
+// result rounded to that dtype, and returned in it when the scope keeps activations 16-bit,
+// else in float32. On CUDA cuBLASLt runs the 16-bit GEMM; the CPU widens the 16-bit operands
+// for its float32 GEMM and rounds the result: the same values.
+struct Cast {
+  DType dtype;
+  bool keep16;  // the result stays in `dtype` (autocast::Options::activations)
+};
+using CastOpt = std::optional<Cast>;
 
-Cast autocast_for(const Tensor& a) {
-  const Cast c = autocast::active();
-  return c && a.dtype() == DType::Float32 ? c : std::nullopt;
+// The cast a product of `operands` runs under: under a scope, when each operand is float32
+// or 16-bit and some operand is float32 (all 16-bit operands run as they do outside the
+// scope, unless the scope keeps activations 16-bit, when the CPU too must take them).
+CastOpt autocast_for(std::initializer_list<Tensor> operands) {
+  const std::optional<DType> c = autocast::active();
+  if (!c) return std::nullopt;
+  bool any32 = false;
+  for (const Tensor& t : operands) {
+    if (!t.defined()) continue;
+    if (t.dtype() != DType::Float32 && !detail::is_16bit(t.dtype())) return std::nullopt;
+    any32 = any32 || t.dtype() == DType::Float32;
+  }
+  if (!any32 && !autocast::activations()) return std::nullopt;
+  return Cast{*c, autocast::activations()};
 }
 
-// t's values rounded to `dtype`, in float32 (the CPU's emulation of a 16-bit operand).
-Tensor rounded(const Tensor& t, DType dtype) { return t.defined() ? t.to(dtype).to(DType::Float32) : t; }
+// The CPU's stand-in for a 16-bit operand load: exact widening to float32.
+Tensor widened(const Tensor& t) { return t.defined() ? t.to(DType::Float32) : t; }
 
-// t converted to `dtype` on its device, keeping a transposed matrix transposed (the GEMM
-// reads it with a flag) rather than copying it into row-major order first.
-Tensor converted(const Tensor& t, DType dtype) {
-  if (!t.defined()) return t;
-  if (!t.is_contiguous() && t.dim() >= 2 && t.transpose(-1, -2).is_contiguous())
-    return t.transpose(-1, -2).to(dtype).transpose(-1, -2);
-  return t.contiguous().to(dtype);
+// The product's result in the dtype the scope returns; float32 costs a (counted) conversion.
+Tensor scoped_result(const Tensor& out16, const Cast& cast) {
+  return cast.keep16 ? out16 : detail::autocast_convert(out16, DType::Float32);
+}
+
+// out[batch.., M, N] = a[i] @ b[i] (+ bias) on 16-bit operands (see Cast).
+Tensor bmm16(const char* op, const Tensor& a16, const Tensor& b16, const Shape& batch, const Tensor& bias16,
+             const Cast& cast) {
+  Tensor out = detail::on_device(
+      op, a16.device(), [&] { return cpu::matmul(widened(a16), widened(b16), batch, widened(bias16)).to(cast.dtype); },
+      [&] { return cuda_ops::matmul(a16, b16, batch, bias16, op); });
+  return scoped_result(out, cast);
+}
+
+// sum over the batch of a[i] @ b[i] on 16-bit operands.
+Tensor bmm_sum16(const char* op, const Tensor& a16, const Tensor& b16, const Cast& cast) {
+  Tensor out = detail::on_device(
+      op, a16.device(), [&] { return cpu::matmul_sum(widened(a16), widened(b16)).to(cast.dtype); },
+      [&] { return cuda_ops::matmul_sum(a16, b16, op); });
+  return scoped_result(out, cast);
 }
 
 // out[batch.., M, N] = a[i] @ b[i] (+ bias on every row). a is [batch.., M, K] or [M, K],
 // b is [batch.., K, N] or [K, N]; a 2-D operand is shared by every batch entry. `op` names
 // the public op in errors.
-Tensor bmm(const char* op, const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& bias = {},
-           Cast cast = std::nullopt) {
-  if (cast) {
-    return detail::on_device(
-        op, a.device(),
-        [&] {
-          return rounded(
-              cpu::matmul(rounded(a.detach(), *cast), rounded(b.detach(), *cast), batch, rounded(bias, *cast)), *cast);
-        },
-        [&] {
-          return cuda_ops::matmul(converted(a.detach(), *cast), converted(b.detach(), *cast), batch,
-                                  converted(bias, *cast), op)
-              .to(DType::Float32);
-        });
-  }
+Tensor bmm(const char* op, const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& bias = {}) {
   return detail::on_device(
       op, a.device(), [&] { return cpu::matmul(a.detach(), b.detach(), batch, bias); },
       [&] { return cuda_ops::matmul(a.detach(), b.detach(), batch, bias, op); });
@@ -69,20 +84,14 @@ Tensor bmm(const char* op, const Tensor& a, const Tensor& b, const Shape& batch,
 
 // out[M, N] = sum over the batch of a[i] @ b[i]; a [batch.., M, K], b [batch.., K, N] (the
 // gradient of an operand that was shared across a batch).
-Tensor bmm_sum(const char* op, const Tensor& a, const Tensor& b, Cast cast = std::nullopt) {
-  if (cast) {
-    return detail::on_device(
-        op, a.device(),
-        [&] { return rounded(cpu::matmul_sum(rounded(a.detach(), *cast), rounded(b.detach(), *cast)), *cast); },
-        [&] {
-          return cuda_ops::matmul_sum(converted(a.detach(), *cast), converted(b.detach(), *cast), op)
-              .to(DType::Float32);
-        });
-  }
+Tensor bmm_sum(const char* op, const Tensor& a, const Tensor& b) {
   return detail::on_device(
       op, a.device(), [&] { return cpu::matmul_sum(a.detach(), b.detach()); },
       [&] { return cuda_ops::matmul_sum(a.detach(), b.detach(), op); });
 }
+
+// A gradient delivered in its input's dtype (a counted conversion where they differ).
+Tensor in_dtype(const Tensor& g, DType dtype) { return g.defined() ? detail::autocast_convert(g, dtype) : g; }
 
 std::vector<int64_t> dim_range(int64_t begin, int64_t end) {
   std::vector<int64_t> dims;
@@ -94,8 +103,9 @@ Shape leading(const Shape& s, size_t drop) { return Shape(s.begin(), s.end() - s
 
 // float32/float64 everywhere; bfloat16/float16 too on CUDA (cuBLASLt accumulates them in
 // float32; the CPU GEMM backends take neither).
-void check_operand(const Tensor& t, const char* op, const char* name) {
+void check_operand(const Tensor& t, const char* op, const char* name, const CastOpt& cast) {
   STRATA_CHECK(t.defined(), op, ": ", name, " is undefined");
+  if (cast) return;  // float32 or the scope's dtype (autocast_for)
   const bool supported = t.dtype() == DType::Float32 || t.dtype() == DType::Float64 ||
                          (t.device().is_cuda() && detail::is_16bit(t.dtype()));
   STRATA_CHECK(supported, op, ": ", name, " has dtype ", t.dtype(), " (shape ", t.shape(), ", on ", t.device(),
@@ -154,16 +164,68 @@ Tensor broadcast_matmul(const Tensor& a, const Tensor& b, const Shape& batch_a, 
   return matmul(as_operand(a, batch_a), as_operand(b, batch_b)).reshape(out_shape);
 }
 
+// matmul under autocast: 16-bit operands, saved for backward (no second cast there); each
+// gradient in its operand's dtype.
+Tensor autocast_matmul(const Tensor& a, const Tensor& b, const Shape& batch, const Cast& cast) {
+  const Tensor a16 = detail::autocast_operand(a, cast.dtype), b16 = detail::autocast_operand(b, cast.dtype);
+  Tensor out = bmm16("matmul", a16, b16, batch, {}, cast);
+  if (!autograd::needs_grad({a, b})) return out;
+  autograd::record("MatmulBackward", {a, b}, {out}, {a16, b16},
+                   [a16, b16, batch, cast, adt = a.dtype(), bdt = b.dtype()](autograd::BackwardContext& ctx) {
+                     const Tensor g16 = detail::autocast_operand(ctx.grad(), cast.dtype);
+                     Tensor ga, gb;
+                     if (ctx.needs(0)) {
+                       Tensor bt = b16.transpose(-1, -2);
+                       ga = (a16.dim() == 2 && b16.dim() > 2) ? bmm_sum16("matmul", g16, bt, cast)
+                                                              : bmm16("matmul", g16, bt, batch, {}, cast);
+                     }
+                     if (ctx.needs(1)) {
+                       Tensor at = a16.transpose(-1, -2);
+                       gb = (b16.dim() == 2 && a16.dim() > 2) ? bmm_sum16("matmul", at, g16, cast)
+                                                              : bmm16("matmul", at, g16, batch, {}, cast);
+                     }
+                     return std::vector<Tensor>{in_dtype(ga, adt), in_dtype(gb, bdt)};
+                   });
+  return out;
+}
+
+// linear under autocast: the weight and bias come from the scope's weight cache. The bias
+// gradient is summed in float32 from the widened output gradient (no 16-bit rounding of
+// a sum over every row).
+Tensor autocast_linear(const Tensor& x, const Tensor& x2, const Tensor& weight, const Tensor& bias, const Shape& batch,
+                       const Cast& cast) {
+  const Tensor x16 = detail::autocast_operand(x2, cast.dtype), w16 = detail::autocast_operand(weight, cast.dtype);
+  Tensor out = bmm16("linear", x16, w16.transpose(0, 1), batch, detail::autocast_operand(bias, cast.dtype), cast);
+  if (x.dim() == 1) out = out.view({weight.size(0)});
+  if (!autograd::needs_grad({x, weight, bias})) return out;
+  const DType bdt = bias.defined() ? bias.dtype() : DType::Float32;
+  autograd::record("LinearBackward", {x, weight, bias}, {out}, {x16, w16},
+                   [x16, w16, batch, cast, bdt, xdt = x.dtype(), wdt = weight.dtype(),
+                    x_shape = x.shape()](autograd::BackwardContext& ctx) {
+                     Tensor g = ctx.grad();
+                     if (g.dim() == 1) g = g.unsqueeze(0);
+                     const Tensor g16 = detail::autocast_operand(g, cast.dtype);
+                     Tensor gx, gw, gb;
+                     if (ctx.needs(0)) gx = in_dtype(bmm16("linear", g16, w16, batch, {}, cast), xdt).view(x_shape);
+                     if (ctx.needs(1)) gw = in_dtype(bmm_sum16("linear", g16.transpose(-1, -2), x16, cast), wdt);
+                     if (ctx.needs(2))
+                       gb = in_dtype(sum(detail::autocast_convert(g, DType::Float32), dim_range(0, g.dim() - 1)), bdt);
+                     return std::vector<Tensor>{gx, gw, gb};
+                   });
+  return out;
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_operand(a, "matmul", "a");
-  check_operand(b, "matmul", "b");
+  const CastOpt cast = autocast_for({a, b});
+  check_operand(a, "matmul", "a", cast);
+  check_operand(b, "matmul", "b", cast);
   detail::common_device("matmul", {{"a", a}, {"b", b}});
   STRATA_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: operands must have at least one dimension, got a ", a.shape(),
                " and b ", b.shape());
-  STRATA_CHECK(a.dtype() == b.dtype(), "matmul: dtypes differ: a ", a.shape(), " is ", a.dtype(), ", b ", b.shape(),
-               " is ", b.dtype());
+  STRATA_CHECK(a.dtype() == b.dtype() || cast, "matmul: dtypes differ: a ", a.shape(), " is ", a.dtype(), ", b ",
+               b.shape(), " is ", b.dtype());
   // Vectors, as in torch: [k] is a row on the left and a column on the right, dropped after.
   if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
@@ -174,51 +236,53 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const Shape batch_a = leading(a.shape(), 2), batch_b = leading(b.shape(), 2);
   if (!batch_a.empty() && !batch_b.empty() && batch_a != batch_b) return broadcast_matmul(a, b, batch_a, batch_b);
   const Shape batch = batch_a.empty() ? batch_b : batch_a;
+  if (cast) return autocast_matmul(a, b, batch, *cast);
 
-  const Cast cast = autocast_for(a);
-  Tensor out = bmm("matmul", a, b, batch, {}, cast);
+  Tensor out = bmm("matmul", a, b, batch);
   if (autograd::needs_grad({a, b})) {
     Tensor sa = a.detach(), sb = b.detach();
-    autograd::record(
-        "MatmulBackward", {a, b}, {out}, {sa, sb}, [a = sa, b = sb, batch, cast](autograd::BackwardContext& ctx) {
-          const Tensor& g = ctx.grad();
-          Tensor ga, gb;
-          // dA = dC B^T, dB = A^T dC; the transposes are views BLAS reads with a flag. An operand
-          // shared across the batch gets the sum over the batch.
-          if (ctx.needs(0)) {
-            Tensor bt = b.transpose(-1, -2);
-            ga = (a.dim() == 2 && b.dim() > 2) ? bmm_sum("matmul", g, bt, cast) : bmm("matmul", g, bt, batch, {}, cast);
-          }
-          if (ctx.needs(1)) {
-            Tensor at = a.transpose(-1, -2);
-            gb = (b.dim() == 2 && a.dim() > 2) ? bmm_sum("matmul", at, g, cast) : bmm("matmul", at, g, batch, {}, cast);
-          }
-          return std::vector<Tensor>{ga, gb};
-        });
+    autograd::record("MatmulBackward", {a, b}, {out}, {sa, sb},
+                     [a = sa, b = sb, batch](autograd::BackwardContext& ctx) {
+                       const Tensor& g = ctx.grad();
+                       Tensor ga, gb;
+                       // dA = dC B^T, dB = A^T dC; the transposes are views BLAS reads with a flag. An operand
+                       // shared across the batch gets the sum over the batch.
+                       if (ctx.needs(0)) {
+                         Tensor bt = b.transpose(-1, -2);
+                         ga = (a.dim() == 2 && b.dim() > 2) ? bmm_sum("matmul", g, bt) : bmm("matmul", g, bt, batch);
+                       }
+                       if (ctx.needs(1)) {
+                         Tensor at = a.transpose(-1, -2);
+                         gb = (b.dim() == 2 && a.dim() > 2) ? bmm_sum("matmul", at, g) : bmm("matmul", at, g, batch);
+                       }
+                       return std::vector<Tensor>{ga, gb};
+                     });
   }
   return out;
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_operand(x, "linear", "input");
-  detail::check_param(weight, x.dtype(), "linear", "weight");
+  const CastOpt cast = autocast_for({x, weight, bias});
+  check_operand(x, "linear", "input", cast);
+  if (!cast) detail::check_param(weight, x.dtype(), "linear", "weight");
   detail::common_device("linear", {{"input", x}, {"weight", weight}, {"bias", bias}});
+  STRATA_CHECK(weight.defined(), "linear: weight is undefined");
   STRATA_CHECK(x.dim() >= 1, "linear: input must have at least one dimension, got ", x.shape());
   STRATA_CHECK(weight.dim() == 2, "linear: weight must be [out, in], got ", weight.shape());
   STRATA_CHECK(x.size(-1) == weight.size(1), "linear: input ", x.shape(), " has ", x.size(-1), " features but weight ",
                weight.shape(), " expects ", weight.size(1));
   if (bias.defined()) {
-    detail::check_param(bias, x.dtype(), "linear", "bias");
+    if (!cast) detail::check_param(bias, x.dtype(), "linear", "bias");
     STRATA_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias ", bias.shape(),
                  " does not match weight ", weight.shape(), " (expected [", weight.size(0), "])");
   }
   const bool vector_in = x.dim() == 1;
   Tensor x2 = vector_in ? x.detach().unsqueeze(0) : x.detach();
   const Shape batch = leading(x2.shape(), 2);
+  if (cast) return autocast_linear(x, x2, weight, bias, batch, *cast);
   // A 16-bit weight or bias is used through a float32 copy that dies with this forward.
-  const Cast cast = autocast_for(x);
-  Tensor out = bmm("linear", x2, compute_values(weight, x.dtype()).transpose(0, 1), batch,
-                   compute_values(bias, x.dtype()), cast);
+  Tensor out =
+      bmm("linear", x2, compute_values(weight, x.dtype()).transpose(0, 1), batch, compute_values(bias, x.dtype()));
   if (vector_in) out = out.view({weight.size(0)});
 
   if (autograd::needs_grad({x, weight, bias})) {
@@ -226,7 +290,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     const Tensor w_saved = weight.detach();
     autograd::record(
         "LinearBackward", {x, weight, bias}, {out}, {x2, w_saved},
-        [x2, w = w_saved, bdt, batch, x_shape = x.shape(), cdt = x.dtype(), cast](autograd::BackwardContext& ctx) {
+        [x2, w = w_saved, bdt, batch, x_shape = x.shape(), cdt = x.dtype()](autograd::BackwardContext& ctx) {
           Tensor g = ctx.grad();
           if (g.dim() == 1) g = g.unsqueeze(0);
           Tensor gx, gw, gb;
@@ -234,8 +298,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
           // contraction, so one GEMM too), db = column sums of dy. A 16-bit W of a
           // float32 input is converted again here; its gradients are rounded to its
           // dtype.
-          if (ctx.needs(0)) gx = bmm("linear", g, compute_values(w, cdt), batch, {}, cast).view(x_shape);
-          if (ctx.needs(1)) gw = detail::param_grad(bmm_sum("linear", g.transpose(-1, -2), x2, cast), w.dtype());
+          if (ctx.needs(0)) gx = bmm("linear", g, compute_values(w, cdt), batch).view(x_shape);
+          if (ctx.needs(1)) gw = detail::param_grad(bmm_sum("linear", g.transpose(-1, -2), x2), w.dtype());
           if (ctx.needs(2)) gb = detail::param_grad(bias_grad(g), bdt);
           return std::vector<Tensor>{gx, gw, gb};
         });

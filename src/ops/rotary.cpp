@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
+#include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/nn_functional.h"
@@ -25,13 +26,17 @@ RotaryTables rotary_tables(int64_t length, int64_t head_dim, double theta, int64
 }
 
 Tensor rotary_embedding(const Tensor& x, const Tensor& cos, const Tensor& sin) {
-  detail::check_nn_input(x, "rotary_embedding", "x");
+  // A 16-bit x with float32 tables: the kernel rotates in float32 and rounds once on store.
+  STRATA_CHECK(x.defined(), "rotary_embedding: x is undefined");
+  const bool x16 = detail::sixteen_bit(x) && cos.defined() && cos.dtype() == DType::Float32;
+  if (!x16) detail::check_nn_input(x, "rotary_embedding", "x");
+  const DType table_dtype = x16 ? DType::Float32 : x.dtype();
   STRATA_CHECK(x.dim() >= 2, "rotary_embedding: x must be [..., T, D] (e.g. [B, H, T, D]), got shape ", x.shape());
   const int64_t t = x.size(-2), d = x.size(-1);
   STRATA_CHECK(d % 2 == 0, "rotary_embedding: the head dimension D must be even, got x of shape ", x.shape());
   for (const auto& [table, name] : {std::pair{cos, "cos"}, std::pair{sin, "sin"}}) {
     detail::check_nn_input(table, "rotary_embedding", name);
-    STRATA_CHECK(table.dtype() == x.dtype(), "rotary_embedding: ", name, " has dtype ", table.dtype(), " but x has ",
+    STRATA_CHECK(table.dtype() == table_dtype, "rotary_embedding: ", name, " has dtype ", table.dtype(), " but x has ",
                  x.dtype());
     STRATA_CHECK(table.shape() == Shape({t, d}), "rotary_embedding: ", name, " must be [T, D] = [", t, ", ", d,
                  "] for x of shape ", x.shape(), ", got ", table.shape());

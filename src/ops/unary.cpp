@@ -1,7 +1,9 @@
 // Unary elementwise ops (elementwise.h) and their gradients.
 #include <limits>
 
+#include "ops/autocast_cast.h"
 #include "ops/elementwise_common.h"
+#include "ops/unary16.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/elementwise.h"
 
@@ -44,7 +46,10 @@ Tensor sigmoid(const Tensor& a) {
   return unary_with_grad(UnaryOp::Sigmoid, UnaryGradOp::Sigmoid, a, "sigmoid", "SigmoidBackward", true);
 }
 
+// A 16-bit a: the 16-bit kernel (float32 math, the output rounded once to a's dtype).
 Tensor silu(const Tensor& a) {
+  if (detail::sixteen_bit(a))
+    return detail::sixteen_bit_activation(UnaryOp::Silu, UnaryGradOp::Silu, a, "silu", "SiluBackward");
   return unary_with_grad(UnaryOp::Silu, UnaryGradOp::Silu, a, "silu", "SiluBackward", false);
 }
 

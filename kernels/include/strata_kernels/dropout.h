@@ -1,7 +1,8 @@
 #pragma once
 // Dropout (C API): y[i] = x[i] * scale where element i is kept under (seed, offset), else 0,
 // for n contiguous elements; common/dropout.h's mask, the CPU's, so a (seed, offset) drops
-// the same elements on both. `type` is STRATA_ELEMENT_F32 or STRATA_ELEMENT_F64.
+// the same elements on both. `type` is STRATA_ELEMENT_F32 or _F64, or _BF16 / _F16 (float32
+// math, each element widened on load and rounded once on store).
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 

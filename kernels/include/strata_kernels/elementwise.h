@@ -12,13 +12,16 @@ extern "C" {
 #endif
 
 // Element types: integer ones only for the ops common/elementwise_ops.h calls arithmetic;
-// bool only for comparisons and selections (strata_kernels/compare.h).
+// bool only for comparisons and selections (strata_kernels/compare.h); bfloat16 and float16
+// only where a kernel says it stores 16-bit data (common/storage16.h).
 enum StrataElementType {
   STRATA_ELEMENT_F32 = 0,
   STRATA_ELEMENT_F64 = 1,
   STRATA_ELEMENT_I32 = 2,
   STRATA_ELEMENT_I64 = 3,
-  STRATA_ELEMENT_BOOL = 4
+  STRATA_ELEMENT_BOOL = 4,
+  STRATA_ELEMENT_BF16 = 5,
+  STRATA_ELEMENT_F16 = 6
 };
 
 cudaError_t strata_unary(int32_t op, int32_t type, void* out, const void* in, const void* index, int64_t n, double p,

@@ -2,7 +2,8 @@
 // Rotary position embedding (C API): y = the rotation of each head vector of the contiguous
 // x ([rows, d] with rows = ... x T, position r % t) by the contiguous [t, d] cos/sin tables,
 // or its transpose (the gradient) when `transpose` is nonzero; common/rotary.h's functors,
-// the CPU's. `type` is STRATA_ELEMENT_F32 or STRATA_ELEMENT_F64 (strata_kernels/elementwise.h).
+// the CPU's. `type` (x's and y's, strata_kernels/elementwise.h) is F32 or F64 (the tables'
+// too), or BF16/F16 with float32 tables: float32 math, widened on load, rounded once on store.
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 

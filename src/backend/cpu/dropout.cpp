@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/cpu/multiversion.h"
+#include "backend/cpu/row_storage.h"
 #include "strata/tensor/factory.h"
 #include "strata_kernels/common/dropout.h"
 #include "tensor/dtype_dispatch.h"
@@ -13,8 +14,9 @@ namespace {
 constexpr int64_t kParallelThreshold = 16384;  // elements
 constexpr int64_t kGroup = 64;                 // Philox counters per group (4 elements each)
 
-template <class T>
-STRATA_MULTIVERSION void dropout_kernel(const T* x, T* y, int64_t n, float p, T scale, uint64_t seed, uint64_t offset) {
+// S: the data's storage (T, or 16-bit with T float: widened on load, rounded on store).
+template <class S, class T>
+STRATA_MULTIVERSION void dropout_kernel(const S* x, S* y, int64_t n, float p, T scale, uint64_t seed, uint64_t offset) {
   const int64_t blocks = (n + 3) / 4;
   const int64_t groups = (blocks + kGroup - 1) / kGroup;
 #pragma omp parallel for if (n > kParallelThreshold) schedule(static)
@@ -34,8 +36,8 @@ STRATA_MULTIVERSION void dropout_kernel(const T* x, T* y, int64_t n, float p, T 
     const int64_t base = 4 * c0, len = std::min(4 * count, n - base);
 #pragma omp simd
     for (int64_t k = 0; k < len; ++k) {
-      const T v = x[base + k] * scale;
-      y[base + k] = strata_kernels::dropout_keep(words[k], p) ? v : T(0);
+      const T v = static_cast<T>(strata_kernels::widen(x[base + k])) * scale;
+      strata_kernels::store(y[base + k], strata_kernels::dropout_keep(words[k], p) ? v : T(0));
     }
   }
 }
@@ -44,9 +46,9 @@ STRATA_MULTIVERSION void dropout_kernel(const T* x, T* y, int64_t n, float p, T 
 
 Tensor dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset) {
   Tensor out = empty_like(x);
-  detail::dispatch_floating(x.dtype(), "dropout", [&]<class T>() {
-    dropout_kernel(x.data<T>(), out.data<T>(), x.numel(), static_cast<float>(p), static_cast<T>(1.0 / (1.0 - p)), seed,
-                   offset);
+  dispatch_row_storage(x.dtype(), x.dtype(), "dropout", [&]<class S, class T, class>() {
+    dropout_kernel(storage<const S>(x), storage<S>(out), x.numel(), static_cast<float>(p),
+                   static_cast<T>(1.0 / (1.0 - p)), seed, offset);
   });
   return out;
 }

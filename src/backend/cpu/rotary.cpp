@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cpu/multiversion.h"
+#include "backend/cpu/row_storage.h"
 #include "strata/tensor/factory.h"
 #include "strata_kernels/common/rotary.h"
 #include "tensor/dtype_dispatch.h"
@@ -12,23 +13,26 @@ namespace {
 
 constexpr int64_t kParallelThreshold = 16384;  // elements
 
-template <bool kTranspose, class T>
-STRATA_MULTIVERSION void rotary_kernel(const T* x, const T* cos, const T* sin, int64_t rows, int64_t t, int64_t d,
-                                       T* y) {
+// S: x's and y's storage (T, or 16-bit with T float: widened on load, rounded on store).
+template <bool kTranspose, class S, class T>
+STRATA_MULTIVERSION void rotary_kernel(const S* x, const T* cos, const T* sin, int64_t rows, int64_t t, int64_t d,
+                                       S* y) {
+  using strata_kernels::store;
+  using strata_kernels::widen;
   const int64_t half = d / 2;
 #pragma omp parallel for if (rows * d > kParallelThreshold) schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * d;
+    const S* xr = x + r * d;
     const T* c = cos + (r % t) * d;
     const T* s = sin + (r % t) * d;
-    T* yr = y + r * d;
+    S* yr = y + r * d;
 #pragma omp simd
     for (int64_t j = 0; j < half; ++j) {
-      const auto p = kTranspose
-                         ? strata_kernels::rotary_backward(xr[j], xr[j + half], c[j], s[j], c[j + half], s[j + half])
-                         : strata_kernels::rotary_forward(xr[j], xr[j + half], c[j], s[j], c[j + half], s[j + half]);
-      yr[j] = p.first;
-      yr[j + half] = p.second;
+      const T x1 = widen(xr[j]), x2 = widen(xr[j + half]);
+      const auto p = kTranspose ? strata_kernels::rotary_backward(x1, x2, c[j], s[j], c[j + half], s[j + half])
+                                : strata_kernels::rotary_forward(x1, x2, c[j], s[j], c[j + half], s[j + half]);
+      store(yr[j], p.first);
+      store(yr[j + half], p.second);
     }
   }
 }
@@ -40,11 +44,11 @@ Tensor rotary_apply(const Tensor& x, const Tensor& cos, const Tensor& sin, bool 
   const int64_t t = x.size(-2), d = x.size(-1);
   if (x.numel() == 0) return y;
   const int64_t rows = x.numel() / d;
-  detail::dispatch_floating(x.dtype(), "rotary_embedding", [&]<class T>() {
+  dispatch_row_storage(x.dtype(), x.dtype(), "rotary_embedding", [&]<class S, class T, class>() {
     if (transpose) {
-      rotary_kernel<true>(x.data<T>(), cos.data<T>(), sin.data<T>(), rows, t, d, y.data<T>());
+      rotary_kernel<true>(storage<const S>(x), cos.data<T>(), sin.data<T>(), rows, t, d, storage<S>(y));
     } else {
-      rotary_kernel<false>(x.data<T>(), cos.data<T>(), sin.data<T>(), rows, t, d, y.data<T>());
+      rotary_kernel<false>(storage<const S>(x), cos.data<T>(), sin.data<T>(), rows, t, d, storage<S>(y));
     }
   });
   return y;

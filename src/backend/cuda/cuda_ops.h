@@ -20,6 +20,15 @@ STRATA_CUDA_ENTRY(Tensor unary_grad(backend::UnaryGradOp op, const Tensor& grad,
                                     double p = 0, double q = 0))
 STRATA_CUDA_ENTRY(Tensor binary_grad(backend::BinaryGradOp op, const Tensor& grad, const Tensor& a, const Tensor& b,
                                      const char* name))
+// gelu / silu and their gradients on contiguous 16-bit data (cuda/unary16.cpp): float32 math
+// per element, one rounding on store, as cpu/unary16.h.
+STRATA_CUDA_ENTRY(Tensor unary16(backend::UnaryOp op, const Tensor& x, const char* name))
+STRATA_CUDA_ENTRY(Tensor unary_grad16(backend::UnaryGradOp op, const Tensor& grad, const Tensor& saved,
+                                      const char* name))
+// add / mul of same-shape contiguous tensors, float32 or one 16-bit dtype each (cuda/binary16.cpp):
+// float32 math per element, one rounding on store, as cpu/binary16.h.
+STRATA_CUDA_ENTRY(Tensor binary16(backend::BinaryOp op, const Tensor& a, const Tensor& b, DType out_dtype,
+                                  const char* name))
 // self += alpha * other, self *= value: the CPU's rounding (alpha * other, then the sum),
 // through an out-of-place kernel and a copy into self (any strides).
 STRATA_CUDA_ENTRY(void add_inplace(const Tensor& self, const Tensor& other, double alpha))
@@ -48,7 +57,12 @@ STRATA_CUDA_ENTRY(Tensor cat(const std::vector<Tensor>& ts, size_t d, const Shap
 // Row ops (row_ops.cpp): the same arithmetic and order as the CPU's (strata_kernels/common/row_*.h).
 STRATA_CUDA_ENTRY(Tensor softmax_forward(const Tensor& x, int64_t dim, bool log))
 STRATA_CUDA_ENTRY(Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool log))
-STRATA_CUDA_ENTRY(Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal))
+// Last dimension, contiguous 16-bit x: as cpu::softmax_last16 (float32 values kept for
+// backward and their 16-bit rounding, one pass).
+STRATA_CUDA_ENTRY(backend::SoftmaxOutputs softmax_last16(const Tensor& x, bool log))
+STRATA_CUDA_ENTRY(Tensor softmax_backward_last16(const Tensor& grad, const Tensor& y, bool log))
+STRATA_CUDA_ENTRY(backend::SoftmaxOutputs attention_softmax_forward(const Tensor& scores, double scale, bool causal,
+                                                                    DType out_dtype))
 STRATA_CUDA_ENTRY(Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal))
 // Fused attention through cuDNN (fused_attention.cpp): q [B, H, Tq, D], k and v [B, H, Tk, D],
 // 16-bit, one device, last dimension contiguous (../ops/attention_fused.h checks the rest).
@@ -72,12 +86,15 @@ STRATA_CUDA_ENTRY(backend::CrossEntropyResult cross_entropy_forward(const Tensor
 STRATA_CUDA_ENTRY(Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets,
                                                 const Tensor& stats, int64_t ignore_index, int64_t count,
                                                 int64_t classes))
+// layer_norm: x float32/float64/16-bit, the output out_dtype (x's, or 16-bit for float32 x);
+// 16-bit data computes in float32 (cpu/layer_norm.h).
 STRATA_CUDA_ENTRY(backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                                                              double eps))
+                                                              double eps, DType out_dtype))
 STRATA_CUDA_ENTRY(backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                                               const Tensor& mean, const Tensor& rstd, bool need_dx,
                                                               bool need_dweight, bool need_dbias))
-STRATA_CUDA_ENTRY(backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps))
+STRATA_CUDA_ENTRY(backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps,
+                                                          DType out_dtype))
 STRATA_CUDA_ENTRY(backend::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                                           const Tensor& rstd, bool need_dx, bool need_dweight))
 

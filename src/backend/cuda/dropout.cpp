@@ -3,6 +3,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/float_element_type.h"
 #include "strata/tensor/factory.h"
 #include "strata_kernels/elementwise.h"
 
@@ -13,9 +14,9 @@ Tensor dropout_apply(const Tensor& x, double p, uint64_t seed, uint64_t offset) 
   Tensor y = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
   cuda_detail::DeviceGuard guard(x.device().index);
   // The scale as the CPU computes it: 1 / (1 - p) in double, then rounded to the dtype.
-  STRATA_LAUNCH(strata_dropout_apply(x.dtype() == DType::Float32 ? STRATA_ELEMENT_F32 : STRATA_ELEMENT_F64,
-                                     y.data_ptr(), x.data_ptr(), x.numel(), static_cast<float>(p), 1.0 / (1.0 - p),
-                                     seed, offset, cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_dropout_apply(cuda_detail::storage_element_type(x.dtype(), "dropout"), y.data_ptr(),
+                                     x.data_ptr(), x.numel(), static_cast<float>(p), 1.0 / (1.0 - p), seed, offset,
+                                     cuda_detail::stream_of(x.device().index)));
   return y;
 }
 

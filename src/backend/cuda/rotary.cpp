@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/float_element_type.h"
 #include "strata/tensor/factory.h"
 #include "strata_kernels/elementwise.h"
 
@@ -15,9 +16,9 @@ Tensor rotary_apply(const Tensor& x, const Tensor& cos, const Tensor& sin, bool 
   if (x.numel() == 0) return y;
   const int64_t t = x.size(-2), d = x.size(-1);
   cuda_detail::DeviceGuard guard(x.device().index);
-  STRATA_LAUNCH(strata_rotary_apply(x.dtype() == DType::Float32 ? STRATA_ELEMENT_F32 : STRATA_ELEMENT_F64,
-                                    transpose ? 1 : 0, y.data_ptr(), x.data_ptr(), cos.data_ptr(), sin.data_ptr(),
-                                    x.numel() / d, t, d, cuda_detail::stream_of(x.device().index)));
+  STRATA_LAUNCH(strata_rotary_apply(cuda_detail::storage_element_type(x.dtype(), "rotary_embedding"), transpose ? 1 : 0,
+                                    y.data_ptr(), x.data_ptr(), cos.data_ptr(), sin.data_ptr(), x.numel() / d, t, d,
+                                    cuda_detail::stream_of(x.device().index)));
   return y;
 }
 

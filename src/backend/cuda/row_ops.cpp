@@ -40,7 +40,8 @@ Tensor softmax_last(const Tensor& x, bool log) {
   Tensor y = empty_like(x);
   const Rows r = rows_of(x);
   if (r.rows == 0) return y;
-  STRATA_LAUNCH(strata_softmax_rows(float_type(x.dtype(), op), x.data_ptr(), y.data_ptr(), r.rows, r.n, log, l.stream));
+  const int32_t type = float_type(x.dtype(), op);
+  STRATA_LAUNCH(strata_softmax_rows(type, type, x.data_ptr(), y.data_ptr(), nullptr, r.rows, r.n, log, l.stream));
   return y;
 }
 
@@ -50,8 +51,9 @@ Tensor softmax_backward_last(const Tensor& grad, const Tensor& y, bool log) {
   Tensor dx = empty_like(y);
   const Rows r = rows_of(y);
   if (r.rows == 0) return dx;
-  STRATA_LAUNCH(strata_softmax_backward_rows(float_type(y.dtype(), op), grad.data_ptr(), y.data_ptr(), dx.data_ptr(),
-                                             r.rows, r.n, log, l.stream));
+  const int32_t type = float_type(y.dtype(), op);
+  STRATA_LAUNCH(strata_softmax_backward_rows(type, type, grad.data_ptr(), y.data_ptr(), dx.data_ptr(), r.rows, r.n, log,
+                                             l.stream));
   return dx;
 }
 
@@ -72,24 +74,54 @@ Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim, bool
   return moved_last(softmax_backward_last(moved_last(grad, dim), moved_last(out, dim), log), dim);
 }
 
-Tensor attention_softmax_forward(const Tensor& scores, double scale, bool causal) {
-  Launch l(scores, "attention softmax");
-  Tensor probs = empty_like(scores);
+backend::SoftmaxOutputs softmax_last16(const Tensor& x, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  Launch l(x, op);
+  const DType compute = cuda_detail::compute_dtype_of(x.dtype());
+  backend::SoftmaxOutputs p{empty(x.shape(), like(x, compute)), empty(x.shape(), like(x, x.dtype()))};
+  const Rows r = rows_of(x);
+  if (r.rows == 0) return p;
+  STRATA_LAUNCH(strata_softmax_rows(float_type(compute, op), cuda_detail::storage_element_type(x.dtype(), op),
+                                    x.data_ptr(), p.probs.data_ptr(), p.out.data_ptr(), r.rows, r.n, log, l.stream));
+  return p;
+}
+
+Tensor softmax_backward_last16(const Tensor& grad, const Tensor& y, bool log) {
+  const char* op = log ? "log_softmax backward" : "softmax backward";
+  Launch l(y, op);
+  Tensor dx = empty(grad.shape(), like(grad, grad.dtype()));
+  const Rows r = rows_of(y);
+  if (r.rows == 0) return dx;
+  STRATA_LAUNCH(strata_softmax_backward_rows(float_type(y.dtype(), op),
+                                             cuda_detail::storage_element_type(grad.dtype(), op), grad.data_ptr(),
+                                             y.data_ptr(), dx.data_ptr(), r.rows, r.n, log, l.stream));
+  return dx;
+}
+
+backend::SoftmaxOutputs attention_softmax_forward(const Tensor& scores, double scale, bool causal, DType out_dtype) {
+  const char* op = "attention softmax";
+  Launch l(scores, op);
+  const DType compute = cuda_detail::compute_dtype_of(scores.dtype());
+  backend::SoftmaxOutputs p{empty(scores.shape(), like(scores, compute)), Tensor()};
+  p.out = out_dtype == compute ? p.probs : empty(scores.shape(), like(scores, out_dtype));
   const Rows r = rows_of(scores);
-  if (r.rows == 0) return probs;
-  STRATA_LAUNCH(strata_attention_softmax_rows(float_type(scores.dtype(), "attention softmax"), scores.data_ptr(),
-                                              probs.data_ptr(), r.rows, scores.size(-2), r.n, scale, causal, l.stream));
-  return probs;
+  if (r.rows == 0) return p;
+  STRATA_LAUNCH(strata_attention_softmax_rows(
+      float_type(compute, op), cuda_detail::storage_element_type(scores.dtype(), op),
+      cuda_detail::storage_element_type(out_dtype, op), scores.data_ptr(), p.probs.data_ptr(), p.out.data_ptr(), r.rows,
+      scores.size(-2), r.n, scale, causal, l.stream));
+  return p;
 }
 
 Tensor attention_softmax_backward(const Tensor& grad, const Tensor& probs, double scale, bool causal) {
-  Launch l(probs, "attention softmax backward");
-  Tensor dx = empty_like(probs);
+  const char* op = "attention softmax backward";
+  Launch l(probs, op);
+  Tensor dx = empty(grad.shape(), like(grad, grad.dtype()));
   const Rows r = rows_of(probs);
   if (r.rows == 0) return dx;
-  STRATA_LAUNCH(strata_attention_softmax_backward_rows(float_type(probs.dtype(), "attention softmax backward"),
-                                                       grad.data_ptr(), probs.data_ptr(), dx.data_ptr(), r.rows,
-                                                       probs.size(-2), r.n, scale, causal, l.stream));
+  STRATA_LAUNCH(strata_attention_softmax_backward_rows(
+      float_type(probs.dtype(), op), cuda_detail::storage_element_type(grad.dtype(), op), grad.data_ptr(),
+      probs.data_ptr(), dx.data_ptr(), r.rows, probs.size(-2), r.n, scale, causal, l.stream));
   return dx;
 }
 
@@ -97,16 +129,17 @@ backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Te
                                                   int64_t classes) {
   Launch l(logits, "cross_entropy");
   const int64_t rows = logits.size(0), cols = logits.size(1);
-  const int32_t type = float_type(logits.dtype(), "cross_entropy");
+  const DType compute = cuda_detail::compute_dtype_of(logits.dtype());
+  const int32_t type = float_type(compute, "cross_entropy");
   backend::CrossEntropyResult r;
-  r.stats = empty({rows, 2}, like(logits, logits.dtype()));
+  r.stats = empty({rows, 2}, like(logits, compute));
   Tensor row_loss = empty({rows}, like(logits, DType::Float64));
   static_assert(sizeof(StrataCrossEntropyStatus) == 3 * sizeof(int64_t));
   Tensor status = empty({3}, like(logits, DType::Int64));
-  STRATA_LAUNCH(strata_cross_entropy_rows(type, index_type(targets.dtype()), logits.data_ptr(), targets.data_ptr(),
-                                          rows, cols, classes, ignore_index, r.stats.data_ptr(),
-                                          static_cast<double*>(row_loss.data_ptr()),
-                                          static_cast<StrataCrossEntropyStatus*>(status.data_ptr()), l.stream));
+  STRATA_LAUNCH(strata_cross_entropy_rows(
+      type, cuda_detail::storage_element_type(logits.dtype(), "cross_entropy"), index_type(targets.dtype()),
+      logits.data_ptr(), targets.data_ptr(), rows, cols, classes, ignore_index, r.stats.data_ptr(),
+      static_cast<double*>(row_loss.data_ptr()), static_cast<StrataCrossEntropyStatus*>(status.data_ptr()), l.stream));
   // The count is the host's (backward scales by it), so this waits for the kernels.
   const std::vector<int64_t> words = status.to_vector<int64_t>();
   StrataCrossEntropyStatus s;
@@ -118,7 +151,7 @@ backend::CrossEntropyResult cross_entropy_forward(const Tensor& logits, const Te
                 " classes (expected [0, ", classes, ") or ignore_index ", ignore_index, ")");
   }
   r.count = static_cast<int64_t>(s.count);
-  r.loss = full({}, r.count > 0 ? s.total / static_cast<double>(r.count) : 0.0, like(logits, logits.dtype()));
+  r.loss = full({}, r.count > 0 ? s.total / static_cast<double>(r.count) : 0.0, like(logits, compute));
   return r;
 }
 
@@ -129,70 +162,84 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
   Tensor dx = empty_like(logits);
   if (rows == 0) return dx;
   const double coef = count > 0 ? grad_loss.item() / static_cast<double>(count) : 0.0;
+  const char* op = "cross_entropy backward";
   STRATA_LAUNCH(strata_cross_entropy_backward_rows(
-      float_type(logits.dtype(), "cross_entropy backward"), index_type(targets.dtype()), logits.data_ptr(),
+      float_type(cuda_detail::compute_dtype_of(logits.dtype()), op),
+      cuda_detail::storage_element_type(logits.dtype(), op), index_type(targets.dtype()), logits.data_ptr(),
       targets.data_ptr(), stats.data_ptr(), rows, cols, classes, ignore_index, coef, dx.data_ptr(), l.stream));
   return dx;
 }
 
-backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+backend::LayerNormResult layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                                            DType out_dtype) {
   Launch l(x, "layer_norm");
   const Rows r = rows_of(x);
-  backend::LayerNormResult out{empty_like(x), empty({r.rows}, like(x, x.dtype())), empty({r.rows}, like(x, x.dtype()))};
+  const DType compute = cuda_detail::compute_dtype_of(x.dtype());
+  backend::LayerNormResult out{empty(x.shape(), like(x, out_dtype)), empty({r.rows}, like(x, compute)),
+                               empty({r.rows}, like(x, compute))};
   if (r.rows == 0) return out;
-  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
-  const Tensor b = bias.defined() ? bias : zeros({r.n}, like(x, x.dtype()));
-  STRATA_LAUNCH(strata_layer_norm_rows(float_type(x.dtype(), "layer_norm"), x.data_ptr(), w.data_ptr(), b.data_ptr(),
-                                       r.rows, r.n, eps, out.out.data_ptr(), out.mean.data_ptr(), out.rstd.data_ptr(),
-                                       l.stream));
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, compute));
+  const Tensor b = bias.defined() ? bias : zeros({r.n}, like(x, compute));
+  STRATA_LAUNCH(strata_layer_norm_rows(
+      float_type(compute, "layer_norm"), cuda_detail::storage_element_type(x.dtype(), "layer_norm"),
+      cuda_detail::storage_element_type(out_dtype, "layer_norm"), x.data_ptr(), w.data_ptr(), b.data_ptr(), r.rows, r.n,
+      eps, out.out.data_ptr(), out.mean.data_ptr(), out.rstd.data_ptr(), l.stream));
   return out;
 }
 
 backend::LayerNormGrads layer_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight,
                                             const Tensor& mean, const Tensor& rstd, bool need_dx, bool need_dweight,
                                             bool need_dbias) {
-  Launch l(x, "layer_norm backward");
+  const char* op = "layer_norm backward";
+  Launch l(x, op);
   const Rows r = rows_of(x);
+  const DType compute = cuda_detail::compute_dtype_of(x.dtype());
   backend::LayerNormGrads g;
   if (need_dx) g.dx = empty_like(x);
-  if (need_dweight) g.dweight = zeros({r.n}, like(x, x.dtype()));
-  if (need_dbias) g.dbias = zeros({r.n}, like(x, x.dtype()));
+  if (need_dweight) g.dweight = zeros({r.n}, like(x, compute));
+  if (need_dbias) g.dbias = zeros({r.n}, like(x, compute));
   if (r.rows == 0) return g;
   const bool need_params = need_dweight || need_dbias;
-  Tensor partials =
-      need_params ? empty({strata_kernels::column_blocks(r.rows), 2 * r.n}, like(x, x.dtype())) : Tensor();
-  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
+  Tensor partials = need_params ? empty({strata_kernels::column_blocks(r.rows), 2 * r.n}, like(x, compute)) : Tensor();
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, compute));
   STRATA_LAUNCH(strata_layer_norm_backward(
-      float_type(x.dtype(), "layer_norm backward"), grad.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr(),
+      float_type(compute, op), cuda_detail::storage_element_type(x.dtype(), op),
+      cuda_detail::storage_element_type(grad.dtype(), op), grad.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr(),
       rstd.data_ptr(), r.rows, r.n, need_dx ? g.dx.data_ptr() : nullptr, need_params ? partials.data_ptr() : nullptr,
       need_dweight ? g.dweight.data_ptr() : nullptr, need_dbias ? g.dbias.data_ptr() : nullptr, l.stream));
   return g;
 }
 
-backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps) {
-  Launch l(x, "rms_norm");
+backend::RmsNormResult rms_norm_forward(const Tensor& x, const Tensor& weight, double eps, DType out_dtype) {
+  const char* op = "rms_norm";
+  Launch l(x, op);
   const Rows r = rows_of(x);
-  backend::RmsNormResult out{empty_like(x), empty({r.rows}, like(x, x.dtype()))};
+  const DType compute = cuda_detail::compute_dtype_of(x.dtype());
+  backend::RmsNormResult out{empty(x.shape(), like(x, out_dtype)), empty({r.rows}, like(x, compute))};
   if (r.rows == 0) return out;
-  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
-  STRATA_LAUNCH(strata_rms_norm_rows(float_type(x.dtype(), "rms_norm"), x.data_ptr(), w.data_ptr(), r.rows, r.n, eps,
-                                     out.out.data_ptr(), out.rstd.data_ptr(), l.stream));
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, compute));
+  STRATA_LAUNCH(strata_rms_norm_rows(float_type(compute, op), cuda_detail::storage_element_type(x.dtype(), op),
+                                     cuda_detail::storage_element_type(out_dtype, op), x.data_ptr(), w.data_ptr(),
+                                     r.rows, r.n, eps, out.out.data_ptr(), out.rstd.data_ptr(), l.stream));
   return out;
 }
 
 backend::RmsNormGrads rms_norm_backward(const Tensor& grad, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                         bool need_dx, bool need_dweight) {
-  Launch l(x, "rms_norm backward");
+  const char* op = "rms_norm backward";
+  Launch l(x, op);
   const Rows r = rows_of(x);
+  const DType compute = cuda_detail::compute_dtype_of(x.dtype());
   backend::RmsNormGrads g;
   if (need_dx) g.dx = empty_like(x);
-  if (need_dweight) g.dweight = zeros({r.n}, like(x, x.dtype()));
+  if (need_dweight) g.dweight = zeros({r.n}, like(x, compute));
   if (r.rows == 0) return g;
-  Tensor partials = need_dweight ? empty({strata_kernels::column_blocks(r.rows), r.n}, like(x, x.dtype())) : Tensor();
-  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, x.dtype()));
+  Tensor partials = need_dweight ? empty({strata_kernels::column_blocks(r.rows), r.n}, like(x, compute)) : Tensor();
+  const Tensor w = weight.defined() ? weight : full({r.n}, 1.0, like(x, compute));
   STRATA_LAUNCH(strata_rms_norm_backward(
-      float_type(x.dtype(), "rms_norm backward"), grad.data_ptr(), x.data_ptr(), w.data_ptr(), rstd.data_ptr(), r.rows,
-      r.n, need_dx ? g.dx.data_ptr() : nullptr, need_dweight ? partials.data_ptr() : nullptr,
+      float_type(compute, op), cuda_detail::storage_element_type(x.dtype(), op),
+      cuda_detail::storage_element_type(grad.dtype(), op), grad.data_ptr(), x.data_ptr(), w.data_ptr(), rstd.data_ptr(),
+      r.rows, r.n, need_dx ? g.dx.data_ptr() : nullptr, need_dweight ? partials.data_ptr() : nullptr,
       need_dweight ? g.dweight.data_ptr() : nullptr, l.stream));
   return g;
 }
