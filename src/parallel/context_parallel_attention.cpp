@@ -27,6 +27,7 @@ struct Geometry {
   int64_t batch = 0, heads = 0, kv_heads = 0, group = 0, length = 0, chunk = 0, dim = 0;
   double scale = 1.0;
   DType compute = DType::Float32;
+  Device device = Device::cpu();
   ContextParallelSplit split;
 };
 
@@ -42,6 +43,8 @@ Geometry geometry(const Tensor& q, const Tensor& k, const Tensor& v, const dist:
   STRATA_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype() && is_floating(q.dtype()),
                "context_parallel_attention: q, k, v must share one floating dtype (got ", q.dtype(), ", ", k.dtype(),
                ", ", v.dtype(), ")");
+  STRATA_CHECK(q.device() == k.device() && q.device() == v.device(), "context_parallel_attention: q, k, v are on ",
+               q.device(), ", ", k.device(), ", ", v.device(), "; they must share one device");
   Geometry g;
   g.batch = q.size(0);
   g.heads = q.size(1);
@@ -53,6 +56,7 @@ Geometry geometry(const Tensor& q, const Tensor& k, const Tensor& v, const dist:
   g.chunk = g.split.chunk();
   g.scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(g.dim)));
   g.compute = q.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  g.device = q.device();
   return g;
 }
 
@@ -84,7 +88,7 @@ Tensor diagonal_mask(const Geometry& g) {
   for (int64_t row = 0; row < g.group * g.chunk; ++row)
     for (int64_t col = row % g.chunk + 1; col < g.chunk; ++col)
       values[static_cast<size_t>(row * g.chunk + col)] = -std::numeric_limits<double>::infinity();
-  return from_vector(values, {g.group * g.chunk, g.chunk}).to(g.compute);
+  return from_vector(values, {g.group * g.chunk, g.chunk}).to(g.compute).to(g.device);
 }
 
 // One (query chunk, key chunk) pair of the causal attention: the keys of chunk `key_chunk`
