@@ -2,6 +2,7 @@
 
 #include "common/device_setup.h"
 #include "strata/core/error.h"
+#include "strata/parallel/context_parallel.h"
 #include "strata/parallel/tp_factory.h"
 
 namespace strata::examples {
@@ -11,15 +12,27 @@ Layout make_layout(dist::ProcessGroup& world, const TrainOptions& o) {
   layout.lead = world.rank() == 0;
   layout.device = training_device(o);
   layout.data = &world;
-  if (o.tp <= 1 && o.pp <= 1) return layout;
-  STRATA_CHECK(world.size() % (o.tp * o.pp) == 0, "--pp ", o.pp, " x --tp ", o.tp, " does not divide the ",
-               world.size(), " ranks: the data-parallel degree is ranks / (--pp x --tp)");
-  layout.mesh =
-      std::make_unique<dist::DeviceMesh>(world, dist::MeshShape{.pp = static_cast<int>(o.pp),
-                                                                .dp = static_cast<int>(world.size() / (o.tp * o.pp)),
-                                                                .tp = static_cast<int>(o.tp)});
+  layout.replicas = &world;
+  if (o.tp <= 1 && o.pp <= 1 && o.cp <= 1) return layout;
+  for (const auto& [option, degree] : NamedValues{{"--tp", o.tp}, {"--pp", o.pp}, {"--cp", o.cp}})
+    STRATA_CHECK(world.size() % degree == 0, option, " ", degree, " does not divide the ", world.size(), " ranks");
+  STRATA_CHECK(world.size() % (o.tp * o.pp * o.cp) == 0, "--pp ", o.pp, " x --cp ", o.cp, " x --tp ", o.tp,
+               " does not divide the ", world.size(),
+               " ranks: the data-parallel degree is ranks / (--pp x --cp x --tp)");
+  layout.mesh = std::make_unique<dist::DeviceMesh>(
+      world, dist::MeshShape{.pp = static_cast<int>(o.pp),
+                             .dp = static_cast<int>(world.size() / (o.tp * o.pp * o.cp)),
+                             .tp = static_cast<int>(o.tp),
+                             .cp = static_cast<int>(o.cp)});
   layout.data = &layout.mesh->group(dist::MeshDim::Data);
+  layout.replicas = &layout.mesh->group(dist::MeshDim::DataContext);
   if (o.pp > 1) layout.pipeline = &layout.mesh->group(dist::MeshDim::Pipeline);
+  if (o.cp > 1) {
+    const auto variant = o.cp_attention == "ring" ? parallel::ContextParallelAttention::Ring
+                                                  : parallel::ContextParallelAttention::AllGather;
+    layout.context = std::make_shared<parallel::ContextParallel>(layout.mesh->group(dist::MeshDim::Context),
+                                                                 parallel::ContextParallelOptions{.variant = variant});
+  }
   if (o.tp <= 1) return layout;
   layout.tensor = &layout.mesh->group(dist::MeshDim::Tensor);
   layout.factory = std::make_shared<parallel::TensorParallelFactory>(
@@ -27,14 +40,21 @@ Layout make_layout(dist::ProcessGroup& world, const TrainOptions& o) {
   return layout;
 }
 
+void check_context_split(const TrainOptions& o, int64_t context, const std::string& how_to_change) {
+  STRATA_CHECK(context % (2 * o.cp) == 0, "--cp ", o.cp, " splits each sequence into ", 2 * o.cp,
+               " load-balanced chunks (rank r holds chunks r and ", 2 * o.cp, "-1-r): the sequence length ", context,
+               " must be a multiple of ", 2 * o.cp, "; change ", how_to_change);
+}
+
 std::string tensor_parallel_note(const TrainOptions& o) {
   std::string note;
+  if (o.cp > 1) note += " (data) x " + std::to_string(o.cp) + " context-parallel ranks (" + o.cp_attention + ")";
   if (o.tp > 1)
-    note += " (data) x " + std::to_string(o.tp) + " tensor-parallel ranks" +
+    note += std::string(o.cp > 1 ? "" : " (data)") + " x " + std::to_string(o.tp) + " tensor-parallel ranks" +
             (o.sequence_parallel ? " (sequence parallel)" : "");
   if (o.pp > 1)
-    note += std::string(o.tp > 1 ? "" : " (data)") + " x " + std::to_string(o.pp) + " pipeline stages (" + o.schedule +
-            ", " + std::to_string(micro_batches(o)) + " micro-batches)";
+    note += std::string(o.tp > 1 || o.cp > 1 ? "" : " (data)") + " x " + std::to_string(o.pp) + " pipeline stages (" +
+            o.schedule + ", " + std::to_string(micro_batches(o)) + " micro-batches)";
   return note;
 }
 

@@ -35,12 +35,21 @@ ModelTraining::ModelTraining(nn::CausalLM& model, const train::ModelFamily& fami
       o_(o),
       world_(world),
       duplicate_(stage_duplicates(model, layout)),
-      trainer_(model, *layout.data, o, family.zero3_unit, layout.tensor, layout.pipeline, duplicate_),
+      trainer_(model, *layout.replicas, o, family.zero3_unit, layout.tensor, layout.pipeline, duplicate_),
       step_timeline_(o, world),
       pipeline_(make_pipeline(model, layout, partition, o, trainer_, step_timeline_.timeline())) {}
 
 StepResult ModelTraining::step(int64_t step, const data::Batch& batch) {
-  const data::Batch here{batch.inputs.to(layout_.device), batch.targets.to(layout_.device)};
+  data::Batch here{batch.inputs.to(layout_.device), batch.targets.to(layout_.device)};
+  if (!layout_.context) return train_step(step, model_, pipeline_.get(), here, trainer_, step_timeline_);
+  // --cp: this rank's chunks of every sequence, and the split set for this step only, so
+  // that evaluation and generation see whole sequences.
+  here = {layout_.context->local(here.inputs, 1).contiguous(), layout_.context->local(here.targets, 1).contiguous()};
+  struct SplitForThisStep {
+    nn::CausalLM& model;
+    ~SplitForThisStep() { model.set_context_split(nullptr); }
+  } split{model_};
+  model_.set_context_split(layout_.context);
   return train_step(step, model_, pipeline_.get(), here, trainer_, step_timeline_);
 }
 
@@ -66,14 +75,17 @@ train::CheckpointTarget ModelTraining::checkpoint_target(data::BatchSampler& sam
   return {.model = model_,
           .world = world_,
           .zero = trainer_.zero(),
-          .data = layout_.data,
+          .data = layout_.replicas,
           .tensor = layout_.tensor,
           .duplicate = duplicate_,
           .sampler = &sampler,
           .scheduler = &trainer_.schedule(),
           .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr,
           .config = std::move(config),
-          .layout = {{"pipeline", std::to_string(o_.pp)}, {"schedule", o_.schedule}, {"param_dtype", o_.param_dtype}}};
+          .layout = {{"pipeline", std::to_string(o_.pp)},
+                     {"context", std::to_string(o_.cp)},
+                     {"schedule", o_.schedule},
+                     {"param_dtype", o_.param_dtype}}};
 }
 
 }  // namespace strata::examples

@@ -102,6 +102,16 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
                  "data-parallel degree is ranks / (--pp x --tp)")
       ->capture_default_str()
       ->check(fits_int64());
+  app.add_option("--cp", o.cp,
+                 "context-parallel degree: ranks that split every sequence (load-balanced causal "
+                 "chunks, ring attention); the data-parallel degree is ranks / (--pp x --cp x --tp)")
+      ->capture_default_str()
+      ->check(fits_int64());
+  app.add_option("--cp-attention", o.cp_attention,
+                 "with --cp: keys and values passed round a ring of the ranks (overlapped with the "
+                 "attention) or all-gathered at once")
+      ->check(CLI::IsMember({"ring", "all-gather"}))
+      ->capture_default_str();
   app.add_option("--micro-batches", o.micro_batches, "with --pp: micro-batches per step (divides --batch; 0: 2 x --pp)")
       ->capture_default_str()
       ->check(fits_int64());
@@ -139,6 +149,8 @@ void validate_train_options(const TrainOptions& o) {
   STRATA_CHECK(o.tp >= 1, "--tp must be at least 1, got ", o.tp);
   STRATA_CHECK(!o.sequence_parallel || o.tp > 1, "--sequence-parallel needs --tp of 2 or more");
   STRATA_CHECK(o.pp >= 1, "--pp must be at least 1, got ", o.pp);
+  STRATA_CHECK(o.cp >= 1, "--cp must be at least 1, got ", o.cp);
+  STRATA_CHECK(o.cp > 1 || o.cp_attention == "ring", "--cp-attention takes effect with --cp of 2 or more");
   check_not_negative({{"--micro-batches", o.micro_batches},
                       {"--timeline-step", o.timeline_step},
                       {"--padded-vocab-multiple", o.padded_vocab_multiple}});

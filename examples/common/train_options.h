@@ -34,6 +34,8 @@ struct TrainOptions {
   int64_t tp = 1;                       // tensor-parallel degree (divides the world size)
   bool sequence_parallel = false;       // with --tp > 1
   int64_t pp = 1;                       // pipeline stages (ranks per pipeline; divides the world / --tp)
+  int64_t cp = 1;                       // context-parallel degree: ranks that split each sequence
+  std::string cp_attention = "ring";    // with --cp > 1: ring or all-gather (key/value exchange)
   int64_t micro_batches = 0;            // with --pp: micro-batches per step (0: 2 x --pp)
   std::string schedule = "1f1b";        // with --pp: gpipe, 1f1b or interleaved
   int64_t chunks = 2;                   // with --schedule interleaved: model chunks per rank

@@ -11,6 +11,7 @@
 //   mpirun -np 4 train_gpt --tp 2 --resume runs/z3 --global-batch 128   # any other layout
 //   mpirun -np 4 train_gpt --tp 2 --zero 1       # dp=2 x tp=2: each layer split over 2 ranks
 //   mpirun -np 8 train_gpt --pp 2 --tp 2 --layers 4   # pp=2 x dp=2 x tp=2 (1F1B, 4 micro-batches)
+//   mpirun -np 4 train_gpt --cp 2 --zero 2       # dp=2 x cp=2: each sequence split over 2 ranks
 //   train_gpt --timeline runs/step.json          # Perfetto timeline of step 1 (every rank)
 //   mpirun -np 2 train_gpt --device cuda --autocast bf16   # each rank on its GPU, bf16 products
 //
@@ -74,6 +75,7 @@ struct Options {
   int64_t heads = 16;
   int64_t width = 128;
   int digits = 3;
+  int64_t context = 0;     // 0: the task's sequence length; more pads every sequence (e.g. for --cp)
   int64_t eval_every = 0;  // 0: only at the end
   int64_t eval_examples = 1000;
   double dropout = 0.0;
@@ -127,6 +129,13 @@ void validate(const Options& o) {
                       {"--digits", o.digits}});
   check_not_negative({{"--eval-every", o.eval_every}});
   examples::validate_checkpoint_options(o.ckpt);
+  check_not_negative({{"--context", o.context}});
+  const int64_t task_length = data::SyntheticTask({.digits = o.digits}).sequence_length();
+  STRATA_CHECK(o.context == 0 || o.context >= task_length, "--context ", o.context,
+               " is shorter than the task's sequences: ", task_length, " tokens with --digits ", o.digits);
+  examples::check_context_split(o.train, o.context > 0 ? o.context : task_length,
+                                "--context (0: the task's " + std::to_string(task_length) + " tokens with --digits " +
+                                    std::to_string(o.digits) + "; longer sequences are padded)");
   STRATA_CHECK(o.width % o.heads == 0, "--width ", o.width, " must be a multiple of --heads ", o.heads);
   // Dropout 1 would zero every activation (and scale by 1 / 0).
   STRATA_CHECK(o.dropout >= 0 && o.dropout < 1, "--dropout must be in [0, 1), got ", o.dropout);
@@ -136,7 +145,7 @@ void validate(const Options& o) {
 // --param-dtype.
 nn::GPTConfig model_config(const Options& o, const examples::TrainOptions& t, const data::SyntheticTask& task) {
   nn::GPTConfig config{.vocab_size = task.vocab_size(),
-                       .context = task.sequence_length(),
+                       .context = o.context > 0 ? o.context : task.sequence_length(),
                        .n_layer = o.layers,
                        .n_head = o.heads,
                        .n_embd = o.width,
@@ -216,7 +225,7 @@ int run(const Options& o) {
   data::SyntheticTask task({.digits = o.digits, .seed = t.seed});
   const nn::GPTConfig config = model_config(o, t, task);
   // A batch that cannot fit fails now with the bytes it needs, instead of swapping.
-  examples::check_step_memory(step_activation_bytes(t.batch, config),
+  examples::check_step_memory(step_activation_bytes(t.batch, config) / static_cast<double>(t.cp),
                               "--batch " + std::to_string(t.batch) + " x context " + std::to_string(config.context) +
                                   " x width " + std::to_string(config.n_embd) + " x " + std::to_string(config.n_layer) +
                                   " layers",
@@ -250,7 +259,7 @@ int run(const Options& o) {
   for (int64_t step = start; step < end; ++step) {
     faults.before_step(step);
     std::vector<int64_t> indices = sampler.next();
-    data::Batch batch = task.make_batch(indices);
+    data::Batch batch = task.make_batch(indices, data::DataSplit::Train, config.context);
     const examples::StepResult result = examples::step_keeping_checkpoints(training, checkpointing, step, batch);
     examples::log_step(progress, metrics, step, t.steps, t.log_every, g_lead, result, layout.device);
     checkpointing.after_step(step + 1);  // collective: every rank writes its part
@@ -276,6 +285,11 @@ int main(int argc, char** argv) {
   app.add_option("--heads", o.heads, "attention heads")->capture_default_str()->check(fits_int64);
   app.add_option("--width", o.width, "embedding width")->capture_default_str()->check(fits_int64);
   app.add_option("--digits", o.digits, "operand digits of the addition task")->capture_default_str();
+  app.add_option("--context", o.context,
+                 "tokens per training sequence: the task's are padded to this (0: the task's length); "
+                 "with --cp C a multiple of 2C")
+      ->capture_default_str()
+      ->check(fits_int64);
   app.add_option("--eval-every", o.eval_every, "evaluate every N steps (0: at the end only)")
       ->capture_default_str()
       ->check(fits_int64);

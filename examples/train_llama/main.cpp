@@ -8,6 +8,7 @@
 //   mpirun -np 2 train_llama --zero 3 --param-dtype bf16     # ZeRO stage 3, bf16 parameters
 //   mpirun -np 2 train_llama --tp 2 --sequence-parallel      # every layer split over 2 ranks
 //   mpirun -np 4 train_llama --pp 2 --zero 1      # 2 pipeline stages x 2 data ranks (1F1B)
+//   mpirun -np 4 train_llama --cp 4 --context 4096    # each window split over 4 ranks (ring attention)
 //   train_llama --save runs/l --save-every 200 --export-hf runs/hf   # resumable saves, HF weights
 //   mpirun -np 2 train_llama --zero 1 --resume runs/l --global-batch 8   # continue in any layout
 //   train_llama --device cuda --autocast fp16     # on the GPU, fp16 products with loss scaling
@@ -116,6 +117,7 @@ void validate(const Options& o) {
   STRATA_CHECK(o.val_data.empty() || !o.data.empty(), "--val-data needs --data (the training tokens)");
   examples::validate_checkpoint_options(o.ckpt);
   examples::check_pipeline_options(o.train, o.layers, !o.ckpt.export_hf.empty());
+  examples::check_context_split(o.train, o.context, "--context");
 }
 
 // A generous estimate of one training step's activation memory on this rank (float32): per
@@ -342,7 +344,7 @@ std::unique_ptr<nn::Llama> make_model(const Options& o, const nn::LlamaConfig& c
 // How the data-parallel ranks train, for the banner.
 std::string data_parallel_note(const examples::TrainOptions& t, const examples::Layout& layout, int data_ranks) {
   if (t.zero >= 0) return "ZeRO stage " + std::to_string(t.zero);
-  if (data_ranks > 1) return "DDP";
+  if (data_ranks > 1 || layout.replicas->size() > 1) return "DDP";
   return layout.tensor != nullptr || layout.pipeline != nullptr ? "no data parallelism" : "one process";
 }
 
@@ -379,7 +381,7 @@ int run(Options o) {
   const std::vector<int64_t> prompt = sample_prompt(corpus, o);
 
   const nn::LlamaConfig config = model_config(o, corpus);
-  examples::check_step_memory(step_activation_bytes(o, config),
+  examples::check_step_memory(step_activation_bytes(o, config) / static_cast<double>(t.cp),
                               "--batch " + std::to_string(t.batch) + " x --context " + std::to_string(o.context) +
                                   " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) +
                                   " layers",

@@ -53,4 +53,6 @@ Tensor ContextParallel::global_mean(const Tensor& local_mean, const Tensor& loca
   return out;
 }
 
+Tensor ContextParallel::sum_over_ranks(const Tensor& x) { return all_reduce_copy(x.detach(), group_); }
+
 }  // namespace strata::parallel

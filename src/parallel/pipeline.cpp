@@ -115,6 +115,7 @@ struct Pipeline::StepState {
   int64_t rows = 0, seq_len = 0, local_seq_len = 0;
   std::vector<Tensor> tokens, targets;                        // per micro-batch
   std::vector<double> weights;                                // each micro-batch's share of the batch's loss
+  std::vector<int64_t> counts;                                // each micro-batch's targets on this rank
   struct Slot {                                               // one (micro-batch, chunk)
     Tensor input;                                             // received activation (the leaf whose gradient goes back)
     Tensor output;                                            // the chunk's output, graph attached (not the last stage)
@@ -258,10 +259,11 @@ Tensor Pipeline::run(const Tensor& tokens, const Tensor& targets, Mode mode) {
                "Pipeline: tokens must be int64 [batch, time], got ", tokens.dtype(), " ", tokens.shape());
   STRATA_CHECK(targets.shape() == tokens.shape() && targets.dtype() == DType::Int64, "Pipeline: targets ",
                targets.dtype(), " ", targets.shape(), " must be int64 of the tokens' shape ", tokens.shape());
+  // T: this rank's tokens of each sequence (all of them, or its chunks under a context split).
   const int64_t B = tokens.size(0), T = tokens.size(1);
   STRATA_CHECK(B % m == 0, "Pipeline: the batch of ", B, " rows does not divide into ", m, " micro-batches");
-  STRATA_CHECK(T <= model_.context_length(), "Pipeline: sequence length ", T, " exceeds the context of ",
-               model_.context_length());
+  STRATA_CHECK(T * model_.context_degree() <= model_.context_length(), "Pipeline: sequence length ",
+               T * model_.context_degree(), " exceeds the context of ", model_.context_length());
   if (mode != Mode::Logits) agree_shapes(B, T);
   cpu_allocator::reset_peak();
   stats_.peak_in_flight = 0;
@@ -281,8 +283,13 @@ Tensor Pipeline::run(const Tensor& tokens, const Tensor& targets, Mode mode) {
     st.tokens.push_back(tokens.narrow(0, i * st.rows, st.rows).contiguous());
     st.targets.push_back(targets.narrow(0, i * st.rows, st.rows).contiguous());
     for (int64_t t : st.targets.back().to_vector<int64_t>()) per_micro_batch[static_cast<size_t>(i)] += t != -100;
-    counted += per_micro_batch[static_cast<size_t>(i)];
   }
+  st.counts = per_micro_batch;
+  // Under a context split each rank counts its own chunks: the shares are of the whole
+  // sequences' targets, summed over the split's ranks.
+  if (nn::ContextSplit* split = model_.context_split())
+    per_micro_batch = split->sum_over_ranks(from_vector(per_micro_batch, {m})).to_vector<int64_t>();
+  for (int64_t c : per_micro_batch) counted += c;
   // Mean over the batch's counted targets = sum over micro-batches of (their mean x their share).
   for (int i = 0; i < m; ++i)
     st.weights.push_back(counted > 0 ? static_cast<double>(per_micro_batch[static_cast<size_t>(i)]) / counted
@@ -345,7 +352,7 @@ void Pipeline::forward(StepState& st, int micro_batch, int chunk) {
   {
     auto span = profile::Timeline::span(options_.timeline, "forward", "compute",
                                         {{"micro_batch", micro_batch}, {"chunk", chunk}});
-    const nn::CausalLM::Positions positions{0, st.seq_len};
+    const nn::CausalLM::Positions positions{0, st.seq_len * model_.context_degree()};
     model_.layer_factory().begin_forward(st.seq_len);
     if (stage == 0) x = model_.embed(x, positions);
     const auto& blocks = partition_.stage_blocks[static_cast<size_t>(stage)];
@@ -358,6 +365,9 @@ void Pipeline::forward(StepState& st, int micro_batch, int chunk) {
       Tensor loss = model_.layer_factory().cross_entropy(logits.reshape({N, logits.size(-1)}),
                                                          st.targets[static_cast<size_t>(micro_batch)].reshape({N}),
                                                          model_.padded_vocab_size(), model_.vocab_size());
+      if (nn::ContextSplit* split = model_.context_split())  // the mean over the whole sequences
+        loss = split->global_mean(
+            loss, full({}, static_cast<double>(st.counts[static_cast<size_t>(micro_batch)]), {.dtype = loss.dtype()}));
       const double weight = st.weights[static_cast<size_t>(micro_batch)];
       st.loss += loss.item() * weight;
       if (st.training) slot.loss = mul(loss, weight * loss_scale_);

@@ -26,6 +26,9 @@ class ContextSplit {
   // its own share, so that gradients averaged over the split's ranks (as data parallelism
   // averages them) are those of the global mean.
   virtual Tensor global_mean(const Tensor& local_mean, const Tensor& local_count) = 0;
+  // x summed elementwise over the split's ranks (every rank gets the sum; not differentiable),
+  // e.g. the targets of a whole micro-batch from each rank's count.
+  virtual Tensor sum_over_ranks(const Tensor& x) = 0;
 };
 
 }  // namespace strata::nn

@@ -94,6 +94,7 @@ class ContextParallel : public nn::ContextSplit {
     return context_parallel_attention(q, k, v, group_, options_);
   }
   Tensor global_mean(const Tensor& local_mean, const Tensor& local_count) override;
+  Tensor sum_over_ranks(const Tensor& x) override;
   dist::ProcessGroup& group() const { return group_; }
 
  private:
