@@ -1,12 +1,15 @@
 // Ring and all-gather attention over a context-parallel group (context_parallel.h). The block
-// math is flash attention's, written with tensor ops so that it runs on either device:
-// forward keeps each query row's log-sum-exp, backward recomputes the probabilities from it.
+// math is flash attention's: GEMMs, and one fused row step per block on either device
+// (ring_attention_blocks.h): forward keeps each query row's log-sum-exp, backward recomputes
+// the probabilities from it.
 #include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <vector>
 
+#include "backend/dispatch/device_dispatch.h"
+#include "parallel/ring_attention_blocks.h"
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/ops/elementwise.h"
@@ -81,16 +84,6 @@ Tensor kv_chunk(const Tensor& kv, int part, int which, const Geometry& g) {
   return kv.select(0, part).narrow(2, which * g.chunk, g.chunk);
 }
 
-// 0 on and below the diagonal, -inf above, for the grouped rows of a diagonal block:
-// [G*c, c], row i is the query at offset i % c of the chunk.
-Tensor diagonal_mask(const Geometry& g) {
-  std::vector<double> values(static_cast<size_t>(g.group * g.chunk * g.chunk), 0.0);
-  for (int64_t row = 0; row < g.group * g.chunk; ++row)
-    for (int64_t col = row % g.chunk + 1; col < g.chunk; ++col)
-      values[static_cast<size_t>(row * g.chunk + col)] = -std::numeric_limits<double>::infinity();
-  return from_vector(values, {g.group * g.chunk, g.chunk}).to(g.compute).to(g.device);
-}
-
 // One (query chunk, key chunk) pair of the causal attention: the keys of chunk `key_chunk`
 // (a global chunk index) as seen from the queries of chunk `query_chunk`.
 enum class Block : uint8_t { Skip, Full, Diagonal };
@@ -104,23 +97,21 @@ int64_t source_chunk(const Geometry& g, int source, int which) {
   return which == 0 ? source : 2 * static_cast<int64_t>(g.split.degree) - 1 - source;
 }
 
-Tensor block_scores(const Tensor& q, const Tensor& k, Block kind, const Tensor& mask, const Geometry& g) {
-  Tensor s = mul(matmul(q, k.transpose(2, 3)), g.scale);
-  return kind == Block::Diagonal ? add(s, mask) : s;
-}
+// The raw scores q.k of one block, [B, Hkv, G*c, c] (contiguous).
+Tensor block_scores(const Tensor& q, const Tensor& k) { return matmul(q, k.transpose(2, 3)); }
 
 // A normalised partial output and its rows' log-sum-exp, [B, Hkv, G*c, D] and [.., 1].
 struct Partial {
   Tensor out, lse;
 };
 
-Partial block_forward(const Tensor& q, const Tensor& k, const Tensor& v, Block kind, const Tensor& mask,
-                      const Geometry& g) {
-  Tensor s = block_scores(q, k, kind, mask, g);
-  Tensor m = max(s, 3, true);
-  Tensor p = exp(sub(s, m));
-  Tensor l = sum(p, {3}, true);
-  return {div(matmul(p, v), l), add(m, log(l))};
+Partial block_forward(const Tensor& q, const Tensor& k, const Tensor& v, Block kind, const Geometry& g) {
+  const Tensor s = block_scores(q, k);
+  const bool diagonal = kind == Block::Diagonal;
+  RingBlockSoftmax p = detail::on_device(
+      "context_parallel_attention", s.device(), [&] { return ring_cpu::ring_block_softmax(s, g.scale, diagonal); },
+      [&] { return ring_cuda::ring_block_softmax(s, g.scale, diagonal); });
+  return {matmul(p.probs, v), p.lse};
 }
 
 // Online softmax: two partial results over disjoint keys merged by their log-sum-exp.
@@ -144,13 +135,22 @@ struct QueryChunk {
 };
 
 // Adds one block's contribution to the query gradient and to grad_k / grad_v (chunk views).
-void block_backward(QueryChunk& qc, const Tensor& k, const Tensor& v, Block kind, const Tensor& mask, Tensor grad_k,
-                    Tensor grad_v, const Geometry& g) {
-  Tensor p = exp(sub(block_scores(qc.q, k, kind, mask, g), qc.lse));
+void block_backward(QueryChunk& qc, const Tensor& k, const Tensor& v, Block kind, Tensor grad_k, Tensor grad_v,
+                    const Geometry& g) {
+  const Tensor s = block_scores(qc.q, k);
+  const bool diagonal = kind == Block::Diagonal;
+  const Tensor p = detail::on_device(
+      "context_parallel_attention", s.device(),
+      [&] { return ring_cpu::ring_block_probs(s, qc.lse, g.scale, diagonal); },
+      [&] { return ring_cuda::ring_block_probs(s, qc.lse, g.scale, diagonal); });
   add_(grad_v, matmul(p.transpose(2, 3), qc.grad_out));
-  Tensor ds = mul(p, sub(matmul(qc.grad_out, v.transpose(2, 3)), qc.delta));
-  add_(qc.grad_q, matmul(ds, k), g.scale);
-  add_(grad_k, matmul(ds.transpose(2, 3), qc.q), g.scale);
+  Tensor dp = matmul(qc.grad_out, v.transpose(2, 3));
+  const Tensor ds = detail::on_device(
+      "context_parallel_attention", s.device(),
+      [&] { return ring_cpu::ring_block_score_grad(dp, p, qc.delta, g.scale); },
+      [&] { return ring_cuda::ring_block_score_grad(dp, p, qc.delta, g.scale); });
+  add_(qc.grad_q, matmul(ds, k));
+  add_(grad_k, matmul(ds.transpose(2, 3), qc.q));
 }
 
 // Calls visit(block, source) once for every rank's block, passing blocks to the next rank;
@@ -267,11 +267,10 @@ Tensor context_parallel_attention(const Tensor& q, const Tensor& k, const Tensor
   NoGradGuard no_grad;
   const std::array<Tensor, 2> queries{grouped_chunk(q, g, 0), grouped_chunk(q, g, 1)};
   const Tensor kv = packed_kv(k, v, g);
-  const Tensor mask = diagonal_mask(g);
   std::array<Partial, 2> acc;
   visit_all(kv, group, options.variant, [&](const Tensor& block, int source) {
     for_each_pair(g, source, [&](int w, int u, Block kind) {
-      merge_into(acc[w], block_forward(queries[w], kv_chunk(block, 0, u, g), kv_chunk(block, 1, u, g), kind, mask, g));
+      merge_into(acc[w], block_forward(queries[w], kv_chunk(block, 0, u, g), kv_chunk(block, 1, u, g), kind, g));
     });
   });
   ++stats.forward_calls;
@@ -284,7 +283,7 @@ Tensor context_parallel_attention(const Tensor& q, const Tensor& k, const Tensor
   const DType q_dtype = q.dtype(), kv_dtype = k.dtype();
   const ContextParallelAttention variant = options.variant;
   autograd::record("ContextParallelAttentionBackward", {q, k, v}, {out}, {saved.begin(), saved.end()},
-                   [saved, mask, g, &group, variant, q_dtype, kv_dtype](autograd::BackwardContext& ctx) {
+                   [saved, g, &group, variant, q_dtype, kv_dtype](autograd::BackwardContext& ctx) {
                      NoGradGuard no_grad_inside;
                      std::array<QueryChunk, 2> chunks;
                      for (int w = 0; w < 2; ++w) {
@@ -293,14 +292,14 @@ Tensor context_parallel_attention(const Tensor& q, const Tensor& k, const Tensor
                        c.out = saved[static_cast<size_t>(3 + w)];
                        c.lse = saved[static_cast<size_t>(5 + w)];
                        c.grad_out = grouped_chunk(ctx.grad(0), g, w);
-                       c.delta = sum(mul(c.grad_out, c.out), {3}, true);
+                       c.delta = sum(mul(c.grad_out, c.out), {3}, true).contiguous();
                        c.grad_q = zeros_like(c.q);
                      }
                      Tensor grad_kv = kv_gradients(saved[2], group, variant, [&](const Tensor& block, int source) {
                        Tensor grad = zeros_like(block);
                        for_each_pair(g, source, [&](int w, int u, Block kind) {
                          block_backward(chunks[static_cast<size_t>(w)], kv_chunk(block, 0, u, g),
-                                        kv_chunk(block, 1, u, g), kind, mask, kv_chunk(grad, 0, u, g),
+                                        kv_chunk(block, 1, u, g), kind, kv_chunk(grad, 0, u, g),
                                         kv_chunk(grad, 1, u, g), g);
                        });
                        return grad;
