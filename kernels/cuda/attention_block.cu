@@ -45,14 +45,15 @@ struct BlockScoreGradRows {
   const T* delta;
   int64_t c;
   T scale;
-  __device__ void operator()(int64_t r) const { ring_block_score_grad_row<WarpRow>(dp + r * c, p + r * c, delta[r], c, scale); }
+  __device__ void operator()(int64_t r) const {
+    ring_block_score_grad_row<WarpRow>(dp + r * c, p + r * c, delta[r], c, scale);
+  }
 };
 
 }  // namespace
 
-extern "C" cudaError_t strata_ring_block_softmax(int32_t type, const void* scores, void* probs, void* lse,
-                                                 int64_t rows, int64_t c, double scale, int32_t causal,
-                                                 cudaStream_t s) {
+extern "C" cudaError_t strata_ring_block_softmax(int32_t type, const void* scores, void* probs, void* lse, int64_t rows,
+                                                 int64_t c, double scale, int32_t causal, cudaStream_t s) {
   return for_float_type(type, [&](auto t) {
     using T = decltype(t);
     return launch_for_each_row(rows,

@@ -49,8 +49,8 @@ RingBlockSoftmax ring_block_softmax(const Tensor& scores, double scale, bool cau
   const int64_t c = scores.size(-1);
   if (scores.numel() == 0) return out;
   detail::dispatch_floating(scores.dtype(), "ring attention block", [&]<class T>() {
-    softmax_rows(scores.data<T>(), out.probs.data<T>(), out.lse.data<T>(), scores.numel() / c, c,
-                 static_cast<T>(scale), causal);
+    softmax_rows(scores.data<T>(), out.probs.data<T>(), out.lse.data<T>(), scores.numel() / c, c, static_cast<T>(scale),
+                 causal);
   });
   return out;
 }

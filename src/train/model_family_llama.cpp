@@ -42,9 +42,9 @@ nn::LlamaConfig llama_config_from_metadata(const checkpoint::Metadata& m, const 
   return c;
 }
 
-namespace {
+namespace detail {
 
-checkpoint::HfLlamaConfig to_hf(const nn::LlamaConfig& c) {
+checkpoint::HfLlamaConfig llama_to_hf(const nn::LlamaConfig& c) {
   return {.vocab_size = c.vocab_size,
           .context = c.context,
           .n_layer = c.n_layer,
@@ -58,8 +58,7 @@ checkpoint::HfLlamaConfig to_hf(const nn::LlamaConfig& c) {
           .padded_vocab_size = c.padded_vocab_size};
 }
 
-// Imported weights are float32: so is the configuration (a run may load them into any dtype).
-nn::LlamaConfig from_hf(const checkpoint::HfLlamaConfig& c) {
+nn::LlamaConfig llama_from_hf(const checkpoint::HfLlamaConfig& c) {
   return {.vocab_size = c.vocab_size,
           .padded_vocab_size = c.padded_vocab_size,
           .context = c.context,
@@ -72,10 +71,6 @@ nn::LlamaConfig from_hf(const checkpoint::HfLlamaConfig& c) {
           .rms_norm_eps = c.rms_norm_eps,
           .init_std = c.init_std};
 }
-
-}  // namespace
-
-namespace detail {
 
 ModelFamily llama_family() {
   return {
@@ -91,13 +86,13 @@ ModelFamily llama_family() {
       .export_hf =
           [](const std::string& dir, const StateDict& state, const checkpoint::Metadata& config,
              const std::string& where) {
-            checkpoint::export_llama_safetensors(dir, state, to_hf(llama_config_from_metadata(config, where)));
+            checkpoint::export_llama_safetensors(dir, state, llama_to_hf(llama_config_from_metadata(config, where)));
           },
       .import_hf =
           [](const std::string& dir, checkpoint::Metadata* config, int64_t padded_vocab_size) {
             checkpoint::HfLlamaConfig hf;
             StateDict state = checkpoint::import_llama_safetensors(dir, &hf, padded_vocab_size);
-            if (config != nullptr) *config = config_metadata(from_hf(hf));
+            if (config != nullptr) *config = config_metadata(llama_from_hf(hf));
             return state;
           },
       // Query and key/value heads and the SwiGLU width split; the vocabulary's rows

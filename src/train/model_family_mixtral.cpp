@@ -72,42 +72,20 @@ double hf_aux_coef(double aux_loss_coef, int64_t n_layer, int64_t top_k) {
 }
 
 checkpoint::HfMixtralConfig to_hf(const nn::MixtralConfig& c) {
-  const nn::LlamaConfig& l = c.llama;
-  return {.llama = {.vocab_size = l.vocab_size,
-                    .context = l.context,
-                    .n_layer = l.n_layer,
-                    .n_head = l.n_head,
-                    .n_kv_head = l.n_kv_head,
-                    .n_embd = l.n_embd,
-                    .intermediate_size = l.intermediate_size,
-                    .rope_theta = l.rope_theta,
-                    .rms_norm_eps = l.rms_norm_eps,
-                    .init_std = l.init_std,
-                    .padded_vocab_size = l.padded_vocab_size},
+  return {.llama = detail::llama_to_hf(c.llama),
           .num_experts = c.num_experts,
           .top_k = c.top_k,
-          .router_aux_loss_coef = hf_aux_coef(c.aux_loss_coef, l.n_layer, c.top_k),
+          .router_aux_loss_coef = hf_aux_coef(c.aux_loss_coef, c.llama.n_layer, c.top_k),
           .output_router_logits = c.aux_loss_coef > 0.0};
 }
 
-// Imported weights are float32: so is the configuration (a run may load them into any dtype).
 nn::MixtralConfig from_hf(const checkpoint::HfMixtralConfig& hf) {
-  const checkpoint::HfLlamaConfig& c = hf.llama;
   nn::MixtralConfig m;
-  m.llama = {.vocab_size = c.vocab_size,
-             .padded_vocab_size = c.padded_vocab_size,
-             .context = c.context,
-             .n_layer = c.n_layer,
-             .n_head = c.n_head,
-             .n_kv_head = c.n_kv_head,
-             .n_embd = c.n_embd,
-             .intermediate_size = c.intermediate_size,
-             .rope_theta = c.rope_theta,
-             .rms_norm_eps = c.rms_norm_eps,
-             .init_std = c.init_std};
+  m.llama = detail::llama_from_hf(hf.llama);
   m.num_experts = hf.num_experts;
   m.top_k = hf.top_k;
-  m.aux_loss_coef = hf.output_router_logits ? hf.router_aux_loss_coef / hf_aux_coef(1.0, c.n_layer, hf.top_k) : 0.0;
+  m.aux_loss_coef =
+      hf.output_router_logits ? hf.router_aux_loss_coef / hf_aux_coef(1.0, hf.llama.n_layer, hf.top_k) : 0.0;
   return m;
 }
 

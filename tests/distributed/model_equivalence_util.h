@@ -87,22 +87,28 @@ struct Reference {
   NoiseMask noise = {};
 };
 
-// One process on the whole global batch.
-inline Reference train_single(Family f, DType dtype, int64_t rows, int64_t layers = kLayers) {
-  auto model = build(f, dtype, nullptr, {}, layers);
-  optim::AdamW opt(model->parameters(), adamw());
+// One process training `model` for kSteps AdamW steps on batch_of(step, rows): losses, final
+// weights and the entries at rounding-noise level.
+template <class BatchOf>
+Reference train_model(nn::CausalLM& model, int64_t rows, BatchOf&& batch_of) {
+  optim::AdamW opt(model.parameters(), adamw());
   Reference ref;
   for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = batch(s, rows);
+    auto [x, y] = batch_of(s, rows);
     opt.zero_grad();
-    Tensor loss = model->loss(x, y);
+    Tensor loss = model.loss(x, y);
     loss.backward();
-    mark_noise(*model, ref.noise);
+    mark_noise(model, ref.noise);
     opt.step();
     ref.losses.push_back(loss.item());
   }
-  ref.weights = model->state_dict();
+  ref.weights = model.state_dict();
   return ref;
+}
+
+// One process on the whole global batch.
+inline Reference train_single(Family f, DType dtype, int64_t rows, int64_t layers = kLayers) {
+  return train_model(*build(f, dtype, nullptr, {}, layers), rows, batch);
 }
 
 // The worst max|a - b| / max|b| over the tensors of `got` (all of the reference's, or a

@@ -44,8 +44,7 @@ TEST_F(RingAttentionBlocksGpu, EveryStepMatchesTheCpu) {
       expect_ulps(p_gpu, p_cpu, dtype, "probs, " + what);
       const Tensor delta = sum(dp, {2}, true).contiguous();
       const Tensor ds_cpu = parallel::ring_cpu::ring_block_score_grad(dp.clone(), p_cpu, delta, 0.3);
-      const Tensor ds_gpu =
-          parallel::ring_cuda::ring_block_score_grad(dp.to(gpu), p_cpu.to(gpu), delta.to(gpu), 0.3);
+      const Tensor ds_gpu = parallel::ring_cuda::ring_block_score_grad(dp.to(gpu), p_cpu.to(gpu), delta.to(gpu), 0.3);
       expect_ulps(ds_gpu, ds_cpu, dtype, "score gradient, " + what);
     }
 }

@@ -12,8 +12,8 @@ extern "C" {
 #endif
 
 // probs = softmax(scale * scores) over the valid keys (0 beyond), lse = their log-sum-exp.
-cudaError_t strata_ring_block_softmax(int32_t type, const void* scores, void* probs, void* lse, int64_t rows,
-                                      int64_t c, double scale, int32_t causal, cudaStream_t stream);
+cudaError_t strata_ring_block_softmax(int32_t type, const void* scores, void* probs, void* lse, int64_t rows, int64_t c,
+                                      double scale, int32_t causal, cudaStream_t stream);
 // probs = exp(scale * scores - lse) over the valid keys, 0 beyond.
 cudaError_t strata_ring_block_probs(int32_t type, const void* scores, const void* lse, void* probs, int64_t rows,
                                     int64_t c, double scale, int32_t causal, cudaStream_t stream);

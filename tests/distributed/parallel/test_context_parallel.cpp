@@ -97,20 +97,7 @@ std::pair<Tensor, Tensor> cp_batch(int s, int64_t rows) {
 // One process on the whole global batch of `rows` sequences: losses, final weights and the
 // entries whose gradient is at rounding-noise level (model_equivalence_util.h).
 Reference train_one_process(Family f, int64_t rows, DType dtype = DType::Float64) {
-  auto model = cp_model(f, dtype);
-  optim::AdamW opt(model->parameters(), adamw());
-  Reference ref;
-  for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = cp_batch(s, rows);
-    opt.zero_grad();
-    Tensor loss = model->loss(x, y);
-    loss.backward();
-    mark_noise(*model, ref.noise);
-    opt.step();
-    ref.losses.push_back(loss.item());
-  }
-  ref.weights = model->state_dict();
-  return ref;
+  return train_model(*cp_model(f, dtype), rows, cp_batch);
 }
 
 // Float64: the algorithm itself, 1e-12 relative (the bound; a few dozen float64
