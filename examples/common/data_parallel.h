@@ -67,6 +67,7 @@ class DataParallelTrainer {
   // halves; after 2000 good steps it doubles), as torch's GradScaler. 1 without.
   double loss_scale() const { return scaler_.options().enabled ? scaler_.scale_value() : 1.0; }
   std::optional<DType> autocast() const { return autocast_; }
+  optim::GradScaler& loss_scaler() { return scaler_; }  // what checkpoints save of --autocast fp16
 
   optim::Optimizer& optimizer() { return *zero_; }
   optim::LrScheduler& schedule() { return *schedule_; }

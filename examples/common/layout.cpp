@@ -41,7 +41,7 @@ Layout make_layout(dist::ProcessGroup& world, const TrainOptions& o) {
 }
 
 void check_context_split(const TrainOptions& o, int64_t context, const std::string& how_to_change) {
-  STRATA_CHECK(context % (2 * o.cp) == 0, "--cp ", o.cp, " splits each sequence into ", 2 * o.cp,
+  STRATA_CHECK(o.cp <= 1 || context % (2 * o.cp) == 0, "--cp ", o.cp, " splits each sequence into ", 2 * o.cp,
                " load-balanced chunks (rank r holds chunks r and ", 2 * o.cp, "-1-r): the sequence length ", context,
                " must be a multiple of ", 2 * o.cp, "; change ", how_to_change);
 }

@@ -81,6 +81,7 @@ train::CheckpointTarget ModelTraining::checkpoint_target(data::BatchSampler& sam
           .sampler = &sampler,
           .scheduler = &trainer_.schedule(),
           .rng_tracker = tp_factory != nullptr ? &tp_factory->rng_tracker() : nullptr,
+          .loss_scaler = &trainer_.loss_scaler(),
           .config = std::move(config),
           .layout = {{"pipeline", std::to_string(o_.pp)},
                      {"context", std::to_string(o_.cp)},

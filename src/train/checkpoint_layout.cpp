@@ -76,7 +76,7 @@ LocalLayout layout_of(const Place& place, const std::string& name, const Shape& 
 
 bool is_reserved_metadata_key(const std::string& key) {
   if (key == "step") return true;
-  for (const char* prefix : {"optimizer.", "sampler.", "rng.", "config.", "layout."})
+  for (const char* prefix : {"optimizer.", "sampler.", "rng.", "config.", "layout.", "loss_scaler."})
     if (key.rfind(prefix, 0) == 0) return true;
   return false;
 }

@@ -14,6 +14,7 @@
 #include "strata/tensor/factory.h"
 #include "strata/train/training_state.h"
 #include "train/checkpoint_layout.h"
+#include "train/metadata_fields.h"
 
 namespace strata::train {
 namespace {
@@ -101,6 +102,11 @@ Metadata save_metadata(const CheckpointTarget& t, int64_t step, const Metadata& 
   if (t.sampler != nullptr)
     for (const auto& [key, value] : t.sampler->state_dict())
       meta["sampler." + key] = std::to_string(value.to_vector<int64_t>()[0]);
+  if (t.loss_scaler != nullptr && t.loss_scaler->options().enabled) {
+    meta["loss_scaler.scale"] = detail::exact_decimal(t.loss_scaler->scale_value());
+    meta["loss_scaler.growth_tracker"] =
+        std::to_string(t.loss_scaler->state_dict().at("growth_tracker").to_vector<int64_t>()[0]);
+  }
   for (const auto& [key, value] : t.config) {
     STRATA_CHECK(key.rfind("config.", 0) == 0, "save_training_checkpoint: configuration key '", key,
                  "' must start with 'config.'");

@@ -13,6 +13,7 @@
 #include "strata/train/distributed_checkpoint.h"
 #include "strata/train/training_state.h"
 #include "train/checkpoint_layout.h"
+#include "train/metadata_fields.h"
 
 namespace strata::train {
 namespace {
@@ -324,6 +325,14 @@ Loaded read_everything(const std::string& path, const CheckpointTarget& t, bool 
   return out;
 }
 
+// The fp16 loss scaler's scale and growth counter, as saved.
+void restore_loss_scaler(optim::GradScaler& scaler, const Metadata& metadata, const std::string& where) {
+  scaler.load_state_dict(
+      {{"scale", from_vector(std::vector<double>{detail::metadata_double(metadata, "loss_scaler.scale", where)}, {})},
+       {"growth_tracker",
+        from_vector(std::vector<int64_t>{metadata_int(metadata, "loss_scaler.growth_tracker", where, 0)}, {})}});
+}
+
 }  // namespace
 
 int64_t load_training_checkpoint(const std::string& path, const CheckpointTarget& target, Metadata* extra,
@@ -359,6 +368,8 @@ int64_t load_training_checkpoint(const std::string& path, const CheckpointTarget
     default_generator().set_state(loaded.rng_seed, loaded.rng_offset);
     if (t.rng_tracker != nullptr) t.rng_tracker->set_states(loaded.tracker_states);
     if (t.scheduler != nullptr) t.scheduler->set_last_step(loaded.step);
+    if (t.loss_scaler != nullptr && loaded.metadata.count("loss_scaler.scale") != 0)
+      restore_loss_scaler(*t.loss_scaler, loaded.metadata, who);
   }
   if (extra != nullptr) {
     extra->clear();

@@ -41,6 +41,16 @@ done
 grep -q "^step 40/40 | .* | loss scale [0-9]* ([0-9]* overflow step(s) skipped)$" "$work/fp16.log" \
   || { tail -3 "$work/fp16.log"; fail "--autocast fp16: no loss scale on the progress line"; }
 grep -q "loss scale" "$work/bf16.log" && fail "--autocast bf16 reported a loss scale"
+# The loss scale is part of a checkpoint: resumed at step 20 (after its early back-offs), fp16
+# ends with the uninterrupted run's loss and scale (a fresh 65536 would overflow again).
+fp16=("${common[@]}" --steps 40 --log-every 1 --lr 3e-3 --autocast fp16)
+"$gpt" "${fp16[@]}" --save "$work/fp16_ckpt" --stop-at 20 > "$work/fp16_first.log"
+"$gpt" "${fp16[@]}" --resume "$work/fp16_ckpt" > "$work/fp16_resumed.log"
+loss_and_scale() { grep "^step 40/40" "$1" | sed 's/ | lr [^|]*|[^|]*|[^|]*//; s/ (.*//'; }
+straight=$(loss_and_scale "$work/fp16.log")
+if [ -z "$straight" ] || [ "$straight" != "$(loss_and_scale "$work/fp16_resumed.log")" ]; then
+  paste <(tail -3 "$work/fp16.log") <(tail -3 "$work/fp16_resumed.log"); fail "--autocast fp16: the resumed run differs"
+fi
 
 # train_llama takes the same options (its corpus: Debian's licence texts, where present).
 if [ -d /usr/share/common-licenses ]; then

@@ -30,6 +30,7 @@
 #include "strata/checkpoint/sharded.h"
 #include "strata/data/loader.h"
 #include "strata/nn/module.h"
+#include "strata/optim/grad_scaler.h"
 #include "strata/optim/lr_scheduler.h"
 #include "strata/optim/optimizer.h"
 #include "strata/parallel/rng_tracker.h"
@@ -55,6 +56,10 @@ struct CheckpointTarget {
   data::BatchSampler* sampler = nullptr;
   optim::LrScheduler* scheduler = nullptr;      // set to the loaded step on load
   parallel::RngTracker* rng_tracker = nullptr;  // tensor-parallel random streams
+  // fp16 dynamic loss scaling: its scale and growth counter ("loss_scaler.*"), so that a
+  // resumed run scales as the uninterrupted one would. A checkpoint without them (saved
+  // without a scaler) leaves the scaler as it is.
+  optim::GradScaler* loss_scaler = nullptr;
   // The model's configuration (e.g. gpt_config_metadata): saved as "config.<field>" and, on
   // load, compared field by field (check_config). Empty: neither.
   checkpoint::Metadata config = {};

@@ -209,6 +209,29 @@ TEST(TrainingCheckpoint, ResumeContinuesBitForBit) {
   }
 }
 
+// fp16 loss scaling resumes where it was: the scale after a back-off and the count of good
+// steps towards the next growth (a fresh scaler would start at 65536 with none).
+TEST(TrainingCheckpoint, TheLossScaleAndItsGrowthCounterResume) {
+  SharedDir dir("loss_scale");
+  CheckpointedRun run(1);
+  run.train(0, 1);
+  optim::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 10});
+  // As after one back-off and 3 good steps.
+  scaler.load_state_dict({{"scale", from_vector(std::vector<double>{512.0}, {})},
+                          {"growth_tracker", from_vector(std::vector<int64_t>{3}, {})}});
+  train::CheckpointTarget target = run.target();
+  target.loss_scaler = &scaler;
+  train::save_training_checkpoint(dir.path(), target, 4);
+
+  CheckpointedRun resumed(1);
+  optim::GradScaler fresh({.init_scale = 1024.0, .growth_interval = 10});
+  train::CheckpointTarget into = resumed.target();
+  into.loss_scaler = &fresh;
+  EXPECT_EQ(train::load_training_checkpoint(dir.path(), into), 4);
+  EXPECT_EQ(fresh.scale_value(), 512.0);
+  EXPECT_EQ(fresh.state_dict().at("growth_tracker").to_vector<int64_t>(), std::vector<int64_t>{3});
+}
+
 // The background save holds the state of its step although training changes the weights
 // meanwhile; the committed checkpoint loads as a synchronous save of the same step does.
 TEST(TrainingCheckpoint, AsyncSaveHoldsTheStateOfItsStep) {
