@@ -1,11 +1,18 @@
 #include "strata/parallel/token_exchange.h"
 
+#include <chrono>
+
 #include "strata/autograd/function.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/distributed/split_exchange.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::parallel {
+namespace {
+
+thread_local TokenExchangeStats stats;
+
+}  // namespace
 
 Tensor all_to_all_v_rows(const Tensor& x, dist::ProcessGroup& group, std::span<const int64_t> in_splits,
                          std::span<const int64_t> out_splits) {
@@ -20,7 +27,12 @@ Tensor all_to_all_v_rows(const Tensor& x, dist::ProcessGroup& group, std::span<c
   for (int64_t s : out_splits) rows += s > 0 ? s : 0;
   shape[0] = rows;
   Tensor out = empty(shape, {.dtype = x.dtype(), .device = x.device()});
+  const auto start = std::chrono::steady_clock::now();
   group.all_to_all_v(out, x.contiguous(), out_splits, in_splits)->wait();
+  stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++stats.calls;
+  stats.bytes_sent += static_cast<int64_t>(x.nbytes());
+  stats.bytes_received += static_cast<int64_t>(out.nbytes());
   return out;
 }
 
@@ -45,5 +57,8 @@ Tensor all_to_all_v(const Tensor& x, dist::ProcessGroup& group, std::span<const 
   if (out_splits) *out_splits = std::move(received);
   return out;
 }
+
+TokenExchangeStats token_exchange_stats() { return stats; }
+void reset_token_exchange_stats() { stats = {}; }
 
 }  // namespace strata::parallel

@@ -30,4 +30,15 @@ Tensor all_to_all_v(const Tensor& x, dist::ProcessGroup& group, std::span<const 
 Tensor all_to_all_v_rows(const Tensor& x, dist::ProcessGroup& group, std::span<const int64_t> in_splits,
                          std::span<const int64_t> out_splits);
 
+// What the exchanges on this thread have done since the last reset (forward and backward):
+// for benchmarks (the all-to-all share of a step) and tests.
+struct TokenExchangeStats {
+  int64_t calls = 0;
+  int64_t bytes_sent = 0;      // x's bytes, this rank's own rows included (as the group counts them)
+  int64_t bytes_received = 0;  // the result's bytes
+  double seconds = 0;          // wall time in the collective, waiting included
+};
+TokenExchangeStats token_exchange_stats();
+void reset_token_exchange_stats();
+
 }  // namespace strata::parallel

@@ -87,6 +87,7 @@ TEST(DistTokenExchange, DispatchAndCombineMatchTheSingleProcessReference) {
   Tensor x = tokens_of(me, n).set_requires_grad(true);
   Splits out_splits;
   w.reset_stats();
+  parallel::reset_token_exchange_stats();
   Tensor received = parallel::all_to_all_v(x, w, in_splits, &out_splits);
   EXPECT_EQ(received.to_vector<double>(), ref_received[static_cast<size_t>(me)].detach().to_vector<double>());
   const int64_t rows = received.size(0);
@@ -113,6 +114,12 @@ TEST(DistTokenExchange, DispatchAndCombineMatchTheSingleProcessReference) {
   EXPECT_EQ(s.at(dist::OpType::AllToAllV).bytes, (2 * sent + 3 * got) * row_bytes);
   EXPECT_EQ(s.at(dist::OpType::AllToAllV).received_bytes, (3 * sent + 2 * got) * row_bytes);
   EXPECT_EQ(s.at(dist::OpType::AllToAll).calls, 1u);  // the split sizes, once
+  // The exchange's own counters agree with the group's, and timed every call.
+  const parallel::TokenExchangeStats t = parallel::token_exchange_stats();
+  EXPECT_EQ(t.calls, 5);
+  EXPECT_EQ(static_cast<uint64_t>(t.bytes_sent), s.at(dist::OpType::AllToAllV).bytes);
+  EXPECT_EQ(static_cast<uint64_t>(t.bytes_received), s.at(dist::OpType::AllToAllV).received_bytes);
+  EXPECT_GT(t.seconds, 0.0);
 }
 
 }  // namespace
