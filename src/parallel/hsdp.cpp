@@ -48,7 +48,8 @@ int plan_hybrid_shard_size(const std::vector<std::string>& nodes, int shard_size
                " ranks; the shard groups are the replicas of each other, so the shard size must divide it");
   for (int begin = 0; begin < n; begin += s) {
     bool one_node = true;
-    for (int r = begin + 1; r < begin + s; ++r) one_node = one_node && nodes[static_cast<size_t>(r)] == nodes[static_cast<size_t>(begin)];
+    for (int r = begin + 1; r < begin + s; ++r)
+      one_node = one_node && nodes[static_cast<size_t>(r)] == nodes[static_cast<size_t>(begin)];
     STRATA_CHECK(one_node, "HSDP: shard size ", s, " does not match the nodes: the shard group of data ranks ", begin,
                  "-", begin + s - 1, " spans several nodes (", ranks_by_node(nodes, begin, begin + s),
                  "); a shard group must lie inside one node (its reduce_scatter and all_gather are the intra-node ",

@@ -91,7 +91,8 @@ TEST_P(HsdpEquivalence, Float64AdamWMatchesZeroThreeAndOneProcess) {
 // float64 run (float32_bound.h).
 TEST_P(HsdpEquivalence, Float32AdamWWithinTheDerivedBound) {
   const ZeroRun one32 = train_one_process(GetParam(), DType::Float32, adamw(), 0);
-  const double own = max_relative_difference(one32.params, train_one_process(GetParam(), DType::Float64, adamw(), 0).params);
+  const double own =
+      max_relative_difference(one32.params, train_one_process(GetParam(), DType::Float64, adamw(), 0).params);
   const ZeroRun zero3 = train_zero(GetParam(), 3, DType::Float32, adamw(), 0);
   const ZeroRun hsdp = train_hsdp(GetParam(), 3, DType::Float32, adamw(), 0);
   const std::string n = " N=" + std::to_string(dist::world().size());
@@ -100,7 +101,8 @@ TEST_P(HsdpEquivalence, Float32AdamWWithinTheDerivedBound) {
   EXPECT_TRUE(
       within_float32_bound(max_relative_difference(hsdp.params, zero3.params), own, "HSDP vs ZeRO-3" + n, lead()));
   const double whole = whole_model_difference(hsdp.params, one32.params);
-  const double whole_own = whole_model_difference(one32.params, train_one_process(GetParam(), DType::Float64, adamw(), 0).params);
+  const double whole_own =
+      whole_model_difference(one32.params, train_one_process(GetParam(), DType::Float64, adamw(), 0).params);
   // The 1e-5 on this metric sits just above the one process's own float32 error
   // (5e-6 to 9e-6 here): the derived bound is what holds on any kernel selection.
   EXPECT_TRUE(within_float32_bound(whole, whole_own, "HSDP whole model vs one process" + n, lead()));
@@ -184,7 +186,8 @@ TEST(Hsdp, MemoryIsZeroThreeAtTheShardGroupSize) {
   for (const auto& p : zero.owned_pieces()) owned += p.numel;
   EXPECT_GE(m.optimizer_state, 2 * owned * 4);
   EXPECT_LE(m.optimizer_state, 2 * owned * 4 + pieces * 8);
-  EXPECT_LE(padded / s - owned * 4, static_cast<int64_t>(zero.bucket_bytes().size()) * 4) << "padding below S elements a unit";
+  EXPECT_LE(padded / s - owned * 4, static_cast<int64_t>(zero.bucket_bytes().size()) * 4)
+      << "padding below S elements a unit";
 }
 
 TEST(HsdpErrors, ShardSizeThatDoesNotDivideTheDataGroup) {

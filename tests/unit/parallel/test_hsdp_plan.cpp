@@ -30,22 +30,29 @@ TEST(HsdpPlan, ExplicitSizesInsideANodeAreAccepted) {
 
 TEST(HsdpPlan, ShardGroupSpanningNodesIsRefused) {
   strata::testing::expect_error_mentions([] { plan_hybrid_shard_size(kTwoByTwo, 4); },
-                              {"shard size 4 does not match the nodes", "data ranks 0-3", "h0: ranks 0,1",
-                               "h1: ranks 2,3", "must lie inside one node"});
+                                         {"shard size 4 does not match the nodes", "data ranks 0-3", "h0: ranks 0,1",
+                                          "h1: ranks 2,3", "must lie inside one node"});
   // Nodes whose ranks are not consecutive in the data group: {0,2} on h0, {1,3} on h1.
-  strata::testing::expect_error_mentions([] { plan_hybrid_shard_size({"h0", "h1", "h0", "h1"}, 2); },
-                              {"shard size 2 does not match the nodes", "data ranks 0-1", "h0: rank 0", "h1: rank 1"});
+  strata::testing::expect_error_mentions(
+      [] {
+        plan_hybrid_shard_size({"h0", "h1", "h0", "h1"}, 2);
+      },
+      {"shard size 2 does not match the nodes", "data ranks 0-1", "h0: rank 0", "h1: rank 1"});
 }
 
 TEST(HsdpPlan, SizeThatDoesNotDivideTheGroupIsRefused) {
   strata::testing::expect_error_mentions([] { plan_hybrid_shard_size(kTwoByTwo, 3); },
-                              {"shard size 3 does not divide the data group's 4 ranks"});
-  strata::testing::expect_error_mentions([] { plan_hybrid_shard_size(kTwoByTwo, -1); }, {"shard size -1 must be positive"});
+                                         {"shard size 3 does not divide the data group's 4 ranks"});
+  strata::testing::expect_error_mentions([] { plan_hybrid_shard_size(kTwoByTwo, -1); },
+                                         {"shard size -1 must be positive"});
 }
 
 TEST(HsdpPlan, DefaultNeedsTheSameRanksOnEveryNode) {
-  strata::testing::expect_error_mentions([] { plan_hybrid_shard_size({"h0", "h0", "h0", "h1"}, 0); },
-                              {"every node must hold the same number", "h0: ranks 0,1,2", "h1: rank 3"});
+  strata::testing::expect_error_mentions(
+      [] {
+        plan_hybrid_shard_size({"h0", "h0", "h0", "h1"}, 0);
+      },
+      {"every node must hold the same number", "h0: ranks 0,1,2", "h1: rank 3"});
   EXPECT_EQ(plan_hybrid_shard_size({"h0", "h0", "h0", "h1"}, 1), 1) << "an explicit size that fits every node";
 }
 
