@@ -10,6 +10,8 @@
 
 #include "distributed/zero_test_util.h"
 #include "float32_bound.h"
+#include "strata/distributed/node.h"
+#include "strata/distributed/object_collectives.h"
 #include "strata/parallel/hsdp.h"
 
 namespace strata::test {
@@ -220,13 +222,14 @@ TEST(HsdpErrors, ReplicateGroupNeedsAShardingStageAndDisjointGroups) {
   EXPECT_TRUE(mentions(overlap, "is in both the shard group")) << overlap;
 }
 
-// Run with STRATA_TEST_NODE_SIZE=2 on 4 ranks (ctest dist_zero_hsdp_nodes_np4): pretend nodes
-// {0,1} and {2,3}. The default shard group is the node; a shard size spanning nodes is refused.
+// On 2 nodes of 2 ranks: pretend ones (STRATA_TEST_NODE_SIZE=2, ctest
+// dist_zero_hsdp_nodes_np4) or the cluster test's 2 namespaced hosts (tests/cluster). The
+// default shard group is the node; a shard size spanning nodes is refused, naming them.
 TEST(HsdpNodes, DefaultShardGroupIsTheNodeAndSpanningNodesIsRefused) {
   auto& world = dist::world();
-  const char* node = std::getenv("STRATA_TEST_NODE_SIZE");
-  if (world.size() != 4 || node == nullptr || std::string(node) != "2")
-    GTEST_SKIP() << "needs 4 ranks and STRATA_TEST_NODE_SIZE=2";
+  const std::vector<std::string> nodes = dist::all_gather_strings(world, dist::node_name());
+  if (world.size() != 4 || nodes[0] != nodes[1] || nodes[2] != nodes[3] || nodes[0] == nodes[2])
+    GTEST_SKIP() << "needs 2 nodes of 2 ranks (STRATA_TEST_NODE_SIZE=2 or 2 hosts)";
   HybridShardGroups g = make_hybrid_shard_groups(world);
   EXPECT_EQ(g.shard_size, 2);
   EXPECT_EQ(g.replicas, 2);
@@ -234,8 +237,8 @@ TEST(HsdpNodes, DefaultShardGroupIsTheNodeAndSpanningNodesIsRefused) {
   EXPECT_EQ(g.replicate->global_ranks(), (std::vector<int>{world.rank() % 2, world.rank() % 2 + 2}));
   const std::string msg = error_of([&] { make_hybrid_shard_groups(world, 4); });
   EXPECT_TRUE(mentions(msg, "shard size 4 does not match the nodes")) << msg;
-  EXPECT_TRUE(mentions(msg, "pretend-node-0: ranks 0,1")) << msg;
-  EXPECT_TRUE(mentions(msg, "pretend-node-1: ranks 2,3")) << msg;
+  EXPECT_TRUE(mentions(msg, nodes[0] + ": ranks 0,1")) << msg;
+  EXPECT_TRUE(mentions(msg, nodes[2] + ": ranks 2,3")) << msg;
   EXPECT_EQ(make_hybrid_shard_groups(world, 1).replicas, 4) << "a shard group inside a node is fine";
 }
 
