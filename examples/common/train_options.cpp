@@ -1,7 +1,6 @@
 #include "common/train_options.h"
 
 #include <algorithm>
-
 #include <charconv>
 #include <chrono>
 #include <cmath>

@@ -30,24 +30,24 @@ struct TrainOptions {
   std::string metrics;                  // JSONL file; empty: none
   int zero = -1;                        // ZeRO stage; -1: DDP (or one process) with a plain AdamW
   std::string param_dtype = "float32";  // or bf16 (with --zero)
-  // HSDP with --zero 1-3: ZeRO shards inside groups of this many data ranks and replicates
-  // across them. -1: off; 0 (--hsdp): one node's ranks; N (--shard-size N).
-  int shard_size = -1;
-  double collective_timeout = 600;  // seconds; --collective-timeout or STRATA_COLLECTIVE_TIMEOUT
-  int64_t tp = 1;                   // tensor-parallel degree (divides the world size)
-  bool sequence_parallel = false;   // with --tp > 1
-  int64_t pp = 1;                   // pipeline stages (ranks per pipeline; divides the world / --tp)
-  int64_t micro_batches = 0;        // with --pp: micro-batches per step (0: 2 x --pp)
-  std::string schedule = "1f1b";    // with --pp: gpipe, 1f1b or interleaved
-  int64_t chunks = 2;               // with --schedule interleaved: model chunks per rank
-  std::string timeline = {};        // Chrome-trace JSON of step --timeline-step ('' : none)
-  int64_t timeline_step = 1;        // the (0-based) step --timeline records
-  std::string device = "cpu";       // cpu, cuda (local rank % GPUs) or cuda:N
-  std::string autocast = "none";    // none, bf16 or fp16 (with dynamic loss scaling)
-  int64_t profile_step = -1;        // the (0-based) step whose op table is printed (-1: none)
+  double collective_timeout = 600;      // seconds; --collective-timeout or STRATA_COLLECTIVE_TIMEOUT
+  int64_t tp = 1;                       // tensor-parallel degree (divides the world size)
+  bool sequence_parallel = false;       // with --tp > 1
+  int64_t pp = 1;                       // pipeline stages (ranks per pipeline; divides the world / --tp)
+  int64_t micro_batches = 0;            // with --pp: micro-batches per step (0: 2 x --pp)
+  std::string schedule = "1f1b";        // with --pp: gpipe, 1f1b or interleaved
+  int64_t chunks = 2;                   // with --schedule interleaved: model chunks per rank
+  std::string timeline = {};            // Chrome-trace JSON of step --timeline-step ('' : none)
+  int64_t timeline_step = 1;            // the (0-based) step --timeline records
+  std::string device = "cpu";           // cpu, cuda (local rank % GPUs) or cuda:N
+  std::string autocast = "none";        // none, bf16 or fp16 (with dynamic loss scaling)
+  int64_t profile_step = -1;            // the (0-based) step whose op table is printed (-1: none)
   // Pad the vocabulary to a multiple of this (config.padded_vocab_size); 0: the device's
   // default, 128 with --device cuda (aligned head GEMMs) and 1 (none) on the CPU.
   int64_t padded_vocab_multiple = 0;
+  // HSDP with --zero 1-3: ZeRO shards inside groups of this many data ranks and replicates
+  // across them. -1: off; 0 (--hsdp): one node's ranks; N (--shard-size N).
+  int shard_size = -1;
 };
 
 // CLI11 saturates integers that overflow; this refuses them instead, naming the value.
