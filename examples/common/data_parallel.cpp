@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <string>
 
@@ -47,7 +48,17 @@ DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& 
   zo.is_unit = std::move(zero3_unit);
   if (tensor != nullptr) zo.tensor_parallel = {.group = tensor, .is_split = parallel::split_parameter_predicate(model)};
   if (pipeline != nullptr) zo.pipeline_parallel = {.group = pipeline, .duplicate = std::move(duplicate)};
-  zero_ = std::make_unique<parallel::ZeroOptimizer>(model, adamw, world, zo, std::move(groups));
+  dist::ProcessGroup* shard = &world;
+  if (o.shard_size >= 0) {
+    // HSDP: the shard size is checked against the nodes on every rank before any split.
+    hsdp_ = parallel::make_hybrid_shard_groups(world, o.shard_size);
+    shard = hsdp_.shard.get();
+    zo.replicate = hsdp_.replicate.get();
+    if (world.rank() == 0)
+      std::printf("HSDP: ZeRO-%d sharded over %d data ranks (group '%s'), %d replicas\n", zo.stage, hsdp_.shard_size,
+                  hsdp_.shard->name().c_str(), hsdp_.replicas);
+  }
+  zero_ = std::make_unique<parallel::ZeroOptimizer>(model, adamw, *shard, zo, std::move(groups));
   schedule_ = make_lr_schedule(*zero_, o);
 }
 

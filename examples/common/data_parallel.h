@@ -16,6 +16,7 @@
 #include "strata/optim/adam.h"
 #include "strata/optim/grad_scaler.h"
 #include "strata/optim/lr_scheduler.h"
+#include "strata/parallel/hsdp.h"
 #include "strata/parallel/zero.h"
 
 namespace strata::examples {
@@ -87,6 +88,7 @@ class DataParallelTrainer {
   int64_t overflows_ = 0;
   std::optional<DType> autocast_;
   optim::GradScaler scaler_;
+  parallel::HybridShardGroups hsdp_;  // --hsdp / --shard-size: ZeRO's shard and replicate groups
   std::unique_ptr<parallel::ZeroOptimizer> zero_;
   std::unique_ptr<optim::LrScheduler> schedule_;
 };

@@ -1,5 +1,6 @@
 #include "common/train_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -80,6 +81,12 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--log-every", o.log_every, "progress line every N steps")->capture_default_str()->check(fits_int64());
   app.add_option("--metrics", o.metrics, "JSONL metrics file ('' to disable)")->capture_default_str();
   app.add_option("--zero", o.zero, "ZeRO stage 0-3 (0: DDP) instead of DDP + AdamW (-1: off)")->capture_default_str();
+  app.add_flag_callback(
+      "--hsdp", [&o] { o.shard_size = std::max(o.shard_size, 0); },
+      "with --zero 1-3: shard inside each node, replicate across nodes (hybrid sharding)");
+  app.add_option("--shard-size", o.shard_size,
+                 "with --zero 1-3: HSDP with shard groups of N data ranks inside a node (-1: off, 0: one node)")
+      ->capture_default_str();
   app.add_option("--param-dtype", o.param_dtype,
                  "parameter storage: float32, or bf16 (needs --zero: float32 master "
                  "weights per shard; compute stays float32)")
@@ -146,6 +153,13 @@ void validate_train_options(const TrainOptions& o) {
   check_not_negative({{"--warmup", o.warmup}, {"--global-batch", o.global_batch}});
   STRATA_CHECK(o.warmup <= o.steps, "--warmup ", o.warmup, " must not exceed --steps ", o.steps);
   STRATA_CHECK(o.zero >= -1, "--zero must be -1 (off) or a ZeRO stage 0-3, got ", o.zero);
+  STRATA_CHECK(o.shard_size >= -1, "--shard-size must be -1 (off), 0 (one node's ranks) or a rank count, got ",
+               o.shard_size);
+  STRATA_CHECK(
+      o.shard_size == -1 || o.zero >= 1, "--hsdp / --shard-size ", o.shard_size,
+      " needs --zero 1, 2 or 3: HSDP shards ZeRO's states inside a shard group and replicates them across; got "
+      "--zero ",
+      o.zero);
   STRATA_CHECK(o.tp >= 1, "--tp must be at least 1, got ", o.tp);
   STRATA_CHECK(!o.sequence_parallel || o.tp > 1, "--sequence-parallel needs --tp of 2 or more");
   STRATA_CHECK(o.pp >= 1, "--pp must be at least 1, got ", o.pp);

@@ -47,6 +47,9 @@ struct TrainOptions {
   // Pad the vocabulary to a multiple of this (config.padded_vocab_size); 0: the device's
   // default, 128 with --device cuda (aligned head GEMMs) and 1 (none) on the CPU.
   int64_t padded_vocab_multiple = 0;
+  // HSDP with --zero 1-3: ZeRO shards inside groups of this many data ranks and replicates
+  // across them. -1: off; 0 (--hsdp): one node's ranks; N (--shard-size N).
+  int shard_size = -1;
 };
 
 // CLI11 saturates integers that overflow; this refuses them instead, naming the value.

@@ -8,6 +8,7 @@
 //   mpirun -np 2 train_gpt --batch 32            # data parallel: 2 ranks x 32 sequences
 //   mpirun -np 2 train_gpt --zero 2              # the same with ZeRO stage 2 (0-3)
 //   mpirun -np 2 train_gpt --zero 3 --param-dtype bf16 --save runs/z3  # bf16 + fp32 master
+//   mpirun -np 4 train_gpt --zero 3 --hsdp       # HSDP: ZeRO-3 inside each node, replicas across
 //   mpirun -np 4 train_gpt --tp 2 --resume runs/z3 --global-batch 128   # any other layout
 //   mpirun -np 4 train_gpt --tp 2 --zero 1       # dp=2 x tp=2: each layer split over 2 ranks
 //   mpirun -np 8 train_gpt --pp 2 --tp 2 --layers 4   # pp=2 x dp=2 x tp=2 (1F1B, 4 micro-batches)

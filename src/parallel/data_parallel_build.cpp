@@ -45,6 +45,8 @@ void check_same_parameters(State& s) {
   std::vector<std::string> descriptions;
   for (const auto& p : s.params) descriptions.push_back(strata::detail::describe_parameter(p.name, p.tensor));
   strata::detail::check_same_parameters(*s.group, descriptions, s.dp.owner);
+  if (s.options.replicate != nullptr)
+    strata::detail::check_same_parameters(*s.options.replicate, descriptions, s.dp.owner);
 }
 
 // Which parameters go into which bucket, in launch order.
@@ -189,6 +191,9 @@ void pack_buckets(State& s, BucketPlan plan) {
 void broadcast_buckets(State& s, nn::Module& module) {
   std::vector<Tensor> tensors;
   for (auto& b : s.buckets) tensors.push_back(b.param->data());
+  // HSDP: rank 0 of each shard group first takes the values of rank 0 of the data group.
+  if (s.options.replicate != nullptr)
+    strata::detail::broadcast_from_rank0(*s.options.replicate, tensors, module, s.dp.owner);
   strata::detail::broadcast_from_rank0(*s.group, std::move(tensors), module, s.dp.owner);
 }
 

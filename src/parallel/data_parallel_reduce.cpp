@@ -183,6 +183,29 @@ void DataParallelState::launch_in_order(bool force) {
   while (next_launch < buckets.size() && (force || buckets[next_launch].pending == 0)) {
     launch(buckets[next_launch]);
     ++next_launch;
+    // HSDP: the bucket before this one has had a bucket's backward to finish its
+    // reduce_scatter; its replicas' all_reduce starts now, in the same order on every rank.
+    if (options.replicate != nullptr) replicate_up_to(next_launch - 1);
+  }
+}
+
+// HSDP: for buckets [next_replicate, end), waits for the shard's reduce_scatter and starts
+// its average over the replicate group (in place: the shard then holds the average over
+// shard x replicate ranks). Issued in bucket order only, never on completion, so that every
+// rank issues the shard and replicate groups' ops in one order (NCCL needs it).
+void DataParallelState::replicate_up_to(size_t end) {
+  const dist::ReduceOp op = dp.average ? dist::ReduceOp::Avg : dist::ReduceOp::Sum;
+  for (; next_replicate < end; ++next_replicate) {
+    Bucket& b = buckets[next_replicate];
+    if (!b.work) continue;  // its reduce_scatter failed already (reclaim_error holds why)
+    try {
+      b.work->wait();
+    } catch (const Error& e) {
+      if (reclaim_error.empty()) reclaim_error = e.what();
+      b.work.reset();
+      continue;
+    }
+    b.work = options.replicate->all_reduce(b.reduce_out, op);
   }
 }
 
@@ -211,7 +234,9 @@ void DataParallelState::launch(Bucket& b) {
 // Stage 1: the same for the chunk-sized outputs.
 void DataParallelState::reclaim_completed() {
   if (options.stage < 1) return;
-  for (size_t i = 0; i < next_launch; ++i) {
+  // HSDP: a bucket is reduced once its replicate all_reduce (not its reduce_scatter) is done.
+  const size_t reduced = options.replicate != nullptr ? next_replicate : next_launch;
+  for (size_t i = 0; i < reduced; ++i) {
     Bucket& b = buckets[i];
     if (!b.work || !b.work->is_completed()) continue;
     try {
@@ -270,6 +295,7 @@ std::vector<int> DataParallelState::settle_unready() {
 
 // Waits for every launched reduction; returns the first failure ("" when none).
 std::string DataParallelState::wait_all() {
+  if (options.replicate != nullptr) replicate_up_to(next_launch);
   std::string error = std::move(reclaim_error);
   reclaim_error.clear();
   for (Bucket& b : buckets) {
@@ -303,6 +329,7 @@ void DataParallelState::reset_pass(const std::string& error) {
   }
   for (Param& p : params) p.ready = false;
   next_launch = 0;
+  next_replicate = 0;
   pass_active = false;
   if (options.stage == 1) reduced_in_place = true;
   unsynced = false;
@@ -320,6 +347,9 @@ void DataParallelState::finalize() {
   std::string error = wait_all();
   try {
     if (flags_work) flags_work->wait();
+    // HSDP: a parameter that some replica's ranks used has a gradient too.
+    if (flags_work && options.replicate != nullptr && error.empty())
+      options.replicate->all_reduce(flags, dist::ReduceOp::Max)->wait();
   } catch (const Error& e) {
     if (error.empty()) error = e.what();
   }

@@ -98,6 +98,8 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
 
   // Per backward pass.
   size_t next_launch = 0;
+  // HSDP: buckets below this have their shard's all_reduce over options.replicate issued.
+  size_t next_replicate = 0;
   bool pass_active = false;
   bool reduced_in_place = false;  // stage 1: the gradient buckets hold reduced chunks
   bool grads_prepared = false;    // master_grad and the pieces' gradients are set
@@ -131,6 +133,7 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
   void accumulate_locally(Param& p, Bucket& b);
   void launch_in_order(bool force);
   void launch(Bucket& b);
+  void replicate_up_to(size_t end);
   void finalize();
   std::vector<int> settle_unready();
   std::string wait_all();

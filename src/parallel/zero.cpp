@@ -83,6 +83,24 @@ void check_options(const ZeroOptions& options) {
       "ZeroOptimizer: master_dtype ", options.master_dtype.value_or(DType::Float32), " is not float32 or float64");
   STRATA_CHECK(options.bucket_cap_bytes > 0, "ZeroOptimizer: bucket_cap_bytes must be positive, got ",
                options.bucket_cap_bytes);
+  STRATA_CHECK(options.replicate == nullptr || options.stage >= 1, "ZeroOptimizer: a replicate group (HSDP) needs ",
+               "stage 1, 2 or 3 (stage 0 replicates everything already); got stage ", options.stage);
+}
+
+// HSDP: the shard and replicate groups meet in this rank only (a replicate group that shares
+// other ranks with the shard group would count their gradients twice).
+void check_replicate_group(const ZeroOptions& options, const dist::ProcessGroup& shard) {
+  const dist::ProcessGroup* replicate = options.replicate;
+  if (replicate == nullptr) return;
+  const int me = shard.global_ranks()[static_cast<size_t>(shard.rank())];
+  STRATA_CHECK(replicate->global_ranks()[static_cast<size_t>(replicate->rank())] == me, "ZeroOptimizer: replicate ",
+               "group '", replicate->name(), "' does not contain this rank (world rank ", me, ") of shard group '",
+               shard.name(), "'");
+  for (int r : replicate->global_ranks())
+    STRATA_CHECK(
+        r == me || std::find(shard.global_ranks().begin(), shard.global_ranks().end(), r) == shard.global_ranks().end(),
+        "ZeroOptimizer: world rank ", r, " is in both the shard group '", shard.name(), "' and the replicate group '",
+        replicate->name(), "'; HSDP's replicate group holds one rank of each shard group (make_hybrid_shard_groups)");
 }
 
 // What the inner optimizer updates in bucket b, added to the parameter's group: at stage 0
@@ -149,8 +167,9 @@ std::vector<optim::ParamGroup> outer_groups(nn::Module& module, const InnerOptim
   return {std::move(all)};
 }
 
-DataParallelOptions zero_path(ZeroOptions options) {
+DataParallelOptions zero_path(ZeroOptions options, const dist::ProcessGroup& group) {
   check_options(options);
+  check_replicate_group(options, group);
   DataParallelOptions dp;
   dp.zero = std::move(options);
   return dp;
@@ -163,7 +182,7 @@ ZeroOptimizer::ZeroOptimizer(nn::Module& module, const InnerOptimizer& inner, di
     : optim::Optimizer(outer_groups(module, inner, groups), /*check_parameters=*/false),
       module_(module),
       group_(group),
-      state_(make_data_parallel_state(module, group, zero_path(std::move(options)))) {
+      state_(make_data_parallel_state(module, group, zero_path(std::move(options), group))) {
   State& s = *state_;
   const std::vector<int> param_group = assign_groups(s.params, groups);
   for (size_t i = 0; i < s.params.size(); ++i) s.params[i].group = param_group[i];

@@ -154,8 +154,16 @@ checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& target,
     // What ZeRO owns: master weights, the parameters (their cast) and the inner state.
     const int stage = t.zero->stage();
     const auto inner = state_by_index(t.zero->optimizer().state_dict());
+    // HSDP: the replicas of a shard hold the same values; the first replica writes them.
+    const dist::ProcessGroup* replicate = t.zero->options().replicate;
+    const bool replica_writes = replicate == nullptr || replicate->rank() == 0;
     for (const parallel::ZeroOptimizer::OwnedPiece& own : t.zero->owned_pieces()) {
       if (!writes(t, place, own.name)) continue;
+      if (!replica_writes) {
+        auto st = inner.find(own.inner_index);
+        record.add(own.name, st != inner.end() ? &st->second : nullptr);
+        continue;
+      }
       const Tensor& param = params.at(own.name);
       const LocalLayout layout = layout_of(place, own.name, param.shape());
       // Stage 0 holds whole parameters on every rank: each replica writes its chunk.

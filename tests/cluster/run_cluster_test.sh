@@ -7,8 +7,10 @@
 #   3. strata's collectives test (dist_collectives) passes, and bytes crossed strata-h1's link;
 #      the collective-path checks (dist_hier's DistCollectivePaths) pass with the hierarchical
 #      path chosen automatically for the world (2 nodes x 2 ranks, STRATA_DEBUG_PATHS says so)
+#   3b. HSDP (dist_zero's Hsdp tests) takes each host as a shard group and trains like ZeRO-3
 #   4. train_gpt trains 50 steps with --global-batch 16 (its loss is printed beside a run
-#      of the same 4 ranks on one host); not with --no-train (the ctest cluster_mpirun)
+#      of the same 4 ranks on one host), then as ZeRO-3 and HSDP: HSDP sends fewer bytes
+#      between the hosts; not with --no-train (the ctest cluster_mpirun)
 #   5. with --bench, bench_collectives all_reduce 1-256 MiB, hierarchical vs flat ring vs raw
 #      Open MPI (--compare-flat; informational, not checked)
 # and removes the cluster on exit, failure or interrupt.
@@ -49,7 +51,7 @@ if [ -n "$delay" ]; then
   unshare --net -- sh -c "ip link set lo up && tc qdisc add dev lo root netem delay $delay" 2>/dev/null ||
     skip "--delay needs tc netem, which this kernel lacks (CONFIG_NET_SCH_NETEM)"
 fi
-bins=(tests/dist_collectives tests/dist_hier)
+bins=(tests/dist_collectives tests/dist_hier tests/dist_zero)
 [ "$train" = 0 ] || bins+=(examples/train_gpt/train_gpt)
 for b in "${bins[@]}"; do
   [ -x "$build/$b" ] || fail "$build/$b is missing: build the tests and examples first"
@@ -107,6 +109,12 @@ for op in all_reduce reduce_scatter all_gather; do
   log "$line"
 done
 
+log "HSDP on 2 hosts x 2 ranks: the shard group is the host (dist_zero's Hsdp tests)"
+run -np 4 "$build/tests/dist_zero" --gtest_filter='HsdpNodes.*:Hsdp.*:*HsdpEquivalence*' >hsdp_tests.txt 2>&1 ||
+  { cat hsdp_tests.txt; fail "dist_zero's HSDP tests failed on 2 hosts"; }
+grep -E '^\[  (PASSED|FAILED)' hsdp_tests.txt
+grep -q 'SKIPPED' hsdp_tests.txt && { cat hsdp_tests.txt; fail "HsdpNodes skipped: the hosts were not seen as 2 nodes of 2 ranks"; }
+
 if [ "$train" = 1 ]; then
   log "train_gpt --steps 50 --global-batch 16 on 2 hosts x 2 ranks"
   gpt=("$build/examples/train_gpt/train_gpt" --steps 50 --global-batch 16 --log-every 25 --metrics '')
@@ -116,6 +124,19 @@ if [ "$train" = 1 ]; then
   run -np 4 --host strata-h0:4 "${gpt[@]}" >gpt1.txt 2>&1 || { cat gpt1.txt; fail "train_gpt failed on 1 host"; }
   loss() { grep -oE '^step 50/50 \| loss [0-9.]+' "$1" | awk '{print $NF}'; }
   log "train_gpt step-50 loss: $(loss gpt.txt) on 2 hosts, $(loss gpt1.txt) on 1 host"
+  # ZeRO-3 over the 4 ranks against HSDP (ZeRO-3 inside each host): what crossed the link.
+  crossed_in() {  # output file, then train_gpt flags; prints the bytes that crossed the link
+    local file=$1 before
+    shift
+    before=$(link_bytes)
+    run -np 4 "${gpt[@]}" "$@" >"$file" 2>&1 || { cat "$file" >&2; fail "train_gpt $* failed"; }
+    echo $(($(link_bytes) - before))
+  }
+  zero3_bytes=$(crossed_in zero3.txt --zero 3)
+  hsdp_bytes=$(crossed_in hsdp.txt --zero 3 --hsdp)
+  grep -q "^HSDP: ZeRO-3 sharded over 2 data ranks" hsdp.txt || { cat hsdp.txt; fail "--hsdp did not shard over a host"; }
+  log "train_gpt --zero 3: $zero3_bytes bytes crossed the link; with --hsdp $hsdp_bytes"
+  [ "$hsdp_bytes" -lt "$zero3_bytes" ] || fail "HSDP sent no fewer bytes between the hosts than ZeRO-3"
 fi
 
 if [ "$bench" = 1 ]; then

@@ -39,6 +39,13 @@ for stage in 1 2 3; do
   cmp <(losses "$work/ddp.jsonl") <(losses "$work/zero$stage.jsonl") \
     || fail "--zero $stage logged other losses than DDP"
 done
+# HSDP on 2 ranks: shard groups of 1 replicated twice, and --hsdp (one node: both ranks shard).
+for hsdp in "--shard-size 1" "--hsdp"; do
+  # shellcheck disable=SC2086  # the flags split into words
+  run "${common[@]}" --zero 3 $hsdp --metrics "$work/hsdp.jsonl" > "$work/hsdp.log"
+  grep -q "HSDP: ZeRO-3 sharded over" "$work/hsdp.log" || { cat "$work/hsdp.log"; fail "$hsdp: HSDP banner missing"; }
+  cmp <(losses "$work/ddp.jsonl") <(losses "$work/hsdp.jsonl") || fail "--zero 3 $hsdp logged other losses than DDP"
+done
 run "${common[@]}" --zero 3 --param-dtype bf16 --metrics "$work/bf16.jsonl" > "$work/bf16.log"
 grep -q "parameters bf16 (fp32 master)" "$work/bf16.log" || { cat "$work/bf16.log"; fail "bf16 banner missing"; }
 check_learns "$work/bf16.jsonl" "ZeRO-3 bf16"

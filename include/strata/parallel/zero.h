@@ -93,6 +93,15 @@ struct ZeroOptions {
     dist::ProcessGroup* group = nullptr;
     std::function<bool(const std::string& name)> duplicate = {};
   } pipeline_parallel = {};
+  // HSDP (hybrid sharding, stages 1-3): ZeRO's group is the shard group (by default one
+  // node's ranks) and `replicate` the ranks that hold the same shard in the other shard
+  // groups; parallel::make_hybrid_shard_groups (hsdp.h) builds both. Each bucket's
+  // reduce-scattered shard is then averaged over `replicate` (one all_reduce of the shard:
+  // the only traffic between shard groups), so every shard holds the gradient averaged over
+  // all shard x replicate ranks; parameters are gathered inside the shard group only, and
+  // clipping sums over it (replicas hold equal shards). Memory is ZeRO's at the shard
+  // group's size. Unset: no replication.
+  dist::ProcessGroup* replicate = nullptr;
 };
 
 // Bytes held by this rank for the model states, by kind. Persistent memory only: stage 3's
