@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/device_setup.h"
+#include "strata/distributed/init.h"
 #include "strata/optim/param_groups.h"
 #include "strata/parallel/tp_grad_norm.h"
 #include "strata/tensor/factory.h"
@@ -54,7 +55,7 @@ DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& 
     hsdp_ = parallel::make_hybrid_shard_groups(world, o.shard_size);
     shard = hsdp_.shard.get();
     zo.replicate = hsdp_.replicate.get();
-    if (world.rank() == 0)
+    if (dist::world().rank() == 0)  // once, not once per tensor or pipeline rank
       std::printf("HSDP: ZeRO-%d sharded over %d data ranks (group '%s'), %d replicas\n", zo.stage, hsdp_.shard_size,
                   hsdp_.shard->name().c_str(), hsdp_.replicas);
   }
