@@ -60,6 +60,7 @@
 #include "strata/optim/sgd.h"
 #include "strata/parallel/context_parallel.h"
 #include "strata/parallel/ddp.h"
+#include "strata/parallel/expert_parallel.h"
 #include "strata/parallel/flat_buffer.h"
 #include "strata/parallel/hsdp.h"
 #include "strata/parallel/pipeline_schedule.h"

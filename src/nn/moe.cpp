@@ -1,5 +1,6 @@
 #include "strata/nn/moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -19,6 +20,11 @@ void check_moe_config(const MoEConfig& c, int64_t ep) {
                c.capacity_factor.value_or(0.0));
   STRATA_CHECK(c.aux_loss_coef >= 0.0 && c.z_loss_coef >= 0.0, "MoE: aux_loss_coef ", c.aux_loss_coef,
                " and z_loss_coef ", c.z_loss_coef, " must be non-negative");
+  STRATA_CHECK(c.expert_parallel_degree == 1 || c.expert_parallel_degree == ep || ep == 1,
+               "MoE: expert_parallel_degree ", c.expert_parallel_degree, " differs from the group's degree ", ep);
+  ep = std::max(ep, c.expert_parallel_degree);
+  STRATA_CHECK(c.expert_parallel_rank >= 0 && c.expert_parallel_rank < ep, "MoE: expert_parallel_rank ",
+               c.expert_parallel_rank, " must lie in [0, expert_parallel_degree = ", ep, ")");
   STRATA_CHECK(ep >= 1 && c.num_experts % ep == 0, "MoE: the expert-parallel degree ", ep, " must divide num_experts ",
                c.num_experts, " (each rank holds num_experts / degree experts)");
 }
@@ -37,12 +43,19 @@ Tensor SwiGLUExpert::forward(const Tensor& x) {
 MoE::MoE(const MoEConfig& config, const InitOptions& init) : config_(config) {
   check_moe_config(config);
   gate = register_module("gate", std::make_shared<Linear>(config.hidden_size, config.num_experts, false, init));
-  experts = register_module("experts", std::make_shared<ModuleList>());
-  for (int64_t e = 0; e < config.num_experts; ++e)
-    experts->push_back(std::make_shared<SwiGLUExpert>(config.hidden_size, config.intermediate_size, init));
+  experts = register_module("experts", std::make_shared<ModuleDict>());
+  for (int64_t e = first_local_expert(); e < first_local_expert() + num_local_experts(); ++e)
+    experts->insert(std::to_string(e),
+                    std::make_shared<SwiGLUExpert>(config.hidden_size, config.intermediate_size, init));
 }
 
-SwiGLUExpert& MoE::expert(size_t e) const { return *experts->at<SwiGLUExpert>(e); }
+SwiGLUExpert& MoE::expert(size_t e) const {
+  const std::string key = std::to_string(e);
+  STRATA_CHECK(experts->contains(key), "MoE: expert ", e, " is not held here (this rank holds experts [",
+               first_local_expert(), ", ", first_local_expert() + num_local_experts(), ") of ", config_.num_experts,
+               ")");
+  return *experts->at<SwiGLUExpert>(key);
+}
 
 MoERouting MoE::route(const Tensor& x) const {
   STRATA_CHECK(x.dim() == 2 && x.size(1) == config_.hidden_size, "MoE::route: x must be [tokens, ", config_.hidden_size,
@@ -62,8 +75,8 @@ std::optional<int64_t> MoE::capacity(int64_t tokens) const {
 }
 
 Tensor MoE::run_experts(const Tensor& grouped, const std::vector<int64_t>& rows) {
-  STRATA_CHECK(static_cast<int64_t>(rows.size()) == config_.num_experts, "MoE::run_experts: ", rows.size(),
-               " row counts for ", config_.num_experts, " experts");
+  STRATA_CHECK(static_cast<int64_t>(rows.size()) == num_local_experts(), "MoE::run_experts: ", rows.size(),
+               " row counts for ", num_local_experts(), " held experts");
   const int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t{0});
   STRATA_CHECK(grouped.dim() == 2 && grouped.size(0) == total, "MoE::run_experts: grouped must be [", total,
                ", C] (the row counts' sum), got shape ", grouped.shape());
@@ -71,7 +84,7 @@ Tensor MoE::run_experts(const Tensor& grouped, const std::vector<int64_t>& rows)
   int64_t offset = 0;
   for (size_t e = 0; e < rows.size(); ++e) {
     if (rows[e] == 0) continue;  // idle: not run, so it gets no gradient and the optimizer skips it
-    out.push_back(expert(e).forward(grouped.narrow(0, offset, rows[e])));
+    out.push_back(expert(static_cast<size_t>(first_local_expert()) + e).forward(grouped.narrow(0, offset, rows[e])));
     offset += rows[e];
   }
   // Every slot dropped (not reachable with a capacity of at least 1): no rows, none computed.
@@ -87,14 +100,22 @@ Tensor MoE::forward(const Tensor& x) {
   const int64_t N = flat.size(0);
   STRATA_CHECK(N > 0, "MoE: input of shape ", x.shape(), " holds no tokens");
   MoERouting r = route(flat);
-  MoEDispatch plan = plan_dispatch(r.experts, config_.num_experts, capacity(N));
-  Tensor y = combine_tokens(run_experts(dispatch_tokens(flat, plan), plan.kept_per_expert), r.gates, plan);
-  stats_ = {.tokens_per_expert = plan.routed_per_expert,
-            .kept_per_expert = plan.kept_per_expert,
-            .capacity = plan.capacity,
-            .dropped = plan.dropped,
-            .load_balancing_loss = load_balancing_loss(r.probs, plan.routed_per_expert, config_.top_k),
-            .z_loss = router_z_loss(r.logits)};
+  Tensor y;
+  if (dispatcher_) {
+    y = dispatcher_->dispatch(*this, flat, r, stats_);
+  } else {
+    STRATA_CHECK(config_.expert_parallel_degree == 1, "MoE: this layer holds ", num_local_experts(), " of ",
+                 config_.num_experts, " experts (expert_parallel_degree ", config_.expert_parallel_degree,
+                 ") but has no expert dispatcher (parallel::ExpertParallel)");
+    MoEDispatch plan = plan_dispatch(r.experts, config_.num_experts, capacity(N));
+    y = combine_tokens(run_experts(dispatch_tokens(flat, plan), plan.kept_per_expert), r.gates, plan);
+    stats_.tokens_per_expert = plan.routed_per_expert;
+    stats_.kept_per_expert = plan.kept_per_expert;
+    stats_.capacity = plan.capacity;
+    stats_.dropped = plan.dropped;
+  }
+  stats_.load_balancing_loss = load_balancing_loss(r.probs, stats_.tokens_per_expert, config_.top_k);
+  stats_.z_loss = router_z_loss(r.logits);
   return y.reshape(x.shape());
 }
 

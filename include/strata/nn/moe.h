@@ -39,6 +39,10 @@ struct MoEConfig {
   std::optional<double> capacity_factor = std::nullopt;  // slots per expert = expert_capacity(..); unset: dropless
   double aux_loss_coef = 0.0;                            // weight of load_balancing_loss in auxiliary_loss()
   double z_loss_coef = 0.0;                              // weight of router_z_loss in auxiliary_loss()
+  // Expert parallelism: this layer holds only experts [rank * E / degree, (rank + 1) * E /
+  // degree), under their global names "experts.<e>" (checkpoints match by name at any degree).
+  int64_t expert_parallel_degree = 1;
+  int64_t expert_parallel_rank = 0;
 };
 
 // Checks a config, naming the field and the rule; `expert_parallel_degree` must divide
@@ -71,6 +75,18 @@ class SwiGLUExpert : public Module {
   std::shared_ptr<Linear> w1, w2, w3;
 };
 
+class MoE;
+
+// Replaces the steps between the router and the gate-weighted sum (expert parallelism:
+// parallel::ExpertParallel). Gets the flat tokens x [N, C] and the routing; returns [N, C]
+// and fills stats' tokens_per_expert, kept_per_expert, capacity and dropped (the MoE adds
+// the two losses). nn does not depend on how the tokens travel.
+class ExpertDispatcher {
+ public:
+  virtual ~ExpertDispatcher() = default;
+  virtual Tensor dispatch(MoE& moe, const Tensor& x, const MoERouting& routing, MoEStats& stats) = 0;
+};
+
 class MoE : public Module {
  public:
   // `init` draws the router and the experts (nn::Llama's: normal(0, init_std) by name).
@@ -81,8 +97,14 @@ class MoE : public Module {
   // The steps of forward, for callers that replace one (expert parallelism).
   MoERouting route(const Tensor& x) const;                // x [N, C]
   std::optional<int64_t> capacity(int64_t tokens) const;  // unset: dropless
-  // [S, C] -> [S, C], rows grouped by expert; experts with 0 rows are not run.
+  // [S, C] -> [S, C], rows grouped by held expert (one count per held expert, in order:
+  // every expert when expert_parallel_degree is 1); experts with 0 rows are not run.
   Tensor run_experts(const Tensor& grouped, const std::vector<int64_t>& rows_per_expert);
+  // The held experts: [first_local_expert(), first_local_expert() + num_local_experts()).
+  int64_t num_local_experts() const { return config_.num_experts / config_.expert_parallel_degree; }
+  int64_t first_local_expert() const { return config_.expert_parallel_rank * num_local_experts(); }
+  // Set: forward hands it the routed tokens (expert parallelism); null: all experts here.
+  void set_expert_dispatcher(std::shared_ptr<ExpertDispatcher> dispatcher) { dispatcher_ = std::move(dispatcher); }
 
   // aux_loss_coef * load balancing + z_loss_coef * z-loss of the last forward ([], in
   // the graph); undefined when both coefficients are 0 or before any forward.
@@ -91,12 +113,13 @@ class MoE : public Module {
   const MoEConfig& config() const { return config_; }
 
   std::shared_ptr<Linear> gate;          // the router, C -> E
-  std::shared_ptr<ModuleList> experts;   // SwiGLUExpert, "0" .. "E-1"
-  SwiGLUExpert& expert(size_t e) const;  // checked
+  std::shared_ptr<ModuleDict> experts;   // SwiGLUExpert by global index, the held ones only
+  SwiGLUExpert& expert(size_t e) const;  // global index e; checked (held here)
 
  private:
   MoEConfig config_;
   MoEStats stats_;
+  std::shared_ptr<ExpertDispatcher> dispatcher_;
 };
 
 }  // namespace strata::nn

@@ -150,6 +150,35 @@ TEST(DistMesh, RebuiltAfterShardedCollectivesOnItsGroups) {
   EXPECT_EQ(x.to_vector<double>()[0], 0 + 1 + 2 + 3);
 }
 
+// dp=2 x cp=2 with ep=2: the expert groups are consecutive DataContext ranks {0,1} and {2,3};
+// the expert-data groups hold the same expert coordinate, {0,2} and {1,3}.
+TEST(DistMesh, ExpertGroupsCarvedOutOfDataContext) {
+  auto& world = dist::world();
+  dist::DeviceMesh mesh(world, {.dp = 2, .cp = 2, .ep = 2});
+  const int me = world.rank();
+  EXPECT_EQ(mesh.coord(MeshDim::Expert), me % 2);
+  EXPECT_EQ(mesh.coord(MeshDim::ExpertData), me / 2);
+  EXPECT_EQ(mesh.size(MeshDim::Expert), 2);
+  EXPECT_EQ(mesh.size(MeshDim::ExpertData), 2);
+  auto& ep = mesh.group(MeshDim::Expert);
+  auto& edp = mesh.group(MeshDim::ExpertData);
+  EXPECT_EQ(ep.global_ranks(), (std::vector<int>{me / 2 * 2, me / 2 * 2 + 1}));
+  EXPECT_EQ(edp.global_ranks(), (std::vector<int>{me % 2, me % 2 + 2}));
+  EXPECT_EQ(ep.rank(), me % 2);
+  EXPECT_NE(ep.name().find("ep(ranks"), std::string::npos) << ep.name();
+  Tensor a = full({2}, me);
+  edp.all_reduce(a)->wait();
+  EXPECT_EQ(a.to_vector<double>()[0], (me % 2) * 2 + 2);
+  // ep = dp: one expert group over the data ranks, expert-data groups of one rank.
+  dist::DeviceMesh wide(world, {.dp = 4, .ep = 4});
+  EXPECT_EQ(wide.group(MeshDim::Expert).global_ranks(), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(wide.group(MeshDim::ExpertData).size(), 1);
+  // ep = 1: no expert group; the expert-data group is the data group.
+  dist::DeviceMesh plain(world, {.dp = 4});
+  EXPECT_EQ(&plain.group(MeshDim::ExpertData), &plain.group(MeshDim::Data));
+  test::expect_contains(error_of([&] { plain.group(MeshDim::Expert); }), "ep=1");
+}
+
 TEST(DistMesh, BadShapeNamesShapeAndWorldSize) {
   auto& world = dist::world();
   std::string err = error_of([&] { dist::DeviceMesh(world, {.pp = 1, .dp = 3, .tp = 2}); });
@@ -157,6 +186,9 @@ TEST(DistMesh, BadShapeNamesShapeAndWorldSize) {
   EXPECT_NE(err.find("world size 4"), std::string::npos) << err;
   err = error_of([&] { dist::DeviceMesh(world, {.pp = 0, .dp = 4, .tp = 1}); });
   EXPECT_NE(err.find("pp=0"), std::string::npos) << err;
+  // An ep that does not divide dp x cp: rejected before any split.
+  err = error_of([&] { dist::DeviceMesh(world, {.dp = 4, .ep = 3}); });
+  test::expect_contains(err, "ep=3 must divide dp x cp = 4 x 1");
 }
 
 }  // namespace
