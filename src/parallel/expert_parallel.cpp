@@ -16,9 +16,9 @@ using Counts = std::vector<int64_t>;
 // What this rank learned from the count exchange: per source rank, its tokens and its slots
 // per (held expert, choice rank), laid out [source][held expert][choice rank].
 struct Received {
-  Counts slots;                 // [P * L * k]
-  Counts rows_from;             // [P] rows each source sends (its out_split)
-  int64_t total_tokens = 0;     // the ep group's tokens
+  Counts slots;              // [P * L * k]
+  Counts rows_from;          // [P] rows each source sends (its out_split)
+  int64_t total_tokens = 0;  // the ep group's tokens
 };
 
 // Slots per (expert, choice rank) of this rank's routing, [E * k].
@@ -111,7 +111,8 @@ Tensor ExpertParallel::dispatch(nn::MoE& moe, const Tensor& x, const nn::MoERout
   const Received got = exchange_counts(group_, by_choice, L, k, x.size(0));
   const nn::MoEDispatch plan = nn::plan_dispatch(routing.experts, E, std::nullopt);
   Counts in_splits(static_cast<size_t>(P), 0);
-  for (int64_t e = 0; e < E; ++e) in_splits[static_cast<size_t>(e / L)] += plan.routed_per_expert[static_cast<size_t>(e)];
+  for (int64_t e = 0; e < E; ++e)
+    in_splits[static_cast<size_t>(e / L)] += plan.routed_per_expert[static_cast<size_t>(e)];
 
   Tensor received = all_to_all_v(nn::dispatch_tokens(x, plan), group_, in_splits, got.rows_from);
   Counts kept;

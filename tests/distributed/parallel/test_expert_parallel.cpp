@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "distributed/dist_test_util.h"
+#include "strata/autograd/grad_mode.h"
 #include "strata/distributed/device_mesh.h"
 #include "strata/nn/moe.h"
 #include "strata/ops.h"
-#include "strata/autograd/grad_mode.h"
 #include "strata/optim/adam.h"
 #include "strata/parallel/expert_parallel.h"
 
@@ -70,7 +70,7 @@ Tensor loss_of(nn::MoE& moe, const Tensor& x, const Tensor& target) {
 
 struct Reference {
   std::map<std::string, Tensor> params;
-  std::vector<nn::MoEStats> stats;          // per step, over the whole batch
+  std::vector<nn::MoEStats> stats;           // per step, over the whole batch
   std::vector<std::vector<int64_t>> routed;  // per step: experts chosen, [world * tokens * k]
 };
 
@@ -147,8 +147,8 @@ void train_and_compare(int ep, std::optional<double> capacity_factor) {
                                                     static_cast<double>(sum_of(moe->stats().kept_per_expert))},
                                 {2});
       ep_group.all_reduce(sums)->wait();
-      EXPECT_EQ(sums.to_vector<double>(),
-                (std::vector<double>{static_cast<double>(one.dropped), static_cast<double>(sum_of(one.kept_per_expert))}))
+      EXPECT_EQ(sums.to_vector<double>(), (std::vector<double>{static_cast<double>(one.dropped),
+                                                               static_cast<double>(sum_of(one.kept_per_expert))}))
           << "step " << t;
       for (int64_t e = first; e < first + held; ++e)
         EXPECT_EQ(moe->stats().kept_per_expert[static_cast<size_t>(e)], one.kept_per_expert[static_cast<size_t>(e)]);
@@ -186,6 +186,67 @@ TEST(DistExpertParallel, DroppingCountedAsOneProcess) {
 TEST(DistExpertParallel, ExpertDataGroupsAtEpTwoOfFour) {
   if (dist::world().size() != 4) GTEST_SKIP() << "needs 4 ranks";
   train_and_compare(2, std::nullopt);
+}
+
+// Every token routed to expert 0 under a capacity: the overflow is counted (dropped slots,
+// the same on every rank's report of the experts it holds), the exchanges complete on every
+// rank (none hangs), and the dropped slots contribute zeros.
+TEST(DistExpertParallel, RoutingEveryTokenToOneExpertReportsTheOverflow) {
+  auto& world = dist::world();
+  const int n = world.size();
+  nn::MoEConfig config = base_config(1.0);
+  config.top_k = 1;
+  auto moe = build(parallel::expert_parallel_config(config, world));
+  {
+    NoGradGuard no_grad;  // the router sends everything to expert 0: its row alone is nonzero
+    std::vector<double> bias_like(static_cast<size_t>(kExperts * kHidden), 0.0);
+    for (int64_t c = 0; c < kHidden; ++c) bias_like[static_cast<size_t>(c)] = 10.0;
+    moe->gate->weight.copy_(from_vector(bias_like, {kExperts, kHidden}));
+  }
+  parallel::enable_expert_parallel(*moe, world);
+  world.reset_stats();
+  const Tensor x = abs(tokens(world.rank(), 0));  // positive inputs: expert 0's logit is the largest
+  Tensor y = moe->forward(x);
+  sum(y).backward();
+  const nn::MoEStats& stats = moe->stats();
+  // One process over the n * kTokens tokens: capacity = expert_capacity of them (factor 1,
+  // top-1: n * kTokens / kExperts rounded up), expert 0 keeps that many, the rest drop.
+  const int64_t capacity = *moe->capacity(n * kTokens);
+  ASSERT_TRUE(stats.capacity.has_value());
+  EXPECT_EQ(*stats.capacity, capacity);
+  EXPECT_EQ(stats.tokens_per_expert[0], kTokens);
+  if (world.rank() == 0) {  // rank 0 holds expert 0
+    EXPECT_EQ(stats.kept_per_expert[0], capacity);
+    EXPECT_EQ(stats.dropped, n * kTokens - capacity);
+  } else {
+    EXPECT_EQ(stats.dropped, 0);
+  }
+  // The counts, dispatch and combine, and combine's backward (x needs no gradient: dispatch
+  // has none), on every rank alike.
+  EXPECT_EQ(world.stats().at(dist::OpType::AllToAllV).calls, 4u);
+}
+
+// Bad expert-parallel settings are refused before any collective, naming the value and the
+// rule; the memory estimate names the experts per rank, the bytes and the budget.
+TEST(DistExpertParallel, BadSettingsAreNamedBeforeAnyCollective) {
+  auto& world = dist::world();
+  world.reset_stats();
+  nn::MoEConfig seven = base_config(std::nullopt);
+  seven.num_experts = 7;
+  if (world.size() > 1)
+    test::expect_contains(test::error_of([&] { (void)parallel::expert_parallel_config(seven, world); }),
+                          "must divide num_experts 7");
+  nn::MoEConfig too_many = base_config(std::nullopt);
+  too_many.top_k = kExperts + 1;
+  test::expect_contains(test::error_of([&] { (void)parallel::expert_parallel_config(too_many, world); }),
+                        std::to_string(kExperts + 1));
+  const nn::MoEConfig big{.hidden_size = 4096, .intermediate_size = 14336, .num_experts = 8, .top_k = 2};
+  // 8 experts of 3 x 4096 x 14336 float32 values, 4 copies each: 21 GiB at ep 1, half at ep 2.
+  EXPECT_EQ(parallel::expert_training_bytes(big, 8, 4), int64_t{4} * 8 * 3 * 4096 * 14336 * 4);
+  test::expect_contains(test::error_of([&] { parallel::check_expert_memory(big, 1, 4, int64_t{16} << 30); }),
+                        "8 experts per rank");
+  EXPECT_NO_THROW(parallel::check_expert_memory(big, 2, 4, int64_t{16} << 30));
+  EXPECT_TRUE(world.stats().empty() || world.stats().at(dist::OpType::AllToAllV).calls == 0);
 }
 
 }  // namespace
