@@ -63,10 +63,8 @@ int main(int argc, char** argv) {
   // EP 1: the plain layer (no dispatcher, no exchange), every expert here.
   dist::DeviceMesh mesh(world, {.dp = n, .ep = n});
   dist::ProcessGroup& experts_group = n > 1 ? mesh.group(dist::MeshDim::Expert) : world;
-  nn::MoEConfig config{.hidden_size = o.width,
-                       .intermediate_size = o.intermediate,
-                       .num_experts = o.experts,
-                       .top_k = o.top_k};
+  nn::MoEConfig config{
+      .hidden_size = o.width, .intermediate_size = o.intermediate, .num_experts = o.experts, .top_k = o.top_k};
   config = parallel::expert_parallel_config(config, experts_group);
   nn::MoE moe(config, nn::InitOptions{.std = 0.02, .by_name = true});
   moe.init_parameters(1);  // every rank, every degree: the same weights by name
@@ -94,10 +92,10 @@ int main(int argc, char** argv) {
     sent.push_back(static_cast<double>(s.bytes_sent));
   }
   if (world.rank() == 0)
-    std::printf("ep=%d tokens=%lld experts=%lld threads=%d step_ms=%.1f tokens_per_s=%.0f all_to_all_share=%.3f "
-                "sent_mib=%.2f\n",
-                n, static_cast<long long>(o.tokens), static_cast<long long>(o.experts), omp_get_max_threads(),
-                median(times), static_cast<double>(o.tokens) / (median(times) / 1e3), median(shares),
-                median(sent) / (1 << 20));
+    std::printf(
+        "ep=%d tokens=%lld experts=%lld threads=%d step_ms=%.1f tokens_per_s=%.0f all_to_all_share=%.3f "
+        "sent_mib=%.2f\n",
+        n, static_cast<long long>(o.tokens), static_cast<long long>(o.experts), omp_get_max_threads(), median(times),
+        static_cast<double>(o.tokens) / (median(times) / 1e3), median(shares), median(sent) / (1 << 20));
   return 0;
 }

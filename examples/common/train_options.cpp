@@ -52,6 +52,41 @@ void add_device_options(CLI::App& app, TrainOptions& o) {
       ->check(fits_int64());
 }
 
+// --tp, --pp, --cp and their companions (the mesh's degrees and the pipeline's schedule).
+void add_model_parallel_options(CLI::App& app, TrainOptions& o) {
+  app.add_option("--tp", o.tp,
+                 "tensor-parallel degree: ranks that split every layer (Megatron-style); the "
+                 "data-parallel degree is ranks / --tp")
+      ->capture_default_str()
+      ->check(fits_int64());
+  app.add_flag("--sequence-parallel", o.sequence_parallel,
+               "with --tp: norms, residuals and dropout on each rank's piece of the sequence");
+  app.add_option("--pp", o.pp,
+                 "pipeline-parallel degree: ranks that each run consecutive blocks; the "
+                 "data-parallel degree is ranks / (--pp x --tp)")
+      ->capture_default_str()
+      ->check(fits_int64());
+  app.add_option("--cp", o.cp,
+                 "context-parallel degree: ranks that split every sequence (load-balanced causal "
+                 "chunks, ring attention); the data-parallel degree is ranks / (--pp x --cp x --tp)")
+      ->capture_default_str()
+      ->check(fits_int64());
+  app.add_option("--cp-attention", o.cp_attention,
+                 "with --cp: keys and values passed round a ring of the ranks (overlapped with the "
+                 "attention) or all-gathered at once")
+      ->check(CLI::IsMember({"ring", "all-gather"}))
+      ->capture_default_str();
+  app.add_option("--micro-batches", o.micro_batches, "with --pp: micro-batches per step (divides --batch; 0: 2 x --pp)")
+      ->capture_default_str()
+      ->check(fits_int64());
+  app.add_option("--schedule", o.schedule, "with --pp: pipeline schedule")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}))
+      ->capture_default_str();
+  app.add_option("--chunks", o.chunks, "with --schedule interleaved: model chunks (virtual stages) per rank")
+      ->capture_default_str()
+      ->check(fits_int64());
+}
+
 }  // namespace
 
 void add_train_options(CLI::App& app, TrainOptions& o) {
@@ -97,37 +132,7 @@ void add_train_options(CLI::App& app, TrainOptions& o) {
     o.collective_timeout = std::strtod(env, &end);
     if (end == env || *end != '\0') o.collective_timeout = std::nan("");  // refused by validate_train_options()
   }
-  app.add_option("--tp", o.tp,
-                 "tensor-parallel degree: ranks that split every layer (Megatron-style); the "
-                 "data-parallel degree is ranks / --tp")
-      ->capture_default_str()
-      ->check(fits_int64());
-  app.add_flag("--sequence-parallel", o.sequence_parallel,
-               "with --tp: norms, residuals and dropout on each rank's piece of the sequence");
-  app.add_option("--pp", o.pp,
-                 "pipeline-parallel degree: ranks that each run consecutive blocks; the "
-                 "data-parallel degree is ranks / (--pp x --tp)")
-      ->capture_default_str()
-      ->check(fits_int64());
-  app.add_option("--cp", o.cp,
-                 "context-parallel degree: ranks that split every sequence (load-balanced causal "
-                 "chunks, ring attention); the data-parallel degree is ranks / (--pp x --cp x --tp)")
-      ->capture_default_str()
-      ->check(fits_int64());
-  app.add_option("--cp-attention", o.cp_attention,
-                 "with --cp: keys and values passed round a ring of the ranks (overlapped with the "
-                 "attention) or all-gathered at once")
-      ->check(CLI::IsMember({"ring", "all-gather"}))
-      ->capture_default_str();
-  app.add_option("--micro-batches", o.micro_batches, "with --pp: micro-batches per step (divides --batch; 0: 2 x --pp)")
-      ->capture_default_str()
-      ->check(fits_int64());
-  app.add_option("--schedule", o.schedule, "with --pp: pipeline schedule")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}))
-      ->capture_default_str();
-  app.add_option("--chunks", o.chunks, "with --schedule interleaved: model chunks (virtual stages) per rank")
-      ->capture_default_str()
-      ->check(fits_int64());
+  add_model_parallel_options(app, o);
   app.add_option("--timeline", o.timeline, "write a Chrome-trace/Perfetto JSON timeline of one step (every rank) here");
   app.add_option("--timeline-step", o.timeline_step, "the step --timeline records (0-based)")
       ->capture_default_str()
