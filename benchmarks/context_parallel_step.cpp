@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "dist_bench_util.h"
 #include "strata/distributed/init.h"
 #include "strata/parallel/context_parallel.h"
 #include "strata/parallel/ddp.h"
 #include "strata/strata.h"
 
 using namespace strata;
+using bench::max_over_ranks;
 using bench::median;
 using bench::ms_since;
 
@@ -46,12 +48,6 @@ Options parse(int argc, char** argv) {
     if (k == "--attention") o.attention = v;
   }
   return o;
-}
-
-double max_over_ranks(double x, dist::ProcessGroup& group) {
-  Tensor t = full({1}, x, {.dtype = DType::Float64});
-  if (group.size() > 1) group.all_reduce(t, dist::ReduceOp::Max)->wait();
-  return t.item();
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "dist_bench_util.h"
 #include "strata/distributed/device_mesh.h"
 #include "strata/distributed/init.h"
 #include "strata/parallel/expert_parallel.h"
@@ -24,6 +25,7 @@
 #include "strata/strata.h"
 
 using namespace strata;
+using bench::max_over_ranks;
 using bench::median;
 using bench::ms_since;
 
@@ -46,12 +48,6 @@ Options parse(int argc, char** argv) {
     if (k == "--warmup") o.warmup = static_cast<int>(v);
   }
   return o;
-}
-
-double max_over_ranks(double x, dist::ProcessGroup& group) {
-  Tensor t = full({1}, x, {.dtype = DType::Float64});
-  if (group.size() > 1) group.all_reduce(t, dist::ReduceOp::Max)->wait();
-  return t.item();
 }
 
 }  // namespace
