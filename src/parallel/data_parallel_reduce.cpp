@@ -189,6 +189,19 @@ void DataParallelState::launch_in_order(bool force) {
   }
 }
 
+// Waits for b's reduction; a failure is kept in reclaim_error (the first one) and drops the
+// work: false then.
+bool DataParallelState::wait_keeping_error(Bucket& b) {
+  try {
+    b.work->wait();
+    return true;
+  } catch (const Error& e) {
+    if (reclaim_error.empty()) reclaim_error = e.what();
+    b.work.reset();
+    return false;
+  }
+}
+
 // HSDP: for buckets [next_replicate, end), waits for the shard's reduce_scatter and starts
 // its average over the replicate group (in place: the shard then holds the average over
 // shard x replicate ranks). Issued in bucket order only, never on completion, so that every
@@ -198,13 +211,7 @@ void DataParallelState::replicate_up_to(size_t end) {
   for (; next_replicate < end; ++next_replicate) {
     Bucket& b = buckets[next_replicate];
     if (!b.work) continue;  // its reduce_scatter failed already (reclaim_error holds why)
-    try {
-      b.work->wait();
-    } catch (const Error& e) {
-      if (reclaim_error.empty()) reclaim_error = e.what();
-      b.work.reset();
-      continue;
-    }
+    if (!wait_keeping_error(b)) continue;
     b.work = options.replicate->all_reduce(b.reduce_out, op);
   }
 }
@@ -239,13 +246,7 @@ void DataParallelState::reclaim_completed() {
   for (size_t i = 0; i < reduced; ++i) {
     Bucket& b = buckets[i];
     if (!b.work || !b.work->is_completed()) continue;
-    try {
-      b.work->wait();
-    } catch (const Error& e) {
-      if (reclaim_error.empty()) reclaim_error = e.what();
-      b.work.reset();
-      continue;
-    }
+    if (!wait_keeping_error(b)) continue;
     b.work.reset();
     finish_reduced_bucket(b);
   }

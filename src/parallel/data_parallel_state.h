@@ -134,6 +134,7 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
   void launch_in_order(bool force);
   void launch(Bucket& b);
   void replicate_up_to(size_t end);
+  bool wait_keeping_error(Bucket& b);
   void finalize();
   std::vector<int> settle_unready();
   std::string wait_all();

@@ -30,23 +30,31 @@ struct ZeroRun {
   std::vector<std::vector<std::string>> buckets;  // parameter names per bucket (stage 3: unit)
 };
 
-inline ZeroRun train_zero(Family family, int stage, DType dtype, const InnerOptimizer& inner, double clip,
-                          int steps = kZeroSteps) {
+// `steps` steps of `zero` over `model`, each world rank on its own slice of the global batch
+// (clipping at `clip` when > 0): the norms and the final full parameters.
+template <class Model>
+ZeroRun run_zero_steps(Model& model, ZeroOptimizer& zero, double clip, int steps) {
   auto& world = dist::world();
-  auto model = tiny_model(family, dtype);
-  ZeroOptions options = zero_options(stage);
-  // Float64 runs test the computation itself: the default master dtype of a float64 model
-  // is float64 (float32 masters would round it).
-  ZeroOptimizer zero(*model, inner, world, options);
   ZeroRun run;
   for (int s = 0; s < steps; ++s) {
-    Batch mine = rank_slice(global_batch(s, world.size() * kZeroPerRank, *model), world.rank(), kZeroPerRank);
-    model->loss(mine.inputs, mine.targets).backward();
+    Batch mine = rank_slice(global_batch(s, world.size() * kZeroPerRank, model), world.rank(), kZeroPerRank);
+    model.loss(mine.inputs, mine.targets).backward();
     if (clip > 0) run.norms.push_back(zero.clip_grad_norm(clip));
     zero.step();
     zero.zero_grad();
   }
   run.params = zero.full_parameters();
+  return run;
+}
+
+inline ZeroRun train_zero(Family family, int stage, DType dtype, const InnerOptimizer& inner, double clip,
+                          int steps = kZeroSteps) {
+  auto model = tiny_model(family, dtype);
+  ZeroOptions options = zero_options(stage);
+  // Float64 runs test the computation itself: the default master dtype of a float64 model
+  // is float64 (float32 masters would round it).
+  ZeroOptimizer zero(*model, inner, dist::world(), options);
+  ZeroRun run = run_zero_steps(*model, zero, clip, steps);
   run.buckets = zero.bucket_parameter_names();
   return run;
 }

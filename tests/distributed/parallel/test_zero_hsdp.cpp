@@ -29,17 +29,8 @@ ZeroRun train_hsdp(Family family, int stage, DType dtype, const InnerOptimizer& 
   ZeroOptions options = zero_options(stage);
   options.replicate = g.replicate.get();
   ZeroOptimizer zero(*model, inner, *g.shard, options);
-  ZeroRun run;
-  for (int s = 0; s < kZeroSteps; ++s) {
-    // Each world rank its own slice of the global batch, as ZeRO over all of them.
-    Batch mine = rank_slice(global_batch(s, world.size() * kZeroPerRank, *model), world.rank(), kZeroPerRank);
-    model->loss(mine.inputs, mine.targets).backward();
-    if (clip > 0) run.norms.push_back(zero.clip_grad_norm(clip));
-    zero.step();
-    zero.zero_grad();
-  }
-  run.params = zero.full_parameters();
-  return run;
+  // Each world rank its own slice of the global batch, as ZeRO over all of them.
+  return run_zero_steps(*model, zero, clip, kZeroSteps);
 }
 
 double worst_norm_difference(const ZeroRun& a, const ZeroRun& b) {
