@@ -261,7 +261,7 @@ TEST(DistExpertParallel, BadSettingsAreNamedBeforeAnyCollective) {
   test::expect_contains(test::error_of([&] { parallel::check_expert_memory(big, 1, 4, int64_t{16} << 30); }),
                         "8 experts per rank");
   EXPECT_NO_THROW(parallel::check_expert_memory(big, 2, 4, int64_t{16} << 30));
-  EXPECT_TRUE(world.stats().empty() || world.stats().at(dist::OpType::AllToAllV).calls == 0);
+  EXPECT_TRUE(world.stats().empty()) << "a collective ran before the refusals";
 }
 
 }  // namespace
