@@ -24,6 +24,7 @@ void collect_parameters(State& s, nn::Module& module) {
   std::unordered_set<const TensorImpl*> seen;
   for (auto& [name, t] : module.named_parameters()) {
     if (!t.requires_grad() || !seen.insert(t.impl()).second) continue;
+    if (s.dp.include && !s.dp.include(name)) continue;
     STRATA_CHECK(t.is_contiguous(), owner, ": parameter '", name, "' is not contiguous");
     if (!s.params.empty()) {
       STRATA_CHECK(t.device() == s.device, owner, ": parameter '", name, "' is on ", t.device(), " but '",
@@ -192,9 +193,10 @@ void broadcast_buckets(State& s, nn::Module& module) {
   std::vector<Tensor> tensors;
   for (auto& b : s.buckets) tensors.push_back(b.param->data());
   // HSDP: rank 0 of each shard group first takes the values of rank 0 of the data group.
+  nn::Module* buffers_of = s.dp.broadcast_buffers ? &module : nullptr;
   if (s.options.replicate != nullptr)
-    strata::detail::broadcast_from_rank0(*s.options.replicate, tensors, module, s.dp.owner);
-  strata::detail::broadcast_from_rank0(*s.group, std::move(tensors), module, s.dp.owner);
+    strata::detail::broadcast_from_rank0(*s.options.replicate, tensors, buffers_of, s.dp.owner);
+  strata::detail::broadcast_from_rank0(*s.group, std::move(tensors), buffers_of, s.dp.owner);
 }
 
 // This rank's part of bucket b: its parameter shard (stage 3: a copy, and the full bucket

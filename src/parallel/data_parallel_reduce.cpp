@@ -2,6 +2,7 @@
 // gradient in its bucket slot; a complete bucket's all_reduce (stage 0) or reduce_scatter
 // (stages 1-3) starts at once, overlapping the rest of backward, in bucket order on every
 // rank; the end-of-backward callback reduces what is left and waits for all of it.
+#include <exception>
 #include <sstream>
 
 #include "parallel/data_parallel_state.h"
@@ -87,12 +88,7 @@ void DataParallelState::on_ready(int index) {
     accumulate_locally(p, b);
     return;
   }
-  if (!pass_active) {
-    pass_active = true;
-    if (!rebuilt) ready_order.clear();
-    // The callback keeps the state alive even if the public object goes away mid-backward.
-    autograd::queue_final_callback([self = shared_from_this()] { self->finalize(); });
-  }
+  if (!pass_active) begin_pass();
   STRATA_CHECK(!p.ready, dp.owner, ": parameter '", p.name,
                "' was marked ready twice in one backward pass (is it registered twice?)");
   mark_ready(p);
@@ -101,6 +97,40 @@ void DataParallelState::on_ready(int index) {
   if (options.stage == 3 && b.pending == 0 && !pinned) release_unit(p.bucket);
   if (dp.overlap) launch_in_order(false);
   reclaim_completed();
+}
+
+// A synchronised pass starts on this state and its partner; one end-of-backward callback
+// (which keeps them alive even if the public object goes away mid-backward) finalizes both.
+void DataParallelState::begin_pass() {
+  if (auto lead = leader.lock()) {
+    lead->begin_pass();
+    return;
+  }
+  for (DataParallelState* s : {this, follower.get()}) {
+    if (s == nullptr) continue;
+    s->pass_active = true;
+    if (!s->rebuilt) s->ready_order.clear();
+  }
+  autograd::queue_final_callback([self = shared_from_this()] { self->finalize_all(); });
+}
+
+// finalize() of the leader, then of the follower even when the leader's failed (its ranks
+// still issue the follower's collectives, so the others are not left waiting).
+void DataParallelState::finalize_all() {
+  std::exception_ptr failure;
+  try {
+    finalize();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (follower) {
+    try {
+      follower->finalize();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 // The parameter's gradient joins its bucket (stages 2-3: the full gradient bucket, and only
@@ -362,7 +392,7 @@ void DataParallelState::finalize() {
   if (first_pass) rebuild();
   if (flags_work) apply_gradient_flags(flags);
   if (!unused.empty() && dp.unused_is_error) throw Error(unused_message(*this, unused));
-  if (inner == nullptr) return;
+  if (!dp.has_optimizer) return;
   drop_master_grads();
   prepare_master_grads();
 }

@@ -9,6 +9,7 @@
 // data_parallel_build.cpp: construction and bucket rebuilds; data_parallel_reduce.cpp: the
 // hooks and reductions; zero_stage3.cpp: stage 3's gather / free / prefetch; zero.cpp and
 // ddp.cpp: the two public faces.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct DataParallelOptions {
   // bucket slot after backward whatever its dtype (DDP's contract). true (ZeroOptimizer): one
   // dtype; 16-bit gradients are summed into their slot and .grad() is cleared.
   bool has_optimizer = true;
+  // Which parameters (by name) this state takes; unset: every trainable one. ZeroOptimizer
+  // with experts builds two states: the rest over its group, the experts over theirs.
+  std::function<bool(const std::string& name)> include = {};
+  bool broadcast_buffers = true;  // false: the other state broadcasts the module's buffers
 };
 
 struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
@@ -122,6 +127,12 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
   std::vector<int> recording;  // the forward being run now
   bool pinned = false;         // GatheredParameters is alive: nothing is freed
 
+  // Two states over one module (ZeroOptimizer with experts): a backward pass that reaches
+  // either runs both end-of-backward reductions, the leader's first, on every rank in the
+  // same order (an expert state no gradient reached must still join its group's collectives).
+  std::shared_ptr<DataParallelState> follower;  // on the leader
+  std::weak_ptr<DataParallelState> leader;      // on the follower
+
   DataParallelState() = default;
   DataParallelState(const DataParallelState&) = delete;
   DataParallelState& operator=(const DataParallelState&) = delete;
@@ -131,6 +142,8 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
   void mark_ready(Param& p);
   void gradient_into_bucket(Param& p, Bucket& b);
   void accumulate_locally(Param& p, Bucket& b);
+  void begin_pass();
+  void finalize_all();
   void launch_in_order(bool force);
   void launch(Bucket& b);
   void replicate_up_to(size_t end);

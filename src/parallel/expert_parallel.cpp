@@ -1,6 +1,7 @@
 #include "strata/parallel/expert_parallel.h"
 
 #include <numeric>
+#include <string>
 
 #include "strata/autograd/grad_mode.h"
 #include "strata/nn/moe_routing.h"
@@ -194,11 +195,14 @@ int64_t expert_training_bytes(const nn::MoEConfig& config, int64_t experts_per_r
   return 4 * experts_per_rank * per_expert * dtype_bytes;
 }
 
-void check_expert_memory(const nn::MoEConfig& config, int64_t ep, int64_t dtype_bytes, int64_t budget_bytes) {
+void check_expert_memory(const nn::MoEConfig& config, int64_t ep, int64_t dtype_bytes, int64_t budget_bytes,
+                         int64_t layers) {
   nn::check_moe_config(config, ep);
-  const int64_t per_rank = config.num_experts / ep, need = expert_training_bytes(config, per_rank, dtype_bytes);
+  const int64_t per_rank = config.num_experts / ep,
+                need = layers * expert_training_bytes(config, per_rank, dtype_bytes);
   STRATA_CHECK(need <= budget_bytes, "expert parallelism: ", per_rank, " experts per rank (num_experts ",
-               config.num_experts, " / ep ", ep, ") need about ", need,
+               config.num_experts, " / ep ", ep, ")",
+               layers > 1 ? " in each of " + std::to_string(layers) + " layers" : "", " need about ", need,
                " bytes (parameters, gradients and AdamW's two moments: 4 x 3 x hidden ", config.hidden_size,
                " x intermediate ", config.intermediate_size, " x ", dtype_bytes, " bytes each), over the budget of ",
                budget_bytes, " bytes: raise ep or lower the experts");

@@ -89,14 +89,15 @@ void check_same_parameters(dist::ProcessGroup& group, const std::vector<std::str
   throw Error(os.str());
 }
 
-void broadcast_from_rank0(dist::ProcessGroup& group, std::vector<Tensor> tensors, nn::Module& module,
+void broadcast_from_rank0(dist::ProcessGroup& group, std::vector<Tensor> tensors, nn::Module* module,
                           std::string_view owner) {
   if (group.size() == 1) return;
   NoGradGuard no_grad;
-  for (auto& [name, b] : module.named_buffers()) {
-    STRATA_CHECK(b.is_contiguous(), owner, ": buffer '", name, "' is not contiguous");
-    tensors.push_back(b);
-  }
+  if (module != nullptr)
+    for (auto& [name, b] : module->named_buffers()) {
+      STRATA_CHECK(b.is_contiguous(), owner, ": buffer '", name, "' is not contiguous");
+      tensors.push_back(b);
+    }
   std::vector<dist::WorkPtr> works;
   works.reserve(tensors.size());
   for (Tensor& t : tensors) works.push_back(group.broadcast(t, 0));

@@ -21,9 +21,9 @@ std::string describe_parameter(const std::string& name, const Tensor& t);
 void check_same_parameters(dist::ProcessGroup& group, const std::vector<std::string>& descriptions,
                            std::string_view owner);
 
-// Broadcasts rank 0's `tensors`, then the module's buffers (which must be contiguous), one
-// broadcast each, all in flight before the first wait.
-void broadcast_from_rank0(dist::ProcessGroup& group, std::vector<Tensor> tensors, nn::Module& module,
+// Broadcasts rank 0's `tensors`, then the module's buffers (which must be contiguous; none
+// when `module` is null), one broadcast each, all in flight before the first wait.
+void broadcast_from_rank0(dist::ProcessGroup& group, std::vector<Tensor> tensors, nn::Module* module,
                           std::string_view owner);
 
 }  // namespace strata::detail

@@ -15,6 +15,7 @@
 #include "strata/core/error.h"
 #include "strata/ops/elementwise.h"
 #include "strata/optim/grad_clip.h"
+#include "strata/parallel/expert_parallel.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::parallel {
@@ -117,16 +118,37 @@ void add_pieces(const State& s, State::Bucket& b, std::vector<optim::ParamGroup>
   }
 }
 
-// The inner optimizer's groups: the user's lr and weight decay, and this rank's pieces.
-std::vector<optim::ParamGroup> inner_groups_of(State& s, const std::vector<optim::ParamGroup>& groups) {
-  std::vector<optim::ParamGroup> inner_groups(static_cast<size_t>(s.num_groups));
+// The inner optimizer's groups: the user's lr and weight decay, and this rank's pieces of
+// every state.
+std::vector<optim::ParamGroup> inner_groups_of(const std::vector<State*>& states,
+                                               const std::vector<optim::ParamGroup>& groups) {
+  std::vector<optim::ParamGroup> inner_groups(static_cast<size_t>(states.front()->num_groups));
   for (size_t g = 0; g < groups.size(); ++g) {
     inner_groups[g].lr = groups[g].lr;
     inner_groups[g].weight_decay = groups[g].weight_decay;
     inner_groups[g].initial_lr = groups[g].initial_lr;
   }
-  for (State::Bucket& b : s.buckets) add_pieces(s, b, inner_groups);
+  for (State* s : states)
+    for (State::Bucket& b : s->buckets) add_pieces(*s, b, inner_groups);
   return inner_groups;
+}
+
+// Experts beside ZeRO: their group lies inside ZeRO's and divides it; no stage 3 (its units
+// would mix both kinds) and no HSDP. Checked before any collective.
+void check_experts(const ZeroOptions& options, const dist::ProcessGroup& group) {
+  const dist::ProcessGroup* data = options.experts.data;
+  if (data == nullptr) return;
+  STRATA_CHECK(options.stage <= 2, "ZeroOptimizer: expert parallelism runs beside ZeRO stages 0-2; got stage ",
+               options.stage, " (stage 3 would gather units that mix experts and shared parameters)");
+  STRATA_CHECK(options.replicate == nullptr, "ZeroOptimizer: expert parallelism does not run beside HSDP (a ",
+               "replicate group)");
+  const std::vector<int>& all = group.global_ranks();
+  for (int r : data->global_ranks())
+    STRATA_CHECK(std::find(all.begin(), all.end(), r) != all.end(), "ZeroOptimizer: world rank ", r,
+                 " of the expert-data group '", data->name(), "' is not in ZeRO's group '", group.name(),
+                 "' (the expert-data group is MeshDim::ExpertData inside MeshDim::DataContext)");
+  STRATA_CHECK(group.size() % data->size() == 0, "ZeroOptimizer: the expert-data group '", data->name(), "' (",
+               data->size(), " ranks) does not divide ZeRO's group '", group.name(), "' (", group.size(), " ranks)");
 }
 
 // The trainable parameters, each once, in registration order.
@@ -167,28 +189,46 @@ std::vector<optim::ParamGroup> outer_groups(nn::Module& module, const InnerOptim
   return {std::move(all)};
 }
 
-DataParallelOptions zero_path(ZeroOptions options, const dist::ProcessGroup& group) {
+// The path of ZeRO's own state, or with `experts` the expert parameters' state.
+DataParallelOptions zero_path(const ZeroOptions& options, const dist::ProcessGroup& group, bool experts = false) {
   check_options(options);
   check_replicate_group(options, group);
+  check_experts(options, group);
   DataParallelOptions dp;
-  dp.zero = std::move(options);
+  dp.zero = options;
+  if (options.experts.data == nullptr) return dp;
+  std::function<bool(const std::string&)> is_expert =
+      options.experts.is_expert ? options.experts.is_expert : is_expert_parameter;
+  if (experts) {
+    dp.owner = "ZeroOptimizer (expert parameters)";
+    dp.include = std::move(is_expert);
+    dp.broadcast_buffers = false;
+  } else {
+    dp.include = [is_expert](const std::string& name) { return !is_expert(name); };
+  }
   return dp;
 }
 
 }  // namespace
 
 ZeroOptimizer::ZeroOptimizer(nn::Module& module, const InnerOptimizer& inner, dist::ProcessGroup& group,
-                             ZeroOptions options, const std::vector<optim::ParamGroup>& groups)
+                             const ZeroOptions& options, const std::vector<optim::ParamGroup>& groups)
     : optim::Optimizer(outer_groups(module, inner, groups), /*check_parameters=*/false),
       module_(module),
       group_(group),
-      state_(make_data_parallel_state(module, group, zero_path(std::move(options), group))) {
+      state_(make_data_parallel_state(module, group, zero_path(options, group))) {
   State& s = *state_;
-  const std::vector<int> param_group = assign_groups(s.params, groups);
-  for (size_t i = 0; i < s.params.size(); ++i) s.params[i].group = param_group[i];
-  s.num_groups = groups.empty() ? 1 : static_cast<int>(groups.size());
+  if (options.experts.data != nullptr) start_experts(options);
+  std::vector<State::Param> every;
+  for (State* st : states()) every.insert(every.end(), st->params.begin(), st->params.end());
+  const std::vector<int> param_group = assign_groups(every, groups);
+  size_t next = 0;
+  for (State* st : states()) {
+    for (State::Param& p : st->params) p.group = param_group[next++];
+    st->num_groups = groups.empty() ? 1 : static_cast<int>(groups.size());
+  }
   NoGradGuard no_grad;
-  std::vector<optim::ParamGroup> inner_groups = inner_groups_of(s, groups);
+  std::vector<optim::ParamGroup> inner_groups = inner_groups_of(states(), groups);
   s.inner = make_inner(inner, std::move(inner_groups), !groups.empty());
   STRATA_CHECK(s.options.stage == 0 || s.inner->is_elementwise(), "ZeroOptimizer: stage ", s.options.stage,
                " shards the optimizer state, which needs an optimizer whose update is elementwise "
@@ -196,7 +236,26 @@ ZeroOptimizer::ZeroOptimizer(nn::Module& module, const InnerOptimizer& inner, di
   pull_hyperparameters();
 }
 
-ZeroOptimizer::~ZeroOptimizer() = default;
+// The expert parameters' state (collective over options.experts.data), led by state_, and
+// the scaling of their gradients to one process's average over ZeRO's group.
+void ZeroOptimizer::start_experts(const ZeroOptions& options) {
+  experts_ = make_data_parallel_state(module_, *options.experts.data, zero_path(options, group_, true));
+  state_->follower = experts_;
+  experts_->leader = state_;
+  const double scale = static_cast<double>(experts_->world) / static_cast<double>(state_->world);
+  if (scale == 1.0) return;
+  for (State::Param& p : experts_->params)
+    expert_scaling_.push_back(p.tensor.register_hook([scale](const Tensor& g) { return mul(g, scale); }));
+}
+
+ZeroOptimizer::~ZeroOptimizer() {
+  for (GradHookHandle& h : expert_scaling_) h.remove();
+}
+
+std::vector<DataParallelState*> ZeroOptimizer::states() const {
+  if (experts_) return {state_.get(), experts_.get()};
+  return {state_.get()};
+}
 
 // The lr and weight decay live in this optimizer's groups (schedulers scale them); the inner
 // optimizer takes them at each step.
@@ -239,14 +298,17 @@ void ZeroOptimizer::sync_gradients() {
   STRATA_CHECK(!(s.options.stage == 1 && s.reduced_in_place),
                "ZeroOptimizer::sync_gradients: the gradients were "
                "reduced already since the last zero_grad() (stage 1 reduces the buckets in place)");
-  s.finalize();
+  s.finalize_all();
 }
 
 Tensor ZeroOptimizer::local_gradient(const std::string& name) {
-  State& s = *state_;
-  STRATA_CHECK(s.options.stage <= 2, "ZeroOptimizer::local_gradient: stage ", s.options.stage,
+  STRATA_CHECK(state_->options.stage <= 2, "ZeroOptimizer::local_gradient: stage ", state_->options.stage,
                " keeps no full gradient of '", name, "' (stages 0-2 do)");
-  auto it = std::find_if(s.params.begin(), s.params.end(), [&](const State::Param& p) { return p.name == name; });
+  const auto named = [&](const State::Param& p) { return p.name == name; };
+  State* holder = state_.get();
+  if (experts_ && std::none_of(holder->params.begin(), holder->params.end(), named)) holder = experts_.get();
+  State& s = *holder;
+  auto it = std::find_if(s.params.begin(), s.params.end(), named);
   STRATA_CHECK(it != s.params.end(), "ZeroOptimizer::local_gradient: no parameter named '", name, "'");
   NoGradGuard no_grad;
   State::Bucket& b = s.buckets[static_cast<size_t>(it->bucket)];
@@ -262,56 +324,64 @@ Tensor ZeroOptimizer::local_gradient(const std::string& name) {
 
 ZeroOptimizer::NoSyncGuard::NoSyncGuard(ZeroOptimizer& zero) : zero_(zero), previous_(zero.state_->no_sync) {
   STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::no_sync: called during backward");
-  zero_.state_->no_sync = true;
+  for (State* s : zero_.states()) s->no_sync = true;
 }
-ZeroOptimizer::NoSyncGuard::~NoSyncGuard() { zero_.state_->no_sync = previous_; }
+ZeroOptimizer::NoSyncGuard::~NoSyncGuard() {
+  for (State* s : zero_.states()) s->no_sync = previous_;
+}
 
 void ZeroOptimizer::zero_grad(bool set_to_none) {
-  State& s = *state_;
   STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::zero_grad: called during backward");
-  s.zero_gradients(set_to_none);
+  for (State* s : states()) s->zero_gradients(set_to_none);
 }
 
 void ZeroOptimizer::step() {
   NoGradGuard no_grad;
-  State& s = *state_;
   STRATA_CHECK(!autograd::in_backward(), "ZeroOptimizer::step: called during backward");
-  STRATA_CHECK(!s.unsynced,
-               "ZeroOptimizer::step: the gradients of backward passes under no_sync() are not reduced "
-               "yet; run one synchronised backward (outside no_sync()) before step()");
-  if (!s.grads_prepared) s.prepare_master_grads();
+  for (State* s : states()) {
+    STRATA_CHECK(!s->unsynced,
+                 "ZeroOptimizer::step: the gradients of backward passes under no_sync() are not reduced "
+                 "yet; run one synchronised backward (outside no_sync()) before step()");
+    if (!s->grads_prepared) s->prepare_master_grads();
+  }
   push_hyperparameters();
-  s.inner->step();
-  step_count_ = s.inner->step_count();
-  for (State::Bucket& b : s.buckets) {
-    if (b.master_separate) b.param_shard.copy_(b.master);
-  }
-  if (s.options.stage == 1 || s.options.stage == 2) {
-    std::vector<dist::WorkPtr> works;
-    for (State::Bucket& b : s.buckets) {
-      Tensor full = b.param->data();
-      works.push_back(s.group->all_gather(full, b.param_shard));
+  state_->inner->step();
+  step_count_ = state_->inner->step_count();
+  std::vector<dist::WorkPtr> works;
+  for (State* s : states()) {
+    for (State::Bucket& b : s->buckets) {
+      if (b.master_separate) b.param_shard.copy_(b.master);
+      if (s->options.stage == 1 || s->options.stage == 2) {
+        Tensor full = b.param->data();
+        works.push_back(s->group->all_gather(full, b.param_shard));
+      }
     }
-    for (auto& w : works) w->wait();
   }
+  for (auto& w : works) w->wait();
   // Every parameter changed, though stage 1-2's gather writes raw and stage 3's memory may be
   // released: a graph that saved one before this step must refuse its backward.
-  for (State::Bucket& b : s.buckets) b.param->data().bump_version();
-  s.drop_master_grads();
+  for (State* s : states()) {
+    for (State::Bucket& b : s->buckets) b.param->data().bump_version();
+    s->drop_master_grads();
+  }
 }
 
 bool ZeroOptimizer::unscale_gradients(double factor) {
   State& s = *state_;
-  STRATA_CHECK(!s.unsynced,
-               "ZeroOptimizer::unscale_gradients: the gradients of backward passes under no_sync() are "
-               "not reduced yet; run one synchronised backward (outside no_sync()) first");
-  if (!s.grads_prepared) s.prepare_master_grads();
   std::vector<Tensor> shards;
-  for (State::Bucket& b : s.buckets) shards.push_back(b.master_grad);
+  for (State* st : states()) {
+    STRATA_CHECK(!st->unsynced,
+                 "ZeroOptimizer::unscale_gradients: the gradients of backward passes under no_sync() are "
+                 "not reduced yet; run one synchronised backward (outside no_sync()) first");
+    if (!st->grads_prepared) st->prepare_master_grads();
+    for (State::Bucket& b : st->buckets) shards.push_back(b.master_grad);
+  }
   double found = optim::multi_tensor::unscale_and_check(shards, factor) ? 1.0 : 0.0;
-  // A shard is one rank's: only its owner may see the inf. Agree on it (max of 0/1).
+  // A shard is one rank's, an expert one ep rank's: only its owner may see the inf. Agree on
+  // it (max of 0/1).
+  const bool over_group = s.options.stage >= 1 || experts_ != nullptr;
   for (dist::ProcessGroup* g :
-       {s.options.stage >= 1 ? s.group : nullptr, s.options.tensor_parallel.group, s.options.pipeline_parallel.group}) {
+       {over_group ? s.group : nullptr, s.options.tensor_parallel.group, s.options.pipeline_parallel.group}) {
     if (g == nullptr || g->size() == 1) continue;
     Tensor t = full({1}, found, {.dtype = DType::Float64, .device = g->tensor_device()});
     g->all_reduce(t, dist::ReduceOp::Max)->wait();
@@ -320,25 +390,17 @@ bool ZeroOptimizer::unscale_gradients(double factor) {
   return found != 0.0;
 }
 
-double ZeroOptimizer::clip_grad_norm(double max_norm, const optim::ClipOptions& options) {
-  NoGradGuard no_grad;
-  State& s = *state_;
-  STRATA_CHECK(!s.unsynced,
-               "ZeroOptimizer::clip_grad_norm: the gradients of backward passes under no_sync() are "
-               "not reduced yet; run one synchronised backward (outside no_sync()) first");
-  STRATA_CHECK(std::isfinite(max_norm) && max_norm > 0, "ZeroOptimizer::clip_grad_norm: max_norm ", max_norm,
-               " must be finite and > 0");
-  if (!s.grads_prepared) s.prepare_master_grads();
-  // Squares of this rank's shard, split parameters apart from replicated ones when tensor
-  // parallelism runs beside ZeRO; summed over ZeRO's group, then the split part over the
-  // tensor-parallel group (a replicated parameter is the same on every TP rank: once).
+namespace {
+
+// Squares of this rank's pieces of `s` in multi_tensor's fixed order (the same bits on either
+// device and any thread count): {split, replicated} when tensor parallelism runs beside
+// ZeRO, pipeline stages' duplicate copies left out. One pass per kind, not one per piece (on
+// a GPU each pass returns its sum to the host).
+std::pair<double, double> squares_of(const State& s) {
   const ZeroOptions::TensorParallel& tp = s.options.tensor_parallel;
   const ZeroOptions::PipelineParallel& pp = s.options.pipeline_parallel;
-  // Squares in multi_tensor's fixed order (the same bits on either device and any thread
-  // count): one pass over every split piece and one over the rest, not one per piece (on a
-  // GPU each pass returns its sum to the host).
   std::vector<Tensor> split_parts, replicated_parts;
-  for (State::Bucket& b : s.buckets) {
+  for (const State::Bucket& b : s.buckets) {
     if (tp.group == nullptr && !pp.duplicate) {
       replicated_parts.push_back(b.master_grad);
       continue;
@@ -350,20 +412,50 @@ double ZeroOptimizer::clip_grad_norm(double max_norm, const optim::ClipOptions& 
           .push_back(b.master_grad.narrow(0, piece.shard_offset, piece.numel));
     }
   }
-  double split = optim::multi_tensor::sum_of_squares(split_parts);
-  double replicated = optim::multi_tensor::sum_of_squares(replicated_parts);
-  // Sums over the groups, made on each group's own device (NCCL takes CUDA tensors only).
-  auto group_sum = [](dist::ProcessGroup& g, const std::vector<double>& values) {
-    const int64_t n = static_cast<int64_t>(values.size());
-    Tensor t = from_vector(values, {n}).to(g.tensor_device());
-    g.all_reduce(t, dist::ReduceOp::Sum)->wait();
-    return t.to_vector<double>();
-  };
-  if (s.options.stage >= 1 && s.world > 1) {
-    const std::vector<double> both = group_sum(*s.group, {split, replicated});
-    split = both[0];
-    replicated = both[1];
+  return {optim::multi_tensor::sum_of_squares(split_parts), optim::multi_tensor::sum_of_squares(replicated_parts)};
+}
+
+// Sums over a group, made on its own device (NCCL takes CUDA tensors only).
+std::vector<double> group_sum(dist::ProcessGroup& g, const std::vector<double>& values) {
+  Tensor t = from_vector(values, {static_cast<int64_t>(values.size())}).to(g.tensor_device());
+  g.all_reduce(t, dist::ReduceOp::Sum)->wait();
+  return t.to_vector<double>();
+}
+
+}  // namespace
+
+double ZeroOptimizer::clip_grad_norm(double max_norm, const optim::ClipOptions& options) {
+  NoGradGuard no_grad;
+  State& s = *state_;
+  STRATA_CHECK(std::isfinite(max_norm) && max_norm > 0, "ZeroOptimizer::clip_grad_norm: max_norm ", max_norm,
+               " must be finite and > 0");
+  for (State* st : states()) {
+    STRATA_CHECK(!st->unsynced,
+                 "ZeroOptimizer::clip_grad_norm: the gradients of backward passes under no_sync() are "
+                 "not reduced yet; run one synchronised backward (outside no_sync()) first");
+    if (!st->grads_prepared) st->prepare_master_grads();
   }
+  // Split and replicated squares summed over ZeRO's group (stages 1-3: each rank holds a
+  // shard), then the split part over the tensor-parallel group (a replicated parameter is the
+  // same on every TP rank: once). Experts: ZeRO's group holds every ep rank's experts, each
+  // sharded over the expert-data group (stages 1-2) or whole on each of its ranks (stage 0:
+  // its first rank counts them), so one sum over ZeRO's group counts each once.
+  auto [split, replicated] = squares_of(s);
+  const bool sum_shared = s.options.stage >= 1 && s.world > 1;
+  if (experts_) {
+    auto [expert_split, expert_replicated] = squares_of(*experts_);
+    if (s.options.stage == 0 && experts_->rank != 0) expert_split = expert_replicated = 0.0;
+    const std::vector<double> sums =
+        group_sum(*s.group, {sum_shared ? split : 0.0, sum_shared ? replicated : 0.0, expert_split, expert_replicated});
+    split = (sum_shared ? sums[0] : split) + sums[2];
+    replicated = (sum_shared ? sums[1] : replicated) + sums[3];
+  } else if (sum_shared) {
+    const std::vector<double> sums = group_sum(*s.group, {split, replicated});
+    split = sums[0];
+    replicated = sums[1];
+  }
+  const ZeroOptions::TensorParallel& tp = s.options.tensor_parallel;
+  const ZeroOptions::PipelineParallel& pp = s.options.pipeline_parallel;
   if (tp.group != nullptr && tp.group->size() > 1) split = group_sum(*tp.group, {split})[0];
   double sum = split + replicated;
   if (pp.group != nullptr && pp.group->size() > 1) sum = group_sum(*pp.group, {sum})[0];  // every stage's squares
@@ -371,9 +463,9 @@ double ZeroOptimizer::clip_grad_norm(double max_norm, const optim::ClipOptions& 
   optim::check_total_norm(norm, options, "ZeroOptimizer::clip_grad_norm");  // the same norm on every rank
   if (!std::isfinite(norm)) return norm;
   const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0) {
-    for (State::Bucket& b : s.buckets) mul_(b.master_grad, coef);
-  }
+  if (coef < 1.0)
+    for (State* st : states())
+      for (State::Bucket& b : st->buckets) mul_(b.master_grad, coef);
   return norm;
 }
 
@@ -382,31 +474,33 @@ int ZeroOptimizer::stage() const { return state_->options.stage; }
 const ZeroOptions& ZeroOptimizer::options() const { return state_->options; }
 
 ZeroMemory ZeroOptimizer::memory() const {
-  const State& s = *state_;
   ZeroMemory m;
-  for (const State::Bucket& b : s.buckets) {
-    m.parameters += static_cast<int64_t>(s.options.stage == 3 ? b.param_shard.nbytes() : b.param->nbytes());
-    m.gradients += static_cast<int64_t>(s.options.stage <= 1 ? b.grad->nbytes() : b.grad_shard.nbytes());
-    if (b.master_separate) m.master += static_cast<int64_t>(b.master.nbytes());
-    m.padding_elements += b.param->padding();
-  }
-  for (const auto& [key, t] : s.inner->state_dict())
+  for (const State* s : states())
+    for (const State::Bucket& b : s->buckets) {
+      m.parameters += static_cast<int64_t>(s->options.stage == 3 ? b.param_shard.nbytes() : b.param->nbytes());
+      m.gradients += static_cast<int64_t>(s->options.stage <= 1 ? b.grad->nbytes() : b.grad_shard.nbytes());
+      if (b.master_separate) m.master += static_cast<int64_t>(b.master.nbytes());
+      m.padding_elements += b.param->padding();
+    }
+  for (const auto& [key, t] : state_->inner->state_dict())
     if (key.rfind("state.", 0) == 0) m.optimizer_state += static_cast<int64_t>(t.nbytes());
   return m;
 }
 
 std::vector<std::vector<std::string>> ZeroOptimizer::bucket_parameter_names() const {
   std::vector<std::vector<std::string>> out;
-  for (const auto& b : state_->buckets) {
-    out.emplace_back();
-    for (int i : b.params) out.back().push_back(state_->params[static_cast<size_t>(i)].name);
-  }
+  for (const State* s : states())
+    for (const auto& b : s->buckets) {
+      out.emplace_back();
+      for (int i : b.params) out.back().push_back(s->params[static_cast<size_t>(i)].name);
+    }
   return out;
 }
 
 std::vector<int64_t> ZeroOptimizer::bucket_bytes() const {
   std::vector<int64_t> out;
-  for (const auto& b : state_->buckets) out.push_back(static_cast<int64_t>(b.param->nbytes()));
+  for (const State* s : states())
+    for (const auto& b : s->buckets) out.push_back(static_cast<int64_t>(b.param->nbytes()));
   return out;
 }
 

@@ -231,7 +231,8 @@ StateDict ZeroOptimizer::full_parameters() {
   const bool gather = s.options.stage == 3 && !s.pinned;
   std::unique_ptr<GatheredParameters> guard;
   if (gather) guard = std::make_unique<GatheredParameters>(*this);
-  for (auto& p : s.params) out[p.name] = p.tensor.detach().clone();
+  for (const State* st : states())
+    for (const auto& p : st->params) out[p.name] = p.tensor.detach().clone();
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "strata/core/error.h"
+#include "strata/parallel/expert_parallel.h"
 
 namespace strata::train::detail {
 
@@ -108,6 +109,11 @@ CheckpointTarget with_zero_resolved(const CheckpointTarget& target) {
                  "training checkpoint: pass either a plain optimizer or a ZeroOptimizer, not both");
     t.zero = zero;
     t.optimizer = nullptr;
+  }
+  if (t.zero != nullptr && t.expert_data == nullptr) t.expert_data = t.zero->options().experts.data;
+  if (t.expert_data != nullptr && !t.is_expert) {
+    const auto& is_expert = t.zero != nullptr ? t.zero->options().experts.is_expert : t.is_expert;
+    t.is_expert = is_expert ? is_expert : parallel::is_expert_parameter;
   }
   return t;
 }

@@ -37,11 +37,14 @@ bool writes(const CheckpointTarget& t, const Place& place, const std::string& na
   return place.split.count(name) != 0 || place.tensor_rank == 0;
 }
 
-// The flat range of a replicated local tensor of `numel` elements that this data rank writes.
-std::pair<int64_t, int64_t> replica_chunk(const CheckpointTarget& t, int64_t numel) {
-  if (t.data == nullptr || t.data->size() == 1) return {0, numel};
-  const int64_t b = t.data->chunk_begin(numel, t.data->rank());
-  return {b, b + t.data->chunk_size(numel, t.data->rank())};
+// The flat range of replicated local tensor `name` of `numel` elements that this rank writes:
+// its chunk over the ranks holding the same tensor (the data group; an expert's: the
+// expert-data group).
+std::pair<int64_t, int64_t> replica_chunk(const CheckpointTarget& t, const std::string& name, int64_t numel) {
+  const dist::ProcessGroup* holders = t.expert_data != nullptr && t.is_expert(name) ? t.expert_data : t.data;
+  if (holders == nullptr || holders->size() == 1) return {0, numel};
+  const int64_t b = holders->chunk_begin(numel, holders->rank());
+  return {b, b + holders->chunk_size(numel, holders->rank())};
 }
 
 // Adds the pieces of local flat elements [begin, end) of tensor `key`; `flat` holds local
@@ -167,7 +170,8 @@ checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& target,
       const Tensor& param = params.at(own.name);
       const LocalLayout layout = layout_of(place, own.name, param.shape());
       // Stage 0 holds whole parameters on every rank: each replica writes its chunk.
-      auto [begin, end] = stage == 0 ? replica_chunk(t, own.numel) : std::pair{own.offset, own.offset + own.numel};
+      auto [begin, end] =
+          stage == 0 ? replica_chunk(t, own.name, own.numel) : std::pair{own.offset, own.offset + own.numel};
       const Tensor master = own.master.reshape({own.numel});
       add_pieces(pieces, "model." + own.name, layout, master.to(param.dtype()), own.offset, begin, end);
       if (master.dtype() != param.dtype())
@@ -194,7 +198,7 @@ checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& target,
     for (const auto& [name, param] : params) {
       if (!writes(t, place, name)) continue;
       const LocalLayout layout = layout_of(place, name, param.shape());
-      auto [begin, end] = replica_chunk(t, param.numel());
+      auto [begin, end] = replica_chunk(t, name, param.numel());
       add_pieces(pieces, "model." + name, layout, param.reshape({param.numel()}), 0, begin, end);
       auto st = state.find(name);
       if (t.optimizer != nullptr) record.add(name, st != state.end() ? &st->second : nullptr);
@@ -204,7 +208,7 @@ checkpoint::SaveSnapshot snapshot_training_state(const CheckpointTarget& target,
   for (auto& [name, buffer] : t.model.named_buffers()) {
     if (!writes(t, place, name)) continue;
     const LocalLayout layout = layout_of(place, name, buffer.shape());
-    auto [begin, end] = replica_chunk(t, buffer.numel());
+    auto [begin, end] = replica_chunk(t, name, buffer.numel());
     add_pieces(pieces, "model." + name, layout, buffer.reshape({buffer.numel()}), 0, begin, end);
   }
   const bool has_optimizer = t.optimizer != nullptr || t.zero != nullptr;

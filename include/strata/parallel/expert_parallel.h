@@ -77,8 +77,9 @@ void reduce_expert_parallel_gradients(nn::Module& model, dist::ProcessGroup& dat
 int64_t expert_training_bytes(const nn::MoEConfig& config, int64_t experts_per_rank, int64_t dtype_bytes);
 
 // Throws, naming the experts per rank, the estimate and the budget, when one rank's experts
-// would take more than `budget_bytes` (call before training, before any collective).
+// of `layers` such MoE layers would take more than `budget_bytes` (call before training,
+// before any collective).
 void check_expert_memory(const nn::MoEConfig& config, int64_t expert_parallel_degree, int64_t dtype_bytes,
-                         int64_t budget_bytes);
+                         int64_t budget_bytes, int64_t layers = 1);
 
 }  // namespace strata::parallel

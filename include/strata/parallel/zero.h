@@ -102,6 +102,19 @@ struct ZeroOptions {
   // clipping sums over it (replicas hold equal shards). Memory is ZeRO's at the shard
   // group's size. Unset: no replication.
   dist::ProcessGroup* replicate = nullptr;
+  // Expert parallelism beside ZeRO (parallel/expert_parallel.h; stages 0-2, no HSDP). ZeRO's
+  // group is then the mesh's MeshDim::DataContext, whose ranks hold different experts: the
+  // parameters for which is_expert holds (by name; unset: parallel::is_expert_parameter) are
+  // the same only on the ranks of `data` (MeshDim::ExpertData, inside ZeRO's group). They get
+  // their own buckets, reduced (and at stages 1-2 sharded) over `data`, the others over
+  // ZeRO's group. An owner's expert gradient already sums its ep peers' tokens, so each one
+  // is scaled by data.size() / group.size() as it arrives: after the reduction it is one
+  // process's average over ZeRO's group. Clipping and loss scaling count each expert once;
+  // the inner optimizer and the checkpoints see every parameter as without experts.
+  struct Experts {
+    dist::ProcessGroup* data = nullptr;
+    std::function<bool(const std::string& name)> is_expert = {};
+  } experts = {};
 };
 
 // Bytes held by this rank for the model states, by kind. Persistent memory only: stage 3's
@@ -126,8 +139,8 @@ class ZeroOptimizer : public optim::Optimizer {
   // decay (e.g. optim::weight_decay_groups); empty: one group with every trainable
   // parameter and the lr / weight_decay of the options (a factory's group gets lr 1e-3, no
   // decay). The module must outlive this object.
-  ZeroOptimizer(nn::Module& module, const InnerOptimizer& inner, dist::ProcessGroup& group, ZeroOptions options = {},
-                const std::vector<optim::ParamGroup>& groups = {});
+  ZeroOptimizer(nn::Module& module, const InnerOptimizer& inner, dist::ProcessGroup& group,
+                const ZeroOptions& options = {}, const std::vector<optim::ParamGroup>& groups = {});
   ~ZeroOptimizer() override;
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
@@ -238,10 +251,16 @@ class ZeroOptimizer : public optim::Optimizer {
  private:
   void push_hyperparameters() const;
   void pull_hyperparameters();
+  void start_experts(const ZeroOptions& options);
+
+  // The states: state_, then experts_ when options.experts is set.
+  std::vector<DataParallelState*> states() const;
 
   nn::Module& module_;
   dist::ProcessGroup& group_;
-  std::shared_ptr<DataParallelState> state_;  // shared with the autograd hooks
+  std::shared_ptr<DataParallelState> state_;    // shared with the autograd hooks
+  std::shared_ptr<DataParallelState> experts_;  // options.experts: the expert parameters' (state_ leads)
+  std::vector<GradHookHandle> expert_scaling_;  // the experts' gradient scaling, removed with this object
 };
 
 }  // namespace strata::parallel

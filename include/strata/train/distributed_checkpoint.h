@@ -48,6 +48,12 @@ struct CheckpointTarget {
   // The data-parallel group (the ranks holding the same parameters: DDP's or ZeRO's group);
   // null: no replicas.
   dist::ProcessGroup* data = nullptr;
+  // Expert parallelism: the parameters for which is_expert holds (by name; unset:
+  // parallel::is_expert_parameter) are one ep rank's, the same only on the ranks of
+  // `expert_data` (MeshDim::ExpertData, inside `data`), which write them. A ZeroOptimizer
+  // with experts sets it. Null: no expert parallelism.
+  dist::ProcessGroup* expert_data = nullptr;
+  std::function<bool(const std::string&)> is_expert = {};
   // The tensor-parallel group (parameters of TensorParallelLayers are split over it); null: none.
   dist::ProcessGroup* tensor = nullptr;
   // Pipeline parallelism: true for a stage's copy of a tied parameter that another stage

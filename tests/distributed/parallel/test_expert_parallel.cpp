@@ -7,6 +7,7 @@
 // gradient sums differs). Also the all_to_all_v bytes of a step, from the routing counts.
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,7 +19,9 @@
 #include "strata/nn/moe.h"
 #include "strata/ops.h"
 #include "strata/optim/adam.h"
+#include "strata/optim/grad_clip.h"
 #include "strata/parallel/expert_parallel.h"
+#include "strata/parallel/zero.h"
 
 namespace strata {
 namespace {
@@ -71,12 +74,15 @@ Tensor loss_of(nn::MoE& moe, const Tensor& x, const Tensor& target) {
 
 struct Reference {
   std::map<std::string, Tensor> params;
+  std::vector<double> norms;                 // per step, with clipping: the gradient norm before it
   std::vector<nn::MoEStats> stats;           // per step, over the whole batch
   std::vector<std::vector<int64_t>> routed;  // per step: experts chosen, [world * tokens * k]
 };
 
-// One process, the world's batches concatenated in rank order, 5 AdamW steps.
-Reference train_reference(const nn::MoEConfig& config, int world, DType dtype = DType::Float64) {
+// One process, the world's batches concatenated in rank order, 5 AdamW steps (each with the
+// gradients clipped to norm `clip` when it is set).
+Reference train_reference(const nn::MoEConfig& config, int world, DType dtype = DType::Float64,
+                          std::optional<double> clip = std::nullopt) {
   auto moe = build(config, dtype);
   std::vector<Tensor> params;
   for (auto& [name, p] : moe->named_parameters()) params.push_back(p);
@@ -93,6 +99,7 @@ Reference train_reference(const nn::MoEConfig& config, int world, DType dtype = 
     ref.routed.push_back(moe->route(x).experts.to_vector<int64_t>());
     loss_of(*moe, x, cat(ys, 0)).backward();
     ref.stats.push_back(moe->stats());
+    if (clip) ref.norms.push_back(optim::clip_grad_norm(params, *clip));
     opt.step();
   }
   for (auto& [name, p] : moe->named_parameters()) ref.params[name] = p.detach().clone();
@@ -111,24 +118,64 @@ int64_t sum_of(const std::vector<int64_t>& v) {
   return s;
 }
 
+// How the ranks reduce the gradients: reduce_expert_parallel_gradients and a plain AdamW, or
+// a ZeroOptimizer at `zero_stage` with the experts' group beside it (clipping to `clip`).
+struct Reduction {
+  std::optional<int> zero_stage = std::nullopt;
+  std::optional<double> clip = std::nullopt;
+};
+
+// The optimizer of one expert-parallel run, per Reduction.
+struct RankOptimizer {
+  std::unique_ptr<optim::Optimizer> plain;
+  std::unique_ptr<parallel::ZeroOptimizer> zero;
+  optim::Optimizer& get() { return zero ? static_cast<optim::Optimizer&>(*zero) : *plain; }
+};
+
+RankOptimizer make_optimizer(nn::MoE& moe, dist::DeviceMesh& mesh, const Reduction& how) {
+  RankOptimizer out;
+  if (how.zero_stage) {
+    out.zero = std::make_unique<parallel::ZeroOptimizer>(
+        moe, optim::AdamWOptions{.lr = 0.01}, mesh.group(dist::MeshDim::DataContext),
+        parallel::ZeroOptions{.stage = *how.zero_stage, .experts = {.data = &mesh.group(dist::MeshDim::ExpertData)}});
+    return out;
+  }
+  std::vector<Tensor> params;
+  for (auto& [name, p] : moe.named_parameters()) params.push_back(p);
+  out.plain = std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = 0.01});
+  return out;
+}
+
+// After backward: the gradients reduced (and clipped: the norm checked against one process's).
+void reduce_and_clip(nn::MoE& moe, dist::DeviceMesh& mesh, RankOptimizer& opt, const Reduction& how,
+                     double reference_norm, double bound) {
+  if (!how.zero_stage) {
+    parallel::reduce_expert_parallel_gradients(moe, mesh.group(dist::MeshDim::DataContext),
+                                               mesh.group(dist::MeshDim::ExpertData));
+    return;
+  }
+  if (!how.clip) return;
+  EXPECT_GT(reference_norm, *how.clip) << "the clipping must change this step";
+  const double norm = opt.zero->clip_grad_norm(*how.clip);
+  EXPECT_LE(std::abs(norm - reference_norm), bound * reference_norm) << "gradient norm";
+}
+
 // ep ranks of the mesh's data ranks: the MoE sharded over them, 5 AdamW steps, each step's
 // stats and all_to_all_v bytes checked against the reference's routing.
 // dtype float32: within `bound` (derived from one process's own float32 error).
 void train_and_compare(int ep, std::optional<double> capacity_factor, DType dtype = DType::Float64,
-                       double bound = 1e-12) {
+                       double bound = 1e-12, const Reduction& how = {}) {
   auto& world = dist::world();
   const int n = world.size(), me = world.rank();
-  const Reference ref = train_reference(base_config(capacity_factor), n, dtype);
+  const Reference ref = train_reference(base_config(capacity_factor), n, dtype, how.clip);
   dist::DeviceMesh mesh(world, {.dp = n, .ep = ep});
   dist::ProcessGroup& ep_group = mesh.group(dist::MeshDim::Expert);
   auto moe = build(parallel::expert_parallel_config(base_config(capacity_factor), ep_group), dtype);
   ASSERT_EQ(parallel::enable_expert_parallel(*moe, ep_group), 1);
-  std::vector<Tensor> params;
-  for (auto& [name, p] : moe->named_parameters()) params.push_back(p);
-  optim::AdamW opt(params, {.lr = 0.01});
+  RankOptimizer opt = make_optimizer(*moe, mesh, how);
   const int64_t held = kExperts / ep, first = ep_group.rank() * held, group_first_rank = me - ep_group.rank();
   for (int64_t t = 0; t < kSteps; ++t) {
-    opt.zero_grad();
+    opt.get().zero_grad();
     ep_group.reset_stats();
     // The tokens need a gradient, as a layer norm's output does: both exchanges run backward.
     loss_of(*moe, tokens(me, t).to(dtype).set_requires_grad(true), targets(me, t).to(dtype)).backward();
@@ -156,9 +203,8 @@ void train_and_compare(int ep, std::optional<double> capacity_factor, DType dtyp
       for (int64_t e = first; e < first + held; ++e)
         EXPECT_EQ(moe->stats().kept_per_expert[static_cast<size_t>(e)], one.kept_per_expert[static_cast<size_t>(e)]);
     }
-    parallel::reduce_expert_parallel_gradients(*moe, mesh.group(dist::MeshDim::DataContext),
-                                               mesh.group(dist::MeshDim::ExpertData));
-    opt.step();
+    reduce_and_clip(*moe, mesh, opt, how, how.clip ? ref.norms[static_cast<size_t>(t)] : 0.0, bound);
+    opt.get().step();
   }
   for (auto& [name, p] : moe->named_parameters()) {
     ASSERT_TRUE(ref.params.count(name)) << name;
@@ -201,6 +247,40 @@ TEST(DistExpertParallel, Float32WithinTheDerivedBound) {
 TEST(DistExpertParallel, ExpertDataGroupsAtEpTwoOfFour) {
   if (dist::world().size() != 4) GTEST_SKIP() << "needs 4 ranks";
   train_and_compare(2, std::nullopt);
+}
+
+// ZeroOptimizer with the experts beside it: stage 0 (DDP) and stages 1-2 (the experts sharded
+// over their expert-data group, the rest over the data group), clipped to a norm below the
+// gradients' so that clipping changes every step (the norm counts each expert once); at
+// ep = world with a capacity that drops slots and, on 4 ranks, dropless at ep 2 (expert-data
+// groups of 2).
+TEST(DistExpertParallel, BesideZeroStagesZeroToTwoWithClipping) {
+  const int n = dist::world().size();
+  for (int stage = 0; stage <= 2; ++stage) {
+    for (int ep : {n, 2}) {
+      if (ep > n || (ep == 2 && n == 2 && stage != 0)) continue;  // ep 2 of 2 once is enough
+      SCOPED_TRACE("stage " + std::to_string(stage) + ", ep " + std::to_string(ep));
+      // Capacity is counted over the ep group's tokens: one process's only when ep = world.
+      const std::optional<double> capacity = ep == n ? std::optional<double>(1.0) : std::nullopt;
+      train_and_compare(ep, capacity, DType::Float64, 1e-12, {.zero_stage = stage, .clip = 0.05});
+    }
+  }
+}
+
+// Stage 3 (units mixing experts and shared parameters) and HSDP are refused beside experts,
+// naming the rule, before any collective.
+TEST(DistExpertParallel, ZeroStageThreeBesideExpertsIsRefused) {
+  auto& world = dist::world();
+  dist::DeviceMesh mesh(world, {.dp = world.size(), .ep = world.size()});
+  auto moe = build(parallel::expert_parallel_config(base_config(std::nullopt), mesh.group(dist::MeshDim::Expert)));
+  world.reset_stats();
+  test::expect_contains(test::error_of([&] {
+                          parallel::ZeroOptimizer zero(
+                              *moe, optim::AdamWOptions{}, mesh.group(dist::MeshDim::DataContext),
+                              {.stage = 3, .experts = {.data = &mesh.group(dist::MeshDim::ExpertData)}});
+                        }),
+                        "stages 0-2; got stage 3");
+  EXPECT_TRUE(world.stats().empty()) << "a collective ran before the refusal";
 }
 
 // Every token routed to expert 0 under a capacity: the overflow is counted (dropped slots,
