@@ -35,7 +35,8 @@ std::unique_ptr<optim::LrScheduler> make_lr_schedule(optim::Optimizer& optimizer
 DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& world, const TrainOptions& o,
                                          nn::ModulePredicate zero3_unit, dist::ProcessGroup* tensor,
                                          dist::ProcessGroup* pipeline,
-                                         std::function<bool(const std::string&)> duplicate)
+                                         std::function<bool(const std::string&)> duplicate,
+                                         dist::ProcessGroup* expert_data)
     : world_(world),
       clip_(o.clip),
       total_steps_(o.steps),
@@ -49,6 +50,7 @@ DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& 
   zo.is_unit = std::move(zero3_unit);
   if (tensor != nullptr) zo.tensor_parallel = {.group = tensor, .is_split = parallel::split_parameter_predicate(model)};
   if (pipeline != nullptr) zo.pipeline_parallel = {.group = pipeline, .duplicate = std::move(duplicate)};
+  if (expert_data != nullptr) zo.experts = {.data = expert_data};
   dist::ProcessGroup* shard = &world;
   if (o.shard_size >= 0) {
     // HSDP: the shard size is checked against the nodes on every rank before any split.

@@ -49,9 +49,12 @@ class DataParallelTrainer {
   // broadcast). `tensor` (with --tp) and `pipeline` (with --pp, and `duplicate`: the stage's
   // copies of tied parameters) make clipping count each parameter once.
   // `zero3_unit`: the modules ZeRO-3 gathers and frees as one (the model family's choice).
+  // `expert_data` (with --ep): the ranks holding the same experts, which the experts'
+  // gradients are reduced over (ZeroOptions::experts).
   DataParallelTrainer(nn::Module& model, dist::ProcessGroup& data, const TrainOptions& o,
                       nn::ModulePredicate zero3_unit, dist::ProcessGroup* tensor = nullptr,
-                      dist::ProcessGroup* pipeline = nullptr, std::function<bool(const std::string&)> duplicate = {});
+                      dist::ProcessGroup* pipeline = nullptr, std::function<bool(const std::string&)> duplicate = {},
+                      dist::ProcessGroup* expert_data = nullptr);
   DataParallelTrainer(const DataParallelTrainer&) = delete;
   DataParallelTrainer& operator=(const DataParallelTrainer&) = delete;
 

@@ -13,20 +13,28 @@ Layout make_layout(dist::ProcessGroup& world, const TrainOptions& o) {
   layout.device = training_device(o);
   layout.data = &world;
   layout.replicas = &world;
-  if (o.tp <= 1 && o.pp <= 1 && o.cp <= 1) return layout;
+  if (o.tp <= 1 && o.pp <= 1 && o.cp <= 1 && o.ep <= 1) return layout;
   for (const auto& [option, degree] : NamedValues{{"--tp", o.tp}, {"--pp", o.pp}, {"--cp", o.cp}})
     STRATA_CHECK(world.size() % degree == 0, option, " ", degree, " does not divide the ", world.size(), " ranks");
   STRATA_CHECK(world.size() % (o.tp * o.pp * o.cp) == 0, "--pp ", o.pp, " x --cp ", o.cp, " x --tp ", o.tp,
                " does not divide the ", world.size(),
                " ranks: the data-parallel degree is ranks / (--pp x --cp x --tp)");
+  const int64_t data_context = world.size() / (o.tp * o.pp);
+  STRATA_CHECK(data_context % o.ep == 0, "--ep ", o.ep, " does not divide the ", data_context,
+               " data x context ranks (ranks / (--pp x --tp)): each expert-parallel group is --ep of them");
   layout.mesh = std::make_unique<dist::DeviceMesh>(
       world, dist::MeshShape{.pp = static_cast<int>(o.pp),
                              .dp = static_cast<int>(world.size() / (o.tp * o.pp * o.cp)),
                              .tp = static_cast<int>(o.tp),
-                             .cp = static_cast<int>(o.cp)});
+                             .cp = static_cast<int>(o.cp),
+                             .ep = static_cast<int>(o.ep)});
   layout.data = &layout.mesh->group(dist::MeshDim::Data);
   layout.replicas = &layout.mesh->group(dist::MeshDim::DataContext);
   if (o.pp > 1) layout.pipeline = &layout.mesh->group(dist::MeshDim::Pipeline);
+  if (o.ep > 1) {
+    layout.experts = &layout.mesh->group(dist::MeshDim::Expert);
+    layout.expert_data = &layout.mesh->group(dist::MeshDim::ExpertData);
+  }
   if (o.cp > 1) {
     const auto variant = o.cp_attention == "ring" ? parallel::ContextParallelAttention::Ring
                                                   : parallel::ContextParallelAttention::AllGather;
@@ -55,6 +63,7 @@ std::string tensor_parallel_note(const TrainOptions& o) {
   if (o.pp > 1)
     note += std::string(o.tp > 1 || o.cp > 1 ? "" : " (data)") + " x " + std::to_string(o.pp) + " pipeline stages (" +
             o.schedule + ", " + std::to_string(micro_batches(o)) + " micro-batches)";
+  if (o.ep > 1) note += ", experts sharded over " + std::to_string(o.ep) + " expert-parallel ranks";
   return note;
 }
 

@@ -2,7 +2,7 @@
 // How an example's ranks split the work: pipeline x data x context x tensor parallel (--pp P
 // --cp C --tp T: a DeviceMesh of P pipeline stages by world / (P*C*T) data ranks by C context
 // ranks by T tensor ranks, tensor innermost), with sequence parallelism on request
-// (--sequence-parallel).
+// (--sequence-parallel) and experts sharded over --ep of the data x context ranks.
 #include <memory>
 #include <string>
 
@@ -23,6 +23,10 @@ struct Layout {
   dist::ProcessGroup* replicas = nullptr;
   dist::ProcessGroup* tensor = nullptr;    // null without --tp
   dist::ProcessGroup* pipeline = nullptr;  // null without --pp
+  // --ep: the ranks that share one set of experts (tokens are exchanged over it), and the
+  // ranks that hold the same experts (expert gradients are reduced over it); null without.
+  dist::ProcessGroup* experts = nullptr;
+  dist::ProcessGroup* expert_data = nullptr;
   // --cp: each training step's split of the sequences (null without); evaluation and
   // generation run the whole sequence on every rank.
   std::shared_ptr<nn::ContextSplit> context;
@@ -31,7 +35,7 @@ struct Layout {
   Device device = Device::cpu();              // where this rank trains (--device)
 };
 
-// Collective over `world` with --tp, --pp or --cp > 1 (it builds the mesh). Degrees that do
+// Collective over `world` with --tp, --pp, --cp or --ep > 1 (it builds the mesh). Degrees that do
 // not divide the world size are refused, naming them. Selects this rank's --device (current
 // GPU).
 Layout make_layout(dist::ProcessGroup& world, const TrainOptions& o);

@@ -35,7 +35,8 @@ ModelTraining::ModelTraining(nn::CausalLM& model, const train::ModelFamily& fami
       o_(o),
       world_(world),
       duplicate_(stage_duplicates(model, layout)),
-      trainer_(model, *layout.replicas, o, family.zero3_unit, layout.tensor, layout.pipeline, duplicate_),
+      trainer_(model, *layout.replicas, o, family.zero3_unit, layout.tensor, layout.pipeline, duplicate_,
+               layout.expert_data),
       step_timeline_(o, world),
       pipeline_(make_pipeline(model, layout, partition, o, trainer_, step_timeline_.timeline())) {}
 
@@ -76,6 +77,7 @@ train::CheckpointTarget ModelTraining::checkpoint_target(data::BatchSampler& sam
           .world = world_,
           .zero = trainer_.zero(),
           .data = layout_.replicas,
+          .expert_data = layout_.expert_data,
           .tensor = layout_.tensor,
           .duplicate = duplicate_,
           .sampler = &sampler,

@@ -76,6 +76,11 @@ void add_model_parallel_options(CLI::App& app, TrainOptions& o) {
                  "attention) or all-gathered at once")
       ->check(CLI::IsMember({"ring", "all-gather"}))
       ->capture_default_str();
+  app.add_option("--ep", o.ep,
+                 "expert-parallel degree (a mixture of experts): ranks of the data x context group that "
+                 "share one set of experts, each holding 1/--ep of them (tokens exchanged all-to-all)")
+      ->capture_default_str()
+      ->check(fits_int64());
   app.add_option("--micro-batches", o.micro_batches, "with --pp: micro-batches per step (divides --batch; 0: 2 x --pp)")
       ->capture_default_str()
       ->check(fits_int64());
@@ -152,8 +157,19 @@ void check_not_negative(NamedValues options) {
   for (const auto& [option, value] : options) STRATA_CHECK(value >= 0, option, " must be 0 or more, got ", value);
 }
 
+// --ep: a divisor of the data x context ranks (checked with the mesh), beside DDP or ZeRO 1-2.
+void check_expert_parallel_options(const TrainOptions& o) {
+  STRATA_CHECK(o.ep >= 1, "--ep must be at least 1, got ", o.ep);
+  if (o.ep == 1) return;
+  STRATA_CHECK(o.zero <= 2, "--ep ", o.ep, " runs beside DDP or --zero 1 or 2, not --zero ", o.zero,
+               " (ZeRO-3's units would mix experts, held by one expert-parallel rank, with shared parameters)");
+  STRATA_CHECK(o.shard_size == -1, "--ep ", o.ep, " cannot run with --hsdp / --shard-size (experts are reduced over ",
+               "their own expert-data group, not a shard group)");
+}
+
 void validate_train_options(const TrainOptions& o) {
   check_device_option(o);
+  check_expert_parallel_options(o);
   check_at_least_one({{"--steps", o.steps}, {"--batch", o.batch}, {"--log-every", o.log_every}});
   check_not_negative({{"--warmup", o.warmup}, {"--global-batch", o.global_batch}});
   STRATA_CHECK(o.warmup <= o.steps, "--warmup ", o.warmup, " must not exceed --steps ", o.steps);

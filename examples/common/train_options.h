@@ -50,6 +50,9 @@ struct TrainOptions {
   // HSDP with --zero 1-3: ZeRO shards inside groups of this many data ranks and replicates
   // across them. -1: off; 0 (--hsdp): one node's ranks; N (--shard-size N).
   int shard_size = -1;
+  // Expert parallelism (a model with a mixture of experts): ranks of the data x context
+  // group that share one set of experts, each holding 1/ep of every layer's experts.
+  int64_t ep = 1;
 };
 
 // CLI11 saturates integers that overflow; this refuses them instead, naming the value.

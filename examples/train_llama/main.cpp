@@ -91,6 +91,18 @@ struct Options {
 
 bool g_lead = true;  // rank 0: the one that prints and writes files
 
+// --ep shards a mixture of experts: each rank holds --experts / --ep of every layer's.
+void check_expert_parallel(const Options& o) {
+  const int64_t ep = o.train.ep;
+  if (ep == 1) return;
+  STRATA_CHECK(o.model == "mixtral", "--ep ", ep, " shards a mixture of experts: it takes effect with --model mixtral");
+  STRATA_CHECK(o.experts % ep == 0, "--ep ", ep, " must divide --experts ", o.experts,
+               " (each expert-parallel rank holds --experts / --ep of every layer's experts)");
+  STRATA_CHECK(o.ckpt.export_hf.empty(), "--export-hf with --ep ", ep,
+               ": the experts are spread over the ranks; --save a checkpoint and export it from a run at --ep 1 "
+               "(--init-from)");
+}
+
 void validate(const Options& o) {
   examples::validate_train_options(o.train);
   check_at_least_one({{"--layers", o.layers},
@@ -105,6 +117,7 @@ void validate(const Options& o) {
                       {"--experts-top-k", o.experts_top_k}});
   STRATA_CHECK(o.experts_top_k <= o.experts, "--experts-top-k ", o.experts_top_k, " exceeds --experts ", o.experts,
                " (each token picks that many distinct experts)");
+  check_expert_parallel(o);
   check_not_negative({{"--eval-every", o.eval_every}, {"--samples", o.samples}, {"--top-k", o.top_k}});
   STRATA_CHECK(o.width % o.heads == 0 && (o.width / o.heads) % 2 == 0, "--width ", o.width,
                " must be a multiple of --heads ", o.heads, " with an even quotient (rotary embeddings turn pairs)");
@@ -297,13 +310,31 @@ nn::LlamaConfig model_config(const Options& o, const examples::TextCorpus& corpu
 // --model mixtral: the same model with each MLP a mixture of --experts SwiGLU experts of
 // width --intermediate, --experts-top-k of them per token (dropless), with the load-balancing
 // loss weighted by --aux-loss-coef.
-nn::MixtralConfig mixtral_config(const Options& o, const nn::LlamaConfig& config) {
+// With --ep (`experts`: the expert-parallel group), this rank's share of the experts.
+nn::MixtralConfig mixtral_config(const Options& o, const nn::LlamaConfig& config,
+                                 const dist::ProcessGroup* experts = nullptr) {
   nn::MixtralConfig mixtral;
   mixtral.llama = config;
   mixtral.num_experts = o.experts;
   mixtral.top_k = o.experts_top_k;
   mixtral.aux_loss_coef = o.aux_loss_coef;
+  if (experts != nullptr) {
+    mixtral.expert_parallel_degree = experts->size();
+    mixtral.expert_parallel_rank = experts->rank();
+  }
   return mixtral;
+}
+
+// --model mixtral: this rank's experts of every layer (parameters, gradients, AdamW's moments;
+// float32, or bf16 with float32 masters: 16 bytes per value either way) must fit in this
+// node's memory shared by its ranks, checked before anything is built. On CUDA the allocator
+// names a shortfall at its first allocation.
+void check_experts_fit(const Options& o, const nn::LlamaConfig& config, const examples::Layout& layout) {
+  if (o.model != "mixtral" || layout.device.is_cuda()) return;
+  const double have = examples::available_memory_bytes() / static_cast<double>(dist::local_size());
+  if (have <= 0) return;
+  parallel::check_expert_memory(mixtral_config(o, config).moe(), o.train.ep, 4, static_cast<int64_t>(have),
+                                config.n_layer);
 }
 
 nn::ParameterCounts model_counts(const Options& o, const nn::LlamaConfig& config) {
@@ -338,7 +369,9 @@ std::unique_ptr<nn::Llama> make_model(const Options& o, const nn::LlamaConfig& c
   if (g_lead)
     std::printf("Mixtral: %lld experts per layer, %lld per token, aux loss coefficient %g\n",
                 static_cast<long long>(o.experts), static_cast<long long>(o.experts_top_k), o.aux_loss_coef);
-  return std::make_unique<nn::Mixtral>(mixtral_config(o, config), layout.factory, part);
+  auto model = std::make_unique<nn::Mixtral>(mixtral_config(o, config, layout.experts), layout.factory, part);
+  if (layout.experts != nullptr) parallel::enable_expert_parallel(*model, *layout.experts);
+  return model;
 }
 
 // How the data-parallel ranks train, for the banner.
@@ -386,6 +419,7 @@ int run(Options o) {
                                   " x --width " + std::to_string(o.width) + " x " + std::to_string(o.layers) +
                                   " layers",
                               layout.device);
+  check_experts_fit(o, config, layout);
   // With --pp this rank builds its stage only (embedding on the first, norm and head on the last).
   const parallel::PipelinePartition partition =
       examples::pipeline_partition(t, model_counts(o, config), config.n_layer);

@@ -15,7 +15,9 @@ MoEConfig MixtralConfig::moe() const {
           .normalize_gates = normalize_gates,
           .capacity_factor = capacity_factor,
           .aux_loss_coef = aux_loss_coef,
-          .z_loss_coef = z_loss_coef};
+          .z_loss_coef = z_loss_coef,
+          .expert_parallel_degree = expert_parallel_degree,
+          .expert_parallel_rank = expert_parallel_rank};
 }
 
 void check_mixtral_config(const MixtralConfig& c, int64_t tp) {

@@ -23,6 +23,10 @@ struct MixtralConfig {
   std::optional<double> capacity_factor = std::nullopt;  // unset: dropless (Mixtral)
   double aux_loss_coef = 0.0;                            // router_aux_loss_coef (in MoE's normalisation: moe_routing.h)
   double z_loss_coef = 0.0;
+  // Expert parallelism (parallel::expert_parallel_config): this rank builds experts
+  // [rank * E / degree, (rank + 1) * E / degree) of every block, under their global names.
+  int64_t expert_parallel_degree = 1;
+  int64_t expert_parallel_rank = 0;
   MoEConfig moe() const;  // each block's
 };
 
