@@ -32,8 +32,8 @@ struct Layout {
 };
 
 // Collective over `world` with --tp, --pp or --cp > 1 (it builds the mesh). Degrees that do
-// not divide the world size are refused, naming them. Selects this rank's --device (current
-// GPU).
+// not divide the world size, and a --shard-size that does not divide the replicas group, are
+// refused first, naming them. Selects this rank's --device (current GPU).
 Layout make_layout(dist::ProcessGroup& world, const TrainOptions& o);
 
 // --cp C splits each sequence into 2C chunks: refuses a `context` (the training sequences'
