@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # HSDP beside tensor and pipeline parallelism in examples/train_gpt and train_llama, on 8 ranks:
 # ZeRO-3 in shard groups of 2 data ranks x 2 replicas x --tp 2 (with and without
-# --sequence-parallel), and ZeRO-1/2 HSDP x --pp 2 (with --tp 2), log one process's losses
-# and clipped gradient norms on the same global batch (one unit of the printed digit,
-# resume_checks.sh). A save under HSDP+TP resumes there and in one process, one process's save
+# --sequence-parallel, and with --cp 2), and ZeRO-1/2 HSDP x --pp 2 (with --tp 2), log one
+# process's losses and clipped gradient norms on the same global batch (one unit of the
+# printed digit, resume_checks.sh). A save under HSDP+TP resumes there and in one process, one process's save
 # resumes under HSDP+TP, and a save under HSDP+PP+TP resumes in one process; the first replica
 # alone writes the shards. Refused by name: --zero 3 with --pp, a shard size that does not
 # divide the data ranks of the mesh, one that does not match one stage's nodes, and --hsdp
@@ -56,6 +56,11 @@ run8 "$gpt" "${common[@]}" "${hsdp_tp[@]}" --sequence-parallel --metrics "$work/
 grep -q "HSDP: ZeRO-3 sharded over 2 data ranks .* 2 replicas" "$work/tp_sp.log" \
   || { cat "$work/tp_sp.log"; fail "HSDP+TP banner"; }
 expect_same one tp_sp "HSDP x --tp 2 --sequence-parallel"
+# The shard groups take data x context ranks: 1 data x 2 context ranks each, 2 replicas.
+run8 "$gpt" "${common[@]}" "${hsdp_tp[@]}" --cp 2 --sequence-parallel --metrics "$work/cp_tp.jsonl" > "$work/cp_tp.log"
+grep -q "HSDP: ZeRO-3 sharded over 2 data ranks (group 'dp_cp(.* 2 replicas" "$work/cp_tp.log" \
+  || { cat "$work/cp_tp.log"; fail "HSDP+CP+TP banner"; }
+expect_same one cp_tp "HSDP x --cp 2 x --tp 2"
 run8 "$gpt" "${common[@]}" --pp 2 --micro-batches 2 --zero 2 --shard-size 2 --metrics "$work/pp.jsonl" \
   > "$work/pp.log"
 grep -q "HSDP: ZeRO-2 sharded over 2 data ranks .* 2 replicas" "$work/pp.log" || { cat "$work/pp.log"; fail "HSDP+PP banner"; }
