@@ -5,9 +5,12 @@
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/device_setup.h"
 #include "strata/distributed/init.h"
+#include "strata/distributed/node.h"
+#include "strata/distributed/object_collectives.h"
 #include "strata/optim/param_groups.h"
 #include "strata/parallel/tp_grad_norm.h"
 #include "strata/tensor/factory.h"
@@ -32,6 +35,52 @@ std::unique_ptr<optim::LrScheduler> make_lr_schedule(optim::Optimizer& optimizer
                      .warmup_steps = o.warmup, .total_steps = o.steps, .decay = decay, .min_lr_ratio = o.min_lr_ratio});
 }
 
+namespace {
+
+// "--shard-size 2 with --pp 2" (the options that shape HSDP's groups), for its errors.
+std::string hsdp_options(const TrainOptions& o) {
+  std::string out = o.shard_size == 0 ? "--hsdp" : "--shard-size " + std::to_string(o.shard_size);
+  for (const auto& [option, degree] : NamedValues{{"--tp", o.tp}, {"--pp", o.pp}, {"--cp", o.cp}})
+    if (degree > 1) out += std::string(" with ") + option + " " + std::to_string(degree);
+  return out;
+}
+
+std::string rank_list(const dist::ProcessGroup& group) {
+  std::string out;
+  for (int r : group.global_ranks()) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
+}
+
+// HSDP's groups, split from `replicas` (the mesh's data x context ranks of this tensor rank
+// and pipeline stage). Each replicas group is checked against the nodes on its own, so the
+// world agrees on the verdicts first: every rank refuses alike, naming the options, or all
+// groups take the same shard size (one layout for the checkpoints and the banner).
+parallel::HybridShardGroups hybrid_shard_groups(dist::ProcessGroup& replicas, const TrainOptions& o) {
+  dist::ProcessGroup& world = dist::world();
+  const std::vector<std::string> nodes = dist::all_gather_strings(world, dist::node_name());
+  std::vector<std::string> replica_nodes;
+  for (int r : replicas.global_ranks()) replica_nodes.push_back(nodes.at(static_cast<size_t>(r)));
+  const std::string what = hsdp_options(o) + " (HSDP over the " + std::to_string(replicas.size()) +
+                           " data ranks that hold the same parameters, world ranks " + rank_list(replicas) + ")";
+  std::string error;
+  int shard_size = 0;
+  try {
+    shard_size = parallel::plan_hybrid_shard_size(replica_nodes, o.shard_size);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  dist::agree_on_success(world, error, what);
+  const std::vector<std::string> sizes = dist::all_gather_strings(world, std::to_string(shard_size));
+  for (size_t r = 1; r < sizes.size(); ++r)
+    STRATA_CHECK(sizes[r] == sizes[0], hsdp_options(o), ": a shard group (one node's share of the data ranks) ",
+                 "would hold ", sizes[0], " ranks for world rank 0 but ", sizes[r], " for world rank ", r,
+                 " (their tensor ranks or pipeline stages lie differently on the nodes); HSDP takes one shard size "
+                 "across the mesh: pass --shard-size N that divides every node's share of each data group");
+  return parallel::make_hybrid_shard_groups(replicas, shard_size);
+}
+
+}  // namespace
+
 DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& world, const TrainOptions& o,
                                          nn::ModulePredicate zero3_unit, dist::ProcessGroup* tensor,
                                          dist::ProcessGroup* pipeline,
@@ -53,8 +102,8 @@ DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& 
   if (expert_data != nullptr) zo.experts = {.data = expert_data};
   dist::ProcessGroup* shard = &world;
   if (o.shard_size >= 0) {
-    // HSDP: the shard size is checked against the nodes on every rank before any split.
-    hsdp_ = parallel::make_hybrid_shard_groups(world, o.shard_size);
+    // HSDP: the shard size is checked against the nodes and agreed by every rank before any split.
+    hsdp_ = hybrid_shard_groups(world, o);
     shard = hsdp_.shard.get();
     zo.replicate = hsdp_.replicate.get();
     if (dist::world().rank() == 0)  // once, not once per tensor or pipeline rank

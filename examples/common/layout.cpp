@@ -1,5 +1,7 @@
 #include "common/layout.h"
 
+#include <string>
+
 #include "common/device_setup.h"
 #include "strata/core/error.h"
 #include "strata/parallel/context_parallel.h"
@@ -7,21 +9,45 @@
 
 namespace strata::examples {
 
+namespace {
+
+void check_degrees(int world_size, const TrainOptions& o) {
+  for (const auto& [option, degree] : NamedValues{{"--tp", o.tp}, {"--pp", o.pp}, {"--cp", o.cp}})
+    STRATA_CHECK(world_size % degree == 0, option, " ", degree, " does not divide the ", world_size, " ranks");
+  STRATA_CHECK(world_size % (o.tp * o.pp * o.cp) == 0, "--pp ", o.pp, " x --cp ", o.cp, " x --tp ", o.tp,
+               " does not divide the ", world_size, " ranks: the data-parallel degree is ranks / (--pp x --cp x --tp)");
+  const int64_t data_context = world_size / (o.tp * o.pp);
+  STRATA_CHECK(data_context % o.ep == 0, "--ep ", o.ep, " does not divide the ", data_context,
+               " data x context ranks (ranks / (--pp x --tp)): each expert-parallel group is --ep of them");
+}
+
+// HSDP shards inside groups of the ranks that hold the same parameters (the replicas group:
+// data x context ranks, one per tensor rank and pipeline stage): a shard size that does not
+// divide it is refused here, on every rank alike, before the mesh's first collective.
+void check_shard_size(int world_size, const TrainOptions& o) {
+  if (o.shard_size <= 0) return;  // off, or one node's ranks (checked against the nodes)
+  const int64_t replicas = world_size / (o.tp * o.pp);
+  const std::string which = replicas == world_size
+                                ? "every rank"
+                                : std::to_string(world_size) + " ranks / (--pp " + std::to_string(o.pp) + " x --tp " +
+                                      std::to_string(o.tp) + "): the data" + (o.cp > 1 ? " x context" : "") +
+                                      " ranks that hold the same parameters";
+  STRATA_CHECK(replicas % o.shard_size == 0, "--shard-size ", o.shard_size, ": shard size ", o.shard_size,
+               " does not divide the data group's ", replicas, " ranks (", which,
+               "); HSDP's shard groups are replicas of each other, so the shard size must divide it");
+}
+
+}  // namespace
+
 Layout make_layout(dist::ProcessGroup& world, const TrainOptions& o) {
   Layout layout;
   layout.lead = world.rank() == 0;
   layout.device = training_device(o);
   layout.data = &world;
   layout.replicas = &world;
+  check_degrees(world.size(), o);
+  check_shard_size(world.size(), o);
   if (o.tp <= 1 && o.pp <= 1 && o.cp <= 1 && o.ep <= 1) return layout;
-  for (const auto& [option, degree] : NamedValues{{"--tp", o.tp}, {"--pp", o.pp}, {"--cp", o.cp}})
-    STRATA_CHECK(world.size() % degree == 0, option, " ", degree, " does not divide the ", world.size(), " ranks");
-  STRATA_CHECK(world.size() % (o.tp * o.pp * o.cp) == 0, "--pp ", o.pp, " x --cp ", o.cp, " x --tp ", o.tp,
-               " does not divide the ", world.size(),
-               " ranks: the data-parallel degree is ranks / (--pp x --cp x --tp)");
-  const int64_t data_context = world.size() / (o.tp * o.pp);
-  STRATA_CHECK(data_context % o.ep == 0, "--ep ", o.ep, " does not divide the ", data_context,
-               " data x context ranks (ranks / (--pp x --tp)): each expert-parallel group is --ep of them");
   layout.mesh = std::make_unique<dist::DeviceMesh>(
       world, dist::MeshShape{.pp = static_cast<int>(o.pp),
                              .dp = static_cast<int>(world.size() / (o.tp * o.pp * o.cp)),

@@ -35,9 +35,9 @@ struct Layout {
   Device device = Device::cpu();              // where this rank trains (--device)
 };
 
-// Collective over `world` with --tp, --pp, --cp or --ep > 1 (it builds the mesh). Degrees that do
-// not divide the world size are refused, naming them. Selects this rank's --device (current
-// GPU).
+// Collective over `world` with --tp, --pp, --cp or --ep > 1 (it builds the mesh). Degrees
+// that do not divide the world size, and a --shard-size that does not divide the replicas
+// group, are refused first, naming them. Selects this rank's --device (current GPU).
 Layout make_layout(dist::ProcessGroup& world, const TrainOptions& o);
 
 // --cp C splits each sequence into 2C chunks: refuses a `context` (the training sequences'

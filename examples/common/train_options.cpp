@@ -199,7 +199,8 @@ void validate_train_options(const TrainOptions& o) {
                "--micro-batches and --schedule take effect with --pp of 2 or more");
   STRATA_CHECK(o.zero != 3 || o.pp == 1,
                "--zero 3 cannot run with --pp (ZeRO-3's per-block parameter gathers do not "
-               "fit a pipeline's micro-batches); use --zero 1 or 2");
+               "fit a pipeline's micro-batches); use --zero 1 or 2",
+               o.shard_size >= 0 ? " (--hsdp / --shard-size then shard ZeRO-1/2's states in each shard group)" : "");
   STRATA_CHECK(std::isfinite(o.clip) && o.clip >= 0, "--clip must be a finite number >= 0 (0: off), got ", o.clip);
   STRATA_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be a finite number > 0, got ", o.lr);
   STRATA_CHECK(std::isfinite(o.min_lr_ratio) && o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1,
