@@ -23,8 +23,7 @@ int64_t enable_global_load_balancing(nn::Module& model, dist::ProcessGroup& grou
   for (nn::Module* m : model.modules()) {
     auto* moe = dynamic_cast<nn::MoE*>(m);
     if (moe == nullptr) continue;
-    moe->set_routing_count_reducer(
-        [&group](const std::vector<int64_t>& counts) { return sum_over(group, counts); });
+    moe->set_routing_count_reducer([&group](const std::vector<int64_t>& counts) { return sum_over(group, counts); });
     ++count;
   }
   return count;

@@ -1,8 +1,9 @@
 // nn::Mixtral under DistributedDataParallel and ZeRO-3 equals one process on the global batch
 // (float64).
 // Dropless routing and a z-loss (a mean over tokens, so the ranks' mean of their means is the
-// global one); the load-balancing loss is left out: a product of two batch means, it is not
-// that average. Eight experts, two per token, one row of kSeq tokens per rank: some experts
+// global one); the load-balancing loss, a product of two batch means, is not that average
+// unless its routing counts are summed over the ranks (parallel::enable_global_load_balancing,
+// the last test). Eight experts, two per token, one row of kSeq tokens per rank: some experts
 // are idle on a rank at some step (checked), get no gradient there and are reduced as zero
 // (find_unused_parameters; ZeRO needs no option), as one process on the global batch
 // computes them.
@@ -14,12 +15,13 @@
 #include "strata/nn/mixtral.h"
 #include "strata/optim/adam.h"
 #include "strata/parallel/ddp.h"
+#include "strata/parallel/moe_load_balance.h"
 #include "strata/parallel/zero.h"
 
 namespace strata {
 namespace {
 
-nn::MixtralConfig config() {
+nn::MixtralConfig config(double aux_loss_coef = 0.0) {
   nn::MixtralConfig c;
   c.llama = {.vocab_size = kVocab,
              .context = kSeq,
@@ -32,6 +34,7 @@ nn::MixtralConfig config() {
   c.num_experts = 8;
   c.top_k = 2;
   c.z_loss_coef = 0.01;
+  c.aux_loss_coef = aux_loss_coef;
   return c;
 }
 
@@ -54,8 +57,8 @@ int64_t train(nn::Mixtral& model, optim::Optimizer& opt, int rank, int ranks, in
 }
 
 // One process on the whole global batch of `rows` rows.
-Reference one_process(int64_t rows) {
-  nn::Mixtral reference(config());
+Reference one_process(int64_t rows, double aux_loss_coef = 0.0) {
+  nn::Mixtral reference(config(aux_loss_coef));
   optim::AdamW opt(reference.parameters(), adamw());
   train(reference, opt, 0, 1, rows);
   return {.weights = reference.state_dict()};
@@ -87,6 +90,33 @@ TEST(DDPMixtral, ZeroStage3EqualsOneProcessInFloat64) {
   std::string where;
   const double worst = worst_difference(zero.full_parameters(), one_process(n * kRows), DType::Float64, where);
   EXPECT_LE(worst, tolerance(DType::Float64)) << "N=" << n << " at " << where;
+}
+
+// With the load-balancing loss: its routing counts summed over the ranks, DDP equals one
+// process on the global batch; left per rank, it does not (so the first check can fail).
+TEST(DDPMixtral, GlobalLoadBalancingEqualsOneProcessInFloat64) {
+  auto& world = dist::world();
+  const int n = world.size();
+  constexpr int64_t kRows = 1;
+  constexpr double kAuxLossCoef = 0.02;
+  const Reference one = one_process(n * kRows, kAuxLossCoef);
+  double worst[2] = {0.0, 0.0};  // per rank, then global
+  for (const bool global : {false, true}) {
+    nn::Mixtral model(config(kAuxLossCoef));
+    if (global) {
+      EXPECT_EQ(parallel::enable_global_load_balancing(model, world), config().llama.n_layer);
+    }
+    parallel::DistributedDataParallel ddp(model, world, {.find_unused_parameters = true});
+    optim::AdamW opt(model.parameters(), adamw());
+    train(model, opt, world.rank(), n, kRows);
+    std::string where;
+    worst[global ? 1 : 0] = worst_difference(model.state_dict(), one, DType::Float64, where);
+    if (global) {
+      EXPECT_LE(worst[1], tolerance(DType::Float64)) << "N=" << n << " at " << where;
+    }
+  }
+  EXPECT_GT(worst[0], 1e3 * tolerance(DType::Float64))
+      << "per-rank balancing matched one process: the ranks route alike";
 }
 
 }  // namespace

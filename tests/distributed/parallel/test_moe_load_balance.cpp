@@ -69,7 +69,8 @@ void check_balance_counts(const nn::MoEStats& mine, const nn::MoEStats& one, int
 // The MoE on this rank's batch (its DataContext coordinate = its place in the global batch),
 // 5 AdamW steps, the gradients averaged over DataContext (expert gradients summed over
 // ExpertData, reduce_expert_parallel_gradients; or DDP), global balancing when `global`.
-DistributedRun train_distributed(const Layout& layout, std::optional<double> capacity, bool global, const Reference& ref) {
+DistributedRun train_distributed(const Layout& layout, std::optional<double> capacity, bool global,
+                                 const Reference& ref) {
   auto& world = dist::world();
   dist::DeviceMesh mesh(world, {.dp = layout.dp, .cp = layout.cp, .ep = layout.ep});
   dist::ProcessGroup& data = mesh.group(dist::MeshDim::DataContext);
@@ -99,8 +100,7 @@ DistributedRun train_distributed(const Layout& layout, std::optional<double> cap
     run.mean_losses.push_back(mean_over(data, loss.item()));
     check_balance_counts(moe->stats(), ref.stats[static_cast<size_t>(t)], data.size(), global, t);
     loss.backward();
-    if (!ddp)
-      parallel::reduce_expert_parallel_gradients(*moe, data, mesh.group(dist::MeshDim::ExpertData));
+    if (!ddp) parallel::reduce_expert_parallel_gradients(*moe, data, mesh.group(dist::MeshDim::ExpertData));
     opt.step();
   }
   for (auto& [name, p] : moe->named_parameters()) run.params[name] = p.detach().clone();
@@ -115,8 +115,7 @@ void expect_one_process(const Layout& layout, std::optional<double> capacity) {
   const DistributedRun run = train_distributed(layout, capacity, /*global=*/true, ref);
   for (size_t t = 0; t < run.mean_losses.size(); ++t)
     EXPECT_LE(relative(run.mean_losses[t], ref.losses[t]), kFloat64Bound)
-        << "step " << t << ": mean of the ranks' losses " << run.mean_losses[t] << ", one process "
-        << ref.losses[t];
+        << "step " << t << ": mean of the ranks' losses " << run.mean_losses[t] << ", one process " << ref.losses[t];
   for (const auto& [name, p] : run.params) {
     if (!ref.params.count(name)) continue;  // (expert parallelism: the held experts only)
     EXPECT_LE(relative_difference(p, ref.params.at(name)), kFloat64Bound)
