@@ -14,6 +14,7 @@
 #include "strata/distributed/init.h"
 #include "strata/nn/mixtral.h"
 #include "strata/optim/adam.h"
+#include "strata/parallel/context_parallel.h"
 #include "strata/parallel/ddp.h"
 #include "strata/parallel/moe_load_balance.h"
 #include "strata/parallel/zero.h"
@@ -117,6 +118,29 @@ TEST(DDPMixtral, GlobalLoadBalancingEqualsOneProcessInFloat64) {
   }
   EXPECT_GT(worst[0], 1e3 * tolerance(DType::Float64))
       << "per-rank balancing matched one process: the ranks route alike";
+}
+
+// Context parallelism: one sequence split over the ranks (attention across the chunks, the
+// language-model loss a mean over every rank's targets), the routing counts summed over
+// them, DDP averaging the gradients: one process on the whole sequence.
+TEST(DDPMixtral, ContextParallelWithGlobalLoadBalancingEqualsOneProcessInFloat64) {
+  auto& world = dist::world();
+  constexpr double kAuxLossCoef = 0.02;
+  nn::Mixtral model(config(kAuxLossCoef));
+  auto cp = std::make_shared<parallel::ContextParallel>(world);
+  model.set_context_split(cp);
+  EXPECT_EQ(parallel::enable_global_load_balancing(model, world), config().llama.n_layer);
+  parallel::DistributedDataParallel ddp(model, world, {.find_unused_parameters = true});
+  optim::AdamW opt(model.parameters(), adamw());
+  for (int s = 0; s < kSteps; ++s) {
+    auto [tokens, targets] = batch(s, 1);
+    model.loss(cp->local(tokens, 1).contiguous(), cp->local(targets, 1).contiguous()).backward();
+    opt.step();
+    opt.zero_grad();
+  }
+  std::string where;
+  const double worst = worst_difference(model.state_dict(), one_process(1, kAuxLossCoef), DType::Float64, where);
+  EXPECT_LE(worst, tolerance(DType::Float64)) << "cp=" << world.size() << " at " << where;
 }
 
 }  // namespace
