@@ -67,7 +67,7 @@ struct MoEStats {
   std::vector<int64_t> kept_per_expert;            // slots each expert computed
   std::optional<int64_t> capacity = std::nullopt;  // unset: dropless
   int64_t dropped = 0;                             // slots over capacity
-  Tensor load_balancing_loss;                      // [] unweighted (load_balancing_loss(), moe_routing.h)
+  Tensor load_balancing_loss;                      // [] unweighted; P_e always over this rank's tokens
   Tensor z_loss;                                   // [] unweighted (router_z_loss)
   std::vector<int64_t> balance_tokens_per_expert;  // f_e's numerators: routed slots per expert
   int64_t balance_tokens = 0;                      // f_e's tokens (times top_k: its denominator)
