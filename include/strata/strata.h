@@ -63,6 +63,7 @@
 #include "strata/parallel/expert_parallel.h"
 #include "strata/parallel/flat_buffer.h"
 #include "strata/parallel/hsdp.h"
+#include "strata/parallel/moe_load_balance.h"
 #include "strata/parallel/pipeline_schedule.h"
 #include "strata/parallel/rng_tracker.h"
 #include "strata/parallel/token_exchange.h"

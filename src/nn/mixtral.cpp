@@ -40,7 +40,7 @@ MixtralDecoderLayer::MixtralDecoderLayer(const MixtralConfig& config, int64_t la
 }
 
 Tensor MixtralDecoderLayer::forward_block(const Tensor& x, const BlockInputs& in) {
-  Tensor h = add(x, self_attn->forward(input_layernorm->forward(x), in.cos, in.sin, in.cache));
+  Tensor h = add(x, self_attn->forward(input_layernorm->forward(x), in.cos, in.sin, in.cache, in.context));
   return add(h, block_sparse_moe->forward(post_attention_layernorm->forward(h)));
 }
 

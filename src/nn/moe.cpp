@@ -114,9 +114,27 @@ Tensor MoE::forward(const Tensor& x) {
     stats_.capacity = plan.capacity;
     stats_.dropped = plan.dropped;
   }
-  stats_.load_balancing_loss = load_balancing_loss(r.probs, stats_.tokens_per_expert, config_.top_k);
+  balance_counts(N);
+  stats_.load_balancing_loss =
+      load_balancing_loss(r.probs, stats_.balance_tokens_per_expert, config_.top_k, stats_.balance_tokens);
   stats_.z_loss = router_z_loss(r.logits);
   return y.reshape(x.shape());
+}
+
+void MoE::balance_counts(int64_t tokens) {
+  stats_.balance_tokens_per_expert = stats_.tokens_per_expert;
+  stats_.balance_tokens = tokens;
+  if (!count_reducer_) return;
+  std::vector<int64_t> counts = stats_.tokens_per_expert;
+  counts.push_back(tokens);
+  const std::vector<int64_t> summed = count_reducer_(counts);
+  STRATA_CHECK(summed.size() == counts.size(), "MoE: the routing-count reducer returned ", summed.size(),
+               " counts for ", counts.size(), " (one per expert, then the tokens)");
+  for (size_t i = 0; i < counts.size(); ++i)
+    STRATA_CHECK(summed[i] >= counts[i], "MoE: the routing-count reducer returned ", summed[i], " at position ", i,
+                 ", below this rank's own ", counts[i], " (it must sum the counts over the ranks)");
+  stats_.balance_tokens = summed.back();
+  stats_.balance_tokens_per_expert.assign(summed.begin(), summed.end() - 1);
 }
 
 Tensor MoE::auxiliary_loss() const {

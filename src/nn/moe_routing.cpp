@@ -79,11 +79,19 @@ Tensor combine_tokens(const Tensor& expert_out, const Tensor& gates, const MoEDi
 }
 
 Tensor load_balancing_loss(const Tensor& probs, const std::vector<int64_t>& routed_per_expert, int64_t top_k) {
+  STRATA_CHECK(probs.dim() == 2, "load_balancing_loss: probs must be [tokens > 0, ", routed_per_expert.size(),
+               "] (one column per expert), got shape ", probs.shape());
+  return load_balancing_loss(probs, routed_per_expert, top_k, probs.size(0));
+}
+
+Tensor load_balancing_loss(const Tensor& probs, const std::vector<int64_t>& routed_per_expert, int64_t top_k,
+                           int64_t routed_tokens) {
   const auto E = static_cast<int64_t>(routed_per_expert.size());
   STRATA_CHECK(probs.dim() == 2 && probs.size(1) == E && probs.size(0) > 0 && top_k >= 1,
                "load_balancing_loss: probs must be [tokens > 0, ", E, "] (one column per expert), got shape ",
                probs.shape(), " with top_k ", top_k);
-  const auto slots = static_cast<double>(probs.size(0) * top_k);
+  STRATA_CHECK(routed_tokens >= 1, "load_balancing_loss: routed_tokens must be at least 1, got ", routed_tokens);
+  const auto slots = static_cast<double>(routed_tokens * top_k);
   std::vector<double> fraction(routed_per_expert.size());
   for (size_t e = 0; e < fraction.size(); ++e) fraction[e] = static_cast<double>(routed_per_expert[e]) / slots;
   Tensor f = from_vector(fraction, {E}, {.dtype = DType::Float64}).to(probs.device());

@@ -14,6 +14,7 @@
 // idle on one rank is reduced as zero there, one idle on every rank keeps no gradient);
 // ZeroOptimizer handles such parameters at every stage.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -57,15 +58,26 @@ struct MoERouting {
   Tensor experts;  // int64 [N, k], the chosen experts
 };
 
-// The last forward's statistics.
+// The last forward's statistics. tokens_per_expert is always this rank's own routing; the
+// balance_* counts are what the load-balancing loss divided (f_e): the same as
+// tokens_per_expert and this forward's tokens, or their sums over the ranks of a routing-count
+// reducer when the MoE has one (global-batch balancing).
 struct MoEStats {
   std::vector<int64_t> tokens_per_expert;          // slots routed to each expert (before capacity)
   std::vector<int64_t> kept_per_expert;            // slots each expert computed
   std::optional<int64_t> capacity = std::nullopt;  // unset: dropless
   int64_t dropped = 0;                             // slots over capacity
-  Tensor load_balancing_loss;                      // [] unweighted (load_balancing_loss(), moe_routing.h)
+  Tensor load_balancing_loss;                      // [] unweighted; P_e always over this rank's tokens
   Tensor z_loss;                                   // [] unweighted (router_z_loss)
+  std::vector<int64_t> balance_tokens_per_expert;  // f_e's numerators: routed slots per expert
+  int64_t balance_tokens = 0;                      // f_e's tokens (times top_k: its denominator)
 };
+
+// Global-batch load balancing: sums one forward's routing counts over the ranks whose
+// gradients are averaged (parallel::enable_global_load_balancing). Gets this rank's
+// [slots routed to expert 0, .., expert E-1, tokens] and returns the sums over those ranks,
+// the same length. Every rank of the group must run each MoE forward in the same order.
+using RoutingCountReducer = std::function<std::vector<int64_t>(const std::vector<int64_t>& counts)>;
 
 // One expert: w2(silu(w1(x)) * w3(x)), as LlamaMLP.
 class SwiGLUExpert : public Module {
@@ -105,6 +117,11 @@ class MoE : public Module {
   int64_t first_local_expert() const { return config_.expert_parallel_rank * num_local_experts(); }
   // Set: forward hands it the routed tokens (expert parallelism); null: all experts here.
   void set_expert_dispatcher(std::shared_ptr<ExpertDispatcher> dispatcher) { dispatcher_ = std::move(dispatcher); }
+  // Set: every forward sums its routing counts through it before forming the load-balancing
+  // loss (f_e over the global batch, P_e still over this rank's tokens: averaging the ranks'
+  // gradients then gives one process's); empty: this rank's counts, as without one.
+  void set_routing_count_reducer(RoutingCountReducer reducer) { count_reducer_ = std::move(reducer); }
+  bool has_routing_count_reducer() const { return static_cast<bool>(count_reducer_); }
 
   // aux_loss_coef * load balancing + z_loss_coef * z-loss of the last forward ([], in
   // the graph); undefined when both coefficients are 0 or before any forward.
@@ -117,9 +134,13 @@ class MoE : public Module {
   SwiGLUExpert& expert(size_t e) const;  // global index e; checked (held here)
 
  private:
+  // Fills stats_'s balance_* counts from tokens_per_expert and `tokens` (reduced when set).
+  void balance_counts(int64_t tokens);
+
   MoEConfig config_;
   MoEStats stats_;
   std::shared_ptr<ExpertDispatcher> dispatcher_;
+  RoutingCountReducer count_reducer_;
 };
 
 }  // namespace strata::nn

@@ -54,6 +54,11 @@ Tensor combine_tokens(const Tensor& expert_out, const Tensor& gates, const MoEDi
 // load_balancing_loss_func computes k times this value, over every layer's tokens at once;
 // model_family_mixtral.cpp maps the coefficients.) Differentiable in probs only.
 Tensor load_balancing_loss(const Tensor& probs, const std::vector<int64_t>& routed_per_expert, int64_t top_k);
+// The same with f_e = routed_per_expert[e] / (routed_tokens * top_k): counts over more tokens
+// than probs holds (global-batch balancing: the counts summed over the data ranks, P_e still
+// the mean over this rank's tokens). routed_tokens >= 1.
+Tensor load_balancing_loss(const Tensor& probs, const std::vector<int64_t>& routed_per_expert, int64_t top_k,
+                           int64_t routed_tokens);
 
 // ST-MoE's router z-loss: the mean over tokens of logsumexp(logits [N, E])^2.
 Tensor router_z_loss(const Tensor& logits);

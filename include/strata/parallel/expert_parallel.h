@@ -12,7 +12,8 @@
 // expert_capacity of the group's total tokens, and each expert keeps its slots in the order
 // (choice rank, source rank, token) - nn::plan_dispatch's (choice rank, token) over that
 // batch. stats() then holds, on each rank: tokens_per_expert its own tokens' routing (the
-// load-balancing loss is per rank, as under data parallelism), kept_per_expert and dropped
+// load-balancing loss is per rank, as under data parallelism, unless
+// enable_global_load_balancing (moe_load_balance.h) sums the counts), kept_per_expert and dropped
 // for the experts it holds over the whole group's tokens (their sums over the group are the
 // one-process values).
 //

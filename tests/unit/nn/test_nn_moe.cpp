@@ -230,3 +230,85 @@ TEST(MoE, BadConfigurationsNameTheValueAndTheRule) {
       },
       {"token 1", "expert 7", "[0, 4)"});
 }
+
+namespace {
+
+// The MoE's load-balancing loss and its gradient on the router's weight, for `x`.
+std::pair<double, Tensor> balance_loss_and_gradient(MoE& moe, const Tensor& x) {
+  moe.gate->weight.set_grad(Tensor());
+  moe.forward(x);
+  moe.stats().load_balancing_loss.backward();
+  return {moe.stats().load_balancing_loss.item(), moe.gate->weight.grad().detach().clone()};
+}
+
+}  // namespace
+
+// Without a reducer the loss is exactly the rank-local formula (bit for bit), and the balance
+// counts are the rank's own.
+TEST(MoE, WithoutARoutingCountReducerTheLossIsTheLocalOne) {
+  auto moe = make_moe(moe_config(4, 2));
+  Tensor x = input(6, 9);
+  NoGradGuard no_grad;
+  moe->forward(x);
+  const MoEStats& s = moe->stats();
+  EXPECT_EQ(s.balance_tokens_per_expert, s.tokens_per_expert);
+  EXPECT_EQ(s.balance_tokens, 6);
+  const Tensor local = load_balancing_loss(moe->route(x).probs, s.tokens_per_expert, 2);
+  EXPECT_EQ(s.load_balancing_loss.item(), local.item());
+}
+
+// Two "ranks" of 6 tokens each, their counts summed by the reducer: the mean of their losses
+// and of their gradients is the loss and the gradient of one MoE on the 12 tokens (the sum of
+// the two halves' probabilities in another order: a few roundings of values of order 1).
+TEST(MoE, ARoutingCountReducerGivesTheGlobalBatchLossAndGradient) {
+  MoEConfig c = moe_config(4, 2);
+  c.aux_loss_coef = 0.01;
+  auto moe = make_moe(c);
+  const Tensor x = input(12, 9), half[2] = {x.narrow(0, 0, 6), x.narrow(0, 6, 6)};
+  const auto [whole, whole_grad] = balance_loss_and_gradient(*moe, x);
+  std::vector<int64_t> counts[2];
+  for (int r = 0; r < 2; ++r) {
+    NoGradGuard no_grad;
+    moe->forward(half[r]);
+    counts[r] = moe->stats().tokens_per_expert;
+    counts[r].push_back(6);
+  }
+  double mean = 0.0;
+  Tensor mean_grad;
+  for (int r = 0; r < 2; ++r) {
+    moe->set_routing_count_reducer([&counts, r](const std::vector<int64_t>& mine) {
+      EXPECT_EQ(mine, counts[r]) << "the reducer gets the expert counts, then the tokens";
+      std::vector<int64_t> sum = mine;
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += counts[1 - r][i];
+      return sum;
+    });
+    const auto [loss, grad] = balance_loss_and_gradient(*moe, half[r]);
+    EXPECT_EQ(moe->stats().balance_tokens, 12);
+    EXPECT_EQ(moe->stats().tokens_per_expert, std::vector<int64_t>(counts[r].begin(), counts[r].end() - 1));
+    mean += loss / 2.0;
+    mean_grad = mean_grad.defined() ? add(mean_grad, mul(grad, 0.5)) : mul(grad, 0.5);
+  }
+  EXPECT_TRUE(moe->has_routing_count_reducer());
+  EXPECT_NEAR(mean, whole, 64 * DBL_EPSILON * whole);
+  EXPECT_LE(max_abs(sub(mean_grad, whole_grad)), 64 * DBL_EPSILON * max_abs(whole_grad));
+  // The two ranks route differently: each rank's own counts would give another loss.
+  moe->set_routing_count_reducer({});
+  double per_rank = 0.0;
+  for (const Tensor& h : half) per_rank += balance_loss_and_gradient(*moe, h).first / 2.0;
+  EXPECT_GT(std::abs(per_rank - whole), 1e6 * DBL_EPSILON * whole);
+}
+
+TEST(MoE, ABadRoutingCountReducerIsNamed) {
+  auto moe = make_moe(moe_config(4, 2));
+  const Tensor x = input(6, 9);
+  moe->set_routing_count_reducer(
+      [](const std::vector<int64_t>& c) { return std::vector<int64_t>(c.begin(), c.end() - 1); });
+  expect_error_mentions([&] { moe->forward(x); }, {"routing-count reducer returned 4 counts for 5"});
+  moe->set_routing_count_reducer([](const std::vector<int64_t>& c) { return std::vector<int64_t>(c.size(), 0); });
+  expect_error_mentions([&] { moe->forward(x); }, {"below this rank's own", "sum the counts over the ranks"});
+  expect_error_mentions(
+      [&] {
+        load_balancing_loss(moe->route(x).probs, {1, 2, 3, 4}, 2, 0);
+      },
+      {"routed_tokens must be at least 1, got 0"});
+}
