@@ -123,6 +123,8 @@ double evaluate(nn::GPT& model, parallel::Pipeline* pipeline, const data::Synthe
 // Bad option values fail before anything starts, naming the option and the value.
 void validate(const Options& o) {
   examples::validate_train_options(o.train);
+  STRATA_CHECK(o.train.ep == 1, "--ep ", o.train.ep,
+               " shards a mixture of experts: train_gpt's GPT has none (train_llama --model mixtral has)");
   check_at_least_one({{"--layers", o.layers},
                       {"--heads", o.heads},
                       {"--width", o.width},

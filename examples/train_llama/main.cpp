@@ -367,10 +367,15 @@ std::unique_ptr<nn::Llama> make_model(const Options& o, const nn::LlamaConfig& c
   const nn::ModelPart part = examples::stage_of(layout, partition);
   if (o.model == "llama") return std::make_unique<nn::Llama>(config, layout.factory, part);
   if (g_lead)
-    std::printf("Mixtral: %lld experts per layer, %lld per token, aux loss coefficient %g\n",
-                static_cast<long long>(o.experts), static_cast<long long>(o.experts_top_k), o.aux_loss_coef);
+    std::printf("Mixtral: %lld experts per layer, %lld per token, aux loss coefficient %g%s\n",
+                static_cast<long long>(o.experts), static_cast<long long>(o.experts_top_k), o.aux_loss_coef,
+                o.aux_loss_coef > 0 && layout.replicas->size() > 1 ? " (over the global batch)" : "");
   auto model = std::make_unique<nn::Mixtral>(mixtral_config(o, config, layout.experts), layout.factory, part);
   if (layout.experts != nullptr) parallel::enable_expert_parallel(*model, *layout.experts);
+  // The load-balancing loss over the global batch (routing counts summed over the ranks whose
+  // gradients are averaged), so that it trains as one process on that batch.
+  if (o.aux_loss_coef > 0 && layout.replicas->size() > 1)
+    parallel::enable_global_load_balancing(*model, *layout.replicas);
   return model;
 }
 

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Expert parallelism in examples/train_llama --model mixtral on 4 ranks: --ep 2 under DDP,
+# --ep 4 under ZeRO-1, --ep 2 x --cp 2 under ZeRO-2 (the load-balancing loss over the global
+# batch) and --ep 2 x --pp 2 log one process's losses and clipped gradient norms on the same
+# global batch (one unit of the printed digit, resume_checks.sh). A save at --ep 2 resumes at
+# --ep 4 and in one process, and one process's save resumes at --ep 2: the experts reshard by
+# their global names. Refused by name before training: --ep without --model mixtral, an --ep
+# that does not divide --experts or the data ranks, --zero 3, --hsdp, --export-hf, and experts
+# that cannot fit in memory; train_gpt refuses --ep (its GPT has no experts).
+#   train_ep_smoke.sh <mpirun> <train_llama binary> <train_gpt binary>
+set -euo pipefail
+mpirun=$1
+llama=$2
+gpt=$3
+# shellcheck source=tests/examples/train_llama_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/train_llama_setup.sh"
+# shellcheck source=tests/examples/resume_checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/resume_checks.sh"
+run4() { "$mpirun" --oversubscribe -np 4 "$llama" "$@"; }
+# "step  4/12 | loss X" (the log pads the step) as "step 4/12 | loss X", for every logged step.
+losses() { grep -o "^step *[0-9]*/12 | loss [0-9.]*" "$1" | tr -s ' '; }
+# The clipped steps' gradient norms, printed as the losses are.
+norms() {
+  python3 -c 'import json, sys
+for r in map(json.loads, open(sys.argv[1])):
+    if "grad_norm" in r: print("step %d/12 | norm %.4f" % (r["step"], r["grad_norm"]))' "$1"
+}
+expect_same() {  # expect_same REFERENCE RUN WHAT: RUN logged REFERENCE's losses and gradient norms
+  local kind ext
+  for kind in losses norms; do
+    ext=log
+    [ "$kind" = losses ] || ext=jsonl
+    same_losses "$("$kind" "$work/$1.$ext")" "$("$kind" "$work/$2.$ext")" \
+      || { paste <("$kind" "$work/$1.$ext") <("$kind" "$work/$2.$ext"); fail "$3: $kind differ from one process"; }
+  done
+}
+expect_refused() {  # expect_refused MESSAGE RANKS ARGS...: the run fails, saying MESSAGE
+  local message=$1 ranks=$2
+  shift 2
+  if "$mpirun" --oversubscribe -np "$ranks" "$llama" "$@" > "$work/bad.log" 2>&1; then fail "accepted: $*"; fi
+  grep -q -- "$message" "$work/bad.log" || { cat "$work/bad.log"; fail "no clear error for: $*"; }
+}
+
+args=(--model mixtral --experts 4 --experts-top-k 2 --layers 2 --width 32 --heads 2 --kv-heads 1 --intermediate 32
+      --context 32 --global-batch 8 --warmup 2 --lr 3e-3 --steps 12 --log-every 4 --eval-every 6 --eval-windows 16
+      --samples 1 --sample-tokens 8 --clip 1)
+"$llama" "${args[@]}" --aux-loss-coef 0.01 --tokens-out "$work/corpus.tokens" --metrics "$work/one.jsonl" \
+  > "$work/one.log"
+args+=(--data "$work/corpus.tokens")
+balanced=("${args[@]}" --aux-loss-coef 0.01)
+run4 "${balanced[@]}" --ep 2 --metrics "$work/ep2.jsonl" > "$work/ep2.log"
+grep -q "experts sharded over 2 expert-parallel ranks" "$work/ep2.log" || { cat "$work/ep2.log"; fail "--ep banner"; }
+grep -q "aux loss coefficient 0.01 (over the global batch)" "$work/ep2.log" || fail "global balancing banner"
+expect_same one ep2 "--ep 2 (DDP)"
+run4 "${balanced[@]}" --ep 4 --zero 1 --metrics "$work/ep4.jsonl" > "$work/ep4.log"
+expect_same one ep4 "--ep 4 --zero 1"
+run4 "${balanced[@]}" --ep 2 --cp 2 --zero 2 --metrics "$work/ep_cp.jsonl" > "$work/ep_cp.log"
+expect_same one ep_cp "--ep 2 --cp 2 --zero 2"
+# A pipeline refuses auxiliary losses: --aux-loss-coef 0 there, against its own one process.
+"$llama" "${args[@]}" --aux-loss-coef 0 --metrics "$work/one_plain.jsonl" > "$work/one_plain.log"
+run4 "${args[@]}" --aux-loss-coef 0 --ep 2 --pp 2 --micro-batches 2 --zero 1 --metrics "$work/ep_pp.jsonl" \
+  > "$work/ep_pp.log"
+expect_same one_plain ep_pp "--ep 2 --pp 2 --zero 1"
+
+# Checkpoints: the experts are saved under their global names by the ranks that hold them.
+run4 "${balanced[@]}" --ep 2 --metrics "" --save "$work/ep2_ckpt" --stop-at 6 > "$work/ep2_first.log"
+run4 "${balanced[@]}" --ep 4 --zero 1 --metrics "" --resume "$work/ep2_ckpt" > "$work/ep2_as_ep4.log"
+"$llama" "${balanced[@]}" --metrics "" --resume "$work/ep2_ckpt" > "$work/ep2_as_one.log"
+"$llama" "${balanced[@]}" --metrics "" --save "$work/one_ckpt" --stop-at 6 > "$work/one_first.log"
+run4 "${balanced[@]}" --ep 2 --metrics "" --resume "$work/one_ckpt" > "$work/one_as_ep2.log"
+expect_resumed_like "$work/one.log" "$work/ep2_as_ep4.log" "$work/ep2_as_one.log" "$work/one_as_ep2.log"
+
+# Refusals, before any training.
+short=("${args[@]}" --steps 2 --warmup 1 --samples 0 --metrics "")
+expect_refused "--ep 2 shards a mixture of experts: it takes effect with --model mixtral" 2 "${short[@]}" --model llama --ep 2
+expect_refused "--ep 3 must divide --experts 4" 3 "${short[@]}" --ep 3
+expect_refused "--ep 3 does not divide the 4 data x context ranks" 4 "${short[@]}" --experts 6 --ep 3
+expect_refused "--ep 2 runs beside DDP or --zero 1 or 2, not --zero 3" 2 "${short[@]}" --ep 2 --zero 3
+expect_refused "--ep 2 cannot run with --hsdp" 2 "${short[@]}" --ep 2 --zero 1 --hsdp
+expect_refused "--export-hf with --ep 2" 2 "${short[@]}" --ep 2 --export-hf "$work/hf"
+expect_refused "expert parallelism: 4096 experts per rank (num_experts 4096 / ep 1) in each of 2 layers need about" 1 \
+  "${short[@]}" --experts 4096 --width 1024 --intermediate 4096
+if "$gpt" --steps 1 --warmup 0 --ep 2 > "$work/bad.log" 2>&1; then fail "train_gpt accepted --ep 2"; fi
+grep -q -- "--ep 2 shards a mixture of experts: train_gpt's GPT has none" "$work/bad.log" \
+  || { cat "$work/bad.log"; fail "train_gpt --ep: no clear error"; }
+echo "train_llama expert parallelism smoke test passed"
