@@ -18,7 +18,7 @@ run() {  # run NP ARGS...: mpirun with NP ranks
   shift
   "$mpirun" --oversubscribe -np "$np" "$@"
 }
-losses() { grep -o "^step [0-9]*/12 | loss [0-9.]*" "$1"; }
+losses() { grep -o "^step *[0-9]*/12 | loss [0-9.]*" "$1" | tr -s " "; }
 expect_same() {  # expect_same REFERENCE_LOG LOG WHAT
   same_losses "$(losses "$1")" "$(losses "$2")" || { paste <(losses "$1") <(losses "$2"); fail "$3"; }
 }

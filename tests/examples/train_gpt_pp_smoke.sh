@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 source "$(dirname "${BASH_SOURCE[0]}")/resume_checks.sh"
 common=(--steps 12 --batch 4 --layers 4 --width 32 --heads 4 --digits 3 --warmup 2 --log-every 4
         --eval-examples 20 --metrics "")
-losses() { grep -o "^step [0-9]*/12 | loss [0-9.]*" "$1"; }
+losses() { grep -o "^step *[0-9]*/12 | loss [0-9.]*" "$1" | tr -s " "; }
 same() {  # <reference log> <log> <what>
   same_losses "$(losses "$1")" "$(losses "$2")" || { paste <(losses "$1") <(losses "$2"); fail "$3 losses differ"; }
 }

@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 source "$(dirname "${BASH_SOURCE[0]}")/resume_checks.sh"
 common=(--steps 12 --batch 4 --layers 2 --width 32 --heads 4 --digits 3 --warmup 2 --log-every 4
         --eval-examples 20 --metrics "")
-losses() { grep -o "^step [0-9]*/12 | loss [0-9.]*" "$1"; }
+losses() { grep -o "^step *[0-9]*/12 | loss [0-9.]*" "$1" | tr -s " "; }
 
 "$bin" "${common[@]}" > "$work/one.log"
 "$mpirun" --oversubscribe -np 2 "$bin" "${common[@]}" --tp 2 --export-hf "$work/hf" > "$work/tp.log"
