@@ -9,6 +9,8 @@
 #include "parallel/parameter_check.h"
 #include "strata/autograd/grad_mode.h"
 #include "strata/core/error.h"
+#include "strata/ops/elementwise.h"
+#include "strata/parallel/expert_parallel.h"
 #include "strata/tensor/factory.h"
 #include "tensor/rebind_storage.h"
 
@@ -270,6 +272,44 @@ std::shared_ptr<DataParallelState> make_data_parallel_state(nn::Module& module, 
   broadcast_buckets(s, module);
   for (State::Bucket& b : s.buckets) shard_bucket(s, b);
   install_hooks(state, module);
+  return state;
+}
+
+void split_by_experts(DataParallelOptions& dp, const ExpertDataGroup& experts, bool take_experts) {
+  if (experts.data == nullptr) return;
+  std::function<bool(const std::string&)> is_expert = experts.is_expert ? experts.is_expert : is_expert_parameter;
+  if (take_experts) {
+    dp.include = std::move(is_expert);
+    dp.broadcast_buffers = false;  // the shared parameters' state broadcasts them
+  } else {
+    dp.include = [is_expert](const std::string& name) { return !is_expert(name); };
+  }
+}
+
+void check_expert_group(const ExpertDataGroup& experts, const dist::ProcessGroup& group, const char* owner) {
+  const dist::ProcessGroup* data = experts.data;
+  if (data == nullptr) return;
+  const std::vector<int>& all = group.global_ranks();
+  for (int r : data->global_ranks())
+    STRATA_CHECK(std::find(all.begin(), all.end(), r) != all.end(), owner, ": world rank ", r,
+                 " of the expert-data group '", data->name(), "' is not in the data-parallel group '", group.name(),
+                 "' (the expert-data group is MeshDim::ExpertData inside MeshDim::DataContext)");
+  STRATA_CHECK(group.size() % data->size() == 0, owner, ": the expert-data group '", data->name(), "' (", data->size(),
+               " ranks) does not divide the data-parallel group '", group.name(), "' (", group.size(), " ranks)");
+}
+
+std::shared_ptr<DataParallelState> make_expert_state(nn::Module& module,
+                                                     const std::shared_ptr<DataParallelState>& leader,
+                                                     DataParallelOptions options,
+                                                     std::vector<GradHookHandle>& scaling) {
+  const ExpertDataGroup& experts = options.zero.experts;
+  auto state = make_data_parallel_state(module, *experts.data, std::move(options));
+  leader->follower = state;
+  state->leader = leader;
+  const double scale = static_cast<double>(state->world) / static_cast<double>(leader->world);
+  if (scale != 1.0)
+    for (State::Param& p : state->params)
+      scaling.push_back(p.tensor.register_hook([scale](const Tensor& g) { return mul(g, scale); }));
   return state;
 }
 

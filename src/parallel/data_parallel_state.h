@@ -182,6 +182,18 @@ struct DataParallelState : std::enable_shared_from_this<DataParallelState> {
 std::shared_ptr<DataParallelState> make_data_parallel_state(nn::Module& module, dist::ProcessGroup& group,
                                                             DataParallelOptions options);
 
+// Expert parallelism beside data parallelism (expert_data_group.h). split_by_experts makes
+// `dp` take the shared parameters (experts = false) or the experts (true). check_expert_group
+// refuses, before any collective, an expert-data group outside `group` or not dividing it.
+// make_expert_state builds the experts' state over experts.data (collective), led by
+// `leader`, and scales each expert gradient by |experts.data| / |leader's group| as it
+// arrives (the hook handles go to `scaling`, for the owner to remove).
+void split_by_experts(DataParallelOptions& dp, const ExpertDataGroup& experts, bool take_experts);
+void check_expert_group(const ExpertDataGroup& experts, const dist::ProcessGroup& group, const char* owner);
+std::shared_ptr<DataParallelState> make_expert_state(nn::Module& module,
+                                                     const std::shared_ptr<DataParallelState>& leader,
+                                                     DataParallelOptions options, std::vector<GradHookHandle>& scaling);
+
 // The parts of bucket b's entries in this rank's own range: at stage 0 every entry whole,
 // otherwise their overlaps with the shard (offsets within the own range).
 std::vector<FlatBuffer::Piece> own_pieces(const DataParallelState& s, const DataParallelState::Bucket& b);

@@ -62,10 +62,13 @@ CommHook fp16_compress() { return compress_hook(DType::Float16); }
 
 namespace {
 
-DataParallelOptions ddp_path(const DDPOptions& o) {
+// The path of DDP's own state, or with `experts` the expert parameters' state (with
+// options.experts; an idle expert is no error there).
+DataParallelOptions ddp_path(const DDPOptions& o, const dist::ProcessGroup& group, bool experts = false) {
   STRATA_CHECK(o.bucket_cap_bytes > 0 && o.first_bucket_cap_bytes > 0,
                "DistributedDataParallel: bucket caps must be positive (got ", o.bucket_cap_bytes, " and ",
                o.first_bucket_cap_bytes, ")");
+  check_expert_group(o.experts, group, "DistributedDataParallel");
   DataParallelOptions dp{.zero = {},
                          .owner = "DistributedDataParallel",
                          .first_bucket_cap_bytes = o.first_bucket_cap_bytes,
@@ -76,6 +79,12 @@ DataParallelOptions ddp_path(const DDPOptions& o) {
                          .has_optimizer = false};
   dp.zero.stage = 0;
   dp.zero.bucket_cap_bytes = o.bucket_cap_bytes;
+  dp.zero.experts = o.experts;
+  split_by_experts(dp, o.experts, experts);
+  if (experts) {
+    dp.owner = "DistributedDataParallel (expert parameters)";
+    dp.unused_is_error = false;
+  }
   return dp;
 }
 
@@ -85,18 +94,30 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, dist::Proce
     : module_(module),
       group_(group),
       options_(options),
-      state_(make_data_parallel_state(module, group, ddp_path(options))) {}
+      state_(make_data_parallel_state(module, group, ddp_path(options, group))) {
+  if (options.experts.data != nullptr)
+    experts_ = make_expert_state(module, state_, ddp_path(options, group, true), expert_scaling_);
+}
 
-DistributedDataParallel::~DistributedDataParallel() = default;
+DistributedDataParallel::~DistributedDataParallel() {
+  for (GradHookHandle& h : expert_scaling_) h.remove();
+}
+
+std::vector<DataParallelState*> DistributedDataParallel::states() const {
+  if (experts_) return {state_.get(), experts_.get()};
+  return {state_.get()};
+}
 
 const DDPOptions& DistributedDataParallel::options() const { return options_; }
 
 DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp)
     : ddp_(ddp), previous_(ddp.state_->no_sync) {
-  ddp_.state_->no_sync = true;
+  for (DataParallelState* s : ddp_.states()) s->no_sync = true;
 }
 
-DistributedDataParallel::NoSyncGuard::~NoSyncGuard() { ddp_.state_->no_sync = previous_; }
+DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
+  for (DataParallelState* s : ddp_.states()) s->no_sync = previous_;
+}
 
 // Every parameter counts as ready with its current .grad(), in the order backward usually
 // makes them, then the end of a synchronised backward runs.
@@ -105,26 +126,32 @@ void DistributedDataParallel::sync_gradients() {
   STRATA_CHECK(!autograd::in_backward(), "DistributedDataParallel::sync_gradients: called during backward");
   STRATA_CHECK(!s.no_sync, "DistributedDataParallel::sync_gradients: called inside no_sync()");
   NoGradGuard no_grad;
-  if (!s.rebuilt) s.ready_order.clear();
-  for (size_t i = s.params.size(); i-- > 0;)
-    if (!s.params[i].ready) s.mark_ready(s.params[i]);
-  s.finalize();
+  for (DataParallelState* st : states()) {
+    if (!st->rebuilt) st->ready_order.clear();
+    for (size_t i = st->params.size(); i-- > 0;)
+      if (!st->params[i].ready) st->mark_ready(st->params[i]);
+  }
+  s.finalize_all();
 }
 
-void DistributedDataParallel::register_comm_hook(CommHook hook) { state_->hook = std::move(hook); }
+void DistributedDataParallel::register_comm_hook(CommHook hook) {
+  for (DataParallelState* s : states()) s->hook = hook;
+}
 
 std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameter_names() const {
   std::vector<std::vector<std::string>> out;
-  for (const auto& b : state_->buckets) {
-    out.emplace_back();
-    for (int i : b.params) out.back().push_back(state_->params[static_cast<size_t>(i)].name);
-  }
+  for (const DataParallelState* s : states())
+    for (const auto& b : s->buckets) {
+      out.emplace_back();
+      for (int i : b.params) out.back().push_back(s->params[static_cast<size_t>(i)].name);
+    }
   return out;
 }
 
 std::vector<int64_t> DistributedDataParallel::bucket_bytes() const {
   std::vector<int64_t> out;
-  for (const auto& b : state_->buckets) out.push_back(static_cast<int64_t>(b.grad->nbytes()));
+  for (const DataParallelState* s : states())
+    for (const auto& b : s->buckets) out.push_back(static_cast<int64_t>(b.grad->nbytes()));
   return out;
 }
 

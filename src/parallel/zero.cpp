@@ -15,7 +15,6 @@
 #include "strata/core/error.h"
 #include "strata/ops/elementwise.h"
 #include "strata/optim/grad_clip.h"
-#include "strata/parallel/expert_parallel.h"
 #include "strata/tensor/factory.h"
 
 namespace strata::parallel {
@@ -133,22 +132,15 @@ std::vector<optim::ParamGroup> inner_groups_of(const std::vector<State*>& states
   return inner_groups;
 }
 
-// Experts beside ZeRO: their group lies inside ZeRO's and divides it; no stage 3 (its units
-// would mix both kinds) and no HSDP. Checked before any collective.
+// Experts beside ZeRO: no stage 3 (its units would mix both kinds) and no HSDP; their group
+// lies inside ZeRO's and divides it. Checked before any collective.
 void check_experts(const ZeroOptions& options, const dist::ProcessGroup& group) {
-  const dist::ProcessGroup* data = options.experts.data;
-  if (data == nullptr) return;
+  if (options.experts.data == nullptr) return;
   STRATA_CHECK(options.stage <= 2, "ZeroOptimizer: expert parallelism runs beside ZeRO stages 0-2; got stage ",
                options.stage, " (stage 3 would gather units that mix experts and shared parameters)");
   STRATA_CHECK(options.replicate == nullptr, "ZeroOptimizer: expert parallelism does not run beside HSDP (a ",
                "replicate group)");
-  const std::vector<int>& all = group.global_ranks();
-  for (int r : data->global_ranks())
-    STRATA_CHECK(std::find(all.begin(), all.end(), r) != all.end(), "ZeroOptimizer: world rank ", r,
-                 " of the expert-data group '", data->name(), "' is not in ZeRO's group '", group.name(),
-                 "' (the expert-data group is MeshDim::ExpertData inside MeshDim::DataContext)");
-  STRATA_CHECK(group.size() % data->size() == 0, "ZeroOptimizer: the expert-data group '", data->name(), "' (",
-               data->size(), " ranks) does not divide ZeRO's group '", group.name(), "' (", group.size(), " ranks)");
+  check_expert_group(options.experts, group, "ZeroOptimizer");
 }
 
 // The trainable parameters, each once, in registration order.
@@ -196,16 +188,8 @@ DataParallelOptions zero_path(const ZeroOptions& options, const dist::ProcessGro
   check_experts(options, group);
   DataParallelOptions dp;
   dp.zero = options;
-  if (options.experts.data == nullptr) return dp;
-  std::function<bool(const std::string&)> is_expert =
-      options.experts.is_expert ? options.experts.is_expert : is_expert_parameter;
-  if (experts) {
-    dp.owner = "ZeroOptimizer (expert parameters)";
-    dp.include = std::move(is_expert);
-    dp.broadcast_buffers = false;
-  } else {
-    dp.include = [is_expert](const std::string& name) { return !is_expert(name); };
-  }
+  if (experts) dp.owner = "ZeroOptimizer (expert parameters)";
+  split_by_experts(dp, options.experts, experts);
   return dp;
 }
 
@@ -236,16 +220,9 @@ ZeroOptimizer::ZeroOptimizer(nn::Module& module, const InnerOptimizer& inner, di
   pull_hyperparameters();
 }
 
-// The expert parameters' state (collective over options.experts.data), led by state_, and
-// the scaling of their gradients to one process's average over ZeRO's group.
+// The expert parameters' state (collective over options.experts.data), led by state_.
 void ZeroOptimizer::start_experts(const ZeroOptions& options) {
-  experts_ = make_data_parallel_state(module_, *options.experts.data, zero_path(options, group_, true));
-  state_->follower = experts_;
-  experts_->leader = state_;
-  const double scale = static_cast<double>(experts_->world) / static_cast<double>(state_->world);
-  if (scale == 1.0) return;
-  for (State::Param& p : experts_->params)
-    expert_scaling_.push_back(p.tensor.register_hook([scale](const Tensor& g) { return mul(g, scale); }));
+  experts_ = make_expert_state(module_, state_, zero_path(options, group_, true), expert_scaling_);
 }
 
 ZeroOptimizer::~ZeroOptimizer() {

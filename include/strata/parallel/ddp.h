@@ -37,6 +37,7 @@
 
 #include "strata/distributed/process_group.h"
 #include "strata/nn/module.h"
+#include "strata/parallel/expert_data_group.h"
 
 namespace strata::parallel {
 
@@ -76,6 +77,10 @@ struct DDPOptions {
   // ready. false: every bucket is reduced after backward, from the final callback (the same
   // collectives and results, no overlap; for measuring what overlap hides).
   bool overlap = true;
+  // Expert parallelism beside DDP (expert_data_group.h): the expert parameters are reduced
+  // over experts.data. An expert idle on every rank of it keeps no gradient, whatever
+  // find_unused_parameters says (idle experts are routine, not a bug).
+  ExpertDataGroup experts = {};
 };
 
 // The buckets, hooks and reductions (src/parallel/data_parallel_state.h).
@@ -129,7 +134,10 @@ class DistributedDataParallel {
   nn::Module& module_;
   dist::ProcessGroup& group_;
   DDPOptions options_;
-  std::shared_ptr<DataParallelState> state_;  // shared with the gradient hooks
+  std::shared_ptr<DataParallelState> state_;    // shared with the gradient hooks
+  std::shared_ptr<DataParallelState> experts_;  // options.experts: the expert parameters' (state_ leads)
+  std::vector<GradHookHandle> expert_scaling_;  // the experts' gradient scaling, removed with this object
+  std::vector<DataParallelState*> states() const;
 };
 
 }  // namespace strata::parallel

@@ -57,6 +57,7 @@
 #include "strata/optim/grad_clip.h"
 #include "strata/optim/optimizer.h"
 #include "strata/optim/sgd.h"
+#include "strata/parallel/expert_data_group.h"
 
 namespace strata::parallel {
 
@@ -102,19 +103,11 @@ struct ZeroOptions {
   // clipping sums over it (replicas hold equal shards). Memory is ZeRO's at the shard
   // group's size. Unset: no replication.
   dist::ProcessGroup* replicate = nullptr;
-  // Expert parallelism beside ZeRO (parallel/expert_parallel.h; stages 0-2, no HSDP). ZeRO's
-  // group is then the mesh's MeshDim::DataContext, whose ranks hold different experts: the
-  // parameters for which is_expert holds (by name; unset: parallel::is_expert_parameter) are
-  // the same only on the ranks of `data` (MeshDim::ExpertData, inside ZeRO's group). They get
-  // their own buckets, reduced (and at stages 1-2 sharded) over `data`, the others over
-  // ZeRO's group. An owner's expert gradient already sums its ep peers' tokens, so each one
-  // is scaled by data.size() / group.size() as it arrives: after the reduction it is one
-  // process's average over ZeRO's group. Clipping and loss scaling count each expert once;
-  // the inner optimizer and the checkpoints see every parameter as without experts.
-  struct Experts {
-    dist::ProcessGroup* data = nullptr;
-    std::function<bool(const std::string& name)> is_expert = {};
-  } experts = {};
+  // Expert parallelism beside ZeRO (expert_data_group.h; stages 0-2, no HSDP): the expert
+  // parameters are reduced, and at stages 1-2 sharded, over experts.data. One inner
+  // optimizer; clipping and loss scaling count each expert once; checkpoints see every
+  // parameter as without experts.
+  ExpertDataGroup experts = {};
 };
 
 // Bytes held by this rank for the model states, by kind. Persistent memory only: stage 3's

@@ -20,6 +20,7 @@
 #include "strata/ops.h"
 #include "strata/optim/adam.h"
 #include "strata/optim/grad_clip.h"
+#include "strata/parallel/ddp.h"
 #include "strata/parallel/expert_parallel.h"
 #include "strata/parallel/zero.h"
 
@@ -36,13 +37,16 @@ int64_t sum_of(const std::vector<int64_t>& v) {
 
 // How the ranks reduce the gradients: reduce_expert_parallel_gradients and a plain AdamW, or
 // a ZeroOptimizer at `zero_stage` with the experts' group beside it (clipping to `clip`).
+// Or DistributedDataParallel with the experts' group beside it, and a plain AdamW.
 struct Reduction {
   std::optional<int> zero_stage = std::nullopt;
   std::optional<double> clip = std::nullopt;
+  bool ddp = false;
 };
 
 // The optimizer of one expert-parallel run, per Reduction.
 struct RankOptimizer {
+  std::unique_ptr<parallel::DistributedDataParallel> ddp;
   std::unique_ptr<optim::Optimizer> plain;
   std::unique_ptr<parallel::ZeroOptimizer> zero;
   optim::Optimizer& get() { return zero ? static_cast<optim::Optimizer&>(*zero) : *plain; }
@@ -56,6 +60,10 @@ RankOptimizer make_optimizer(nn::MoE& moe, dist::DeviceMesh& mesh, const Reducti
         parallel::ZeroOptions{.stage = *how.zero_stage, .experts = {.data = &mesh.group(dist::MeshDim::ExpertData)}});
     return out;
   }
+  if (how.ddp)
+    out.ddp = std::make_unique<parallel::DistributedDataParallel>(
+        moe, mesh.group(dist::MeshDim::DataContext),
+        parallel::DDPOptions{.experts = {.data = &mesh.group(dist::MeshDim::ExpertData)}});
   std::vector<Tensor> params;
   for (auto& [name, p] : moe.named_parameters()) params.push_back(p);
   out.plain = std::make_unique<optim::AdamW>(params, optim::AdamWOptions{.lr = 0.01});
@@ -65,6 +73,7 @@ RankOptimizer make_optimizer(nn::MoE& moe, dist::DeviceMesh& mesh, const Reducti
 // After backward: the gradients reduced (and clipped: the norm checked against one process's).
 void reduce_and_clip(nn::MoE& moe, dist::DeviceMesh& mesh, RankOptimizer& opt, const Reduction& how,
                      double reference_norm, double bound) {
+  if (how.ddp) return;  // reduced during backward
   if (!how.zero_stage) {
     parallel::reduce_expert_parallel_gradients(moe, mesh.group(dist::MeshDim::DataContext),
                                                mesh.group(dist::MeshDim::ExpertData));
@@ -181,6 +190,14 @@ TEST(DistExpertParallel, BesideZeroStagesZeroToTwoWithClipping) {
       train_and_compare(ep, capacity, DType::Float64, 1e-12, {.zero_stage = stage, .clip = 0.05});
     }
   }
+}
+
+// DistributedDataParallel with the experts beside it (their buckets over the expert-data
+// group, overlapped with backward), at ep = world with dropping and, on 4 ranks, at ep 2.
+TEST(DistExpertParallel, BesideDistributedDataParallel) {
+  const int n = dist::world().size();
+  train_and_compare(n, 1.0, DType::Float64, 1e-12, {.ddp = true});
+  if (n == 4) train_and_compare(2, std::nullopt, DType::Float64, 1e-12, {.ddp = true});
 }
 
 // Stage 3 (units mixing experts and shared parameters) and HSDP are refused beside experts,
