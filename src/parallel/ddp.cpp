@@ -3,6 +3,8 @@
 // unused-parameter error, the bucket rebuild), and the 16-bit compression hooks.
 #include "strata/parallel/ddp.h"
 
+#include <utility>
+
 #include "parallel/data_parallel_state.h"
 #include "strata/autograd/engine.h"
 #include "strata/autograd/grad_mode.h"
@@ -93,10 +95,10 @@ DataParallelOptions ddp_path(const DDPOptions& o, const dist::ProcessGroup& grou
 DistributedDataParallel::DistributedDataParallel(nn::Module& module, dist::ProcessGroup& group, DDPOptions options)
     : module_(module),
       group_(group),
-      options_(options),
-      state_(make_data_parallel_state(module, group, ddp_path(options, group))) {
-  if (options.experts.data != nullptr)
-    experts_ = make_expert_state(module, state_, ddp_path(options, group, true), expert_scaling_);
+      options_(std::move(options)),
+      state_(make_data_parallel_state(module, group, ddp_path(options_, group))) {
+  if (options_.experts.data != nullptr)
+    experts_ = make_expert_state(module, state_, ddp_path(options_, group, true), expert_scaling_);
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
@@ -135,7 +137,8 @@ void DistributedDataParallel::sync_gradients() {
 }
 
 void DistributedDataParallel::register_comm_hook(CommHook hook) {
-  for (DataParallelState* s : states()) s->hook = hook;
+  if (experts_) experts_->hook = hook;
+  state_->hook = std::move(hook);
 }
 
 std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameter_names() const {

@@ -15,7 +15,7 @@
 namespace strata::parallel {
 
 struct ExpertDataGroup {
-  dist::ProcessGroup* data = nullptr;                            // null: no expert parallelism
+  dist::ProcessGroup* data = nullptr;                           // null: no expert parallelism
   std::function<bool(const std::string& name)> is_expert = {};  // unset: is_expert_parameter
 };
 
