@@ -20,9 +20,11 @@ MoEConfig MixtralConfig::moe() const {
           .expert_parallel_rank = expert_parallel_rank};
 }
 
-void check_mixtral_config(const MixtralConfig& c, int64_t tp) {
-  STRATA_CHECK(tp == 1, "Mixtral: tensor parallelism (degree ", tp,
-               ") is not supported yet (its experts are not split); use degree 1");
+void check_mixtral_config(const MixtralConfig& c, int64_t tp, bool sequence_parallel) {
+  STRATA_CHECK(
+      !sequence_parallel || tp == 1, "Mixtral: sequence parallelism is not supported (every ",
+      "tensor-parallel rank routes the whole sequence's tokens to the experts); run tensor parallelism (degree ", tp,
+      ") without it");
   check_llama_config(c.llama, tp);
   check_moe_config(c.moe());
 }
@@ -36,7 +38,7 @@ MixtralDecoderLayer::MixtralDecoderLayer(const MixtralConfig& config, int64_t la
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(l, layer_index, factory));
   post_attention_layernorm =
       register_module("post_attention_layernorm", std::make_shared<RMSNorm>(l.n_embd, l.rms_norm_eps, pd));
-  block_sparse_moe = register_module("block_sparse_moe", std::make_shared<MoE>(config.moe(), init));
+  block_sparse_moe = register_module("block_sparse_moe", std::make_shared<MoE>(config.moe(), init, &factory));
 }
 
 Tensor MixtralDecoderLayer::forward_block(const Tensor& x, const BlockInputs& in) {
@@ -47,7 +49,8 @@ Tensor MixtralDecoderLayer::forward_block(const Tensor& x, const BlockInputs& in
 namespace {
 // Checks the config against the factory's degree before Llama's constructor builds anything.
 std::shared_ptr<LayerFactory> checked(const MixtralConfig& config, std::shared_ptr<LayerFactory> factory) {
-  check_mixtral_config(config, factory != nullptr ? factory->degree() : 1);
+  check_mixtral_config(config, factory != nullptr ? factory->degree() : 1,
+                       factory != nullptr && factory->sequence_parallel());
   return factory;
 }
 }  // namespace

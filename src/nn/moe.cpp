@@ -29,10 +29,10 @@ void check_moe_config(const MoEConfig& c, int64_t ep) {
                c.num_experts, " (each rank holds num_experts / degree experts)");
 }
 
-SwiGLUExpert::SwiGLUExpert(int64_t C, int64_t I, const InitOptions& init) {
-  w1 = register_module("w1", std::make_shared<Linear>(C, I, false, init));
-  w2 = register_module("w2", std::make_shared<Linear>(I, C, false, init));
-  w3 = register_module("w3", std::make_shared<Linear>(C, I, false, init));
+SwiGLUExpert::SwiGLUExpert(int64_t C, int64_t I, const InitOptions& init, LayerFactory& factory) {
+  w1 = register_module("w1", factory.column(C, I, false, init));
+  w2 = register_module("w2", factory.row_partial(I, C, init));
+  w3 = register_module("w3", factory.column(C, I, false, init));
 }
 
 Tensor SwiGLUExpert::forward(const Tensor& x) {
@@ -40,13 +40,19 @@ Tensor SwiGLUExpert::forward(const Tensor& x) {
   return w2->forward(mul(silu(w1->forward(x)), w3->forward(x)));
 }
 
-MoE::MoE(const MoEConfig& config, const InitOptions& init) : config_(config) {
+MoE::MoE(const MoEConfig& config, const InitOptions& init, LayerFactory* factory)
+    : config_(config), factory_(factory != nullptr ? factory : default_layer_factory().get()) {
   check_moe_config(config);
+  const int64_t tp = factory_->degree();
+  STRATA_CHECK(!factory_->sequence_parallel(), "MoE: sequence parallelism is not supported (every tensor-parallel ",
+               "rank routes the whole sequence's tokens); run tensor parallelism without it");
+  STRATA_CHECK(config.intermediate_size % tp == 0, "MoE: the tensor-parallel degree ", tp,
+               " must divide intermediate_size ", config.intermediate_size, " (each expert's width is split)");
   gate = register_module("gate", std::make_shared<Linear>(config.hidden_size, config.num_experts, false, init));
   experts = register_module("experts", std::make_shared<ModuleDict>());
   for (int64_t e = first_local_expert(); e < first_local_expert() + num_local_experts(); ++e)
     experts->insert(std::to_string(e),
-                    std::make_shared<SwiGLUExpert>(config.hidden_size, config.intermediate_size, init));
+                    std::make_shared<SwiGLUExpert>(config.hidden_size, config.intermediate_size, init, *factory_));
 }
 
 SwiGLUExpert& MoE::expert(size_t e) const {
@@ -89,7 +95,7 @@ Tensor MoE::run_experts(const Tensor& grouped, const std::vector<int64_t>& rows)
   }
   // Every slot dropped (not reachable with a capacity of at least 1): no rows, none computed.
   if (out.empty()) return grouped;
-  return out.size() == 1 ? out.front() : cat(out, 0);
+  return factory_->reduce_partial(out.size() == 1 ? out.front() : cat(out, 0));
 }
 
 Tensor MoE::forward(const Tensor& x) {
@@ -100,15 +106,17 @@ Tensor MoE::forward(const Tensor& x) {
   const int64_t N = flat.size(0);
   STRATA_CHECK(N > 0, "MoE: input of shape ", x.shape(), " holds no tokens");
   MoERouting r = route(flat);
+  // The experts' path only: the router's input gradient is whole on every rank already.
+  Tensor tokens = factory_->enter_region(flat);
   Tensor y;
   if (dispatcher_) {
-    y = dispatcher_->dispatch(*this, flat, r, stats_);
+    y = dispatcher_->dispatch(*this, tokens, r, stats_);
   } else {
     STRATA_CHECK(config_.expert_parallel_degree == 1, "MoE: this layer holds ", num_local_experts(), " of ",
                  config_.num_experts, " experts (expert_parallel_degree ", config_.expert_parallel_degree,
                  ") but has no expert dispatcher (parallel::ExpertParallel)");
     MoEDispatch plan = plan_dispatch(r.experts, config_.num_experts, capacity(N));
-    y = combine_tokens(run_experts(dispatch_tokens(flat, plan), plan.kept_per_expert), r.gates, plan);
+    y = combine_tokens(run_experts(dispatch_tokens(tokens, plan), plan.kept_per_expert), r.gates, plan);
     stats_.tokens_per_expert = plan.routed_per_expert;
     stats_.kept_per_expert = plan.kept_per_expert;
     stats_.capacity = plan.capacity;

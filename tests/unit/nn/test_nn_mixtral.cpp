@@ -156,8 +156,10 @@ TEST(Mixtral, RegistryRoundTripsTheConfigAndBuilds) {
   EXPECT_EQ(family.name, "mixtral");
   auto model = family.build(m, nullptr, {}, "test");
   EXPECT_NE(dynamic_cast<Mixtral*>(model.get()), nullptr);
-  expect_error_mentions([&] { family.check_tensor_parallel(m, 2, "test"); },
-                        {"tensor parallelism (degree 2)", "not supported"});
+  // Experts split under tensor parallelism; sequence parallelism stays refused.
+  EXPECT_NO_THROW(family.check_tensor_parallel(m, 2, "test"));
+  expect_error_mentions([&] { check_mixtral_config(tiny_mixtral(), 2, /*sequence_parallel=*/true); },
+                        {"Mixtral: sequence parallelism is not supported", "degree 2"});
   checkpoint::Metadata bad = m;
   bad["config.top_k"] = "5";
   expect_error_mentions([&] { family.check_config(bad, "ckpt"); }, {"top_k 5", "[1, 4]"});
