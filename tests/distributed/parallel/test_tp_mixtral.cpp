@@ -131,17 +131,17 @@ TEST(TensorParallelMixtral, TensorByExpertParallelTrainsLikeOneProcess) {
   nn::Mixtral model(mixtral_config(ep.size(), ep.rank()), tp);
   ASSERT_EQ(parallel::enable_expert_parallel(model, ep), kLayers);
   ASSERT_EQ(parallel::enable_global_load_balancing(model, data), kLayers);
-  parallel::ZeroOptimizer opt(model, adamw(), data,
-                              parallel::ZeroOptions{.stage = 1,
-                                                    .tensor_parallel = {.group = &tpg,
-                                                                        .is_split =
-                                                                            parallel::split_parameter_predicate(model)},
-                                                    .experts = {.data = &mesh.group(dist::MeshDim::ExpertData)}});
+  parallel::ZeroOptimizer opt(
+      model, adamw(), data,
+      parallel::ZeroOptions{.stage = 1,
+                            .tensor_parallel = {.group = &tpg, .is_split = parallel::split_parameter_predicate(model)},
+                            .experts = {.data = &mesh.group(dist::MeshDim::ExpertData)}});
   for (int s = 0; s < kSteps; ++s) {
     auto [x, y] = batch(s, rows);
     opt.zero_grad();
-    model.loss(x.narrow(0, local_rows * data.rank(), local_rows).contiguous(),
-               y.narrow(0, local_rows * data.rank(), local_rows).contiguous())
+    model
+        .loss(x.narrow(0, local_rows * data.rank(), local_rows).contiguous(),
+              y.narrow(0, local_rows * data.rank(), local_rows).contiguous())
         .backward();
     opt.clip_grad_norm(kClip);
     opt.step();
