@@ -16,6 +16,7 @@
 #include "strata/nn/mixtral.h"
 #include "strata/parallel/tp_factory.h"
 #include "strata/strata.h"
+#include "test_util.h"
 
 namespace strata {
 namespace {
@@ -114,6 +115,18 @@ TEST(TensorParallelMixtral, TensorParallelTrainsLikeOneProcess) {
     opt.step();
   }
   expect_like_one_process(model, world, ref, "tp=2");
+}
+
+// The MoE routes whole sequences on every tensor rank: sequence parallelism is refused by
+// name, before any collective (the model and a bare MoE alike).
+TEST(TensorParallelMixtral, SequenceParallelismIsRefused) {
+  auto& world = dist::world();
+  if (world.size() != 2) GTEST_SKIP() << "tp = 2 on 2 ranks";
+  auto tp = std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{true});
+  testing::expect_error_mentions([&] { nn::Mixtral model(mixtral_config(), tp); },
+                                 {"Mixtral: sequence parallelism is not supported", "degree 2"});
+  testing::expect_error_mentions([&] { nn::MoE moe(mixtral_config().moe(), {}, tp.get()); },
+                                 {"MoE: sequence parallelism is not supported"});
 }
 
 // 4 ranks: tp = 2 inside, the experts sharded over ep = 2 data ranks (MeshDim::Expert: the
