@@ -69,8 +69,17 @@ expect_same one_plain ep_pp "--ep 2 --pp 2 --zero 1"
 split_heads=("${balanced[@]}")
 for i in "${!split_heads[@]}"; do [ "${split_heads[$i]}" != --kv-heads ] || split_heads[i + 1]=2; done
 "$llama" "${split_heads[@]}" --metrics "$work/one_kv2.jsonl" > "$work/one_kv2.log"
-"$mpirun" --oversubscribe -np 2 "$llama" "${split_heads[@]}" --tp 2 --metrics "$work/tp2.jsonl" > "$work/tp2.log"
+"$mpirun" --oversubscribe -np 2 "$llama" "${split_heads[@]}" --tp 2 --metrics "$work/tp2.jsonl" \
+  --export-hf "$work/hf_tp2" > "$work/tp2.log"
 expect_same one_kv2 tp2 "--tp 2"
+# --export-hf gathers each expert's parts: 2 layers x 4 experts x (w1, w2, w3), each whole.
+python3 - "$work/hf_tp2/model.safetensors" <<'PY' || fail "--tp 2 --export-hf: expert tensors not whole"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+experts = {k: v["shape"] for k, v in header.items() if ".experts." in k}
+assert len(experts) == 24 and all(s == [32, 32] for s in experts.values()), experts
+PY
 run4 "${split_heads[@]}" --ep 2 --tp 2 --zero 1 --metrics "$work/ep_tp.jsonl" > "$work/ep_tp.log"
 expect_same one_kv2 ep_tp "--ep 2 --tp 2 --zero 1"
 
