@@ -92,11 +92,7 @@ struct Options {
 bool g_lead = true;  // rank 0: the one that prints and writes files
 
 // --ep shards a mixture of experts: each rank holds --experts / --ep of every layer's.
-// Under --tp each expert is split too; the MoE routes whole sequences, so not --sequence-parallel.
 void check_expert_parallel(const Options& o) {
-  STRATA_CHECK(o.model != "mixtral" || !o.train.sequence_parallel,
-               "--model mixtral runs --tp without --sequence-parallel (every tensor-parallel rank routes the whole "
-               "sequence's tokens to the experts)");
   const int64_t ep = o.train.ep;
   if (ep == 1) return;
   STRATA_CHECK(o.model == "mixtral", "--ep ", ep, " shards a mixture of experts: it takes effect with --model mixtral");

@@ -20,11 +20,7 @@ MoEConfig MixtralConfig::moe() const {
           .expert_parallel_rank = expert_parallel_rank};
 }
 
-void check_mixtral_config(const MixtralConfig& c, int64_t tp, bool sequence_parallel) {
-  STRATA_CHECK(
-      !sequence_parallel || tp == 1, "Mixtral: sequence parallelism is not supported (every ",
-      "tensor-parallel rank routes the whole sequence's tokens to the experts); run tensor parallelism (degree ", tp,
-      ") without it");
+void check_mixtral_config(const MixtralConfig& c, int64_t tp) {
   check_llama_config(c.llama, tp);
   check_moe_config(c.moe());
 }
@@ -49,8 +45,7 @@ Tensor MixtralDecoderLayer::forward_block(const Tensor& x, const BlockInputs& in
 namespace {
 // Checks the config against the factory's degree before Llama's constructor builds anything.
 std::shared_ptr<LayerFactory> checked(const MixtralConfig& config, std::shared_ptr<LayerFactory> factory) {
-  check_mixtral_config(config, factory != nullptr ? factory->degree() : 1,
-                       factory != nullptr && factory->sequence_parallel());
+  check_mixtral_config(config, factory != nullptr ? factory->degree() : 1);
   return factory;
 }
 }  // namespace

@@ -44,8 +44,6 @@ MoE::MoE(const MoEConfig& config, const InitOptions& init, LayerFactory* factory
     : config_(config), factory_(factory != nullptr ? factory : default_layer_factory().get()) {
   check_moe_config(config);
   const int64_t tp = factory_->degree();
-  STRATA_CHECK(!factory_->sequence_parallel(), "MoE: sequence parallelism is not supported (every tensor-parallel ",
-               "rank routes the whole sequence's tokens); run tensor parallelism without it");
   STRATA_CHECK(config.intermediate_size % tp == 0, "MoE: the tensor-parallel degree ", tp,
                " must divide intermediate_size ", config.intermediate_size, " (each expert's width is split)");
   gate = register_module("gate", std::make_shared<Linear>(config.hidden_size, config.num_experts, false, init));
@@ -95,19 +93,28 @@ Tensor MoE::run_experts(const Tensor& grouped, const std::vector<int64_t>& rows)
   }
   // Every slot dropped (not reachable with a capacity of at least 1): no rows, none computed.
   if (out.empty()) return grouped;
-  return factory_->reduce_partial(out.size() == 1 ? out.front() : cat(out, 0));
+  Tensor partial = out.size() == 1 ? out.front() : cat(out, 0);
+  // Sequence parallel: forward reduce-scatters the combined tokens instead.
+  return sequence_split_ ? partial : factory_->reduce_partial(partial);
 }
 
 Tensor MoE::forward(const Tensor& x) {
   auto hooks = forward_hooks();
   STRATA_CHECK(x.dim() >= 1 && x.size(-1) == config_.hidden_size, "MoE: input must be [.., ", config_.hidden_size,
                "], got shape ", x.shape());
-  Tensor flat = x.reshape({-1, config_.hidden_size});
+  // Sequence parallelism: x [B, T / n, C] is this rank's piece; every rank routes the whole
+  // sequence (gathered; backward reduce-scatters the input gradient, whose router part is
+  // then partial too: the experts' outputs are summed only after the gates weigh them).
+  sequence_split_ = factory_->sequence_parallel_now();
+  STRATA_CHECK(!sequence_split_ || x.dim() == 3, "MoE: under sequence parallelism the input must be [batch, ",
+               "sequence piece, ", config_.hidden_size, "], got shape ", x.shape());
+  const Tensor whole = sequence_split_ ? factory_->enter_region(x) : x;
+  Tensor flat = whole.reshape({-1, config_.hidden_size});
   const int64_t N = flat.size(0);
   STRATA_CHECK(N > 0, "MoE: input of shape ", x.shape(), " holds no tokens");
   MoERouting r = route(flat);
-  // The experts' path only: the router's input gradient is whole on every rank already.
-  Tensor tokens = factory_->enter_region(flat);
+  // Without it, the experts' path only: the router's input gradient is whole on every rank.
+  Tensor tokens = sequence_split_ ? flat : factory_->enter_region(flat);
   Tensor y;
   if (dispatcher_) {
     y = dispatcher_->dispatch(*this, tokens, r, stats_);
@@ -126,7 +133,7 @@ Tensor MoE::forward(const Tensor& x) {
   stats_.load_balancing_loss =
       load_balancing_loss(r.probs, stats_.balance_tokens_per_expert, config_.top_k, stats_.balance_tokens);
   stats_.z_loss = router_z_loss(r.logits);
-  return y.reshape(x.shape());
+  return sequence_split_ ? factory_->reduce_partial(y.reshape(whole.shape())) : y.reshape(x.shape());
 }
 
 void MoE::balance_counts(int64_t tokens) {
@@ -147,7 +154,13 @@ void MoE::balance_counts(int64_t tokens) {
 
 Tensor MoE::auxiliary_loss() const {
   if ((config_.aux_loss_coef == 0.0 && config_.z_loss_coef == 0.0) || !stats_.z_loss.defined()) return {};
-  return add(mul(stats_.load_balancing_loss, config_.aux_loss_coef), mul(stats_.z_loss, config_.z_loss_coef));
+  Tensor aux = add(mul(stats_.load_balancing_loss, config_.aux_loss_coef), mul(stats_.z_loss, config_.z_loss_coef));
+  if (!sequence_split_) return aux;
+  // Every rank computed it whole, and its gradients leave through paths summed over the
+  // ranks (the input's reduce-scatter, the replicated router's gradient hook): each rank
+  // back-propagates 1/n of it; the value stays.
+  const double n = static_cast<double>(factory_->degree());
+  return add(mul(aux, 1.0 / n), mul(aux.detach(), 1.0 - 1.0 / n));
 }
 
 }  // namespace strata::nn

@@ -47,7 +47,9 @@ std::shared_ptr<nn::Linear> TensorParallelFactory::row_partial(int64_t in, int64
   return std::make_shared<RowParallelLinear>(in, out, false, init, group_, RowParallelOptions{.reduce_output = false});
 }
 
-Tensor TensorParallelFactory::reduce_partial(const Tensor& x) { return reduce_from_tp_region(x, group_); }
+Tensor TensorParallelFactory::reduce_partial(const Tensor& x) {
+  return sequence_parallel_now_ ? reduce_scatter_to_sequence_region(x, 1, group_) : reduce_from_tp_region(x, group_);
+}
 
 std::shared_ptr<nn::Embedding> TensorParallelFactory::embedding(int64_t vocab, int64_t dim, nn::InitOptions init) {
   return std::make_shared<VocabParallelEmbedding>(vocab, dim, init, group_, options_.sequence_parallel,

@@ -2,13 +2,13 @@
 # Expert parallelism in examples/train_llama --model mixtral on 4 ranks: --ep 2 under DDP,
 # --ep 4 under ZeRO-1, --ep 2 x --cp 2 under ZeRO-2 (the load-balancing loss over the global
 # batch), --ep 2 x --pp 2, --tp 2 and --ep 2 x --tp 2 (every expert split over the tensor
-# group) log one process's losses and clipped gradient norms on the same global batch (one
-# unit of the printed digit, resume_checks.sh). A save at --ep 2 resumes at --ep 4 and in one
-# process, one process's save resumes at --ep 2, and a save at --tp 2 resumes in one process:
-# the experts reshard by their global names. Refused by name before training: --ep without
-# --model mixtral, an --ep that does not divide --experts or the data ranks, --zero 3, --hsdp,
-# --export-hf, Mixtral with --sequence-parallel, and experts that cannot fit in memory;
-# train_gpt refuses --ep (its GPT has no experts).
+# group; also --sequence-parallel under ZeRO-2) log one process's losses and clipped gradient
+# norms on the same global batch (one unit of the printed digit, resume_checks.sh). A save at
+# --ep 2 resumes at --ep 4 and in one process, one process's save resumes at --ep 2, and a
+# save at --tp 2 resumes in one process: the experts reshard by their global names. Refused
+# by name before training: --ep without --model mixtral, an --ep that does not divide
+# --experts or the data ranks, --zero 3, --hsdp, --export-hf, and experts that cannot fit in
+# memory; train_gpt refuses --ep (its GPT has no experts).
 #   train_ep_smoke.sh <mpirun> <train_llama binary> <train_gpt binary>
 set -euo pipefail
 mpirun=$1
@@ -82,6 +82,10 @@ assert len(experts) == 24 and all(s == [32, 32] for s in experts.values()), expe
 PY
 run4 "${split_heads[@]}" --ep 2 --tp 2 --zero 1 --metrics "$work/ep_tp.jsonl" > "$work/ep_tp.log"
 expect_same one_kv2 ep_tp "--ep 2 --tp 2 --zero 1"
+# Sequence parallel: every tensor rank gathers the sequence for the router and the experts.
+run4 "${split_heads[@]}" --ep 2 --tp 2 --sequence-parallel --zero 2 --metrics "$work/ep_sp.jsonl" > "$work/ep_sp.log"
+grep -q "(sequence parallel)" "$work/ep_sp.log" || { cat "$work/ep_sp.log"; fail "--sequence-parallel banner"; }
+expect_same one_kv2 ep_sp "--ep 2 --tp 2 --sequence-parallel --zero 2"
 
 # Checkpoints: the experts are saved under their global names by the ranks that hold them.
 run4 "${balanced[@]}" --ep 2 --metrics "" --save "$work/ep2_ckpt" --stop-at 6 > "$work/ep2_first.log"
@@ -104,7 +108,6 @@ expect_refused "--ep 3 does not divide the 4 data x context ranks" 4 "${short[@]
 expect_refused "--ep 2 runs beside DDP or --zero 1 or 2, not --zero 3" 2 "${short[@]}" --ep 2 --zero 3
 expect_refused "--ep 2 cannot run with --hsdp" 2 "${short[@]}" --ep 2 --zero 1 --hsdp
 expect_refused "--export-hf with --ep 2" 2 "${short[@]}" --ep 2 --export-hf "$work/hf"
-expect_refused "--model mixtral runs --tp without --sequence-parallel" 2 "${short[@]}" --tp 2 --sequence-parallel
 expect_refused "expert parallelism: 4096 experts per rank (num_experts 4096 / ep 1) in each of 2 layers need about" 1 \
   "${short[@]}" --experts 4096 --width 1024 --intermediate 4096
 if "$gpt" --steps 1 --warmup 0 --ep 2 > "$work/bad.log" 2>&1; then fail "train_gpt accepted --ep 2"; fi

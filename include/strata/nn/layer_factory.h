@@ -46,9 +46,11 @@ class LayerFactory {
   // such layers (a mixture of experts sums all its experts' outputs in one collective, so
   // that which experts ran never changes the collectives a rank calls).
   virtual std::shared_ptr<Linear> row_partial(int64_t in, int64_t out, InitOptions init);
-  // Sums row_partial() outputs over the ranks (all-reduce; its backward is the identity):
-  // x here. Never split along the sequence.
+  // Sums row_partial() outputs over the ranks: x here. An all-reduce (backward: identity),
+  // or where sequence_parallel_now(), a reduce-scatter along dim 1 (backward: all-gather).
   virtual Tensor reduce_partial(const Tensor& x) { return x; }
+  // Whether this forward splits activations along the sequence (after begin_forward).
+  virtual bool sequence_parallel_now() const { return false; }
   // The token embedding: [B, T] -> [B, T, dim] (T / degree with sequence parallelism).
   virtual std::shared_ptr<Embedding> embedding(int64_t vocab, int64_t dim, InitOptions init);
   // An untied output head over the vocabulary (split, padded to a multiple of the degree);

@@ -45,8 +45,8 @@ class MixtralDecoderLayer : public TransformerBlock {
 
 class Mixtral : public Llama {
  public:
-  // `factory`: as Llama's; under tensor parallelism each expert is split too (nn::MoE), the
-  // routers stay whole, and sequence parallelism is refused. `part`: a pipeline stage, with
+  // `factory`: as Llama's; under tensor parallelism each expert is split too (nn::MoE) and
+  // the routers stay whole, with or without sequence parallelism. `part`: a pipeline stage, with
   // aux_loss_coef and z_loss_coef 0 (parallel::Pipeline refuses auxiliary losses).
   explicit Mixtral(const MixtralConfig& config, std::shared_ptr<LayerFactory> factory = nullptr, ModelPart part = {});
   const MixtralConfig& mixtral_config() const { return mixtral_config_; }
@@ -67,7 +67,7 @@ class Mixtral : public Llama {
 ParameterCounts parameter_counts(const MixtralConfig& config);
 
 // check_llama_config's rules (the tensor-parallel degree divides intermediate_size, each
-// expert's width, too), the MoE's (check_moe_config), and no sequence parallelism.
-void check_mixtral_config(const MixtralConfig& config, int64_t tp_degree = 1, bool sequence_parallel = false);
+// expert's width, too) and the MoE's (check_moe_config).
+void check_mixtral_config(const MixtralConfig& config, int64_t tp_degree = 1);
 
 }  // namespace strata::nn

@@ -19,7 +19,10 @@
 // column-parallel (intermediate features split) and w2 row-parallel. run_experts sums the
 // w2 partial outputs of all its experts in one reduce_partial, and the experts' input enters
 // the region once (enter_region: its backward sums the input gradient), so the collectives
-// a rank calls never depend on which experts were idle. Sequence parallelism is refused.
+// a rank calls never depend on which experts were idle. With sequence parallelism every rank
+// gathers the whole sequence and routes it, the experts' partial outputs are combined at
+// their tokens and reduce-scattered back to the pieces, and the auxiliary loss, which every
+// rank computes whole, back-propagates 1/n per rank (its paths are summed over the ranks).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -113,8 +116,8 @@ class ExpertDispatcher {
 class MoE : public Module {
  public:
   // `init` draws the router and the experts (nn::Llama's: normal(0, init_std) by name).
-  // `factory` splits the experts (tensor parallelism; it must outlive the layer and have no
-  // sequence parallelism); null: the single-process layers.
+  // `factory` splits the experts (tensor parallelism, optionally sequence parallel: the
+  // input is then [B, T / n, C]); it must outlive the layer. Null: the single-process layers.
   MoE(const MoEConfig& config, const InitOptions& init, LayerFactory* factory = nullptr);
   // x [.., C] -> [.., C]; records stats().
   Tensor forward(const Tensor& x);
@@ -125,7 +128,8 @@ class MoE : public Module {
   // [S, C] -> [S, C], rows grouped by held expert (one count per held expert, in order:
   // every expert when expert_parallel_degree is 1); experts with 0 rows are not run. Under
   // tensor parallelism: one all-reduce of the [S, C] output whenever S > 0 (S, like the
-  // routing, is the same on every rank of the group).
+  // routing, is the same on every rank of the group); in a sequence-parallel forward the
+  // partial sums are returned (forward reduce-scatters them after the gates weigh them).
   Tensor run_experts(const Tensor& grouped, const std::vector<int64_t>& rows_per_expert);
   // The held experts: [first_local_expert(), first_local_expert() + num_local_experts()).
   int64_t num_local_experts() const { return config_.num_experts / config_.expert_parallel_degree; }
@@ -153,7 +157,8 @@ class MoE : public Module {
   void balance_counts(int64_t tokens);
 
   MoEConfig config_;
-  LayerFactory* factory_;  // never null (the default factory lives for the program)
+  LayerFactory* factory_;        // never null (the default factory lives for the program)
+  bool sequence_split_ = false;  // the last forward ran sequence parallel
   MoEStats stats_;
   std::shared_ptr<ExpertDispatcher> dispatcher_;
   RoutingCountReducer count_reducer_;

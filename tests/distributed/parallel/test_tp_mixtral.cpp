@@ -1,9 +1,9 @@
 // Mixtral with its experts split over the tensor-parallel group (w1, w3 column-parallel, w2
 // row-parallel, the router whole) trains as one process on the same global batch: float64,
 // 5 AdamW steps (clipped), every parameter within 1e-12 relative of one process's. On 2
-// ranks tp = 2; on 4 ranks tp = 2 x ep = 2 over two data ranks under ZeRO-1 (global load
-// balancing). The router leaves experts idle (their rows 0 on every tensor
-// rank alike), so the per-forward collectives must not depend on which experts ran: the
+// ranks tp = 2, with and without sequence parallelism; on 4 ranks tp = 2 x ep = 2 over two
+// data ranks (global load balancing) under ZeRO-1, and sequence parallel under ZeRO-2. The router leaves experts idle
+// (their rows 0 on every tensor rank alike), so the per-forward collectives must not depend on which experts ran: the
 // test also counts them.
 #include <algorithm>
 #include <cmath>
@@ -16,7 +16,6 @@
 #include "strata/nn/mixtral.h"
 #include "strata/parallel/tp_factory.h"
 #include "strata/strata.h"
-#include "test_util.h"
 
 namespace strata {
 namespace {
@@ -96,37 +95,33 @@ TEST(TensorParallelMixtral, TensorParallelTrainsLikeOneProcess) {
   const int64_t rows = 2;
   const MixtralReference ref = train_one_process(rows);
   EXPECT_TRUE(ref.idle_expert) << "the batch must leave some expert idle";
-  auto tp = std::make_shared<parallel::TensorParallelFactory>(world);
-  nn::Mixtral model(mixtral_config(), tp);
-  optim::AdamW opt(model.parameters(), adamw());
-  for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = batch(s, rows);
-    opt.zero_grad();
-    world.reset_stats();
-    Tensor loss = model.loss(x, y);
-    // Per block: attention's, and the experts' one sum whatever their rows; the embedding's;
-    // the loss's three (row max, sum of exponentials, target logit).
-    EXPECT_EQ(all_reduces(world.stats()), 2 * kLayers + 1 + 3) << "step " << s;
-    world.reset_stats();
-    loss.backward();
-    // Per block: attention's region and the experts' input; the head's input.
-    EXPECT_EQ(all_reduces(world.stats()), 2 * kLayers + 1) << "step " << s;
-    parallel::tp_clip_grad_norm(model, kClip, world);
-    opt.step();
+  for (bool sequence_parallel : {false, true}) {
+    const std::string what = sequence_parallel ? "tp=2 sequence-parallel" : "tp=2";
+    auto tp =
+        std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{sequence_parallel});
+    nn::Mixtral model(mixtral_config(), tp);
+    optim::AdamW opt(model.parameters(), adamw());
+    for (int s = 0; s < kSteps; ++s) {
+      auto [x, y] = batch(s, rows);
+      opt.zero_grad();
+      world.reset_stats();
+      Tensor loss = model.loss(x, y);
+      // Per block: attention's, and the experts' one sum whatever their rows; the embedding's;
+      // the loss's three (row max, sum of exponentials, target logit).
+      if (!sequence_parallel) {
+        EXPECT_EQ(all_reduces(world.stats()), 2 * kLayers + 1 + 3) << "step " << s;
+      }
+      world.reset_stats();
+      loss.backward();
+      // Per block: attention's region and the experts' input; the head's input.
+      if (!sequence_parallel) {
+        EXPECT_EQ(all_reduces(world.stats()), 2 * kLayers + 1) << "step " << s;
+      }
+      parallel::tp_clip_grad_norm(model, kClip, world);
+      opt.step();
+    }
+    expect_like_one_process(model, world, ref, what);
   }
-  expect_like_one_process(model, world, ref, "tp=2");
-}
-
-// The MoE routes whole sequences on every tensor rank: sequence parallelism is refused by
-// name, before any collective (the model and a bare MoE alike).
-TEST(TensorParallelMixtral, SequenceParallelismIsRefused) {
-  auto& world = dist::world();
-  if (world.size() != 2) GTEST_SKIP() << "tp = 2 on 2 ranks";
-  auto tp = std::make_shared<parallel::TensorParallelFactory>(world, parallel::TensorParallelOptions{true});
-  testing::expect_error_mentions([&] { nn::Mixtral model(mixtral_config(), tp); },
-                                 {"Mixtral: sequence parallelism is not supported", "degree 2"});
-  testing::expect_error_mentions([&] { nn::MoE moe(mixtral_config().moe(), {}, tp.get()); },
-                                 {"MoE: sequence parallelism is not supported"});
 }
 
 // 4 ranks: tp = 2 inside, the experts sharded over ep = 2 data ranks (MeshDim::Expert: the
@@ -140,26 +135,34 @@ TEST(TensorParallelMixtral, TensorByExpertParallelTrainsLikeOneProcess) {
   auto& ep = mesh.group(dist::MeshDim::Expert);
   const int64_t rows = 4, local_rows = 2;
   const MixtralReference ref = train_one_process(rows);
-  auto tp = std::make_shared<parallel::TensorParallelFactory>(tpg);
-  nn::Mixtral model(mixtral_config(ep.size(), ep.rank()), tp);
-  ASSERT_EQ(parallel::enable_expert_parallel(model, ep), kLayers);
-  ASSERT_EQ(parallel::enable_global_load_balancing(model, data), kLayers);
-  parallel::ZeroOptimizer opt(
-      model, adamw(), data,
-      parallel::ZeroOptions{.stage = 1,
-                            .tensor_parallel = {.group = &tpg, .is_split = parallel::split_parameter_predicate(model)},
-                            .experts = {.data = &mesh.group(dist::MeshDim::ExpertData)}});
-  for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = batch(s, rows);
-    opt.zero_grad();
-    model
-        .loss(x.narrow(0, local_rows * data.rank(), local_rows).contiguous(),
-              y.narrow(0, local_rows * data.rank(), local_rows).contiguous())
-        .backward();
-    opt.clip_grad_norm(kClip);
-    opt.step();
+  for (bool sequence_parallel : {false, true}) {
+    // ZeRO-1 without sequence parallelism, ZeRO-2 with it.
+    const int stage = sequence_parallel ? 2 : 1;
+    auto tp =
+        std::make_shared<parallel::TensorParallelFactory>(tpg, parallel::TensorParallelOptions{sequence_parallel});
+    nn::Mixtral model(mixtral_config(ep.size(), ep.rank()), tp);
+    ASSERT_EQ(parallel::enable_expert_parallel(model, ep), kLayers);
+    ASSERT_EQ(parallel::enable_global_load_balancing(model, data), kLayers);
+    parallel::ZeroOptimizer opt(
+        model, adamw(), data,
+        parallel::ZeroOptions{
+            .stage = stage,
+            .tensor_parallel = {.group = &tpg, .is_split = parallel::split_parameter_predicate(model)},
+            .experts = {.data = &mesh.group(dist::MeshDim::ExpertData)}});
+    for (int s = 0; s < kSteps; ++s) {
+      auto [x, y] = batch(s, rows);
+      opt.zero_grad();
+      model
+          .loss(x.narrow(0, local_rows * data.rank(), local_rows).contiguous(),
+                y.narrow(0, local_rows * data.rank(), local_rows).contiguous())
+          .backward();
+      opt.clip_grad_norm(kClip);
+      opt.step();
+    }
+    expect_like_one_process(
+        model, tpg, ref,
+        std::string("tp=2 x ep=2 zero-") + std::to_string(stage) + (sequence_parallel ? " sequence-parallel" : ""));
   }
-  expect_like_one_process(model, tpg, ref, "tp=2 x ep=2");
 }
 
 }  // namespace strata
