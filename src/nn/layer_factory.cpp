@@ -12,6 +12,10 @@ std::shared_ptr<Linear> LayerFactory::row(int64_t in, int64_t out, bool bias, In
   return std::make_shared<Linear>(in, out, bias, init);
 }
 
+std::shared_ptr<Linear> LayerFactory::row_partial(int64_t in, int64_t out, InitOptions init) {
+  return std::make_shared<Linear>(in, out, false, init);
+}
+
 std::shared_ptr<Embedding> LayerFactory::embedding(int64_t vocab, int64_t dim, InitOptions init) {
   return std::make_shared<Embedding>(vocab, dim, init);
 }

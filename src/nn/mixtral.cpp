@@ -21,8 +21,6 @@ MoEConfig MixtralConfig::moe() const {
 }
 
 void check_mixtral_config(const MixtralConfig& c, int64_t tp) {
-  STRATA_CHECK(tp == 1, "Mixtral: tensor parallelism (degree ", tp,
-               ") is not supported yet (its experts are not split); use degree 1");
   check_llama_config(c.llama, tp);
   check_moe_config(c.moe());
 }
@@ -36,7 +34,7 @@ MixtralDecoderLayer::MixtralDecoderLayer(const MixtralConfig& config, int64_t la
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(l, layer_index, factory));
   post_attention_layernorm =
       register_module("post_attention_layernorm", std::make_shared<RMSNorm>(l.n_embd, l.rms_norm_eps, pd));
-  block_sparse_moe = register_module("block_sparse_moe", std::make_shared<MoE>(config.moe(), init));
+  block_sparse_moe = register_module("block_sparse_moe", std::make_shared<MoE>(config.moe(), init, &factory));
 }
 
 Tensor MixtralDecoderLayer::forward_block(const Tensor& x, const BlockInputs& in) {

@@ -29,10 +29,10 @@ void check_moe_config(const MoEConfig& c, int64_t ep) {
                c.num_experts, " (each rank holds num_experts / degree experts)");
 }
 
-SwiGLUExpert::SwiGLUExpert(int64_t C, int64_t I, const InitOptions& init) {
-  w1 = register_module("w1", std::make_shared<Linear>(C, I, false, init));
-  w2 = register_module("w2", std::make_shared<Linear>(I, C, false, init));
-  w3 = register_module("w3", std::make_shared<Linear>(C, I, false, init));
+SwiGLUExpert::SwiGLUExpert(int64_t C, int64_t I, const InitOptions& init, LayerFactory& factory) {
+  w1 = register_module("w1", factory.column(C, I, false, init));
+  w2 = register_module("w2", factory.row_partial(I, C, init));
+  w3 = register_module("w3", factory.column(C, I, false, init));
 }
 
 Tensor SwiGLUExpert::forward(const Tensor& x) {
@@ -40,13 +40,17 @@ Tensor SwiGLUExpert::forward(const Tensor& x) {
   return w2->forward(mul(silu(w1->forward(x)), w3->forward(x)));
 }
 
-MoE::MoE(const MoEConfig& config, const InitOptions& init) : config_(config) {
+MoE::MoE(const MoEConfig& config, const InitOptions& init, LayerFactory* factory)
+    : config_(config), factory_(factory != nullptr ? factory : default_layer_factory().get()) {
   check_moe_config(config);
+  const int64_t tp = factory_->degree();
+  STRATA_CHECK(config.intermediate_size % tp == 0, "MoE: the tensor-parallel degree ", tp,
+               " must divide intermediate_size ", config.intermediate_size, " (each expert's width is split)");
   gate = register_module("gate", std::make_shared<Linear>(config.hidden_size, config.num_experts, false, init));
   experts = register_module("experts", std::make_shared<ModuleDict>());
   for (int64_t e = first_local_expert(); e < first_local_expert() + num_local_experts(); ++e)
     experts->insert(std::to_string(e),
-                    std::make_shared<SwiGLUExpert>(config.hidden_size, config.intermediate_size, init));
+                    std::make_shared<SwiGLUExpert>(config.hidden_size, config.intermediate_size, init, *factory_));
 }
 
 SwiGLUExpert& MoE::expert(size_t e) const {
@@ -89,26 +93,37 @@ Tensor MoE::run_experts(const Tensor& grouped, const std::vector<int64_t>& rows)
   }
   // Every slot dropped (not reachable with a capacity of at least 1): no rows, none computed.
   if (out.empty()) return grouped;
-  return out.size() == 1 ? out.front() : cat(out, 0);
+  Tensor partial = out.size() == 1 ? out.front() : cat(out, 0);
+  // Sequence parallel: forward reduce-scatters the combined tokens instead.
+  return sequence_split_ ? partial : factory_->reduce_partial(partial);
 }
 
 Tensor MoE::forward(const Tensor& x) {
   auto hooks = forward_hooks();
   STRATA_CHECK(x.dim() >= 1 && x.size(-1) == config_.hidden_size, "MoE: input must be [.., ", config_.hidden_size,
                "], got shape ", x.shape());
-  Tensor flat = x.reshape({-1, config_.hidden_size});
+  // Sequence parallelism: x [B, T / n, C] is this rank's piece; every rank routes the whole
+  // sequence (gathered; backward reduce-scatters the input gradient, whose router part is
+  // then partial too: the experts' outputs are summed only after the gates weigh them).
+  sequence_split_ = factory_->sequence_parallel_now();
+  STRATA_CHECK(!sequence_split_ || x.dim() == 3, "MoE: under sequence parallelism the input must be [batch, ",
+               "sequence piece, ", config_.hidden_size, "], got shape ", x.shape());
+  const Tensor whole = sequence_split_ ? factory_->enter_region(x) : x;
+  Tensor flat = whole.reshape({-1, config_.hidden_size});
   const int64_t N = flat.size(0);
   STRATA_CHECK(N > 0, "MoE: input of shape ", x.shape(), " holds no tokens");
   MoERouting r = route(flat);
+  // Without it, the experts' path only: the router's input gradient is whole on every rank.
+  Tensor tokens = sequence_split_ ? flat : factory_->enter_region(flat);
   Tensor y;
   if (dispatcher_) {
-    y = dispatcher_->dispatch(*this, flat, r, stats_);
+    y = dispatcher_->dispatch(*this, tokens, r, stats_);
   } else {
     STRATA_CHECK(config_.expert_parallel_degree == 1, "MoE: this layer holds ", num_local_experts(), " of ",
                  config_.num_experts, " experts (expert_parallel_degree ", config_.expert_parallel_degree,
                  ") but has no expert dispatcher (parallel::ExpertParallel)");
     MoEDispatch plan = plan_dispatch(r.experts, config_.num_experts, capacity(N));
-    y = combine_tokens(run_experts(dispatch_tokens(flat, plan), plan.kept_per_expert), r.gates, plan);
+    y = combine_tokens(run_experts(dispatch_tokens(tokens, plan), plan.kept_per_expert), r.gates, plan);
     stats_.tokens_per_expert = plan.routed_per_expert;
     stats_.kept_per_expert = plan.kept_per_expert;
     stats_.capacity = plan.capacity;
@@ -118,7 +133,7 @@ Tensor MoE::forward(const Tensor& x) {
   stats_.load_balancing_loss =
       load_balancing_loss(r.probs, stats_.balance_tokens_per_expert, config_.top_k, stats_.balance_tokens);
   stats_.z_loss = router_z_loss(r.logits);
-  return y.reshape(x.shape());
+  return sequence_split_ ? factory_->reduce_partial(y.reshape(whole.shape())) : y.reshape(x.shape());
 }
 
 void MoE::balance_counts(int64_t tokens) {
@@ -139,7 +154,13 @@ void MoE::balance_counts(int64_t tokens) {
 
 Tensor MoE::auxiliary_loss() const {
   if ((config_.aux_loss_coef == 0.0 && config_.z_loss_coef == 0.0) || !stats_.z_loss.defined()) return {};
-  return add(mul(stats_.load_balancing_loss, config_.aux_loss_coef), mul(stats_.z_loss, config_.z_loss_coef));
+  Tensor aux = add(mul(stats_.load_balancing_loss, config_.aux_loss_coef), mul(stats_.z_loss, config_.z_loss_coef));
+  if (!sequence_split_) return aux;
+  // Every rank computed it whole, and its gradients leave through paths summed over the
+  // ranks (the input's reduce-scatter, the replicated router's gradient hook): each rank
+  // back-propagates 1/n of it; the value stays.
+  const double n = static_cast<double>(factory_->degree());
+  return add(mul(aux, 1.0 / n), mul(aux.detach(), 1.0 - 1.0 / n));
 }
 
 }  // namespace strata::nn

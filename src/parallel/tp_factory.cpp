@@ -43,6 +43,14 @@ std::shared_ptr<nn::Linear> TensorParallelFactory::row(int64_t in, int64_t out, 
                                                                 .sequence_parallel_now = &sequence_parallel_now_});
 }
 
+std::shared_ptr<nn::Linear> TensorParallelFactory::row_partial(int64_t in, int64_t out, nn::InitOptions init) {
+  return std::make_shared<RowParallelLinear>(in, out, false, init, group_, RowParallelOptions{.reduce_output = false});
+}
+
+Tensor TensorParallelFactory::reduce_partial(const Tensor& x) {
+  return sequence_parallel_now_ ? reduce_scatter_to_sequence_region(x, 1, group_) : reduce_from_tp_region(x, group_);
+}
+
 std::shared_ptr<nn::Embedding> TensorParallelFactory::embedding(int64_t vocab, int64_t dim, nn::InitOptions init) {
   return std::make_shared<VocabParallelEmbedding>(vocab, dim, init, group_, options_.sequence_parallel,
                                                   &sequence_parallel_now_);

@@ -102,7 +102,11 @@ std::vector<std::pair<std::string, ShardLayout>> ColumnParallelLinear::shard_lay
 
 RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, bool bias, nn::InitOptions init,
                                      dist::ProcessGroup& group, RowParallelOptions options)
-    : RowParallelLinear(row_parts(in, out, bias, init, group), init.by_name, group, options, in) {}
+    : RowParallelLinear(row_parts(in, out, bias, init, group), init.by_name, group, options, in) {
+  // The bias is added once after the sum; a caller summing partial outputs owns that sum.
+  STRATA_CHECK(options.reduce_output || !bias,
+               "RowParallelLinear: reduce_output = false leaves partial sums and takes no bias");
+}
 
 RowParallelLinear::RowParallelLinear(Parts parts, bool by_name, dist::ProcessGroup& group, RowParallelOptions options,
                                      int64_t in_features)
@@ -115,6 +119,7 @@ Tensor RowParallelLinear::forward(const Tensor& x) {
   auto hooks = forward_hooks();
   Tensor in = options_.input_is_parallel ? x : scatter_to_tp_region(x, -1, group_);
   Tensor partial = linear(in, weight);  // this rank's share of x W^T
+  if (!options_.reduce_output) return partial;
   const bool sp =
       options_.sequence_parallel_now != nullptr ? *options_.sequence_parallel_now : options_.sequence_parallel;
   Tensor y = sp ? reduce_scatter_to_sequence_region(partial, 1, group_) : reduce_from_tp_region(partial, group_);

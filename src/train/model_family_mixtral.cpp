@@ -118,7 +118,7 @@ ModelFamily mixtral_family() {
             if (config != nullptr) *config = config_metadata(from_hf(hf));
             return state;
           },
-      // Experts are not split yet: only degree 1 (check_mixtral_config names the rule).
+      // The degree divides the heads and each expert's width (check_mixtral_config).
       .check_tensor_parallel =
           [](const checkpoint::Metadata& config, int64_t degree, const std::string& where) {
             nn::check_mixtral_config(mixtral_config_from_metadata(config, where), degree);

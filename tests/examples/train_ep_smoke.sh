@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Expert parallelism in examples/train_llama --model mixtral on 4 ranks: --ep 2 under DDP,
 # --ep 4 under ZeRO-1, --ep 2 x --cp 2 under ZeRO-2 (the load-balancing loss over the global
-# batch) and --ep 2 x --pp 2 log one process's losses and clipped gradient norms on the same
-# global batch (one unit of the printed digit, resume_checks.sh). A save at --ep 2 resumes at
-# --ep 4 and in one process, and one process's save resumes at --ep 2: the experts reshard by
-# their global names. Refused by name before training: --ep without --model mixtral, an --ep
-# that does not divide --experts or the data ranks, --zero 3, --hsdp, --export-hf, and experts
-# that cannot fit in memory; train_gpt refuses --ep (its GPT has no experts).
+# batch), --ep 2 x --pp 2, --tp 2 and --ep 2 x --tp 2 (every expert split over the tensor
+# group; also --sequence-parallel under ZeRO-2) log one process's losses and clipped gradient
+# norms on the same global batch (one unit of the printed digit, resume_checks.sh). A save at
+# --ep 2 resumes at --ep 4 and in one process, one process's save resumes at --ep 2, and a
+# save at --tp 2 resumes in one process: the experts reshard by their global names. Refused
+# by name before training: --ep without --model mixtral, an --ep that does not divide
+# --experts or the data ranks, --zero 3, --hsdp, --export-hf, and experts that cannot fit in
+# memory; train_gpt refuses --ep (its GPT has no experts).
 #   train_ep_smoke.sh <mpirun> <train_llama binary> <train_gpt binary>
 set -euo pipefail
 mpirun=$1
@@ -62,6 +64,29 @@ run4 "${args[@]}" --aux-loss-coef 0 --ep 2 --pp 2 --micro-batches 2 --zero 1 --m
   > "$work/ep_pp.log"
 expect_same one_plain ep_pp "--ep 2 --pp 2 --zero 1"
 
+# Tensor parallelism splits every expert (w1, w3 column-, w2 row-parallel), the router whole;
+# its degree divides the heads: 2 key-value heads, against their own one process.
+split_heads=("${balanced[@]}")
+for i in "${!split_heads[@]}"; do [ "${split_heads[$i]}" != --kv-heads ] || split_heads[i + 1]=2; done
+"$llama" "${split_heads[@]}" --metrics "$work/one_kv2.jsonl" > "$work/one_kv2.log"
+"$mpirun" --oversubscribe -np 2 "$llama" "${split_heads[@]}" --tp 2 --metrics "$work/tp2.jsonl" \
+  --export-hf "$work/hf_tp2" > "$work/tp2.log"
+expect_same one_kv2 tp2 "--tp 2"
+# --export-hf gathers each expert's parts: 2 layers x 4 experts x (w1, w2, w3), each whole.
+python3 - "$work/hf_tp2/model.safetensors" <<'PY' || fail "--tp 2 --export-hf: expert tensors not whole"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+experts = {k: v["shape"] for k, v in header.items() if ".experts." in k}
+assert len(experts) == 24 and all(s == [32, 32] for s in experts.values()), experts
+PY
+run4 "${split_heads[@]}" --ep 2 --tp 2 --zero 1 --metrics "$work/ep_tp.jsonl" > "$work/ep_tp.log"
+expect_same one_kv2 ep_tp "--ep 2 --tp 2 --zero 1"
+# Sequence parallel: every tensor rank gathers the sequence for the router and the experts.
+run4 "${split_heads[@]}" --ep 2 --tp 2 --sequence-parallel --zero 2 --metrics "$work/ep_sp.jsonl" > "$work/ep_sp.log"
+grep -q "(sequence parallel)" "$work/ep_sp.log" || { cat "$work/ep_sp.log"; fail "--sequence-parallel banner"; }
+expect_same one_kv2 ep_sp "--ep 2 --tp 2 --sequence-parallel --zero 2"
+
 # Checkpoints: the experts are saved under their global names by the ranks that hold them.
 run4 "${balanced[@]}" --ep 2 --metrics "" --save "$work/ep2_ckpt" --stop-at 6 > "$work/ep2_first.log"
 run4 "${balanced[@]}" --ep 4 --zero 1 --metrics "" --resume "$work/ep2_ckpt" > "$work/ep2_as_ep4.log"
@@ -69,6 +94,11 @@ run4 "${balanced[@]}" --ep 4 --zero 1 --metrics "" --resume "$work/ep2_ckpt" > "
 "$llama" "${balanced[@]}" --metrics "" --save "$work/one_ckpt" --stop-at 6 > "$work/one_first.log"
 run4 "${balanced[@]}" --ep 2 --metrics "" --resume "$work/one_ckpt" > "$work/one_as_ep2.log"
 expect_resumed_like "$work/one.log" "$work/ep2_as_ep4.log" "$work/ep2_as_one.log" "$work/one_as_ep2.log"
+# ... and whole, from their tensor-parallel parts: a save at --tp 2 resumes in one process.
+"$mpirun" --oversubscribe -np 2 "$llama" "${split_heads[@]}" --tp 2 --metrics "" --save "$work/tp2_ckpt" \
+  --stop-at 6 > "$work/tp2_first.log"
+"$llama" "${split_heads[@]}" --metrics "" --resume "$work/tp2_ckpt" > "$work/tp2_as_one.log"
+expect_resumed_like "$work/one_kv2.log" "$work/tp2_as_one.log"
 
 # Refusals, before any training.
 short=("${args[@]}" --steps 2 --warmup 1 --samples 0 --metrics "")

@@ -41,6 +41,16 @@ class LayerFactory {
   // x W^T + b with the input features split: [.., in / degree] -> [.., out], the parts
   // summed (all-reduce, or reduce-scatter along the sequence) before b is added.
   virtual std::shared_ptr<Linear> row(int64_t in, int64_t out, bool bias, InitOptions init);
+  // As row() without bias and without the sum: [.., in / degree] -> [.., out] holds this
+  // rank's partial sums, which reduce_partial() adds up later - once for the rows of several
+  // such layers (a mixture of experts sums all its experts' outputs in one collective, so
+  // that which experts ran never changes the collectives a rank calls).
+  virtual std::shared_ptr<Linear> row_partial(int64_t in, int64_t out, InitOptions init);
+  // Sums row_partial() outputs over the ranks: x here. An all-reduce (backward: identity),
+  // or where sequence_parallel_now(), a reduce-scatter along dim 1 (backward: all-gather).
+  virtual Tensor reduce_partial(const Tensor& x) { return x; }
+  // Whether this forward splits activations along the sequence (after begin_forward).
+  virtual bool sequence_parallel_now() const { return false; }
   // The token embedding: [B, T] -> [B, T, dim] (T / degree with sequence parallelism).
   virtual std::shared_ptr<Embedding> embedding(int64_t vocab, int64_t dim, InitOptions init);
   // An untied output head over the vocabulary (split, padded to a multiple of the degree);

@@ -45,8 +45,9 @@ class MixtralDecoderLayer : public TransformerBlock {
 
 class Mixtral : public Llama {
  public:
-  // Tensor parallelism is refused (a degree above 1 names the rule); `part`: a pipeline stage,
-  // with aux_loss_coef and z_loss_coef 0 (parallel::Pipeline refuses auxiliary losses).
+  // `factory`: as Llama's; under tensor parallelism each expert is split too (nn::MoE) and
+  // the routers stay whole, with or without sequence parallelism. `part`: a pipeline stage, with
+  // aux_loss_coef and z_loss_coef 0 (parallel::Pipeline refuses auxiliary losses).
   explicit Mixtral(const MixtralConfig& config, std::shared_ptr<LayerFactory> factory = nullptr, ModelPart part = {});
   const MixtralConfig& mixtral_config() const { return mixtral_config_; }
   MixtralDecoderLayer& layer(size_t i) { return blocks().at<MixtralDecoderLayer>(i); }  // by global index; checked
@@ -65,8 +66,8 @@ class Mixtral : public Llama {
 
 ParameterCounts parameter_counts(const MixtralConfig& config);
 
-// check_llama_config's rules, the MoE's (check_moe_config), and a tensor-parallel degree of 1
-// (experts are not split yet).
+// check_llama_config's rules (the tensor-parallel degree divides intermediate_size, each
+// expert's width, too) and the MoE's (check_moe_config).
 void check_mixtral_config(const MixtralConfig& config, int64_t tp_degree = 1);
 
 }  // namespace strata::nn

@@ -13,6 +13,16 @@
 // experts hit). Under DistributedDataParallel pass find_unused_parameters = true (an expert
 // idle on one rank is reduced as zero there, one idle on every rank keeps no gradient);
 // ZeroOptimizer handles such parameters at every stage.
+//
+// Tensor parallelism (a LayerFactory of degree N): the router stays whole on every rank, so
+// every rank of the group routes the same tokens alike; each expert's w1 and w3 are
+// column-parallel (intermediate features split) and w2 row-parallel. run_experts sums the
+// w2 partial outputs of all its experts in one reduce_partial, and the experts' input enters
+// the region once (enter_region: its backward sums the input gradient), so the collectives
+// a rank calls never depend on which experts were idle. With sequence parallelism every rank
+// gathers the whole sequence and routes it, the experts' partial outputs are combined at
+// their tokens and reduce-scattered back to the pieces, and the auxiliary loss, which every
+// rank computes whole, back-propagates 1/n per rank (its paths are summed over the ranks).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -20,6 +30,7 @@
 #include <vector>
 
 #include "strata/nn/containers.h"
+#include "strata/nn/layer_factory.h"
 #include "strata/nn/layers.h"
 #include "strata/nn/moe_routing.h"
 
@@ -79,10 +90,13 @@ struct MoEStats {
 // the same length. Every rank of the group must run each MoE forward in the same order.
 using RoutingCountReducer = std::function<std::vector<int64_t>(const std::vector<int64_t>& counts)>;
 
-// One expert: w2(silu(w1(x)) * w3(x)), as LlamaMLP.
+// One expert: w2(silu(w1(x)) * w3(x)), as LlamaMLP. With a tensor-parallel factory, w1 and
+// w3 are its column() layers and w2 its row_partial(): forward then returns this rank's
+// partial sums (MoE::run_experts adds them up).
 class SwiGLUExpert : public Module {
  public:
-  SwiGLUExpert(int64_t hidden_size, int64_t intermediate_size, const InitOptions& init);
+  SwiGLUExpert(int64_t hidden_size, int64_t intermediate_size, const InitOptions& init,
+               LayerFactory& factory = *default_layer_factory());
   Tensor forward(const Tensor& x);
   std::shared_ptr<Linear> w1, w2, w3;
 };
@@ -102,7 +116,9 @@ class ExpertDispatcher {
 class MoE : public Module {
  public:
   // `init` draws the router and the experts (nn::Llama's: normal(0, init_std) by name).
-  MoE(const MoEConfig& config, const InitOptions& init);
+  // `factory` splits the experts (tensor parallelism, optionally sequence parallel: the
+  // input is then [B, T / n, C]); it must outlive the layer. Null: the single-process layers.
+  MoE(const MoEConfig& config, const InitOptions& init, LayerFactory* factory = nullptr);
   // x [.., C] -> [.., C]; records stats().
   Tensor forward(const Tensor& x);
 
@@ -110,7 +126,10 @@ class MoE : public Module {
   MoERouting route(const Tensor& x) const;                // x [N, C]
   std::optional<int64_t> capacity(int64_t tokens) const;  // unset: dropless
   // [S, C] -> [S, C], rows grouped by held expert (one count per held expert, in order:
-  // every expert when expert_parallel_degree is 1); experts with 0 rows are not run.
+  // every expert when expert_parallel_degree is 1); experts with 0 rows are not run. Under
+  // tensor parallelism: one all-reduce of the [S, C] output whenever S > 0 (S, like the
+  // routing, is the same on every rank of the group); in a sequence-parallel forward the
+  // partial sums are returned (forward reduce-scatters them after the gates weigh them).
   Tensor run_experts(const Tensor& grouped, const std::vector<int64_t>& rows_per_expert);
   // The held experts: [first_local_expert(), first_local_expert() + num_local_experts()).
   int64_t num_local_experts() const { return config_.num_experts / config_.expert_parallel_degree; }
@@ -138,6 +157,8 @@ class MoE : public Module {
   void balance_counts(int64_t tokens);
 
   MoEConfig config_;
+  LayerFactory* factory_;        // never null (the default factory lives for the program)
+  bool sequence_split_ = false;  // the last forward ran sequence parallel
   MoEStats stats_;
   std::shared_ptr<ExpertDispatcher> dispatcher_;
   RoutingCountReducer count_reducer_;

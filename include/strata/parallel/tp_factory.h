@@ -47,6 +47,9 @@ class TensorParallelFactory : public nn::LayerFactory {
   std::shared_ptr<nn::Linear> column(int64_t in, int64_t out, bool bias, nn::InitOptions init,
                                      int64_t sections = 1) override;
   std::shared_ptr<nn::Linear> row(int64_t in, int64_t out, bool bias, nn::InitOptions init) override;
+  std::shared_ptr<nn::Linear> row_partial(int64_t in, int64_t out, nn::InitOptions init) override;
+  Tensor reduce_partial(const Tensor& x) override;
+  bool sequence_parallel_now() const override { return sequence_parallel_now_; }
   std::shared_ptr<nn::Embedding> embedding(int64_t vocab, int64_t dim, nn::InitOptions init) override;
   std::shared_ptr<nn::Linear> head(int64_t in, int64_t vocab, nn::InitOptions init) override;
   int64_t vocab_start(int64_t vocab) const override;

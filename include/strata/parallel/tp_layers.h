@@ -78,6 +78,9 @@ struct RowParallelOptions {
   // When set, read at every forward instead of sequence_parallel (TensorParallelFactory
   // switches sequence parallelism per forward; it owns the flag).
   const bool* sequence_parallel_now = nullptr;
+  // False: forward returns this rank's partial sums (no bias allowed), summed later by the
+  // caller (reduce_from_tp_region over several layers' outputs at once).
+  bool reduce_output = true;
 };
 
 // y = x W^T + b with W's input columns split across ranks: each rank multiplies its part of

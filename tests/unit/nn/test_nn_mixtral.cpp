@@ -156,8 +156,11 @@ TEST(Mixtral, RegistryRoundTripsTheConfigAndBuilds) {
   EXPECT_EQ(family.name, "mixtral");
   auto model = family.build(m, nullptr, {}, "test");
   EXPECT_NE(dynamic_cast<Mixtral*>(model.get()), nullptr);
-  expect_error_mentions([&] { family.check_tensor_parallel(m, 2, "test"); },
-                        {"tensor parallelism (degree 2)", "not supported"});
+  // Experts split under tensor parallelism; its degree divides each expert's width.
+  EXPECT_NO_THROW(family.check_tensor_parallel(m, 2, "test"));
+  MixtralConfig odd = tiny_mixtral();
+  odd.llama.intermediate_size = 13;
+  expect_error_mentions([&] { check_mixtral_config(odd, 2); }, {"tensor-parallel degree 2", "intermediate_size 13"});
   checkpoint::Metadata bad = m;
   bad["config.top_k"] = "5";
   expect_error_mentions([&] { family.check_config(bad, "ckpt"); }, {"top_k 5", "[1, 4]"});
