@@ -139,7 +139,8 @@ Tensor MoE::forward(const Tensor& x) {
 void MoE::balance_counts(int64_t tokens) {
   stats_.balance_tokens_per_expert = stats_.tokens_per_expert;
   stats_.balance_tokens = tokens;
-  if (!count_reducer_) return;
+  // No load-balancing loss to form: no collective either (every rank has the same config).
+  if (!count_reducer_ || config_.aux_loss_coef == 0.0) return;
   std::vector<int64_t> counts = stats_.tokens_per_expert;
   counts.push_back(tokens);
   const std::vector<int64_t> summed = count_reducer_(counts);

@@ -302,8 +302,8 @@ std::shared_ptr<DataParallelState> make_expert_state(nn::Module& module,
                                                      const std::shared_ptr<DataParallelState>& leader,
                                                      DataParallelOptions options,
                                                      std::vector<GradHookHandle>& scaling) {
-  const ExpertDataGroup& experts = options.zero.experts;
-  auto state = make_data_parallel_state(module, *experts.data, std::move(options));
+  dist::ProcessGroup& data = *options.zero.experts.data;  // read before `options` moves
+  auto state = make_data_parallel_state(module, data, std::move(options));
   leader->follower = state;
   state->leader = leader;
   const double scale = static_cast<double>(state->world) / static_cast<double>(leader->world);

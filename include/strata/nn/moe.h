@@ -138,7 +138,8 @@ class MoE : public Module {
   void set_expert_dispatcher(std::shared_ptr<ExpertDispatcher> dispatcher) { dispatcher_ = std::move(dispatcher); }
   // Set: every forward sums its routing counts through it before forming the load-balancing
   // loss (f_e over the global batch, P_e still over this rank's tokens: averaging the ranks'
-  // gradients then gives one process's); empty: this rank's counts, as without one.
+  // gradients then gives one process's); empty: this rank's counts, as without one. Not
+  // called while aux_loss_coef is 0 (no loss to form).
   void set_routing_count_reducer(RoutingCountReducer reducer) { count_reducer_ = std::move(reducer); }
   bool has_routing_count_reducer() const { return static_cast<bool>(count_reducer_); }
 

@@ -299,7 +299,9 @@ TEST(MoE, ARoutingCountReducerGivesTheGlobalBatchLossAndGradient) {
 }
 
 TEST(MoE, ABadRoutingCountReducerIsNamed) {
-  auto moe = make_moe(moe_config(4, 2));
+  MoEConfig config = moe_config(4, 2);
+  config.aux_loss_coef = 0.01;  // the reducer runs only when there is a load-balancing loss
+  auto moe = make_moe(config);
   const Tensor x = input(6, 9);
   moe->set_routing_count_reducer(
       [](const std::vector<int64_t>& c) { return std::vector<int64_t>(c.begin(), c.end() - 1); });
@@ -311,4 +313,14 @@ TEST(MoE, ABadRoutingCountReducerIsNamed) {
         load_balancing_loss(moe->route(x).probs, {1, 2, 3, 4}, 2, 0);
       },
       {"routed_tokens must be at least 1, got 0"});
+  // Without a load-balancing loss the reducer is not called (no collective to issue).
+  MoEConfig plain = moe_config(4, 2);
+  auto quiet = make_moe(plain);
+  int calls = 0;
+  quiet->set_routing_count_reducer([&calls](const std::vector<int64_t>& c) {
+    ++calls;
+    return c;
+  });
+  quiet->forward(x);
+  EXPECT_EQ(calls, 0);
 }
