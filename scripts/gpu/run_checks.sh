@@ -26,7 +26,7 @@ fi
 # CUDA runtime, cuBLAS, NCCL, cuDNN (and NVRTC, which cuDNN's run-time compiled engines load)
 # from this machine (its toolkit, or the Python wheels).
 cuda_dirs=""
-for lib in libcudart.so.13 libnccl.so.2 libcublasLt.so.13 libcudnn.so.9 libnvrtc.so.13; do
+for lib in libcudart.so.13 libnccl.so.2 libcublasLt.so.13 libcublas.so.13 libcudnn.so.9 libnvrtc.so.13; do
   d=$(dirname "$(find /usr/local /usr/lib /opt -name "$lib" 2>/dev/null | head -1)" 2>/dev/null)
   [ -n "$d" ] && [ "$d" != . ] && cuda_dirs="$cuda_dirs:$d"
 done

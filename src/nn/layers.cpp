@@ -1,6 +1,7 @@
 #include "strata/nn/layers.h"
 
 #include <cmath>
+#include <typeinfo>
 #include <utility>
 
 #include "strata/ops.h"
@@ -70,6 +71,8 @@ Tensor Linear::forward(const Tensor& x) {
   auto hooks = forward_hooks();
   return linear(x, weight, bias);  // 16-bit parameters: the ops compute in float32
 }
+
+bool Linear::is_local_product() const { return typeid(*this) == typeid(Linear); }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, InitOptions init, std::optional<int64_t> padding)
     : padding_idx(padding) {

@@ -84,18 +84,47 @@ Tensor MoE::run_experts(const Tensor& grouped, const std::vector<int64_t>& rows)
   const int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t{0});
   STRATA_CHECK(grouped.dim() == 2 && grouped.size(0) == total, "MoE::run_experts: grouped must be [", total,
                ", C] (the row counts' sum), got shape ", grouped.shape());
+  // Every slot dropped (not reachable with a capacity of at least 1): no rows, none computed.
+  if (total == 0) return grouped;
+  // Idle experts (no rows) are not run, so they get no gradient and the optimizer skips them.
+  Tensor partial = runs_grouped() ? run_grouped(grouped, rows) : run_one_by_one(grouped, rows);
+  // Sequence parallel: forward reduce-scatters the combined tokens instead.
+  return sequence_split_ ? partial : factory_->reduce_partial(partial);
+}
+
+bool MoE::runs_grouped() const {
+  if (!config_.grouped_experts) return false;
+  const auto plain = [](const Linear& l) {
+    return l.is_local_product() && !l.has_forward_hooks() && !l.bias.defined();
+  };
+  for (int64_t e = 0; e < num_local_experts(); ++e) {
+    const SwiGLUExpert& ex = expert(static_cast<size_t>(first_local_expert() + e));
+    if (ex.has_forward_hooks() || !plain(*ex.w1) || !plain(*ex.w2) || !plain(*ex.w3)) return false;
+  }
+  return true;
+}
+
+Tensor MoE::run_grouped(const Tensor& grouped, const std::vector<int64_t>& rows) {
+  std::vector<Tensor> w1, w2, w3;
+  for (int64_t e = 0; e < num_local_experts(); ++e) {
+    const SwiGLUExpert& ex = expert(static_cast<size_t>(first_local_expert() + e));
+    w1.push_back(ex.w1->weight);
+    w2.push_back(ex.w2->weight);
+    w3.push_back(ex.w3->weight);
+  }
+  const Tensor hidden = mul(silu(grouped_linear(grouped, rows, w1)), grouped_linear(grouped, rows, w3));
+  return grouped_linear(hidden, rows, w2);
+}
+
+Tensor MoE::run_one_by_one(const Tensor& grouped, const std::vector<int64_t>& rows) {
   std::vector<Tensor> out;
   int64_t offset = 0;
   for (size_t e = 0; e < rows.size(); ++e) {
-    if (rows[e] == 0) continue;  // idle: not run, so it gets no gradient and the optimizer skips it
+    if (rows[e] == 0) continue;
     out.push_back(expert(static_cast<size_t>(first_local_expert()) + e).forward(grouped.narrow(0, offset, rows[e])));
     offset += rows[e];
   }
-  // Every slot dropped (not reachable with a capacity of at least 1): no rows, none computed.
-  if (out.empty()) return grouped;
-  Tensor partial = out.size() == 1 ? out.front() : cat(out, 0);
-  // Sequence parallel: forward reduce-scatters the combined tokens instead.
-  return sequence_split_ ? partial : factory_->reduce_partial(partial);
+  return out.size() == 1 ? out.front() : cat(out, 0);
 }
 
 Tensor MoE::forward(const Tensor& x) {

@@ -13,6 +13,7 @@
 #include "backend/dispatch/device_dispatch.h"
 #include "ops/autocast_cast.h"
 #include "ops/nn_common.h"
+#include "ops/products.h"
 #include "strata/autograd/function.h"
 #include "strata/ops/autocast.h"
 #include "strata/ops/reduce.h"
@@ -21,104 +22,7 @@
 namespace strata {
 namespace {
 
-// Under autocast (strata/ops/autocast.h) a product computes as torch.autocast's: operands in
-// the 16-bit dtype (a parameter's from the scope's weight cache), float32 accumulation, the
-// result rounded to that dtype, and returned in it when the scope keeps activations 16-bit,
-// else in float32. On CUDA cuBLASLt runs the 16-bit GEMM; the CPU widens the 16-bit operands
-// for its float32 GEMM and rounds the result: the same values.
-struct Cast {
-  DType dtype;
-  bool keep16;  // the result stays in `dtype` (autocast::Options::activations)
-};
-using CastOpt = std::optional<Cast>;
-
-// The cast a product of `operands` runs under: under a scope, when each operand is float32
-// or 16-bit and some operand is float32 (all 16-bit operands run as they do outside the
-// scope, unless the scope keeps activations 16-bit, when the CPU too must take them).
-CastOpt autocast_for(std::initializer_list<Tensor> operands) {
-  const std::optional<DType> c = autocast::active();
-  if (!c) return std::nullopt;
-  bool any32 = false;
-  for (const Tensor& t : operands) {
-    if (!t.defined()) continue;
-    if (t.dtype() != DType::Float32 && !detail::is_16bit(t.dtype())) return std::nullopt;
-    any32 = any32 || t.dtype() == DType::Float32;
-  }
-  if (!any32 && !autocast::activations()) return std::nullopt;
-  return Cast{*c, autocast::activations()};
-}
-
-// The CPU's stand-in for a 16-bit operand load: exact widening to float32.
-Tensor widened(const Tensor& t) { return t.defined() ? t.to(DType::Float32) : t; }
-
-// The product's result in the dtype the scope returns; float32 costs a (counted) conversion.
-Tensor scoped_result(const Tensor& out16, const Cast& cast) {
-  return cast.keep16 ? out16 : detail::autocast_convert(out16, DType::Float32);
-}
-
-// out[batch.., M, N] = a[i] @ b[i] (+ bias) on 16-bit operands (see Cast).
-Tensor bmm16(const char* op, const Tensor& a16, const Tensor& b16, const Shape& batch, const Tensor& bias16,
-             const Cast& cast) {
-  Tensor out = detail::on_device(
-      op, a16.device(), [&] { return cpu::matmul(widened(a16), widened(b16), batch, widened(bias16)).to(cast.dtype); },
-      [&] { return cuda_ops::matmul(a16, b16, batch, bias16, op); });
-  return scoped_result(out, cast);
-}
-
-// sum over the batch of a[i] @ b[i] on 16-bit operands.
-Tensor bmm_sum16(const char* op, const Tensor& a16, const Tensor& b16, const Cast& cast) {
-  Tensor out = detail::on_device(
-      op, a16.device(), [&] { return cpu::matmul_sum(widened(a16), widened(b16)).to(cast.dtype); },
-      [&] { return cuda_ops::matmul_sum(a16, b16, op); });
-  return scoped_result(out, cast);
-}
-
-// out[batch.., M, N] = a[i] @ b[i] (+ bias on every row). a is [batch.., M, K] or [M, K],
-// b is [batch.., K, N] or [K, N]; a 2-D operand is shared by every batch entry. `op` names
-// the public op in errors.
-Tensor bmm(const char* op, const Tensor& a, const Tensor& b, const Shape& batch, const Tensor& bias = {}) {
-  return detail::on_device(
-      op, a.device(), [&] { return cpu::matmul(a.detach(), b.detach(), batch, bias); },
-      [&] { return cuda_ops::matmul(a.detach(), b.detach(), batch, bias, op); });
-}
-
-// out[M, N] = sum over the batch of a[i] @ b[i]; a [batch.., M, K], b [batch.., K, N] (the
-// gradient of an operand that was shared across a batch).
-Tensor bmm_sum(const char* op, const Tensor& a, const Tensor& b) {
-  return detail::on_device(
-      op, a.device(), [&] { return cpu::matmul_sum(a.detach(), b.detach()); },
-      [&] { return cuda_ops::matmul_sum(a.detach(), b.detach(), op); });
-}
-
-// A gradient delivered in its input's dtype (a counted conversion where they differ).
-Tensor in_dtype(const Tensor& g, DType dtype) { return g.defined() ? detail::autocast_convert(g, dtype) : g; }
-
-std::vector<int64_t> dim_range(int64_t begin, int64_t end) {
-  std::vector<int64_t> dims;
-  for (int64_t d = begin; d < end; ++d) dims.push_back(d);
-  return dims;
-}
-
-Shape leading(const Shape& s, size_t drop) { return Shape(s.begin(), s.end() - static_cast<std::ptrdiff_t>(drop)); }
-
-// float32/float64 everywhere; bfloat16/float16 too on CUDA (cuBLASLt accumulates them in
-// float32; the CPU GEMM backends take neither).
-void check_operand(const Tensor& t, const char* op, const char* name, const CastOpt& cast) {
-  STRATA_CHECK(t.defined(), op, ": ", name, " is undefined");
-  if (cast) return;  // float32 or the scope's dtype (autocast_for)
-  const bool supported = t.dtype() == DType::Float32 || t.dtype() == DType::Float64 ||
-                         (t.device().is_cuda() && detail::is_16bit(t.dtype()));
-  STRATA_CHECK(supported, op, ": ", name, " has dtype ", t.dtype(), " (shape ", t.shape(), ", on ", t.device(),
-               "); float32 or float64 is supported, and bfloat16/float16 on CUDA",
-               t.device().is_cpu() && detail::is_16bit(t.dtype()) ? " (convert with .to(), or move to CUDA)" : "");
-}
-
-// A parameter's values in the compute dtype: with 16-bit compute (CUDA only) the parameter
-// has that dtype already (check_param) and is used as is; otherwise as detail::param_values.
-Tensor compute_values(const Tensor& param, DType compute) {
-  if (!param.defined()) return param;
-  return detail::is_16bit(compute) ? param.detach() : detail::param_values(param);
-}
+using namespace products;  // NOLINT(google-build-using-namespace): the shared product helpers
 
 // The bias gradient: g's column sums. float32/float64 through sum, which runs one fixed
 // order on both devices (the CPU and GPU agree bit for bit). 16-bit gradients (CUDA only;

@@ -94,6 +94,8 @@ Tensor ColumnParallelLinear::forward(const Tensor& x) {
   return options_.gather_output ? gather_from_tp_region(y, -1, group_) : y;
 }
 
+bool ColumnParallelLinear::is_local_product() const { return !options_.enter_region && !options_.gather_output; }
+
 std::vector<std::pair<std::string, ShardLayout>> ColumnParallelLinear::shard_layouts() const {
   std::vector<std::pair<std::string, ShardLayout>> out{{"weight", column_layout(out_features_, options_)}};
   if (bias.defined()) out.emplace_back("bias", column_layout(out_features_, options_));
@@ -125,6 +127,8 @@ Tensor RowParallelLinear::forward(const Tensor& x) {
   Tensor y = sp ? reduce_scatter_to_sequence_region(partial, 1, group_) : reduce_from_tp_region(partial, group_);
   return bias.defined() ? add(y, nn::compute_param(bias)) : y;  // once, after the sum
 }
+
+bool RowParallelLinear::is_local_product() const { return options_.input_is_parallel && !options_.reduce_output; }
 
 std::vector<std::pair<std::string, ShardLayout>> RowParallelLinear::shard_layouts() const {
   return {{"weight", row_layout(in_features_)}};

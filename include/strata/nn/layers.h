@@ -68,8 +68,12 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, InitOptions init = {});
   virtual Tensor forward(const Tensor& x);  // [.., in] -> [.., out]
-  Tensor weight;                            // [out, in]
-  Tensor bias;                              // [out] or undefined
+  // True when forward(x) is exactly linear(x, weight, bias) on this rank's tensors, with no
+  // communication, so that a caller may run it batched with other layers' (MoE's grouped
+  // experts). A subclass that overrides forward answers false unless it overrides this too.
+  virtual bool is_local_product() const;
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out] or undefined
 
  protected:
   // For layers that hold a part of the weight (tensor parallelism): registers these as

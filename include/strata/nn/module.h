@@ -84,6 +84,8 @@ class Module {
   void register_forward_hook(ForwardHook hook) { post_hooks_.push_back(std::move(hook)); }
   // Run by modules whose forward returns through HookScope::output() (nn::Block does).
   void register_forward_output_hook(ForwardOutputHook hook) { output_hooks_.push_back(std::move(hook)); }
+  // Whether any hook is registered on this module itself (not below it).
+  bool has_forward_hooks() const { return !pre_hooks_.empty() || !post_hooks_.empty() || !output_hooks_.empty(); }
 
   // Runs `forward()` (a callable returning this module's forward output) with the hooks
   // around it: pre-hooks, the output hooks on its result, then the forward hooks. nn::call

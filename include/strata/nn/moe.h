@@ -55,6 +55,10 @@ struct MoEConfig {
   // degree), under their global names "experts.<e>" (checkpoints match by name at any degree).
   int64_t expert_parallel_degree = 1;
   int64_t expert_parallel_rank = 0;
+  // The held experts' products run as grouped_linear (on CUDA one cuBLAS grouped GEMM each
+  // for w1, w3 and w2, and for each gradient) wherever their layers allow (plain products, no
+  // hooks); false: one expert after another. The values are the same on the CPU.
+  bool grouped_experts = true;
 };
 
 // Checks a config, naming the field and the rule; `expert_parallel_degree` must divide
@@ -131,6 +135,9 @@ class MoE : public Module {
   // routing, is the same on every rank of the group); in a sequence-parallel forward the
   // partial sums are returned (forward reduce-scatters them after the gates weigh them).
   Tensor run_experts(const Tensor& grouped, const std::vector<int64_t>& rows_per_expert);
+  // Whether run_experts runs grouped products now (MoEConfig::grouped_experts, and every held
+  // expert's layers are plain local products without hooks and without bias).
+  bool runs_grouped() const;
   // The held experts: [first_local_expert(), first_local_expert() + num_local_experts()).
   int64_t num_local_experts() const { return config_.num_experts / config_.expert_parallel_degree; }
   int64_t first_local_expert() const { return config_.expert_parallel_rank * num_local_experts(); }
@@ -156,6 +163,10 @@ class MoE : public Module {
  private:
   // Fills stats_'s balance_* counts from tokens_per_expert and `tokens` (reduced when set).
   void balance_counts(int64_t tokens);
+  // run_experts' two ways over rows of held experts (with rows): grouped_linear per layer, or
+  // each expert's forward on its rows.
+  Tensor run_grouped(const Tensor& grouped, const std::vector<int64_t>& rows);
+  Tensor run_one_by_one(const Tensor& grouped, const std::vector<int64_t>& rows);
 
   MoEConfig config_;
   LayerFactory* factory_;        // never null (the default factory lives for the program)

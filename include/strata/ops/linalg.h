@@ -1,6 +1,9 @@
 #pragma once
 // Matrix products through a GEMM library with transpose flags (no materialised
 // transposes). Differentiable; CPU, float32 and float64.
+#include <cstdint>
+#include <vector>
+
 #include "strata/tensor/tensor.h"
 
 namespace strata {
@@ -26,6 +29,16 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // results equal linear(x, weight.to(Float32), bias.to(Float32)) bit for bit, without keeping
 // the float32 copies alive until backward (see nn_functional.h).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
+// The experts of a mixture of experts as one op: x [S, in] holds groups of consecutive rows
+// (rows[g] of them, summing to S) and group g is multiplied by its own weights[g] [out, in]:
+// y [S, out] = cat over g of linear(x_g, weights[g]), without bias. A group of no rows is not
+// run and its weight gets no gradient (as a layer never called). On CUDA each product (the
+// output, and in backward the input and weight gradients) is one cuBLAS grouped GEMM over
+// all groups; on the CPU, and on CUDA where cuBLAS has no grouped kernel for the dtype, a
+// loop of the GEMMs linear runs, so the CPU's values equal linear's on each group bit for bit.
+// Dtypes, 16-bit weights and autocast as linear.
+Tensor grouped_linear(const Tensor& x, const std::vector<int64_t>& rows, const std::vector<Tensor>& weights);
 
 // The library that runs large float32 CPU products: "onednn" or "openblas", as chosen by
 // STRATA_GEMM_BACKEND when strata was built. Small products and float64 always run on OpenBLAS.

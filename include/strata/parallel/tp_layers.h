@@ -62,6 +62,7 @@ class ColumnParallelLinear : public nn::Linear, public TensorParallelLayer {
   ColumnParallelLinear(int64_t in_features, int64_t out_features, bool bias, nn::InitOptions init,
                        dist::ProcessGroup& group, ColumnParallelOptions options = {});
   Tensor forward(const Tensor& x) override;  // [B, T, in] -> [B, T, out / N] (or out, gathered)
+  bool is_local_product() const override;    // neither entering the region nor gathering
   std::vector<std::pair<std::string, ShardLayout>> shard_layouts() const override;
 
  private:
@@ -91,6 +92,7 @@ class RowParallelLinear : public nn::Linear, public TensorParallelLayer {
   RowParallelLinear(int64_t in_features, int64_t out_features, bool bias, nn::InitOptions init,
                     dist::ProcessGroup& group, RowParallelOptions options = {});
   Tensor forward(const Tensor& x) override;  // [B, T, in / N] -> [B, T, out]
+  bool is_local_product() const override;    // partial sums of a split input (row_partial)
   std::vector<std::pair<std::string, ShardLayout>> shard_layouts() const override;
 
  private:

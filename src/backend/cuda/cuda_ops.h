@@ -136,5 +136,18 @@ STRATA_CUDA_ENTRY(Tensor matmul(const Tensor& a, const Tensor& b, const Shape& b
                                 const char* name))
 STRATA_CUDA_ENTRY(Tensor matmul_sum(const Tensor& a, const Tensor& b, const char* name))
 
+// Grouped products through cuBLAS's grouped GEMM (cuda/grouped_matmul.cpp), one call for all
+// groups: a [S, k] contiguous in groups of rows[g] > 0 consecutive rows; b[g] contiguous,
+// [n, k] when transpose (out_g = a_g b_g^T) else [k, n] (out_g = a_g b_g); out [S, n] in a's
+// dtype. One dtype for all operands: float32, float64, bfloat16 or float16 (float32
+// accumulation). nullopt, having issued nothing, where cuBLAS has no grouped kernel for the
+// problem: the caller then runs its loop of matmul calls.
+STRATA_CUDA_ENTRY(std::optional<Tensor> grouped_matmul(const Tensor& a, const std::vector<int64_t>& rows,
+                                                       const std::vector<Tensor>& b, bool transpose, const char* name))
+// Per group: g_g^T x_g ([n, k]) for g [S, n] and x [S, k] contiguous in the same groups.
+STRATA_CUDA_ENTRY(std::optional<std::vector<Tensor>> grouped_weight_grads(const Tensor& g, const Tensor& x,
+                                                                          const std::vector<int64_t>& rows,
+                                                                          const char* name))
+
 STRATA_CUDA_ENTRIES_END
 }  // namespace strata::cuda_ops

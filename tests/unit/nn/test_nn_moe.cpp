@@ -6,6 +6,8 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
+#include <optional>
 
 #include "gradcheck.h"
 #include "strata/strata.h"
@@ -323,4 +325,59 @@ TEST(MoE, ABadRoutingCountReducerIsNamed) {
   });
   quiet->forward(x);
   EXPECT_EQ(calls, 0);
+}
+
+namespace {
+
+// Forward and backward of a MoE built from `c` at `seed` on x; returns the output, then the
+// input's gradient, then every parameter's gradient in name order (undefined where none).
+std::vector<Tensor> forward_backward(const MoEConfig& c, DType dtype, const Tensor& x0) {
+  Generator gen(7);
+  MoE moe(c, InitOptions{.std = 0.5, .dtype = dtype, .gen = &gen, .linear_init = LinearInit::Normal});
+  Tensor x = x0.to(dtype).set_requires_grad(true);
+  const Tensor y = moe.forward(x);
+  sum(mul(y, y)).backward();
+  std::vector<Tensor> out{y.detach(), x.grad()};
+  for (const auto& [name, p] : moe.named_parameters()) out.push_back(p.grad());
+  return out;
+}
+
+}  // namespace
+
+// The grouped path (one grouped_linear per layer) against each expert's own forward: on the
+// CPU both run the same GEMM calls on the same rows, so every bit agrees, idle experts and
+// dropped tokens included.
+TEST(MoE, GroupedExpertsEqualOneExpertAfterAnother) {
+  for (DType dtype : {DType::Float32, DType::Float64}) {
+    for (std::optional<double> capacity : {std::optional<double>(), std::optional<double>(0.6)}) {
+      MoEConfig grouped = moe_config(4, 2);
+      grouped.capacity_factor = capacity;
+      MoEConfig looped = grouped;
+      looped.grouped_experts = false;
+      const Tensor x = input(9, 3);
+      const std::vector<Tensor> a = forward_backward(grouped, dtype, x), b = forward_backward(looped, dtype, x);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(a[i].defined(), b[i].defined()) << "tensor " << i;
+        if (!a[i].defined()) continue;
+        const Tensor u = a[i].contiguous(), v = b[i].contiguous();
+        EXPECT_EQ(std::memcmp(u.raw_data(), v.raw_data(), static_cast<size_t>(u.nbytes())), 0)
+            << "tensor " << i << " (0: output, 1: input gradient, then parameters) dtype " << dtype;
+      }
+    }
+  }
+}
+
+TEST(MoE, AnExpertWithHooksRunsThroughItsOwnForward) {
+  auto moe = make_moe(moe_config(4, 2));
+  EXPECT_TRUE(moe->runs_grouped());
+  int calls = 0;
+  moe->expert(2).w1->register_forward_pre_hook([&calls](Module&) { ++calls; });
+  EXPECT_FALSE(moe->runs_grouped());
+  (void)moe->forward(input(12, 5));
+  ASSERT_GT(moe->stats().kept_per_expert[2], 0);
+  EXPECT_EQ(calls, 1);
+  MoEConfig off = moe_config(4, 2);
+  off.grouped_experts = false;
+  EXPECT_FALSE(make_moe(off)->runs_grouped());
 }
