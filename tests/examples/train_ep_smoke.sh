@@ -2,10 +2,11 @@
 # Expert parallelism in examples/train_llama --model mixtral on 4 ranks: --ep 2 under DDP,
 # --ep 4 under ZeRO-1, --ep 2 x --cp 2 under ZeRO-2 (the load-balancing loss over the global
 # batch), --ep 2 x --pp 2, --tp 2 and --ep 2 x --tp 2 (every expert split over the tensor
-# group; also --sequence-parallel under ZeRO-2) log one process's losses and clipped gradient
-# norms on the same global batch (one unit of the printed digit, resume_checks.sh). A save at
-# --ep 2 resumes at --ep 4 and in one process, one process's save resumes at --ep 2, and a
-# save at --tp 2 resumes in one process: the experts reshard by their global names. Refused
+# group; also --sequence-parallel under ZeRO-2, --tp 2 x --cp 2 and --tp 2 x --pp 2) log one
+# process's losses and clipped gradient norms on the same global batch (one unit of the
+# printed digit, resume_checks.sh). A save at --ep 2 resumes at --ep 4 and in one process,
+# one process's save resumes at --ep 2, a save at --tp 2 resumes in one process and one at
+# --tp 4 at --tp 2: the experts reshard by their global names. Refused
 # by name before training: --ep without --model mixtral, an --ep that does not divide
 # --experts or the data ranks, --zero 3, --hsdp, --export-hf, and experts that cannot fit in
 # memory; train_gpt refuses --ep (its GPT has no experts).
@@ -86,6 +87,13 @@ expect_same one_kv2 ep_tp "--ep 2 --tp 2 --zero 1"
 run4 "${split_heads[@]}" --ep 2 --tp 2 --sequence-parallel --zero 2 --metrics "$work/ep_sp.jsonl" > "$work/ep_sp.log"
 grep -q "(sequence parallel)" "$work/ep_sp.log" || { cat "$work/ep_sp.log"; fail "--sequence-parallel banner"; }
 expect_same one_kv2 ep_sp "--ep 2 --tp 2 --sequence-parallel --zero 2"
+# ... beside context parallelism, and (without auxiliary losses) a pipeline.
+run4 "${split_heads[@]}" --tp 2 --cp 2 --metrics "$work/tp_cp.jsonl" > "$work/tp_cp.log"
+expect_same one_kv2 tp_cp "--tp 2 --cp 2"
+plain_heads=("${split_heads[@]}" --aux-loss-coef 0)
+"$llama" "${plain_heads[@]}" --metrics "$work/one_kv2_plain.jsonl" > "$work/one_kv2_plain.log"
+run4 "${plain_heads[@]}" --tp 2 --pp 2 --micro-batches 2 --metrics "$work/tp_pp.jsonl" > "$work/tp_pp.log"
+expect_same one_kv2_plain tp_pp "--tp 2 --pp 2"
 
 # Checkpoints: the experts are saved under their global names by the ranks that hold them.
 run4 "${balanced[@]}" --ep 2 --metrics "" --save "$work/ep2_ckpt" --stop-at 6 > "$work/ep2_first.log"
@@ -99,6 +107,16 @@ expect_resumed_like "$work/one.log" "$work/ep2_as_ep4.log" "$work/ep2_as_one.log
   --stop-at 6 > "$work/tp2_first.log"
 "$llama" "${split_heads[@]}" --metrics "" --resume "$work/tp2_ckpt" > "$work/tp2_as_one.log"
 expect_resumed_like "$work/one_kv2.log" "$work/tp2_as_one.log"
+# Between two tensor-parallel degrees: 4 heads, a save at --tp 4 resumes at --tp 2.
+four_heads=("${split_heads[@]}")
+for i in "${!four_heads[@]}"; do
+  case "${four_heads[$i]}" in --heads | --kv-heads) four_heads[i + 1]=4 ;; esac
+done
+"$llama" "${four_heads[@]}" --metrics "" > "$work/one_kv4.log"
+run4 "${four_heads[@]}" --tp 4 --metrics "" --save "$work/tp4_ckpt" --stop-at 6 > "$work/tp4_first.log"
+"$mpirun" --oversubscribe -np 2 "$llama" "${four_heads[@]}" --tp 2 --metrics "" --resume "$work/tp4_ckpt" \
+  > "$work/tp4_as_tp2.log"
+expect_resumed_like "$work/one_kv4.log" "$work/tp4_as_tp2.log"
 
 # Refusals, before any training.
 short=("${args[@]}" --steps 2 --warmup 1 --samples 0 --metrics "")
