@@ -38,16 +38,16 @@ Groups check_groups(const Tensor& x, const std::vector<int64_t>& rows, const std
                " weights (one count per weight)");
   STRATA_CHECK(!weights.empty(), kOp, ": no weights (at least one group is needed)");
   const int64_t total = std::accumulate(rows.begin(), rows.end(), int64_t{0});
-  STRATA_CHECK(total == x.size(0), kOp, ": the row counts sum to ", total, " but input ", x.shape(), " has ",
-               x.size(0), " rows");
+  STRATA_CHECK(total == x.size(0), kOp, ": the row counts sum to ", total, " but input ", x.shape(), " has ", x.size(0),
+               " rows");
   Groups g;
   for (size_t i = 0; i < weights.size(); ++i) {
     const Tensor& w = weights[i];
     STRATA_CHECK(w.defined(), kOp, ": weight ", i, " is undefined");
     STRATA_CHECK(rows[i] >= 0, kOp, ": group ", i, " has ", rows[i], " rows (a count must be non-negative)");
     STRATA_CHECK(w.dim() == 2 && w.size(1) == x.size(1) && w.size(0) == weights[0].size(0), kOp, ": weight ", i,
-                 " has shape ", w.shape(), "; every weight must be [out, ", x.size(1), "] with out = ",
-                 weights[0].size(0), " (weight 0's)");
+                 " has shape ", w.shape(), "; every weight must be [out, ", x.size(1),
+                 "] with out = ", weights[0].size(0), " (weight 0's)");
     STRATA_CHECK(w.dtype() == weights[0].dtype(), kOp, ": weight ", i, " has dtype ", w.dtype(), " but weight 0 has ",
                  weights[0].dtype());
     if (!cast) detail::check_param(w, x.dtype(), kOp, "weight");
@@ -122,27 +122,25 @@ void record_backward(const Tensor& x, const Tensor& a, const Groups& groups, DTy
     w_saved.push_back(w.detach());
   std::vector<autograd::SavedTensor> saved{a};
   saved.insert(saved.end(), w_saved.begin(), w_saved.end());
-  autograd::record(
-      "GroupedLinearBackward", inputs, {out}, std::move(saved),
-      [a, w_saved, rows = groups.rows, cast, xdt = x.dtype(), wdt](
-          autograd::BackwardContext& ctx) {
-        const Tensor g = cast ? detail::autocast_operand(ctx.grad(), cast->dtype) : ctx.grad();
-        std::vector<Tensor> grads(w_saved.size() + 1);
-        if (ctx.needs(0)) {
-          const std::vector<Tensor> w = cast ? w_saved : weight_operands(w_saved, xdt, std::nullopt);
-          const Tensor gx = rows_product(g, rows, w, false, a.size(1), cast);
-          grads[0] = cast ? in_dtype(gx, xdt) : gx;
-        }
-        bool any_weight = false;
-        for (size_t i = 1; i < grads.size(); ++i) any_weight = any_weight || ctx.needs(i);
-        if (!any_weight) return grads;
-        std::vector<Tensor> gw = weight_products(g, a, rows, cast);
-        for (size_t i = 1; i < grads.size(); ++i) {
-          if (!ctx.needs(i)) continue;
-          grads[i] = cast ? in_dtype(gw[i - 1], wdt) : detail::param_grad(gw[i - 1], wdt);
-        }
-        return grads;
-      });
+  autograd::record("GroupedLinearBackward", inputs, {out}, std::move(saved),
+                   [a, w_saved, rows = groups.rows, cast, xdt = x.dtype(), wdt](autograd::BackwardContext& ctx) {
+                     const Tensor g = cast ? detail::autocast_operand(ctx.grad(), cast->dtype) : ctx.grad();
+                     std::vector<Tensor> grads(w_saved.size() + 1);
+                     if (ctx.needs(0)) {
+                       const std::vector<Tensor> w = cast ? w_saved : weight_operands(w_saved, xdt, std::nullopt);
+                       const Tensor gx = rows_product(g, rows, w, false, a.size(1), cast);
+                       grads[0] = cast ? in_dtype(gx, xdt) : gx;
+                     }
+                     bool any_weight = false;
+                     for (size_t i = 1; i < grads.size(); ++i) any_weight = any_weight || ctx.needs(i);
+                     if (!any_weight) return grads;
+                     std::vector<Tensor> gw = weight_products(g, a, rows, cast);
+                     for (size_t i = 1; i < grads.size(); ++i) {
+                       if (!ctx.needs(i)) continue;
+                       grads[i] = cast ? in_dtype(gw[i - 1], wdt) : detail::param_grad(gw[i - 1], wdt);
+                     }
+                     return grads;
+                   });
 }
 
 }  // namespace
@@ -154,8 +152,8 @@ Tensor grouped_linear(const Tensor& x, const std::vector<int64_t>& rows, const s
   const Groups groups = check_groups(x, rows, weights, cast);
   const Tensor a = cast ? detail::autocast_operand(x, cast->dtype) : x.detach();
   profiler::Scope scope(kOp, x.device());
-  Tensor out =
-      rows_product(a, groups.rows, weight_operands(groups.weights, x.dtype(), cast), true, weights.front().size(0), cast);
+  Tensor out = rows_product(a, groups.rows, weight_operands(groups.weights, x.dtype(), cast), true,
+                            weights.front().size(0), cast);
   if (cast) out = scoped_result(out, *cast);
   record_backward(x, a, groups, weights.front().dtype(), out, cast);
   return out;

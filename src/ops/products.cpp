@@ -87,5 +87,4 @@ Tensor compute_values(const Tensor& param, DType compute) {
   return detail::is_16bit(compute) ? param.detach() : detail::param_values(param);
 }
 
-
 }  // namespace strata::products

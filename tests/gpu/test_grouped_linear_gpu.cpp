@@ -112,6 +112,33 @@ TEST_F(GroupedLinearGpu, EachProductIsOneGroupedCall) {
   }
 }
 
+// 50 groups with rows: 150 addresses, written in two launches of at most 128; every output
+// (float64, k = 16) within the bound of the CPU's.
+TEST_F(GroupedLinearGpu, ManyGroupsSpanTwoAddressTableLaunches) {
+  std::vector<int64_t> rows;
+  std::vector<Tensor> w;
+  Generator gen(3);
+  for (int g = 0; g < 50; ++g) {
+    rows.push_back(1 + g % 7);
+    w.push_back(randn({8, 16}, {.dtype = DType::Float64}, &gen));
+  }
+  const int64_t S = std::accumulate(rows.begin(), rows.end(), int64_t{0});
+  const Tensor x = randn({S, 16}, {.dtype = DType::Float64}, &gen);
+  std::vector<Tensor> wg;
+  for (const Tensor& t : w) wg.push_back(t.to(gpu));
+  cuda::synchronize();
+  profiler::Session session;
+  const Tensor got = grouped_linear(x.to(gpu), rows, wg).to(Device::cpu());
+  std::map<std::string, profiler::Row> by_name;
+  for (const auto& r : session.rows()) by_name[r.name] = r;
+  ASSERT_TRUE(by_name.count("grouped_linear")) << session.table();
+  EXPECT_EQ(by_name.at("grouped_linear").launches, 3) << session.table();
+  std::vector<Tensor> aw;
+  for (const Tensor& t : w) aw.push_back(abs(t));
+  const Tensor m = grouped_linear(abs(x), rows, aw);
+  expect_within(got, grouped_linear(x, rows, w), m, 2 * gamma_k(16, 0x1p-53), "50 groups");
+}
+
 // nn::MoE on the GPU, grouped against one expert after another (float64, capacity dropping):
 // the same routing (same router on the same tokens), so the outputs differ only by the
 // experts' products, each within the bound above; a derived bound per element would need
@@ -123,8 +150,8 @@ TEST_F(GroupedLinearGpu, MixtureOfExpertsGroupedEqualsOneByOne) {
     nn::MoEConfig cc = c;
     cc.grouped_experts = grouped;
     Generator gen(5);
-    nn::MoE moe(cc, nn::InitOptions{.std = 0.5, .dtype = DType::Float64, .gen = &gen,
-                                    .linear_init = nn::LinearInit::Normal});
+    nn::MoE moe(
+        cc, nn::InitOptions{.std = 0.5, .dtype = DType::Float64, .gen = &gen, .linear_init = nn::LinearInit::Normal});
     moe.to(gpu);
     EXPECT_EQ(moe.runs_grouped(), grouped);
     Generator xg(6);

@@ -87,7 +87,9 @@ TEST(GroupedLinear, GradientsMatchFiniteDifferences) {
   const std::vector<int64_t> rows{3, 0, 4, 2};
   const Tensor idle = leaf64({5, 6}, 7).detach();  // no rows: no gradient, so not a checked leaf
   expect_gradients_match(
-      [&](const std::vector<Tensor>& in) { return grouped_linear(in[0], rows, {in[1], idle, in[2], in[3]}); },
+      [&](const std::vector<Tensor>& in) {
+        return grouped_linear(in[0], rows, {in[1], idle, in[2], in[3]});
+      },
       {leaf64({9, 6}, 1), leaf64({5, 6}, 2), leaf64({5, 6}, 3), leaf64({5, 6}, 4)});
 }
 
@@ -110,6 +112,9 @@ TEST(GroupedLinear, BadInputIsNamed) {
   expect_error_mentions([&] { grouped_linear(x, {3, 3}, {w, zeros({2, 4})}); }, {"weight 1", "out = 3"});
   expect_error_mentions([&] { grouped_linear(zeros({6}), {6}, {w}); }, {"input must be [rows, in]", "[6]"});
   expect_error_mentions([&] { grouped_linear(x, {}, {}); }, {"no weights"});
-  expect_error_mentions([&] { grouped_linear(x, {3, 3}, {w, zeros({3, 4}, {.dtype = DType::Float64})}); },
-                        {"weight 1 has dtype float64"});
+  expect_error_mentions(
+      [&] {
+        grouped_linear(x, {3, 3}, {w, zeros({3, 4}, {.dtype = DType::Float64})});
+      },
+      {"weight 1 has dtype float64"});
 }
