@@ -107,8 +107,13 @@ DataParallelTrainer::DataParallelTrainer(nn::Module& model, dist::ProcessGroup& 
     shard = hsdp_.shard.get();
     zo.replicate = hsdp_.replicate.get();
     if (dist::world().rank() == 0)  // once, not once per tensor or pipeline rank
-      std::printf("HSDP: ZeRO-%d sharded over %d data ranks (group '%s'), %d replicas\n", zo.stage, hsdp_.shard_size,
-                  hsdp_.shard->name().c_str(), hsdp_.replicas);
+      std::printf("HSDP: ZeRO-%d sharded over %d data ranks (group '%s'), %d replicas%s\n", zo.stage, hsdp_.shard_size,
+                  hsdp_.shard->name().c_str(), hsdp_.replicas,
+                  hsdp_.shard_size == 1 ? "\nwarning: each node holds one rank of each data group, so the shard "
+                                          "groups have one rank: nothing is sharded (DDP's memory, and all-reduce "
+                                          "across nodes); place several data ranks on a node or use --zero without "
+                                          "--hsdp"
+                                        : "");
   }
   zero_ = std::make_unique<parallel::ZeroOptimizer>(model, adamw, *shard, zo, std::move(groups));
   schedule_ = make_lr_schedule(*zero_, o);

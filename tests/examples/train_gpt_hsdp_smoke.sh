@@ -4,7 +4,8 @@
 # the HSDP checkpoint (each shard written once, by the first replica) resumes as plain ZeRO-3
 # on 4 ranks and as one process on the same global batch, ending at the uninterrupted run's
 # loss; --hsdp on pretend nodes of 2 ranks (STRATA_TEST_NODE_SIZE) takes the node as the shard
-# group; bad shard sizes are clear errors.
+# group, and on nodes of one rank it warns that nothing is sharded; bad shard sizes are clear
+# errors.
 #   train_gpt_hsdp_smoke.sh <mpirun> <train_gpt binary>
 set -euo pipefail
 mpirun=$1
@@ -40,6 +41,12 @@ run "${common[@]}" --zero 3 --hsdp > "$work/node.log" 2>&1 \
   || { echo "--hsdp failed"; cat "$work/node.log"; exit 1; }
 grep -q "HSDP: ZeRO-3 sharded over 2 data ranks .* 2 replicas" "$work/node.log" \
   || { echo "--hsdp: the shard group is not the node"; cat "$work/node.log"; exit 1; }
+# Nodes of one rank: shard groups of one shard nothing, which the banner says.
+mpi_extra=(-x STRATA_TEST_NODE_SIZE=1)
+run "${common[@]}" --zero 3 --hsdp > "$work/single.log" 2>&1 \
+  || { echo "--hsdp on one-rank nodes failed"; cat "$work/single.log"; exit 1; }
+grep -q "shard groups have one rank: nothing is sharded" "$work/single.log" \
+  || { echo "--hsdp on one-rank nodes: no warning"; cat "$work/single.log"; exit 1; }
 
 expect_error() {  # message, then flags (run on 4 ranks, the environment as given)
   local message=$1
