@@ -25,3 +25,19 @@ expect_resumed_like() {
       || { paste <(after_6 "$reference") <(after_6 "$log"); fail "$log: losses differ from the uninterrupted run"; }
   done
 }
+
+# close_lines "$(lines A)" "$(lines B)": as many lines, each with the same words but its last,
+# which, where a number, is within one unit of the 4th printed decimal (as same_losses) and
+# otherwise equal. For logs mixing training, validation and sample lines.
+close_lines() {
+  [ -n "$1" ] || return 1
+  [ "$(printf '%s\n' "$1" | wc -l)" = "$(printf '%s\n' "$2" | wc -l)" ] || return 1
+  paste -d'\t' <(printf '%s\n' "$1") <(printf '%s\n' "$2") | awk -F'\t' '
+    { na = split($1, a, " "); nb = split($2, b, " ")
+      if (na != nb) bad = 1
+      for (i = 1; i < na; ++i) if (a[i] != b[i]) bad = 1
+      if (a[na] ~ /^[0-9]+\.[0-9]+$/ && b[nb] ~ /^[0-9]+\.[0-9]+$/) {
+        if (a[na] - b[nb] > 1.5e-4 || b[nb] - a[na] > 1.5e-4) bad = 1
+      } else if (a[na] != b[nb]) bad = 1 }
+    END { exit bad }'
+}
