@@ -6,9 +6,11 @@
 // where no GPU is visible.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "distributed/dist_test_util.h"
 #include "distributed/moe_test_util.h"
@@ -49,42 +51,39 @@ Step reference_step(const nn::MoEConfig& config, int world) {
 void compare_with_one_process(std::optional<double> capacity) {
   auto& world = dist::world();
   const int n = world.size(), me = world.rank();
-  {
-    const nn::MoEConfig config = base_config(capacity, 0.1);
-    const Step ref = reference_step(config, n);
-    if (capacity) {
-      EXPECT_GT(ref.stats.dropped, 0) << "no slot dropped: the capacity is untested";
-    }
-    if (!cuda::is_available()) GTEST_SKIP() << "no GPU visible";
-    const Device gpu = Device::cuda(cuda::current_device());
-    dist::DeviceMesh mesh(world, {.dp = n, .ep = n});
-    dist::ProcessGroup& ep_group = mesh.group(dist::MeshDim::Expert);
-    auto moe = build(parallel::expert_parallel_config(config, ep_group));
-    moe->to(gpu);
-    ASSERT_EQ(parallel::enable_expert_parallel(*moe, ep_group), 1);
-    // The tokens need a gradient, as a layer norm's output does: both exchanges run backward.
-    Tensor loss = loss_of(*moe, tokens(me, 0).to(gpu).set_requires_grad(true), targets(me, 0).to(gpu));
-    loss.backward();
-    parallel::reduce_expert_parallel_gradients(*moe, mesh.group(dist::MeshDim::DataContext),
-                                               mesh.group(dist::MeshDim::ExpertData));
-    const std::string what = capacity ? "capacity 0.75" : "dropless";
-    // Each rank's loss is its tokens' share: their mean is one process's loss.
-    Tensor losses = full({1}, loss.item() / n, {.dtype = DType::Float64});
-    world.all_reduce(losses)->wait();
-    const double bound = testing::moe_float64_bound();
-    EXPECT_LE(std::abs(losses.item() - ref.loss), bound * std::abs(ref.loss)) << what << ": loss";
-    // Each rank counts its held experts' drops: together, one process's.
-    Tensor dropped = full({1}, static_cast<double>(moe->stats().dropped), {.dtype = DType::Float64});
-    world.all_reduce(dropped)->wait();
-    EXPECT_EQ(static_cast<int64_t>(dropped.item()), ref.stats.dropped) << what;
-    for (auto& [name, p] : moe->named_parameters()) {
-      EXPECT_EQ(p.device(), gpu) << name;
-      const auto it = ref.grads.find(name);
-      ASSERT_EQ(p.grad().defined(), it != ref.grads.end()) << what << ": gradient presence of " << name;
-      if (it == ref.grads.end()) continue;
-      EXPECT_LE(testing::max_relative(p.grad().to(Device::cpu()), it->second), bound)
-          << what << ": gradient of " << name;
-    }
+  const nn::MoEConfig config = base_config(capacity, 0.1);
+  const Step ref = reference_step(config, n);
+  if (capacity) {
+    EXPECT_GT(ref.stats.dropped, 0) << "no slot dropped: the capacity is untested";
+  }
+  if (!cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  const Device gpu = Device::cuda(cuda::current_device());
+  dist::DeviceMesh mesh(world, {.dp = n, .ep = n});
+  dist::ProcessGroup& ep_group = mesh.group(dist::MeshDim::Expert);
+  auto moe = build(parallel::expert_parallel_config(config, ep_group));
+  moe->to(gpu);
+  ASSERT_EQ(parallel::enable_expert_parallel(*moe, ep_group), 1);
+  // The tokens need a gradient, as a layer norm's output does: both exchanges run backward.
+  Tensor loss = loss_of(*moe, tokens(me, 0).to(gpu).set_requires_grad(true), targets(me, 0).to(gpu));
+  loss.backward();
+  parallel::reduce_expert_parallel_gradients(*moe, mesh.group(dist::MeshDim::DataContext),
+                                             mesh.group(dist::MeshDim::ExpertData));
+  const std::string what = capacity ? "capacity 0.75" : "dropless";
+  // Each rank's loss is its tokens' share: their mean is one process's loss.
+  Tensor losses = full({1}, loss.item() / n, {.dtype = DType::Float64});
+  world.all_reduce(losses)->wait();
+  const double bound = testing::moe_float64_bound();
+  EXPECT_LE(std::abs(losses.item() - ref.loss), bound * std::abs(ref.loss)) << what << ": loss";
+  // Each rank counts its held experts' drops: together, one process's.
+  Tensor dropped = full({1}, static_cast<double>(moe->stats().dropped), {.dtype = DType::Float64});
+  world.all_reduce(dropped)->wait();
+  EXPECT_EQ(static_cast<int64_t>(dropped.item()), ref.stats.dropped) << what;
+  for (auto& [name, p] : moe->named_parameters()) {
+    EXPECT_EQ(p.device(), gpu) << name;
+    const auto it = ref.grads.find(name);
+    ASSERT_EQ(p.grad().defined(), it != ref.grads.end()) << what << ": gradient presence of " << name;
+    if (it == ref.grads.end()) continue;
+    EXPECT_LE(testing::max_relative(p.grad().to(Device::cpu()), it->second), bound) << what << ": gradient of " << name;
   }
 }
 
