@@ -193,10 +193,12 @@ TEST_F(IndexingGpu, MoEForwardAndBackwardMatchTheCpu) {
     const char* name;
     nn::MoEGating gating;
     std::optional<double> capacity_factor;
+    bool grouped;  // the experts as grouped GEMMs (cuBLAS grouped on CUDA) or one by one
   };
-  const std::vector<Case> cases = {{"capacity 0.5 (drops)", nn::MoEGating::Softmax, 0.5},
-                                   {"dropless", nn::MoEGating::Softmax, std::nullopt},
-                                   {"sigmoid, capacity 0.75", nn::MoEGating::Sigmoid, 0.75}};
+  const std::vector<Case> cases = {{"capacity 0.5 (drops)", nn::MoEGating::Softmax, 0.5, true},
+                                   {"dropless", nn::MoEGating::Softmax, std::nullopt, true},
+                                   {"dropless, one expert after another", nn::MoEGating::Softmax, std::nullopt, false},
+                                   {"sigmoid, capacity 0.75", nn::MoEGating::Sigmoid, 0.75, true}};
   for (const Case& c : cases) {
     const nn::MoEConfig config{.hidden_size = kC,
                                .intermediate_size = kI,
@@ -205,7 +207,8 @@ TEST_F(IndexingGpu, MoEForwardAndBackwardMatchTheCpu) {
                                .gating = c.gating,
                                .capacity_factor = c.capacity_factor,
                                .aux_loss_coef = 0.3,
-                               .z_loss_coef = 0.2};
+                               .z_loss_coef = 0.2,
+                               .grouped_experts = c.grouped};
     const MoERun cpu = run_moe(config, Device::cpu());
     const MoERun got = run_moe(config, gpu);
     if (c.capacity_factor) {
