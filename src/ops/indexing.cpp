@@ -1,10 +1,12 @@
 // index_select / index_add and gather / scatter_add: device-neutral checks, the device
-// switch, autograd. Kernels in src/backend/cpu/indexing.
+// switch, autograd. Kernels in src/backend/cpu/indexing; index_select and index_add (and their
+// gradients) also in src/backend/cuda/indexing.
 #include "strata/ops/indexing.h"
 
 #include <string>
 
 #include "backend/cpu/indexing.h"
+#include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch/device_dispatch.h"
 #include "ops/index_grad.h"
 #include "strata/autograd/function.h"
@@ -69,16 +71,22 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t d = check_operands("index_select", x, dim, index, nullptr);
   STRATA_CHECK(index.dim() <= 1, "index_select: index must be 1-D, got shape ", index.shape());
   Tensor idx = index_data(index);
-  Tensor out = detail::on_device("index_select", x.device(), [&] {
-    cpu::check_index_range("index_select", idx, d, x.shape());
-    return cpu::index_select(x.detach().contiguous(), d, idx);
-  });
+  Tensor out = detail::on_device(
+      "index_select", x.device(),
+      [&] {
+        cpu::check_index_range("index_select", idx, d, x.shape());
+        return cpu::index_select(x.detach().contiguous(), d, idx);
+      },
+      [&] { return cuda_ops::index_select(x, d, idx, "index_select", true); });
   if (autograd::needs_grad({x})) {
     autograd::record("IndexSelectBackward", {x}, {out}, {idx},
                      [idx, d, shape = x.shape()](autograd::BackwardContext& ctx) {
                        Tensor g = ctx.grad().contiguous();
                        Tensor gx = zeros(shape, {.dtype = g.dtype(), .device = g.device()});
-                       detail::on_device("index_select backward", g.device(), [&] { cpu::index_add_(gx, d, idx, g); });
+                       // The forward checked the index.
+                       detail::on_device(
+                           "index_select backward", g.device(), [&] { cpu::index_add_(gx, d, idx, g); },
+                           [&] { cuda_ops::index_add_(gx, d, idx, g, "index_select backward", false); });
                        return std::vector<Tensor>{gx};
                      });
   }
@@ -94,17 +102,22 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
                " and an index of ", index.numel(), " entries along dimension ", dim, " need ", want);
   Tensor idx = index_data(index);
   Tensor out = x.detach().clone();
-  detail::on_device("index_add", x.device(), [&] {
-    cpu::check_index_range("index_add", idx, d, x.shape());
-    cpu::index_add_(out, d, idx, src.detach().contiguous());
-  });
+  detail::on_device(
+      "index_add", x.device(),
+      [&] {
+        cpu::check_index_range("index_add", idx, d, x.shape());
+        cpu::index_add_(out, d, idx, src.detach().contiguous());
+      },
+      [&] { cuda_ops::index_add_(out, d, idx, src, "index_add", true); });
   if (autograd::needs_grad({x, src})) {
     autograd::record("IndexAddBackward", {x, src}, {out}, {idx}, [idx, d](autograd::BackwardContext& ctx) {
       std::vector<Tensor> grads(2);
       if (ctx.needs(0)) grads[0] = ctx.grad();
       if (ctx.needs(1)) {
         Tensor g = ctx.grad().contiguous();
-        grads[1] = detail::on_device("index_add backward", g.device(), [&] { return cpu::index_select(g, d, idx); });
+        grads[1] = detail::on_device(
+            "index_add backward", g.device(), [&] { return cpu::index_select(g, d, idx); },
+            [&] { return cuda_ops::index_select(g, d, idx, "index_add backward", false); });
       }
       return grads;
     });

@@ -44,7 +44,9 @@ Received exchange_counts(dist::ProcessGroup& group, const Counts& by_choice, int
     send.push_back(tokens);
   }
   const Counts splits(static_cast<size_t>(P), block);
-  const Counts got = all_to_all_v_rows(from_vector(send, {P * block}), group, splits, splits).to_vector<int64_t>();
+  // On the group's device (an NCCL group takes only its GPU's tensors).
+  const Tensor sent = from_vector(send, {P * block}).to(group.tensor_device());
+  const Counts got = all_to_all_v_rows(sent, group, splits, splits).to_vector<int64_t>();
   Received r;
   for (int64_t s = 0; s < P; ++s) {
     const auto first = got.begin() + s * block;
@@ -167,6 +169,7 @@ void reduce_gradients(std::vector<Tensor>& params, dist::ProcessGroup& group, do
   std::vector<double> has(params.size());
   for (size_t p = 0; p < params.size(); ++p) has[p] = params[p].grad().defined() ? 1.0 : 0.0;
   Tensor flags = from_vector(has, {static_cast<int64_t>(has.size())}, {.dtype = DType::Float64});
+  flags = flags.to(group.tensor_device());  // an NCCL group takes only its GPU's tensors
   if (group.size() > 1) group.all_reduce(flags)->wait();
   const std::vector<double> anywhere = flags.to_vector<double>();
   for (size_t p = 0; p < params.size(); ++p) {

@@ -52,4 +52,38 @@ inline double worst_over_bound(const Tensor& a, const Tensor& b, const std::vect
   return worst;
 }
 
+// nn::MoE in float64 on a GPU against the CPU (test_indexing_gpu.cpp, test_expert_parallel_gpu.cpp):
+// the bound on a tensor's largest difference relative to its largest CPU entry (max_relative),
+// for configs with C, I <= 8, E <= 8, k = 2 and at most 16 tokens. With the routing equal
+// (integers, checked first), both devices evaluate one expression graph and differ only in
+// rounding: the GEMMs' summation order (cuBLAS against OpenBLAS: a dot product of length K
+// within gamma_K of exact), exp and log (library_error each), reductions' order, and (expert
+// parallel) the order of a two-rank gradient sum. Each value is then within gamma_L * G of
+// exact relative to its tensor's scale, L bounding the roundings on one dependency chain and
+// G the growth of relative error through cancellation. L: gate GEMM (K = C <= 8), softmax
+// (subtract, exp, E-term sum, divide: <= 11), gate normalisation (k-term sum, divide: 3),
+// w1 / w3 GEMMs (8), silu (negate, exp, add, divide, multiply: 5), the SwiGLU product (1),
+// w2 GEMM (K = I <= 8), the gate product (1), the combine's index_add (k = 2): <= 47; the
+// auxiliary losses (means over <= 16 tokens, E-term sums, logsumexp, squares, coefficients)
+// are no longer. Backward retraces one chain (the same counts) and adds a weight-gradient
+// reduction over <= 16 tokens and a two-term rank sum: L <= 2 * 47 + 18 < 128. G = 1e3 is the
+// stated growth factor: parameters of order one (N(0, 0.5^2), a router bias of 3) and widths
+// under 17 leave sums of mixed signs no more cancellation than that at a tensor's largest entry. Two independent
+// computations: 2 * gamma_128 * G (about 2.8e-11).
+inline double moe_float64_bound() { return 2 * gamma_k(128, unit_roundoff(DType::Float64)) * 1e3; }
+
+// max_i |a_i - b_i| / max_i |b_i| (a, b CPU tensors of one shape; NaN: infinity).
+inline double max_relative(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  if (x.size() != y.size()) return std::numeric_limits<double>::infinity();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double d = std::abs(x[i] - y[i]);
+    if (std::isnan(d)) return std::numeric_limits<double>::infinity();
+    diff = std::max(diff, d);
+    scale = std::max(scale, std::abs(y[i]));
+  }
+  return diff / std::max(scale, std::numeric_limits<double>::min());
+}
+
 }  // namespace strata::testing

@@ -1,7 +1,8 @@
 #pragma once
 // Embedding lookup and its weight gradient (C API). Indices are int32 or int64
 // (index_type: STRATA_ELEMENT_I32 / STRATA_ELEMENT_I64 of strata_kernels/elementwise.h),
-// contiguous, n of them; weight rows have `dim` elements.
+// contiguous, n of them; weight rows have `dim` elements. The case outer == 1 of
+// strata_kernels/index_rows.h, kept as its own API for the embedding's glue.
 #include <cuda_runtime_api.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -123,6 +123,17 @@ STRATA_CUDA_ENTRY(Tensor bincount(const Tensor& x, const Tensor& weights, int64_
 STRATA_CUDA_ENTRY(Tensor embedding_forward(const Tensor& indices, const Tensor& weight))
 STRATA_CUDA_ENTRY(Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t vocab))
 
+// index_select / index_add along one dimension (cuda/indexing.cpp), as cpu/indexing.h's
+// index_select and index_add_: x and src any layout, out contiguous, index contiguous int64,
+// all on one device; index_add_ takes float32, float64, int32 or int64 and gives the CPU's
+// bits. With check_range an index outside the dimension fails with the CPU's message (a flag
+// read back: the host waits); without, the caller vouches for it (a backward). `op` names the
+// op in errors.
+STRATA_CUDA_ENTRY(Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, const char* op,
+                                      bool check_range))
+STRATA_CUDA_ENTRY(void index_add_(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src,
+                                  const char* op, bool check_range))
+
 // Rotary position embedding (cuda/rotary.cpp), as cpu/rotary.h's rotary_apply.
 STRATA_CUDA_ENTRY(Tensor rotary_apply(const Tensor& x, const Tensor& cos, const Tensor& sin, bool transpose))
 

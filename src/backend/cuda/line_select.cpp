@@ -7,29 +7,15 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/float_element_type.h"
 #include "strata/tensor/factory.h"
 #include "strata_kernels/elementwise.h"
 
 namespace strata::cuda_ops {
-namespace {
-
-// The kernels' element code of an arithmetic dtype (the CPU ops' dispatch_arith set).
-int32_t arith_type(const Tensor& x, const char* op) {
-  switch (x.dtype()) {
-    case DType::Float32: return STRATA_ELEMENT_F32;
-    case DType::Float64: return STRATA_ELEMENT_F64;
-    case DType::Int32: return STRATA_ELEMENT_I32;
-    case DType::Int64: return STRATA_ELEMENT_I64;
-    default: break;
-  }
-  STRATA_FAIL(op, ": dtype ", x.dtype(), " (shape ", x.shape(), ", ", x.device(),
-              ") is not supported on CUDA (float32, float64, int32 or int64; convert with .to())");
-}
-
-}  // namespace
+using cuda_detail::arith_element_type;
 
 void max_keepdim(const Tensor& x_in, int64_t dim, Tensor* values, Tensor* indices) {
-  const int32_t type = arith_type(x_in, "max");
+  const int32_t type = arith_element_type(x_in, "max");
   cuda_detail::check_device(x_in.device(), "max");
   Tensor x = x_in.detach().contiguous();
   Shape out_shape = x.shape();
@@ -43,7 +29,7 @@ void max_keepdim(const Tensor& x_in, int64_t dim, Tensor* values, Tensor* indice
 }
 
 void topk(const Tensor& x_in, int64_t k, int64_t dim, bool largest, Tensor* values, Tensor* indices) {
-  const int32_t type = arith_type(x_in, "topk");
+  const int32_t type = arith_element_type(x_in, "topk");
   cuda_detail::check_device(x_in.device(), "topk");
   Tensor x = x_in.detach().contiguous();
   Shape out_shape = x.shape();
@@ -58,7 +44,7 @@ void topk(const Tensor& x_in, int64_t k, int64_t dim, bool largest, Tensor* valu
 
 Tensor cumsum(const Tensor& x_in, int64_t dim, bool reverse) {
   const char* op = reverse ? "cumsum backward" : "cumsum";
-  const int32_t type = arith_type(x_in, op);
+  const int32_t type = arith_element_type(x_in, op);
   cuda_detail::check_device(x_in.device(), op);
   Tensor x = x_in.detach().contiguous();
   Tensor out = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
@@ -70,7 +56,7 @@ Tensor cumsum(const Tensor& x_in, int64_t dim, bool reverse) {
 }
 
 Tensor scatter_add_lines(const char* op, const Shape& shape, int64_t dim, const Tensor& index, const Tensor& grad) {
-  const int32_t type = arith_type(grad, op);
+  const int32_t type = arith_element_type(grad, op);
   cuda_detail::check_device(grad.device(), op);
   STRATA_CHECK(index.device() == grad.device(), op, ": index on ", index.device(), " and gradient on ", grad.device(),
                " differ");
