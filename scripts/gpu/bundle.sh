@@ -13,7 +13,7 @@ trap 'rm -rf "$stage"' EXIT
 
 programs=()
 for p in tests/strata_gpu_tests tests/gpu_nccl tests/gpu_nccl_failure tests/gpu_nccl_failure_np2 tests/gpu_mpi_cuda tests/gpu_ddp \
-         tests/gpu_zero tests/gpu_tp benchmarks/bench_fused_adam benchmarks/bench_gpt2_gpu benchmarks/bench_attention_gpu \
+         tests/gpu_zero tests/gpu_tp tests/gpu_expert_parallel benchmarks/bench_fused_adam benchmarks/bench_gpt2_gpu benchmarks/bench_attention_gpu \
          examples/train_gpt/train_gpt examples/train_llama/train_llama; do
   [ -x "$build/$p" ] && programs+=("$build/$p")
 done

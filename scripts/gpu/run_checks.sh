@@ -54,7 +54,7 @@ check gpu_tests "$bin/strata_gpu_tests"
   check gpu_nccl_failure_np2 mpirun --oversubscribe -np 2 -x LD_LIBRARY_PATH "$bin/gpu_nccl_failure_np2"
 [ -x "$bin/gpu_mpi_cuda" ] && command -v mpirun >/dev/null &&
   check gpu_mpi_cuda_np2 mpirun --oversubscribe -np 2 -x LD_LIBRARY_PATH "$bin/gpu_mpi_cuda"
-for t in gpu_ddp gpu_zero gpu_tp; do
+for t in gpu_ddp gpu_zero gpu_tp gpu_expert_parallel; do
   [ -x "$bin/$t" ] && command -v mpirun >/dev/null &&
     check "${t}_np2" mpirun --oversubscribe -np 2 -x LD_LIBRARY_PATH "$bin/$t"
 done
