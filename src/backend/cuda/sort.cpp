@@ -4,28 +4,14 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/float_element_type.h"
 #include "strata/tensor/factory.h"
 #include "strata_kernels/elementwise.h"
 
 namespace strata::cuda_ops {
-namespace {
-
-int32_t sortable_type(const Tensor& x) {
-  switch (x.dtype()) {
-    case DType::Float32: return STRATA_ELEMENT_F32;
-    case DType::Float64: return STRATA_ELEMENT_F64;
-    case DType::Int32: return STRATA_ELEMENT_I32;
-    case DType::Int64: return STRATA_ELEMENT_I64;
-    default: break;
-  }
-  STRATA_FAIL("sort: dtype ", x.dtype(), " (shape ", x.shape(), ", ", x.device(),
-              ") is not supported on CUDA (float32, float64, int32 or int64; convert with .to())");
-}
-
-}  // namespace
 
 void sort_rows(const Tensor& x_in, bool descending, Tensor* values, Tensor* indices) {
-  const int32_t type = sortable_type(x_in);
+  const int32_t type = cuda_detail::arith_element_type(x_in, "sort");
   cuda_detail::check_device(x_in.device(), "sort");
   const Tensor x = x_in.contiguous();
   *values = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
