@@ -4,12 +4,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "strata/strata.h"
 
 namespace strata::testing {
+
+// True when a and b (CPU tensors) have the same dtype, shape and bytes.
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  const Tensor x = a.contiguous(), y = b.contiguous();
+  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
+         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype())) == 0;
+}
 
 // The message of the strata::Error that `f` throws (a test failure when it throws none).
 template <class F>

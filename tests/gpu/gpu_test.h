@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "strata/strata.h"
+#include "test_util.h"
 
 namespace strata::testing {
 
@@ -28,13 +29,6 @@ class GpuTest : public ::testing::Test {
 inline void poison(int64_t numel, DType dtype) {
   const Shape shape{std::max<int64_t>(numel, 1)};
   for (int i = 0; i < 2; ++i) (void)full(shape, std::nan(""), {.dtype = dtype, .device = Device::cuda(0)});
-}
-
-// True when a and b (CPU tensors) have the same dtype, shape and bytes.
-inline bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
-         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype())) == 0;
 }
 
 // Largest distance in units in the last place between a and b (0: identical bits; NaNs of

@@ -7,13 +7,15 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <numeric>
 #include <vector>
 
 #include "backend/cpu/dim_layout.h"
 #include "strata/strata.h"
 #include "strata_kernels/common/index_rows.h"
+#include "test_util.h"
+
+using strata::testing::same_bits;
 
 namespace {
 
@@ -22,12 +24,6 @@ using strata::Shape;
 using strata::Tensor;
 using strata_kernels::SelectRows;
 using strata_kernels::SumRuns;
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
-         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * strata::dtype_size(x.dtype())) == 0;
-}
 
 // The GPU's index_select, one functor call per output element.
 template <class E, class I>

@@ -7,13 +7,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <numeric>
 #include <vector>
 
 #include "strata/strata.h"
 #include "strata_kernels/common/line_select.h"
+#include "test_util.h"
+
+using strata::testing::same_bits;
 
 namespace {
 
@@ -68,12 +70,6 @@ Tensor from_last(const Tensor& t, int64_t dim) {
   return t.permute(dim == 0   ? std::vector<int64_t>{2, 0, 1}
                    : dim == 1 ? std::vector<int64_t>{0, 2, 1}
                               : std::vector<int64_t>{0, 1, 2});
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
-         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * strata::dtype_size(x.dtype())) == 0;
 }
 
 TEST(LineSelect, ValueBeforeRanksNaNAboveEveryNumber) {

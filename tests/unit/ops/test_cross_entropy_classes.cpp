@@ -2,7 +2,6 @@
 // the rest a padded vocabulary): finite differences in float64, and against slicing.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -15,18 +14,8 @@ using strata::testing::error_of;
 using strata::testing::expect_contains;
 using strata::testing::expect_gradients_match;
 using strata::testing::leaf64;
+using strata::testing::same_bits;
 using V = const std::vector<Tensor>&;
-
-namespace {
-
-// Bitwise equality of two tensors' values (same dtype and shape).
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.raw_data(), cb.raw_data(), static_cast<size_t>(ca.numel()) * dtype_size(ca.dtype())) == 0;
-}
-
-}  // namespace
 
 TEST(CrossEntropyClasses, Gradcheck) {
   // Padding columns do not change the loss: their finite difference, like their gradient, is 0.

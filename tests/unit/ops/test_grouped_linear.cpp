@@ -3,7 +3,6 @@
 // against finite differences in float64; idle groups get no gradient; bad input named.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -15,18 +14,13 @@ using namespace strata;
 using strata::testing::expect_error_mentions;
 using strata::testing::expect_gradients_match;
 using strata::testing::leaf64;
+using strata::testing::same_bits;
 
 namespace {
 
 Tensor leaf(const Shape& shape, DType dtype, uint64_t seed) {
   Generator gen(seed);
   return randn(shape, {.dtype = dtype}, &gen).set_requires_grad(true);
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.contiguous(), y = b.contiguous();
-  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
-         std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.nbytes())) == 0;
 }
 
 // Runs grouped_linear and the per-group linear reference (fresh leaves with the same values)
