@@ -140,12 +140,13 @@ TEST_F(GroupedLinearGpu, ManyGroupsSpanTwoAddressTableLaunches) {
 }
 
 // nn::MoE on the GPU, grouped against one expert after another (float64, capacity dropping):
-// the same routing (same router on the same tokens), so the outputs differ only by the
-// experts' products, each within the bound above; a derived bound per element would need
-// every intermediate's magnitude, so this checks the relative difference against
-// 64 gamma64(max(C, I)): far below any routing change and far above the products' rounding.
+// the same routing (same router on the same tokens), so the two differ only in how cuBLAS
+// orders the experts' products: two computations of one float64 chain, each tensor within
+// moe_float64_bound() of the other relative to its largest entry (derived in
+// derived_bounds.h for chains of this size: widths C, I <= 8, at most 16 tokens, parameters
+// drawn N(0, 0.5^2)).
 TEST_F(GroupedLinearGpu, MixtureOfExpertsGroupedEqualsOneByOne) {
-  nn::MoEConfig c{.hidden_size = 48, .intermediate_size = 64, .num_experts = 8, .top_k = 2, .capacity_factor = 1.0};
+  nn::MoEConfig c{.hidden_size = 8, .intermediate_size = 8, .num_experts = 8, .top_k = 2, .capacity_factor = 1.0};
   const auto run_moe = [&](bool grouped) {
     nn::MoEConfig cc = c;
     cc.grouped_experts = grouped;
@@ -155,7 +156,7 @@ TEST_F(GroupedLinearGpu, MixtureOfExpertsGroupedEqualsOneByOne) {
     moe.to(gpu);
     EXPECT_EQ(moe.runs_grouped(), grouped);
     Generator xg(6);
-    Tensor x = randn({3, 20, 48}, {.dtype = DType::Float64}, &xg).to(gpu).set_requires_grad(true);
+    Tensor x = randn({2, 8, 8}, {.dtype = DType::Float64}, &xg).to(gpu).set_requires_grad(true);
     Tensor y = moe.forward(x);
     sum(mul(y, y)).backward();
     std::vector<Tensor> out{y.to(Device::cpu()), x.grad().to(Device::cpu())};
@@ -165,7 +166,7 @@ TEST_F(GroupedLinearGpu, MixtureOfExpertsGroupedEqualsOneByOne) {
   };
   const std::vector<Tensor> a = run_moe(true), b = run_moe(false);
   ASSERT_EQ(a.size(), b.size());
-  const double tol = 64 * gamma_k(64, 0x1p-53);
+  const double tol = moe_float64_bound();
   for (size_t i = 0; i < a.size(); ++i) {
     ASSERT_EQ(a[i].defined(), b[i].defined()) << "tensor " << i;
     if (!a[i].defined()) continue;
